@@ -1,0 +1,34 @@
+# One entry point for people and CI. `make demo` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.installed-dev
+
+.PHONY: demo test lint bench redis-server clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)            ## the end-to-end demo (embedded store unless MQ_URL is set)
+	$(VENV)/bin/mq demo
+
+redis-server:             ## the tests start their own redis-server processes: make sure the binary exists
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	  else echo "redis-server is missing: install it (apt-get install redis-server) and rerun" >&2; exit 1; fi; }
+
+test: $(STAMP) redis-server  ## the whole suite (real redis-server processes on free loopback ports)
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check mq tests bench examples
+	$(VENV)/bin/mypy
+
+bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see docs/benchmarks.md)
+	$(PY) -m bench.producer
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,7 @@
+"""``python -m mq`` runs the ``mq`` command."""
+
+import sys
+
+from mq.cli import main
+
+sys.exit(main())

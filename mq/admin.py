@@ -1,0 +1,147 @@
+"""``Admin``: topics, offsets and message queries [RocketMQ ``mqadmin`` / ``DefaultMQAdminExt``]."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import TracebackType
+
+from mq.connection import Connection
+from mq.errors import MQClientError, TopicNotFoundError
+from mq.message import MessageExt
+from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.store import Store
+from mq.topic import DEFAULT_QUEUE_NUMS, QueueStats, TopicConfig
+from mq.validation import check_topic, check_user_topic
+
+#: Most messages one key query returns (RocketMQ's ``maxNum`` cap).
+MAX_KEY_QUERY = 64
+
+
+class Admin:
+    """Administration of one namespace.
+
+    Args:
+        url: store URL (see :mod:`mq.connection`); None uses ``$MQ_URL`` or ``memory://``.
+        namespace: key prefix separating independent deployments on one Redis.
+    """
+
+    def __init__(self, url: str | None = None, namespace: str = "mq") -> None:
+        self._conn = Connection(url, namespace)
+        self._store = Store(self._conn)
+
+    def __repr__(self) -> str:
+        return f"Admin({self._conn!r})"
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    # -- topics ---------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        topic: str,
+        *,
+        read_queues: int = DEFAULT_QUEUE_NUMS,
+        write_queues: int = DEFAULT_QUEUE_NUMS,
+        perm: str = "rw",
+        order: bool = False,
+    ) -> TopicConfig:
+        """Create ``topic``, or update it when it exists (as ``mqadmin updateTopic`` does).
+
+        Raises:
+            InvalidNameError: the name is invalid or reserved.
+            MQClientError: bad queue counts or perm.
+        """
+        config = TopicConfig(check_user_topic(topic), read_queues, write_queues, perm, bool(order))
+        self._store.save_topic(config)
+        return config
+
+    def update_topic(
+        self, topic: str, *, read_queues: int | None = None, write_queues: int | None = None, perm: str | None = None
+    ) -> TopicConfig:
+        """Change queue counts or perm of an existing topic; None keeps a value.
+
+        Growing takes effect at once. To shrink safely, lower ``write_queues`` first, let consumers
+        drain the high queues, then lower ``read_queues``; messages are never deleted by this.
+
+        Raises:
+            TopicNotFoundError: the topic does not exist.
+        """
+        current = self._require(topic)
+        changes = {"read_queues": read_queues, "write_queues": write_queues, "perm": perm}
+        config = dataclasses.replace(current, **{k: v for k, v in changes.items() if v is not None})
+        self._store.save_topic(config)
+        return config
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic`` and every message it stores.
+
+        Raises:
+            TopicNotFoundError: the topic does not exist.
+        """
+        if not self._store.delete_topic(check_topic(topic)):
+            raise TopicNotFoundError(f"topic {topic!r} does not exist")
+
+    def topics(self) -> list[TopicConfig]:
+        """Every topic of the namespace, sorted by name."""
+        return self._store.topics()
+
+    def topic_config(self, topic: str) -> TopicConfig:
+        """The config of ``topic``. Raises TopicNotFoundError when it does not exist."""
+        return self._require(topic)
+
+    def topic_status(self, topic: str) -> dict[MessageQueue, QueueStats]:
+        """Min/max offset and last store time of every queue of ``topic`` (readable or not)."""
+        config = self._require(topic)
+        stats = self._store.queue_stats(topic, range(config.queue_count))
+        return {MessageQueue(topic, DEFAULT_BROKER_NAME, q): s for q, s in stats.items()}
+
+    def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        """The offset of the first message in ``queue`` stored at or after ``timestamp_ms``.
+
+        Returns the queue's max offset when every stored message is older.
+        """
+        return self._store.search_offset(queue.topic, queue.queue_id, int(timestamp_ms))
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def query_message(self, topic: str, msg_id: str) -> MessageExt | None:
+        """The message of ``topic`` with id ``msg_id``, or None when it is not stored."""
+        config = self._require(topic)
+        found = self._store.find_ids(topic, range(config.queue_count), msg_id)
+        messages = self._store.read_at(topic, found[:1])
+        return messages[0] if messages else None
+
+    def query_messages_by_key(
+        self, topic: str, key: str, *, max_num: int = MAX_KEY_QUERY, begin_ms: int | None = None, end_ms: int | None = None
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` carrying business key ``key``, oldest first.
+
+        Args:
+            max_num: at most this many (1..64).
+            begin_ms, end_ms: only messages stored in ``[begin_ms, end_ms]`` (epoch ms) when given.
+        """
+        if not isinstance(max_num, int) or not 1 <= max_num <= MAX_KEY_QUERY:
+            raise MQClientError(f"max_num must be in 1..{MAX_KEY_QUERY}, got {max_num!r}")
+        config = self._require(topic)
+        found = self._store.find_keys(topic, range(config.queue_count), key, limit=MAX_KEY_QUERY)
+        messages = [
+            m
+            for m in self._store.read_at(topic, found)
+            if (begin_ms is None or m.store_timestamp_ms >= begin_ms) and (end_ms is None or m.store_timestamp_ms <= end_ms)
+        ]
+        messages.sort(key=lambda m: (m.store_timestamp_ms, m.queue_id, m.queue_offset))
+        return messages[:max_num]
+
+    def _require(self, topic: str) -> TopicConfig:
+        config = self._store.topic(check_topic(topic))
+        if config is None:
+            raise TopicNotFoundError(f"topic {topic!r} does not exist; create it with Admin.create_topic or `mq topic create`")
+        return config

@@ -1,0 +1,175 @@
+"""Connecting to the store: URL forms, client construction and error translation.
+
+URL forms (see docs/architecture.md):
+
+- ``redis://[user:pass@]host:port/db`` and ``rediss://…`` (TLS): a standalone Redis;
+- ``redis+cluster://[user:pass@]host:port[,host:port…]`` (``rediss+cluster://`` for TLS): a Redis
+  Cluster, given by seed nodes;
+- ``memory://`` or ``memory://NAME``: the embedded in-process store (fakeredis). Objects in one
+  process that use the same NAME share one store; plain ``memory://`` is the shared store
+  named ``default``;
+- ``None``: the environment variable ``MQ_URL``, else ``memory://``.
+
+Query parameters ``socket_timeout`` and ``socket_connect_timeout`` (seconds) override the defaults
+below. Passwords never appear in ``repr``, logs or error messages: :func:`mask_url` is used for all
+of them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.retry import Retry
+
+from mq.errors import MQBrokerError, MQClientError
+from mq.keys import Keys
+
+#: Environment variable consulted when no URL is given.
+URL_ENV = "MQ_URL"
+#: The embedded store used when neither a URL nor ``MQ_URL`` is given.
+DEFAULT_URL = "memory://"
+#: Seconds to wait for a TCP connection to a Redis node.
+DEFAULT_CONNECT_TIMEOUT_S = 1.0
+#: Seconds to wait for one Redis reply (long polls use their own, longer budget).
+DEFAULT_SOCKET_TIMEOUT_S = 3.0
+
+_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "memory")
+_memory_servers: dict[str, Any] = {}
+_memory_lock = threading.Lock()
+
+
+def resolve_url(url: str | None) -> str:
+    """The URL to use: ``url``, else ``$MQ_URL``, else ``memory://``."""
+    return url or os.environ.get(URL_ENV) or DEFAULT_URL
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (safe for logs and errors)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{user}:***@{host}").geturl()
+
+
+def validate_namespace(namespace: str) -> str:
+    """Check a namespace: non-empty, no braces or whitespace (it goes inside hash tags)."""
+    if not isinstance(namespace, str) or not namespace or any(c in namespace for c in "{}: \t\r\n"):
+        raise MQClientError(
+            f"invalid namespace {namespace!r}: use a non-empty name without braces, colons or spaces"
+        )
+    return namespace
+
+
+class Connection:
+    """A client for one store URL plus the key names of one namespace.
+
+    Attributes:
+        kind: ``"standalone"``, ``"cluster"`` or ``"memory"``.
+        client: the underlying redis-py (or fakeredis) client.
+        keys: key names for the namespace.
+    """
+
+    def __init__(self, url: str | None = None, namespace: str = "mq") -> None:
+        self.url = resolve_url(url)
+        self.namespace = validate_namespace(namespace)
+        self.keys = Keys(namespace)
+        scheme = urlsplit(self.url).scheme
+        if scheme not in _SCHEMES:
+            raise MQClientError(
+                f"unsupported URL scheme {scheme!r} in {mask_url(self.url)!r}: use one of "
+                + ", ".join(f"{s}://" for s in _SCHEMES)
+            )
+        self.kind = "memory" if scheme == "memory" else "cluster" if "cluster" in scheme else "standalone"
+        with translate_errors(self.url):
+            self.client: Any = _make_client(self.url, self.kind)
+
+    def __repr__(self) -> str:
+        return f"Connection({mask_url(self.url)!r}, namespace={self.namespace!r})"
+
+    def node_of(self, key: str) -> str:
+        """The address of the node (Redis master) that serves ``key``."""
+        if self.kind == "cluster":
+            slot = self.client.keyslot(key)
+            return str(self.client.nodes_manager.get_node_from_slot(slot).name)
+        if self.kind == "memory":
+            return "memory"
+        kwargs = self.client.connection_pool.connection_kwargs
+        return f"{kwargs.get('host')}:{kwargs.get('port')}"
+
+    def close(self) -> None:
+        """Close every connection of the client."""
+        try:
+            self.client.close()
+        except redis.RedisError:  # closing a broken connection is not worth an error
+            pass
+
+
+@contextmanager
+def translate_errors(url: str, doing: str = "talking to the store") -> Iterator[None]:
+    """Turn redis-py exceptions into :class:`MQBrokerError` naming the (masked) URL."""
+    try:
+        yield
+    except redis.exceptions.NoPermissionError as e:
+        raise MQBrokerError(f"permission denied while {doing} at {mask_url(url)}: {e}") from e
+    except redis.RedisError as e:
+        raise MQBrokerError(f"store error while {doing} at {mask_url(url)}: {e}") from e
+
+
+def _timeouts(query: str) -> dict[str, float]:
+    params = parse_qs(query)
+    out = {"socket_connect_timeout": DEFAULT_CONNECT_TIMEOUT_S, "socket_timeout": DEFAULT_SOCKET_TIMEOUT_S}
+    for name in out:
+        if name in params:
+            out[name] = float(params[name][0])
+    return out
+
+
+def _make_client(url: str, kind: str) -> Any:
+    parts = urlsplit(url)
+    if kind == "memory":
+        return _memory_client(parts.netloc or "default")
+    # One quick reconnect inside redis-py; the callers (producer retries, consumer loops) own the
+    # longer retry policy and its time budget.
+    common: dict[str, Any] = {"retry": Retry(NoBackoff(), 1), **_timeouts(parts.query)}
+    if kind == "standalone":
+        # from_url also honours the query's own options (ssl_cert_reqs, …) over these defaults.
+        return redis.Redis.from_url(url, health_check_interval=30, **common)
+    nodes = [_seed(hostport) for hostport in parts.netloc.rpartition("@")[2].split(",") if hostport]
+    if not nodes:
+        raise MQClientError(f"no seed nodes in {mask_url(url)!r}: use redis+cluster://host:port[,host:port]")
+    return RedisCluster(
+        startup_nodes=nodes,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        ssl=parts.scheme.startswith("rediss"),
+        require_full_coverage=False,
+        **common,
+    )
+
+
+def _seed(hostport: str) -> ClusterNode:
+    host, _, port = hostport.rpartition(":")
+    try:
+        return ClusterNode(host or "127.0.0.1", int(port))
+    except ValueError:
+        raise MQClientError(f"bad cluster seed {hostport!r}: use host:port") from None
+
+
+def _memory_client(name: str) -> Any:
+    import fakeredis
+
+    with _memory_lock:
+        server = _memory_servers.get(name)
+        if server is None:
+            server = _memory_servers[name] = fakeredis.FakeServer()
+    return fakeredis.FakeRedis(server=server)

@@ -1,0 +1,60 @@
+"""The exceptions rocketredis raises.
+
+Every error the library raises on purpose derives from :class:`MQError`::
+
+    MQError
+    ├── MQClientError            bad input or a wrong call: fix the call, retrying will not help
+    │   ├── InvalidNameError     a topic or group name breaks the naming rules
+    │   ├── TopicNotFoundError   the topic does not exist (create it with Admin.create_topic)
+    │   ├── MessageTooLargeError the body or batch is over the size limit
+    │   ├── QueueNotWritableError  the queue takes no new messages (write_queues shrank)
+    │   └── FilterExpressionError  a TAG or SQL92 expression is malformed (has ``position``)
+    └── MQBrokerError            the store failed or cannot be reached: retrying later may help
+
+Redis exceptions are translated where they enter the library (``raise MQBrokerError(...) from e``),
+so callers never need to import redis to handle failures.
+"""
+
+from __future__ import annotations
+
+
+class MQError(Exception):
+    """Root of every error raised by rocketredis."""
+
+
+class MQClientError(MQError):
+    """The caller asked for something invalid; nothing was written."""
+
+
+class InvalidNameError(MQClientError):
+    """A topic or group name is empty, too long, reserved or has characters outside ``[%|a-zA-Z0-9_-]``."""
+
+
+class TopicNotFoundError(MQClientError):
+    """The topic does not exist in this namespace."""
+
+
+class MessageTooLargeError(MQClientError):
+    """A message body, or a whole batch, is over the configured size limit."""
+
+
+class FilterExpressionError(MQClientError):
+    """A filter expression is malformed.
+
+    Attributes:
+        expression: the expression as given.
+        position: 0-based character index of the fault in ``expression``.
+    """
+
+    def __init__(self, message: str, *, expression: str = "", position: int = 0) -> None:
+        super().__init__(f"{message} at position {position} in {expression!r}")
+        self.expression = expression
+        self.position = position
+
+
+class MQBrokerError(MQError):
+    """The store (Redis) failed, refused the command, or could not be reached in time."""
+
+
+class QueueNotWritableError(MQClientError):
+    """The queue exists but does not take new messages (``write_queues`` shrank or perm lacks ``w``)."""

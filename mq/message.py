@@ -1,0 +1,159 @@
+"""Messages as users build them (:class:`Message`) and as the store returns them (:class:`MessageExt`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+
+
+def _normalise_keys(keys: str | Sequence[str] | None) -> tuple[str, ...]:
+    if keys is None:
+        return ()
+    if isinstance(keys, str):
+        # RocketMQ's setKeys(String) may carry several keys separated by spaces.
+        return tuple(k for k in keys.split(" ") if k)
+    return tuple(keys)
+
+
+@dataclass(init=False, eq=True)
+class Message:
+    """A message to send [RocketMQ ``Message``].
+
+    Args:
+        topic: the topic to send to.
+        body: the payload, 1 B .. ``max_message_size`` (4 MiB by default). Bytes only: a ``str``
+            is refused (encode it yourself); nothing is ever pickled.
+        tags: one tag, used by TAG filters (``"TagA || TagB"``) and SQL92's ``TAGS``.
+        keys: one or more business keys for :meth:`Admin.query_messages_by_key`; a string may hold
+            several keys separated by spaces.
+        properties: user properties (str → str), visible to SQL92 filters. Names reserved by the
+            system (``TAGS``, ``KEYS``, ``DELAY``, …) are refused.
+        delay_level: 1..N picks level N of the broker's ``message_delay_level`` (clamped to the top
+            level); 0 sends at once.
+        deliver_time_ms: absolute delivery time, epoch milliseconds (RocketMQ 5 timer message).
+    """
+
+    topic: str
+    body: bytes
+    tags: str | None
+    keys: tuple[str, ...]
+    properties: dict[str, str]
+    delay_level: int
+    deliver_time_ms: int | None
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        *,
+        delay_level: int = 0,
+        deliver_time_ms: int | None = None,
+    ) -> None:
+        if isinstance(body, str):
+            raise TypeError("Message body must be bytes, not str: encode it first, e.g. text.encode('utf-8')")
+        self.topic = topic
+        self.body = body
+        self.tags = tags
+        self.keys = _normalise_keys(keys)
+        self.properties = dict(properties or {})
+        self.delay_level = delay_level
+        self.deliver_time_ms = deliver_time_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(topic={self.topic!r}, tags={self.tags!r}, keys={list(self.keys)!r}, "
+            f"body=<{len(self.body)} bytes>)"
+        )
+
+
+@dataclass(init=False, eq=True, repr=False)
+class MessageExt(Message):
+    """A stored message with what the store added [RocketMQ ``MessageExt``].
+
+    Attributes:
+        msg_id: unique id assigned by the producer (RocketMQ's ``UNIQ_KEY``).
+        queue_id: the queue it is stored in.
+        queue_offset: its offset in that queue (dense from 0).
+        born_timestamp_ms: when the producer created it, epoch ms.
+        store_timestamp_ms: when the store accepted it (Redis server clock), epoch ms.
+        reconsume_times: how often it has been sent back for retry.
+        broker_name: the queue's broker name.
+    """
+
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    born_timestamp_ms: int
+    store_timestamp_ms: int
+    reconsume_times: int
+    broker_name: str
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        *,
+        msg_id: str,
+        queue_id: int,
+        queue_offset: int,
+        born_timestamp_ms: int,
+        store_timestamp_ms: int,
+        reconsume_times: int = 0,
+        broker_name: str = DEFAULT_BROKER_NAME,
+        delay_level: int = 0,
+        deliver_time_ms: int | None = None,
+    ) -> None:
+        super().__init__(
+            topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms
+        )
+        self.msg_id = msg_id
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.born_timestamp_ms = born_timestamp_ms
+        self.store_timestamp_ms = store_timestamp_ms
+        self.reconsume_times = reconsume_times
+        self.broker_name = broker_name
+
+    @property
+    def message_queue(self) -> MessageQueue:
+        """The queue this message is stored in."""
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+            f"msg_id={self.msg_id!r}, tags={self.tags!r}, keys={list(self.keys)!r}, body=<{len(self.body)} bytes>)"
+        )
+
+
+class SendStatus(str, Enum):
+    """Outcome of a send [RocketMQ ``SendStatus``]."""
+
+    SEND_OK = "SEND_OK"
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """What a successful send returns [RocketMQ ``SendResult``].
+
+    For a batch, ``msg_id`` is the comma-joined ids and ``queue_offset`` the first message's offset.
+    """
+
+    status: SendStatus
+    msg_id: str
+    message_queue: MessageQueue
+    queue_offset: int
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """The message ids (several for a batch)."""
+        return self.msg_id.split(",")

@@ -1,0 +1,271 @@
+"""``Producer``: sync, async, oneway and batch sends [RocketMQ ``DefaultMQProducer``]."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any
+
+from mq.connection import Connection
+from mq.errors import MQBrokerError, MQClientError, QueueNotWritableError, TopicNotFoundError
+from mq.message import Message, SendResult, SendStatus
+from mq.msgid import new_msg_id
+from mq.producer.async_sender import AsyncSender, PendingSend
+from mq.producer.fault import LatencyFaultTolerance
+from mq.producer.route import RouteCache, TopicRoute
+from mq.producer.selectors import MessageQueueSelector
+from mq.queue import MessageQueue
+from mq.store import Store, codec
+from mq.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
+
+log = logging.getLogger("mq.producer")
+
+#: Total time budget of one sync send across retries, seconds [RocketMQ ``sendMsgTimeout`` 3000 ms].
+DEFAULT_SEND_TIMEOUT_S = 3.0
+#: Extra attempts after a failed sync send [RocketMQ ``retryTimesWhenSendFailed``].
+DEFAULT_RETRY_TIMES = 2
+
+_NOT_STARTED = "the producer is not started: call start() or use it as a context manager"
+
+Selector = MessageQueueSelector | Callable[[Sequence[MessageQueue], Message, Any], MessageQueue | None]
+
+
+class Producer:
+    """Sends messages to topics.
+
+    Args:
+        group: producer group name (used by transactions and shown by admin tools).
+        url: store URL; None uses ``$MQ_URL`` or ``memory://``.
+        namespace: key prefix of the deployment.
+        send_latency_fault_enable: avoid nodes that were slow or failed (RocketMQ's latency fault
+            tolerance); off by default as in RocketMQ.
+        retry_times_when_send_failed: extra attempts of a sync or async send with the default queue
+            choice, preferring another node each time.
+        max_message_size: largest body, and largest batch, in bytes.
+
+    Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        url: str | None = None,
+        *,
+        namespace: str = "mq",
+        send_latency_fault_enable: bool = False,
+        retry_times_when_send_failed: int = DEFAULT_RETRY_TIMES,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    ) -> None:
+        self.group = check_group(group)
+        if not isinstance(retry_times_when_send_failed, int) or retry_times_when_send_failed < 0:
+            raise MQClientError(f"retry_times_when_send_failed must be an int >= 0, got {retry_times_when_send_failed!r}")
+        if not isinstance(max_message_size, int) or max_message_size < 1:
+            raise MQClientError(f"max_message_size must be a positive int, got {max_message_size!r}")
+        self.send_latency_fault_enable = send_latency_fault_enable
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.max_message_size = max_message_size
+        self._conn = Connection(url, namespace)
+        self._store = Store(self._conn)
+        self._routes = RouteCache(self._store)
+        self._fault = LatencyFaultTolerance()
+        self._sender: AsyncSender | None = None
+
+    def __repr__(self) -> str:
+        return f"Producer(group={self.group!r}, {self._conn!r}, started={self._sender is not None})"
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> Producer:
+        """Start the producer (idempotent). Returns self."""
+        if self._sender is None:
+            self._sender = AsyncSender(self._store, self._select_for_async, self._send_encoded)
+            self._sender.start()
+        return self
+
+    def shutdown(self) -> None:
+        """Finish pending async sends, then close the connection."""
+        if self._sender is not None:
+            self._sender.stop()
+            self._sender = None
+        self._conn.close()
+
+    def __enter__(self) -> Producer:
+        return self.start()
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.shutdown()
+
+    # -- sending --------------------------------------------------------------------------------
+
+    def send(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: Selector | None = None,
+        arg: Any = None,
+        timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+    ) -> SendResult:
+        """Send ``msg`` and wait for the store to accept it.
+
+        Args:
+            queue: send to exactly this queue (no retry elsewhere).
+            selector: pick the queue with ``selector.select(mqs, msg, arg)`` (one attempt).
+            arg: passed to the selector, e.g. a sharding key.
+            timeout_s: total budget across retries, seconds.
+
+        Raises:
+            MQClientError: bad input, unknown topic, or a queue that takes no messages.
+            MQBrokerError: the store failed or was unreachable on every attempt within the budget.
+        """
+        self._check_started()
+        self._check(msg)
+        msg_id = new_msg_id()
+        return self._send_encoded(msg.topic, [codec.encode(msg, msg_id)], msg_id, msg, queue, selector, arg,
+                                  time.monotonic() + timeout_s)  # fmt: skip
+
+    def send_async(
+        self, msg: Message, *, queue: MessageQueue | None = None, selector: Selector | None = None, arg: Any = None,
+        timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+    ) -> Future[SendResult]:  # fmt: skip
+        """Send ``msg`` without waiting; the future resolves to the :class:`SendResult` or the error.
+
+        Bad input raises here at once. Sends waiting at the same time share one pipeline.
+        """
+        return self._enqueue(msg, queue, selector, arg, timeout_s, oneway=False)
+
+    def send_oneway(
+        self, msg: Message, *, queue: MessageQueue | None = None, selector: Selector | None = None, arg: Any = None
+    ) -> None:
+        """Send ``msg`` without any result and without retry (failures are only logged)."""
+        self._enqueue(msg, queue, selector, arg, DEFAULT_SEND_TIMEOUT_S, oneway=True)
+
+    def send_batch(
+        self, msgs: Sequence[Message], *, queue: MessageQueue | None = None, timeout_s: float = DEFAULT_SEND_TIMEOUT_S
+    ) -> SendResult:
+        """Send messages of one topic to one queue atomically, with consecutive offsets.
+
+        ``SendResult.msg_id`` is the comma-joined ids; ``queue_offset`` is the first message's.
+
+        Raises:
+            MQClientError: mixed topics, delayed messages, or a batch over ``max_message_size``.
+        """
+        self._check_started()
+        topic = check_batch(msgs, self.max_message_size)
+        ids = [new_msg_id() for _ in msgs]
+        encoded = [codec.encode(m, i) for m, i in zip(msgs, ids)]
+        return self._send_encoded(topic, encoded, ",".join(ids), msgs[0], queue, None, None,
+                                  time.monotonic() + timeout_s)  # fmt: skip
+
+    def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The writable queues of ``topic`` (what selectors choose from)."""
+        return list(self._routes.get(topic).queues)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _check_started(self) -> None:
+        if self._sender is None:
+            raise MQClientError(_NOT_STARTED)
+
+    def _check(self, msg: Message) -> None:
+        check_message(msg, self.max_message_size)
+        if msg.delay_level or msg.deliver_time_ms is not None:
+            raise MQClientError(
+                "delayed and timer messages are not available yet: they arrive with the broker service "
+                "(see CHANGELOG.md); send without delay_level/deliver_time_ms"
+            )
+
+    def _enqueue(
+        self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float, *,
+        oneway: bool,
+    ) -> Future[SendResult]:  # fmt: skip
+        sender = self._sender
+        if sender is None:
+            raise MQClientError(_NOT_STARTED)
+        self._check(msg)
+        self._routes.get(msg.topic)  # an unknown topic fails here, not in the future
+        msg_id = new_msg_id()
+        pending = PendingSend(msg, msg_id, codec.encode(msg, msg_id), queue, selector, arg,
+                              time.monotonic() + timeout_s, oneway)  # fmt: skip
+        sender.submit(pending)
+        return pending.future
+
+    def _fixed_queue(self, route: TopicRoute, msg: Message, queue: MessageQueue | None, selector: Selector | None,
+                     arg: Any) -> MessageQueue | None:  # fmt: skip
+        """The queue an explicit ``queue`` or a selector names, or None for the default choice."""
+        if queue is not None:
+            if not isinstance(queue, MessageQueue) or queue.topic != msg.topic:
+                raise MQClientError(f"queue {queue!r} does not belong to topic {msg.topic!r}")
+            return queue
+        if selector is None:
+            return None
+        select = selector.select if isinstance(selector, MessageQueueSelector) else selector
+        chosen = select(list(route.queues), msg, arg)
+        if chosen is not None and chosen not in route.nodes:
+            raise MQClientError(f"selector returned {chosen!r}, which is not a writable queue of {msg.topic!r}")
+        return chosen
+
+    def _select_default(self, route: TopicRoute, last_node: str | None) -> MessageQueue:
+        """Round-robin, skipping avoided nodes (fault tolerance) or the node that just failed."""
+        n = len(route.queues)
+        if self.send_latency_fault_enable:
+            for _ in range(n):
+                mq = route.next_queue()
+                if self._fault.is_available(route.nodes[mq]):
+                    return mq
+            node = self._fault.pick_one_at_least()
+            for _ in range(n if node else 0):
+                mq = route.next_queue()
+                if route.nodes[mq] == node:
+                    return mq
+            return route.next_queue()
+        if last_node is not None:
+            for _ in range(n):
+                mq = route.next_queue()
+                if route.nodes[mq] != last_node:
+                    return mq
+        return route.next_queue()
+
+    def _select_for_async(self, pending: PendingSend) -> MessageQueue:
+        route = self._routes.get(pending.msg.topic)
+        return self._fixed_queue(route, pending.msg, pending.queue, pending.selector, pending.arg) or \
+            self._select_default(route, None)  # fmt: skip
+
+    def _send_encoded(
+        self, topic: str, encoded: list[list[Any]], msg_id: str, first: Message, queue: MessageQueue | None,
+        selector: Selector | None, arg: Any, deadline: float,
+    ) -> SendResult:  # fmt: skip
+        route = self._routes.get(topic)
+        fixed = self._fixed_queue(route, first, queue, selector, arg)
+        attempts = 1 if fixed is not None else 1 + self.retry_times_when_send_failed
+        last_node: str | None = None
+        error: Exception | None = None
+        for attempt in range(attempts):
+            if attempt and time.monotonic() >= deadline:
+                break
+            mq = fixed or self._select_default(route, last_node)
+            node = route.nodes.get(mq) or self._conn.node_of(self._store.queue_keys(topic, mq.queue_id).meta)
+            started = time.monotonic()
+            try:
+                offset, _ = self._store.put(topic, mq.queue_id, encoded)
+            except (QueueNotWritableError, TopicNotFoundError) as e:
+                self._routes.invalidate(topic)  # the topic changed under us: re-read it and go on
+                if fixed is not None:
+                    raise
+                route, error = self._routes.get(topic), e
+                continue
+            except MQBrokerError as e:
+                self._record(node, started, isolation=True)
+                last_node, error = node, e
+                log.debug("send to %s failed on attempt %d: %s", mq, attempt + 1, e)
+                continue
+            self._record(node, started)
+            return SendResult(SendStatus.SEND_OK, msg_id, mq, offset)
+        raise MQBrokerError(f"sending to topic {topic!r} failed after {attempt + 1} attempt(s): {error}") from error
+
+    def _record(self, node: str, started: float, *, isolation: bool = False) -> None:
+        if self.send_latency_fault_enable:
+            self._fault.update(node, (time.monotonic() - started) * 1000, isolation=isolation)

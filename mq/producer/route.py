@@ -1,0 +1,78 @@
+"""Topic routes: a producer's cached view of a topic's writable queues and their nodes.
+
+The cache is refreshed every ``ROUTE_REFRESH_S`` [RocketMQ ``pollNameServerInterval``] and at once
+when the store refuses a send (queue gone or not writable), so a shrink is seen on the next send.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+
+from mq.errors import MQClientError, TopicNotFoundError
+from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.store import Store
+from mq.topic import TopicConfig
+
+#: Seconds a cached route is used before it is read again.
+ROUTE_REFRESH_S = 30.0
+
+
+@dataclass
+class TopicRoute:
+    """The writable queues of a topic, the node serving each, and the round-robin cursor."""
+
+    config: TopicConfig
+    queues: list[MessageQueue]
+    nodes: dict[MessageQueue, str]
+    loaded_at: float
+    _cursor: itertools.count = field(default_factory=lambda: itertools.count(random.randrange(1 << 16)))
+
+    def next_queue(self) -> MessageQueue:
+        """The next queue in round-robin order (from a random start)."""
+        return self.queues[next(self._cursor) % len(self.queues)]
+
+
+class RouteCache:
+    """Topic routes of one producer, loaded on demand."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._routes: dict[str, TopicRoute] = {}
+        self._lock = threading.Lock()
+
+    def get(self, topic: str) -> TopicRoute:
+        """The route of ``topic``, loading it when missing or stale.
+
+        Raises:
+            TopicNotFoundError: the topic does not exist.
+            MQClientError: the topic takes no messages (perm without ``w``).
+        """
+        route = self._routes.get(topic)
+        if route is None or time.monotonic() - route.loaded_at > ROUTE_REFRESH_S:
+            route = self._load(topic)
+        return route
+
+    def invalidate(self, topic: str) -> None:
+        """Forget the cached route of ``topic``."""
+        with self._lock:
+            self._routes.pop(topic, None)
+
+    def _load(self, topic: str) -> TopicRoute:
+        config = self._store.topic(topic)
+        if config is None:
+            raise TopicNotFoundError(f"topic {topic!r} does not exist; create it with Admin.create_topic or `mq topic create`")
+        queues = [MessageQueue(topic, DEFAULT_BROKER_NAME, q) for q in range(config.write_queues) if config.writable(q)]
+        if not queues:
+            raise MQClientError(f"topic {topic!r} is not writable (perm={config.perm!r})")
+        nodes = {q: self._store.conn.node_of(self._store.queue_keys(topic, q.queue_id).meta) for q in queues}
+        with self._lock:
+            old = self._routes.get(topic)
+            route = TopicRoute(config, queues, nodes, time.monotonic())
+            if old is not None:
+                route._cursor = old._cursor  # keep round-robin going across refreshes
+            self._routes[topic] = route
+        return route

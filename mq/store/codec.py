@@ -1,0 +1,57 @@
+"""The stream-entry form of a message, and back.
+
+Fields of an entry (short names keep entries small; absent fields are omitted):
+
+=====  =====================================================
+``i``  msg id
+``b``  body bytes
+``t``  tags
+``k``  keys joined by ``\\x1f``
+``p``  user properties, JSON object of str → str
+``bt`` born timestamp, epoch ms
+``st`` store timestamp, epoch ms (written by the put script)
+``r``  reconsume times
+=====  =====================================================
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from mq.keys import KEY_SEPARATOR, offset_of
+from mq.message import Message, MessageExt
+
+
+def encode(msg: Message, msg_id: str, born_timestamp_ms: int | None = None) -> list[Any]:
+    """The put-script arguments of one message: ``[2F, field, value, …]``."""
+    born = born_timestamp_ms if born_timestamp_ms is not None else int(time.time() * 1000)
+    fields: list[Any] = ["i", msg_id, "b", bytes(msg.body), "bt", born]
+    if msg.tags:
+        fields += ["t", msg.tags]
+    if msg.keys:
+        fields += ["k", KEY_SEPARATOR.join(msg.keys)]
+    if msg.properties:
+        fields += ["p", json.dumps(msg.properties, separators=(",", ":"), ensure_ascii=False)]
+    return [len(fields), *fields]
+
+
+def decode(topic: str, queue_id: int, entry_id: bytes, fields: dict[bytes, bytes]) -> MessageExt:
+    """The :class:`MessageExt` stored as stream entry ``entry_id`` of queue ``queue_id``."""
+    tags = fields.get(b"t")
+    keys = fields.get(b"k")
+    props = fields.get(b"p")
+    return MessageExt(
+        topic,
+        fields[b"b"],
+        tags.decode() if tags else None,
+        keys.decode().split(KEY_SEPARATOR) if keys else None,
+        json.loads(props) if props else None,
+        msg_id=fields[b"i"].decode(),
+        queue_id=queue_id,
+        queue_offset=offset_of(entry_id),
+        born_timestamp_ms=int(fields[b"bt"]),
+        store_timestamp_ms=int(fields[b"st"]),
+        reconsume_times=int(fields.get(b"r", 0)),
+    )

@@ -1,0 +1,53 @@
+--[[
+  put-messages: append one message or a batch to a queue, in one atomic step.
+
+  Assigns consecutive dense offsets from the queue's `seq`, stores each message as a stream entry
+  with id 0-(offset+1), records the store time (server clock, ms), indexes the msg id and every
+  message key for queries.
+
+  KEYS[1] queue meta hash   (fields: seq = next offset, w = "1" when writable)
+  KEYS[2] queue log stream
+  KEYS[3] msg id index hash (msg id -> offset)
+  KEYS[4] key index zset    (members "key\x1foffset", score 0)
+
+  ARGV[1] number of messages N
+  then, per message: ARGV[p] = 2F (number of field/value items), followed by F field/value pairs.
+  Field "i" is the msg id, field "k" the message keys joined by \x1f; "st" is added here.
+
+  Returns {first_offset, store_timestamp_ms} on success, or a negative code:
+    -1 the queue does not exist (unknown topic or queue id)
+    -2 the queue exists but is not writable (write_queues shrank, or perm lacks "w")
+]]
+local writable = redis.call('HGET', KEYS[1], 'w')
+if not writable then return -1 end
+if writable ~= '1' then return -2 end
+
+local n = tonumber(ARGV[1])
+local first = redis.call('HINCRBY', KEYS[1], 'seq', n) - n
+local t = redis.call('TIME')
+local now = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+
+local p = 2
+for m = 0, n - 1 do
+  local offset = first + m
+  local count = tonumber(ARGV[p])
+  local entry = {}
+  local msg_id, keys
+  for j = p + 1, p + count, 2 do
+    local field, value = ARGV[j], ARGV[j + 1]
+    entry[#entry + 1] = field
+    entry[#entry + 1] = value
+    if field == 'i' then msg_id = value elseif field == 'k' then keys = value end
+  end
+  entry[#entry + 1] = 'st'
+  entry[#entry + 1] = now
+  redis.call('XADD', KEYS[2], '0-' .. (offset + 1), unpack(entry))
+  if msg_id then redis.call('HSET', KEYS[3], msg_id, offset) end
+  if keys then
+    for key in string.gmatch(keys, '[^\31]+') do
+      redis.call('ZADD', KEYS[4], 0, key .. '\31' .. offset)
+    end
+  end
+  p = p + count + 1
+end
+return {first, tonumber(now)}

@@ -1,0 +1,92 @@
+"""Loading and running the Lua scripts in ``mq/store/lua/``.
+
+Each ``<name>-<numkeys>.lua`` file is one atomic operation. Scripts run with ``EVALSHA``; when a
+server does not know a script (after a restart or ``SCRIPT FLUSH``, or on a cluster node that has
+not seen it) it is loaded and the call is made again. A script that did not run because of
+``NOSCRIPT`` had no effect, so the second call is safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Sequence
+
+from redis.exceptions import NoScriptError
+
+#: Codes the scripts return for refused operations, and what they mean.
+QUEUE_MISSING = -1
+QUEUE_NOT_WRITABLE = -2
+
+
+@dataclass(frozen=True)
+class Script:
+    """One Lua script: its name, number of keys, source and SHA1."""
+
+    name: str
+    numkeys: int
+    source: str
+    sha: str
+
+    def args(self, keys: Sequence[str], argv: Sequence[Any]) -> tuple[Any, ...]:
+        """The ``EVALSHA`` arguments for a call with ``keys`` and ``argv``."""
+        if len(keys) != self.numkeys:
+            raise ValueError(f"script {self.name} takes {self.numkeys} keys, got {len(keys)}")
+        return (self.sha, self.numkeys, *keys, *argv)
+
+
+def _load_all() -> dict[str, Script]:
+    scripts = {}
+    for entry in resources.files("mq.store").joinpath("lua").iterdir():
+        if not entry.name.endswith(".lua"):
+            continue
+        stem = entry.name[: -len(".lua")]
+        name, _, numkeys = stem.rpartition("-")
+        source = entry.read_text(encoding="utf-8")
+        sha = hashlib.sha1(source.encode()).hexdigest()
+        scripts[name] = Script(name=name, numkeys=int(numkeys), source=source, sha=sha)
+    return scripts
+
+
+#: Every script shipped with the package, by name (file name without ``-N.lua``).
+SCRIPTS: dict[str, Script] = _load_all()
+
+
+def run(client: Any, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any:
+    """Run script ``name`` on ``client`` (a Redis, RedisCluster or fakeredis client)."""
+    script = SCRIPTS[name]
+    try:
+        return client.evalsha(*script.args(keys, argv))
+    except NoScriptError:
+        load(client, name)
+        return client.evalsha(*script.args(keys, argv))
+
+
+def run_many(client: Any, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
+    """Run several script calls in one pipeline (grouped by node on a cluster).
+
+    Returns one result per call, in order; a failed call's slot holds its exception instance.
+    Calls refused with ``NOSCRIPT`` are retried once after loading the script.
+    """
+    results = _pipeline(client, calls)
+    missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+    if missing:
+        for name in {calls[i][0] for i in missing}:
+            load(client, name)
+        retried = _pipeline(client, [calls[i] for i in missing])
+        for i, r in zip(missing, retried):
+            results[i] = r
+    return results
+
+
+def load(client: Any, name: str) -> None:
+    """Load script ``name`` into the server (redis-py sends it to every primary of a cluster)."""
+    client.script_load(SCRIPTS[name].source)
+
+
+def _pipeline(client: Any, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
+    pipe = client.pipeline(transaction=False)
+    for name, keys, argv in calls:
+        pipe.evalsha(*SCRIPTS[name].args(keys, argv))
+    return list(pipe.execute(raise_on_error=False))

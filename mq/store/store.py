@@ -1,0 +1,193 @@
+"""The store: every read and write of messages, queues and topic configs goes through here.
+
+One :class:`Store` wraps one :class:`~mq.connection.Connection`. Writes that must be atomic are Lua
+scripts over one queue's keys (one hash slot); views over many queues are pipelined, which redis-py
+groups by node on a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from mq.connection import Connection, translate_errors
+from mq.errors import QueueNotWritableError, TopicNotFoundError
+from mq.keys import QueueKeys, key_index_range, stream_id
+from mq.message import MessageExt
+from mq.store import codec, scripts
+from mq.topic import QueueStats, TopicConfig
+
+
+class Store:
+    """Typed operations on the Redis data of one namespace."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.conn = connection
+        self.keys = connection.keys
+        self._client = connection.client
+
+    def _errors(self, doing: str) -> Any:
+        return translate_errors(self.conn.url, doing)
+
+    def queue_keys(self, topic: str, queue_id: int) -> QueueKeys:
+        """The keys of one queue."""
+        return self.keys.queue(topic, queue_id)
+
+    # -- topics ---------------------------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicConfig | None:
+        """The config of topic ``name``, or None when it does not exist."""
+        with self._errors(f"reading topic {name!r}"):
+            raw = self._client.hget(self.keys.topics, name)
+        return _config_from_stored(raw)[0] if raw else None
+
+    def topics(self) -> list[TopicConfig]:
+        """Every topic of the namespace, sorted by name."""
+        with self._errors("listing topics"):
+            raw = self._client.hgetall(self.keys.topics)
+        return sorted((_config_from_stored(v)[0] for v in raw.values()), key=lambda c: c.name)
+
+    def save_topic(self, config: TopicConfig) -> None:
+        """Create or update a topic: queue flags first, then the config producers read.
+
+        Queues beyond the new counts keep their messages and offsets (they become unreadable and
+        unwritable), so shrinking loses nothing and growing back continues the offsets.
+        """
+        with self._errors(f"saving topic {config.name!r}"):
+            raw = self._client.hget(self.keys.topics, config.name)
+            span = max(config.queue_count, _config_from_stored(raw)[1] if raw else 0)
+            pipe = self._client.pipeline(transaction=False)
+            for qid in range(span):
+                flags = {"w": int(config.writable(qid)), "r": int(config.readable(qid))}
+                pipe.hset(self.queue_keys(config.name, qid).meta, mapping=flags)
+            pipe.execute()
+            stored = json.loads(config.to_json()) | {"span": span}
+            self._client.hset(self.keys.topics, config.name, json.dumps(stored, separators=(",", ":")))
+
+    def delete_topic(self, name: str) -> bool:
+        """Delete a topic and every message it stores. Returns False when it did not exist."""
+        with self._errors(f"deleting topic {name!r}"):
+            raw = self._client.hget(self.keys.topics, name)
+            if not raw:
+                return False
+            self._client.hdel(self.keys.topics, name)
+            pipe = self._client.pipeline(transaction=False)
+            for qid in range(_config_from_stored(raw)[1]):
+                pipe.unlink(*self.queue_keys(name, qid).all())
+            pipe.execute()
+        return True
+
+    # -- messages -------------------------------------------------------------------------------
+
+    def put(self, topic: str, queue_id: int, encoded: Sequence[list[Any]]) -> tuple[int, int]:
+        """Append encoded messages (see :func:`codec.encode`) to one queue atomically.
+
+        Returns:
+            ``(first_offset, store_timestamp_ms)``.
+
+        Raises:
+            TopicNotFoundError: the queue does not exist.
+            QueueNotWritableError: the queue takes no new messages.
+            MQBrokerError: the store failed.
+        """
+        argv = _put_argv(encoded)
+        with self._errors(f"sending to {topic!r} queue {queue_id}"):
+            result = scripts.run(self._client, "put-messages", self.queue_keys(topic, queue_id).all(), argv)
+        return check_put_result(topic, queue_id, result)
+
+    def put_many(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> list[tuple[int, int] | Exception]:
+        """Several :meth:`put` calls in one pipeline; each slot holds a result or the exception."""
+        calls = [("put-messages", self.queue_keys(t, q).all(), _put_argv(e)) for t, q, e in puts]
+        with self._errors("sending a pipeline of messages"):
+            results = scripts.run_many(self._client, calls)
+        out: list[tuple[int, int] | Exception] = []
+        for (topic, qid, _), result in zip(puts, results):
+            try:
+                if isinstance(result, Exception):
+                    with self._errors(f"sending to {topic!r} queue {qid}"):
+                        raise result
+                out.append(check_put_result(topic, qid, result))
+            except Exception as e:  # each caller gets its own error
+                out.append(e)
+        return out
+
+    def read(self, topic: str, queue_id: int, offset: int, count: int) -> list[MessageExt]:
+        """Up to ``count`` messages of a queue from ``offset`` on (trimmed ones are skipped)."""
+        with self._errors(f"reading {topic!r} queue {queue_id}"):
+            entries = self._client.xrange(self.queue_keys(topic, queue_id).log, stream_id(offset), "+", count)
+        return [codec.decode(topic, queue_id, eid, fields) for eid, fields in entries]
+
+    def read_at(self, topic: str, locations: Iterable[tuple[int, int]]) -> list[MessageExt]:
+        """The messages at ``(queue_id, offset)`` locations (missing ones are skipped), in order."""
+        locs = list(locations)
+        with self._errors(f"reading messages of {topic!r}"):
+            pipe = self._client.pipeline(transaction=False)
+            for qid, off in locs:
+                pipe.xrange(self.queue_keys(topic, qid).log, stream_id(off), stream_id(off))
+            results = pipe.execute()
+        return [codec.decode(topic, qid, e[0][0], e[0][1]) for (qid, _), e in zip(locs, results) if e]
+
+    def find_ids(self, topic: str, queue_ids: Sequence[int], msg_id: str) -> list[tuple[int, int]]:
+        """``(queue_id, offset)`` of every stored message of ``topic`` with id ``msg_id``."""
+        with self._errors(f"looking up msg id {msg_id!r}"):
+            pipe = self._client.pipeline(transaction=False)
+            for qid in queue_ids:
+                pipe.hget(self.queue_keys(topic, qid).ids, msg_id)
+            found = pipe.execute()
+        return [(qid, int(off)) for qid, off in zip(queue_ids, found) if off is not None]
+
+    def find_keys(self, topic: str, queue_ids: Sequence[int], key: str, limit: int) -> list[tuple[int, int]]:
+        """``(queue_id, offset)`` of up to ``limit`` messages per queue indexed under ``key``."""
+        low, high = key_index_range(key)
+        with self._errors(f"looking up key {key!r}"):
+            pipe = self._client.pipeline(transaction=False)
+            for qid in queue_ids:
+                pipe.zrangebylex(self.queue_keys(topic, qid).keys, low, high, 0, limit)
+            found = pipe.execute()
+        return [(qid, int(m.rpartition(b"\x1f")[2])) for qid, members in zip(queue_ids, found) for m in members]
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    def queue_stats(self, topic: str, queue_ids: Sequence[int]) -> dict[int, QueueStats]:
+        """Min/max offset and last store time of each queue."""
+        calls = [("queue-stats", self.queue_keys(topic, q).all()[:2], []) for q in queue_ids]
+        with self._errors(f"reading offsets of {topic!r}"):
+            results = scripts.run_many(self._client, calls)
+            for r in results:
+                if isinstance(r, Exception):
+                    raise r
+        return {q: QueueStats(int(r[0]), int(r[1]), int(r[2])) for q, r in zip(queue_ids, results)}
+
+    def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """Offset of the first message stored at or after ``timestamp_ms`` (max offset if none)."""
+        with self._errors(f"searching {topic!r} queue {queue_id}"):
+            keys = self.queue_keys(topic, queue_id).all()[:2]
+            result = int(scripts.run(self._client, "search-offset", keys, [int(timestamp_ms)]))
+        if result < 0:
+            raise TopicNotFoundError(f"queue {queue_id} of topic {topic!r} does not exist")
+        return result
+
+
+def _put_argv(encoded: Sequence[list[Any]]) -> list[Any]:
+    argv: list[Any] = [len(encoded)]
+    for fields in encoded:
+        argv += fields
+    return argv
+
+
+def check_put_result(topic: str, queue_id: int, result: Any) -> tuple[int, int]:
+    """Turn a put script's reply into ``(first_offset, store_timestamp_ms)`` or its error."""
+    if result == scripts.QUEUE_MISSING:
+        raise TopicNotFoundError(f"topic {topic!r} has no queue {queue_id}; create the topic with Admin.create_topic")
+    if result == scripts.QUEUE_NOT_WRITABLE:
+        raise QueueNotWritableError(f"queue {queue_id} of topic {topic!r} is not writable")
+    return int(result[0]), int(result[1])
+
+
+def _config_from_stored(raw: bytes | str) -> tuple[TopicConfig, int]:
+    """The config and the span (queues ever created) of a stored topic."""
+    data = json.loads(raw)
+    span = int(data.pop("span", 0))
+    config = TopicConfig(**data)
+    return config, max(span, config.queue_count)

@@ -1,0 +1,80 @@
+"""Topic configuration and queue statistics [RocketMQ ``TopicConfig``, ``TopicOffset``]."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from mq.errors import MQClientError
+
+#: Default number of read and of write queues of a new topic (RocketMQ ``defaultTopicQueueNums``
+#: is 4 for auto-created topics; ``mqadmin updateTopic`` uses 8; the spec asks for 16).
+DEFAULT_QUEUE_NUMS = 16
+#: Largest number of queues a topic may have.
+MAX_QUEUE_NUMS = 1024
+#: Valid permissions: read and write, read only, write only [RocketMQ PermName 6, 4, 2].
+PERMS = ("rw", "r", "w")
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """A topic's configuration.
+
+    Attributes:
+        name: the topic name.
+        read_queues: consumers rebalance over queue ids ``< read_queues``.
+        write_queues: producers send to queue ids ``< write_queues``.
+        perm: ``"rw"``, ``"r"`` or ``"w"``.
+        order: the topic carries ordered messages (informational, as in RocketMQ).
+    """
+
+    name: str
+    read_queues: int = DEFAULT_QUEUE_NUMS
+    write_queues: int = DEFAULT_QUEUE_NUMS
+    perm: str = "rw"
+    order: bool = False
+
+    def __post_init__(self) -> None:
+        for field in ("read_queues", "write_queues"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_QUEUE_NUMS:
+                raise MQClientError(f"{field} must be an int in 1..{MAX_QUEUE_NUMS}, got {value!r}")
+        if self.perm not in PERMS:
+            raise MQClientError(f"perm must be one of {PERMS}, got {self.perm!r}")
+
+    @property
+    def queue_count(self) -> int:
+        """How many queues exist in the store: ``max(read_queues, write_queues)``."""
+        return max(self.read_queues, self.write_queues)
+
+    def writable(self, queue_id: int) -> bool:
+        """Whether producers may send to ``queue_id``."""
+        return "w" in self.perm and queue_id < self.write_queues
+
+    def readable(self, queue_id: int) -> bool:
+        """Whether consumers may read ``queue_id``."""
+        return "r" in self.perm and queue_id < self.read_queues
+
+    def to_json(self) -> str:
+        """The stored form."""
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> TopicConfig:
+        """Read the stored form."""
+        return cls(**json.loads(raw))
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Offsets of one queue [RocketMQ ``TopicOffset``].
+
+    Attributes:
+        min_offset: the oldest offset still stored.
+        max_offset: the next offset to be written (messages stored = max − min).
+        last_store_timestamp_ms: store time of the newest message, epoch ms (0 when empty).
+    """
+
+    min_offset: int
+    max_offset: int
+    last_store_timestamp_ms: int
