@@ -75,8 +75,12 @@ class Admin:
             TopicNotFoundError: the topic does not exist.
         """
         current = self._require(topic)
-        changes = {"read_queues": read_queues, "write_queues": write_queues, "perm": perm}
-        config = dataclasses.replace(current, **{k: v for k, v in changes.items() if v is not None})
+        config = dataclasses.replace(
+            current,
+            read_queues=current.read_queues if read_queues is None else read_queues,
+            write_queues=current.write_queues if write_queues is None else write_queues,
+            perm=current.perm if perm is None else perm,
+        )
         self._store.save_topic(config)
         return config
 

@@ -17,6 +17,7 @@ of them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -108,10 +109,8 @@ class Connection:
 
     def close(self) -> None:
         """Close every connection of the client."""
-        try:
+        with contextlib.suppress(redis.RedisError):  # closing a broken connection is not worth an error
             self.client.close()
-        except redis.RedisError:  # closing a broken connection is not worth an error
-            pass
 
 
 @contextmanager
@@ -160,7 +159,7 @@ def _make_client(url: str, kind: str) -> Any:
 def _seed(hostport: str) -> ClusterNode:
     host, _, port = hostport.rpartition(":")
     try:
-        return ClusterNode(host or "127.0.0.1", int(port))
+        return ClusterNode(host or "127.0.0.1", int(port))  # type: ignore[no-untyped-call]
     except ValueError:
         raise MQClientError(f"bad cluster seed {hostport!r}: use host:port") from None
 

@@ -9,7 +9,7 @@ key                             type        holds
 ``{ns:T:Q}:q``                  hash        queue meta: ``seq`` next offset, ``w``/``r`` perm flags
 ``{ns:T:Q}:log``                stream      the messages; entry id ``0-(offset+1)``
 ``{ns:T:Q}:ids``                hash        msg id → offset (query by id)
-``{ns:T:Q}:keys``               zset        ``key \\x1f offset`` members, score 0 (query by key)
+``{ns:T:Q}:keys``               zset        ``key \\x1f offset`` (20 digits), score 0 (query by key)
 ==============================  ==========  ==================================================
 
 Everything one queue owns shares the tag ``{ns:T:Q}``, so every per-queue script touches one slot

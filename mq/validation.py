@@ -136,5 +136,5 @@ def check_batch(msgs: Sequence[Message], max_batch_size: int = DEFAULT_MAX_MESSA
 def _check_text(what: str, value: object, *, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
-    if not isinstance(value, str) or not value:
-        raise MQClientError(f"{what} must be a non-empty str, got {value!r}")
+    if not isinstance(value, str) or not value.strip():
+        raise MQClientError(f"{what} must be a non-blank str, got {value!r}")

@@ -98,13 +98,13 @@ def _topic(args: argparse.Namespace) -> int:
             print(f"deleted {args.topic}")
         elif args.action == "list":
             _warn_if_memory(args.url)
-            rows = [(c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "") for c in admin.topics()]
-            _table(("TOPIC", "READ", "WRITE", "PERM", "ORDER"), rows)
+            _table(("TOPIC", "READ", "WRITE", "PERM", "ORDER"),
+                   [(c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "") for c in admin.topics()])
         else:
             status = admin.topic_status(args.topic)
-            rows = [(mq.queue_id, s.min_offset, s.max_offset, s.max_offset - s.min_offset, s.last_store_timestamp_ms)
-                    for mq, s in sorted(status.items())]  # fmt: skip
-            _table(("QUEUE", "MIN", "MAX", "STORED", "LAST_STORE_MS"), rows)
+            _table(("QUEUE", "MIN", "MAX", "STORED", "LAST_STORE_MS"),
+                   [(mq.queue_id, s.min_offset, s.max_offset, s.max_offset - s.min_offset, s.last_store_timestamp_ms)
+                    for mq, s in sorted(status.items())])  # fmt: skip
     return 0
 
 

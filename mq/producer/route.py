@@ -29,7 +29,7 @@ class TopicRoute:
     queues: list[MessageQueue]
     nodes: dict[MessageQueue, str]
     loaded_at: float
-    _cursor: itertools.count = field(default_factory=lambda: itertools.count(random.randrange(1 << 16)))
+    _cursor: itertools.count[int] = field(default_factory=lambda: itertools.count(random.randrange(1 << 16)))
 
     def next_queue(self) -> MessageQueue:
         """The next queue in round-robin order (from a random start)."""

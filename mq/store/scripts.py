@@ -9,9 +9,10 @@ not seen it) it is loaded and the call is made again. A script that did not run 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Sequence
+from typing import Any
 
 from redis.exceptions import NoScriptError
 
@@ -59,7 +60,7 @@ def run(client: Any, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any
     try:
         return client.evalsha(*script.args(keys, argv))
     except NoScriptError:
-        load(client, name)
+        load(client, name, keys)
         return client.evalsha(*script.args(keys, argv))
 
 
@@ -72,21 +73,31 @@ def run_many(client: Any, calls: Sequence[tuple[str, Sequence[str], Sequence[Any
     results = _pipeline(client, calls)
     missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
     if missing:
-        for name in {calls[i][0] for i in missing}:
-            load(client, name)
+        for i in missing:
+            load(client, calls[i][0], calls[i][1])
         retried = _pipeline(client, [calls[i] for i in missing])
         for i, r in zip(missing, retried):
             results[i] = r
     return results
 
 
-def load(client: Any, name: str) -> None:
-    """Load script ``name`` into the server (redis-py sends it to every primary of a cluster)."""
-    client.script_load(SCRIPTS[name].source)
+def load(client: Any, name: str, keys: Sequence[str]) -> None:
+    """Load script ``name`` into the server that serves ``keys``.
+
+    On a cluster only that node is asked: loading on every primary would fail while any one of
+    them is down, and would break sends to the healthy ones.
+    """
+    source = SCRIPTS[name].source
+    if hasattr(client, "nodes_manager"):
+        client.execute_command("SCRIPT LOAD", source, target_nodes=client.get_node_from_key(keys[0]))
+    else:
+        client.script_load(source)
 
 
 def _pipeline(client: Any, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
     pipe = client.pipeline(transaction=False)
     for name, keys, argv in calls:
-        pipe.evalsha(*SCRIPTS[name].args(keys, argv))
+        # execute_command, not evalsha(): redis-py blocks the evalsha method on cluster pipelines, but
+        # routes a queued EVALSHA by its keys like any other command.
+        pipe.execute_command("EVALSHA", *SCRIPTS[name].args(keys, argv))
     return list(pipe.execute(raise_on_error=False))

@@ -74,7 +74,8 @@ class Store:
             self._client.hdel(self.keys.topics, name)
             pipe = self._client.pipeline(transaction=False)
             for qid in range(_config_from_stored(raw)[1]):
-                pipe.unlink(*self.queue_keys(name, qid).all())
+                for key in self.queue_keys(name, qid).all():  # one key per command: cluster pipelines need it
+                    pipe.unlink(key)
             pipe.execute()
         return True
 
@@ -151,7 +152,9 @@ class Store:
 
     def queue_stats(self, topic: str, queue_ids: Sequence[int]) -> dict[int, QueueStats]:
         """Min/max offset and last store time of each queue."""
-        calls = [("queue-stats", self.queue_keys(topic, q).all()[:2], []) for q in queue_ids]
+        calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
+            ("queue-stats", self.queue_keys(topic, q).all()[:2], []) for q in queue_ids
+        ]
         with self._errors(f"reading offsets of {topic!r}"):
             results = scripts.run_many(self._client, calls)
             for r in results:

@@ -8,7 +8,7 @@
   KEYS[1] queue meta hash   (fields: seq = next offset, w = "1" when writable)
   KEYS[2] queue log stream
   KEYS[3] msg id index hash (msg id -> offset)
-  KEYS[4] key index zset    (members "key\x1foffset", score 0)
+  KEYS[4] key index zset    (members "key\x1f" .. offset as 20 digits, score 0: lex order = offset order)
 
   ARGV[1] number of messages N
   then, per message: ARGV[p] = 2F (number of field/value items), followed by F field/value pairs.
@@ -45,7 +45,7 @@ for m = 0, n - 1 do
   if msg_id then redis.call('HSET', KEYS[3], msg_id, offset) end
   if keys then
     for key in string.gmatch(keys, '[^\31]+') do
-      redis.call('ZADD', KEYS[4], 0, key .. '\31' .. offset)
+      redis.call('ZADD', KEYS[4], 0, key .. '\31' .. string.format('%020d', offset))
     end
   end
   p = p + count + 1

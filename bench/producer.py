@@ -1,0 +1,109 @@
+"""Producer benchmarks beside raw redis-py in the same run (``make bench``).
+
+Starts its own redis-server on a free loopback port, then times, in interleaved rounds:
+
+- sync ``Producer.send`` vs raw ``XADD`` one at a time;
+- ``Producer.send_async`` (all in flight at once) vs raw ``XADD`` one at a time and pipelined in
+  groups of 128 (the async sender's pipeline size);
+- ``Producer.send_batch`` of 32 vs a raw pipeline of 32 ``XADD``.
+
+Messages are 1 KiB. The ratio (ours / raw, higher is better) is what to compare across machines;
+absolute rates drift on shared machines. Results go to stdout and ``bench/results/producer.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import time
+from collections.abc import Callable
+
+import redis
+from tests.servers import RedisServer
+
+from mq import Admin, Message, Producer
+
+BODY = b"x" * 1024
+
+
+def rate(n: int, fn: Callable[[], None]) -> float:
+    """Messages per second of ``fn``, which handles ``n`` messages."""
+    started = time.perf_counter()
+    fn()
+    return n / (time.perf_counter() - started)
+
+
+def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Run every benchmark ``rounds`` times; returns the median rate of each."""
+    samples: dict[str, list[float]] = {}
+    with RedisServer() as server:
+        raw = redis.Redis.from_url(server.url)
+        Admin(server.url, "bench").create_topic("bench", read_queues=8, write_queues=8)
+        with Producer("bench", server.url, namespace="bench") as producer:
+
+            def raw_one() -> None:
+                for _ in range(n):
+                    raw.xadd("raw:one", {"b": BODY})
+
+            def raw_pipe(size: int) -> Callable[[], None]:
+                def go() -> None:
+                    for _ in range(n // size):
+                        pipe = raw.pipeline(transaction=False)
+                        for _ in range(size):
+                            pipe.xadd("raw:pipe", {"b": BODY})
+                        pipe.execute()
+
+                return go
+
+            def sync() -> None:
+                for _ in range(n):
+                    producer.send(Message("bench", BODY))
+
+            def async_() -> None:
+                futures = [producer.send_async(Message("bench", BODY)) for _ in range(n)]
+                for f in futures:
+                    f.result()
+
+            def batch32() -> None:
+                for _ in range(n // 32):
+                    producer.send_batch([Message("bench", BODY) for _ in range(32)])
+
+            cases = {"raw_xadd": raw_one, "sync_send": sync, "async_send": async_, "raw_pipeline_128": raw_pipe(128),
+                     "batch_send_32": batch32, "raw_pipeline_32": raw_pipe(32)}  # fmt: skip
+            for _ in range(rounds):
+                for name, fn in cases.items():
+                    samples.setdefault(name, []).append(rate(n, fn))
+                    raw.flushall()
+                    Admin(server.url, "bench").create_topic("bench", read_queues=8, write_queues=8)
+        raw.close()
+    med = {name: statistics.median(v) for name, v in samples.items()}
+    return {
+        "rates_per_s": med,
+        "ratios": {
+            "sync_send / raw_xadd": med["sync_send"] / med["raw_xadd"],
+            "async_send / raw_xadd": med["async_send"] / med["raw_xadd"],
+            "async_send / raw_pipeline_128": med["async_send"] / med["raw_pipeline_128"],
+            "batch_send_32 / raw_pipeline_32": med["batch_send_32"] / med["raw_pipeline_32"],
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=20_000, help="messages per case and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    result = run(args.n, args.rounds)
+    for name, value in result["rates_per_s"].items():
+        print(f"{name:20} {value:>10,.0f} msg/s")
+    for name, value in result["ratios"].items():
+        print(f"{name:34} {value:5.2f}x")
+    out = pathlib.Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "producer.json").write_text(json.dumps({"n": args.n, "rounds": args.rounds, **result}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""Fixtures: real redis-server processes started by the suite on free loopback ports."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.servers import RedisClusterProcs, RedisServer
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One standalone server for the session (tests keep apart by namespace)."""
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def aof_server() -> Iterator[RedisServer]:
+    """A fresh server with AOF (``appendfsync always``) that a test may stop, kill and restart."""
+    with RedisServer(appendonly=True) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterProcs]:
+    """A 3-master cluster for the session."""
+    with RedisClusterProcs() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def fresh_cluster() -> Iterator[RedisClusterProcs]:
+    """A 3-master cluster of the test's own, for tests that stop nodes."""
+    with RedisClusterProcs() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A namespace no other test uses."""
+    return "t" + uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(params=["standalone", pytest.param("cluster", marks=pytest.mark.cluster)])
+def backend_url(request: pytest.FixtureRequest) -> str:
+    """The URL of the standalone server, then of the cluster: behaviour tests run on both."""
+    if request.param == "standalone":
+        return str(request.getfixturevalue("redis_server").url)
+    return str(request.getfixturevalue("redis_cluster").url)

@@ -1,0 +1,88 @@
+"""Bad input is refused with an MQClientError naming the value, before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from mq import Admin, Message, MessageQueue, Producer
+from mq.errors import InvalidNameError, MessageTooLargeError, MQClientError, TopicNotFoundError
+from tests.helpers import snapshot
+
+LIMIT = 1024  # a small max_message_size keeps the oversize cases cheap
+
+
+def _cases() -> dict[str, tuple[Callable[[Producer], object], type[Exception], str]]:
+    ok = b"x"
+    return {
+        "invalid topic name": (lambda p: p.send(Message("bad topic!", ok)), InvalidNameError, "bad topic!"),
+        "topic name too long": (lambda p: p.send(Message("t" * 128, ok)), InvalidNameError, "t" * 128),
+        "reserved topic": (lambda p: p.send(Message("SCHEDULE_TOPIC_XXXX", ok)), InvalidNameError, "SCHEDULE_TOPIC_XXXX"),
+        "retry topic": (lambda p: p.send(Message("%RETRY%g", ok)), InvalidNameError, "%RETRY%g"),
+        "empty body": (lambda p: p.send(Message("ok", b"")), MQClientError, "empty"),
+        "body over the limit": (lambda p: p.send(Message("ok", b"x" * (LIMIT + 1))), MessageTooLargeError, str(LIMIT + 1)),
+        "reserved property": (lambda p: p.send(Message("ok", ok, properties={"DELAY": "3"})), MQClientError, "DELAY"),
+        "non-str property": (lambda p: p.send(Message("ok", ok, properties={"n": 3})), MQClientError, "3"),  # type: ignore[dict-item]
+        "unknown topic": (lambda p: p.send(Message("nosuch", ok)), TopicNotFoundError, "nosuch"),
+        "negative delay level": (lambda p: p.send(Message("ok", ok, delay_level=-1)), MQClientError, "-1"),
+        "batch mixed topics": (
+            lambda p: p.send_batch([Message("ok", ok), Message("ok2", ok)]), MQClientError, "ok2"),
+        "batch over the limit": (
+            lambda p: p.send_batch([Message("ok", b"x" * 600), Message("ok", b"x" * 600)]), MessageTooLargeError, "1200"),
+        "empty batch": (lambda p: p.send_batch([]), MQClientError, "non-empty"),
+        "delayed batch": (lambda p: p.send_batch([Message("ok", ok, delay_level=2)]), MQClientError, "delayed"),
+        "foreign queue": (lambda p: p.send(Message("ok", ok), queue=MessageQueue("ok2", "broker-a", 0)), MQClientError, "ok2"),
+        "missing queue": (lambda p: p.send(Message("ok", ok), queue=MessageQueue("ok", "broker-a", 9)), TopicNotFoundError, "9"),
+        "async unknown topic": (lambda p: p.send_async(Message("nosuch", ok)), TopicNotFoundError, "nosuch"),
+        "async empty body": (lambda p: p.send_async(Message("ok", b"")), MQClientError, "empty"),
+    }  # fmt: skip
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_refused_and_store_unchanged(case: str, backend_url: str, namespace: str) -> None:
+    admin = Admin(backend_url, namespace)
+    admin.create_topic("ok", read_queues=2, write_queues=2)
+    admin.create_topic("ok2", read_queues=2, write_queues=2)
+    with Producer("pg", backend_url, namespace=namespace, max_message_size=LIMIT) as producer:
+        producer.send(Message("ok", b"before"))
+        before = snapshot(backend_url, namespace)
+        action, error, quoted = CASES[case]
+        with pytest.raises(error) as info:
+            action(producer)
+        assert quoted in str(info.value)
+        assert snapshot(backend_url, namespace) == before
+
+
+def test_str_body_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="bytes"):
+        Message("t", "text")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "quoted"),
+    [({"read_queues": 0}, "0"), ({"write_queues": 5000}, "5000"), ({"perm": "x"}, "'x'")],
+)
+def test_bad_topic_config_is_refused(kwargs: dict[str, object], quoted: str, backend_url: str, namespace: str) -> None:
+    admin = Admin(backend_url, namespace)
+    before = snapshot(backend_url, namespace)
+    with pytest.raises(MQClientError) as info:
+        admin.create_topic("cfg", **kwargs)  # type: ignore[arg-type]
+    assert quoted in str(info.value)
+    assert snapshot(backend_url, namespace) == before
+
+
+@pytest.mark.parametrize("name", ["", "a b", "x" * 128, "RMQ_SYS_TRANS_HALF_TOPIC", "%DLQ%grp", "naïve"])
+def test_bad_topic_names_are_refused(name: str, backend_url: str, namespace: str) -> None:
+    with pytest.raises(InvalidNameError):
+        Admin(backend_url, namespace).create_topic(name)
+    assert snapshot(backend_url, namespace) == {}
+
+
+@pytest.mark.parametrize("group", ["", "g g", "g" * 121])
+def test_bad_group_names_are_refused(group: str) -> None:
+    with pytest.raises(InvalidNameError):
+        Producer(group, "memory://bad-groups")

@@ -1,0 +1,74 @@
+"""URLs, namespaces, the embedded store, AUTH, and secrets kept out of repr and errors."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from tests.servers import RedisServer
+
+from mq import Admin, Message, Producer
+from mq.connection import Connection, mask_url, resolve_url
+from mq.errors import MQBrokerError, MQClientError
+
+
+def test_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MQ_URL", raising=False)
+    assert resolve_url(None) == "memory://"
+    monkeypatch.setenv("MQ_URL", "redis://h:1/0")
+    assert resolve_url(None) == "redis://h:1/0"
+    assert resolve_url("memory://x") == "memory://x"
+
+
+def test_mask_url_hides_passwords() -> None:
+    assert mask_url("redis://user:s3cret@h:6379/0") == "redis://user:***@h:6379/0"
+    assert mask_url("rediss://:s3cret@h:6379") == "rediss://:***@h:6379"
+    assert mask_url("redis+cluster://u:p4ss@a:1,b:2") == "redis+cluster://u:***@a:1,b:2"
+    assert mask_url("redis://h:6379/0") == "redis://h:6379/0"
+
+
+@pytest.mark.parametrize("url", ["http://h:1", "mysql://x"])
+def test_unknown_scheme_is_refused(url: str) -> None:
+    with pytest.raises(MQClientError, match="scheme"):
+        Connection(url)
+
+
+@pytest.mark.parametrize("ns", ["", "a{b", "a b", "a:b"])
+def test_bad_namespace_is_refused(ns: str) -> None:
+    with pytest.raises(MQClientError, match="namespace"):
+        Connection("memory://ns-test", ns)
+
+
+def test_memory_stores_are_shared_by_name() -> None:
+    Admin("memory://shared-a").create_topic("t1", read_queues=1, write_queues=1)
+    assert [t.name for t in Admin("memory://shared-a").topics()] == ["t1"]
+    assert Admin("memory://shared-b").topics() == []
+
+
+def test_namespaces_are_independent(redis_server, namespace: str) -> None:
+    Admin(redis_server.url, namespace).create_topic("same", read_queues=1, write_queues=1)
+    assert Admin(redis_server.url, namespace + "x").topics() == []
+
+
+def test_password_url_works_and_never_leaks(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    secret = "pa55-word-xyz"
+    with RedisServer(password=secret) as server:
+        url = server.url
+        assert secret in url
+        admin = Admin(url, "auth")
+        admin.create_topic("t", read_queues=1, write_queues=1)
+        caplog.set_level(logging.DEBUG)
+        with Producer("pg", url, namespace="auth") as producer:
+            assert producer.send(Message("t", b"x")).queue_offset == 0
+            texts = [repr(admin), repr(producer), repr(producer._conn)]
+        wrong = url.replace(secret, "wrong-password")
+        with pytest.raises(MQBrokerError) as info:
+            Admin(wrong, "auth").topics()
+        texts += [str(info.value), caplog.text]
+        server.stop()
+        with Producer("pg", url, namespace="auth") as producer, pytest.raises(MQBrokerError) as down:
+            producer.send(Message("t", b"x"))
+        texts.append(str(down.value))
+    for text in texts:
+        assert secret not in text and "wrong-password" not in text
+    assert "***" in repr(admin)
