@@ -5,6 +5,7 @@ Every failure raises an :class:`~mq.errors.MQClientError` subclass quoting the o
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -65,12 +66,19 @@ def check_topic(topic: object) -> str:
     return _check_name("topic", topic, limit)
 
 
-def check_user_topic(topic: object) -> str:
-    """A valid topic name that users may create and send to."""
+@functools.lru_cache(maxsize=4096)
+def _valid_user_topic(topic: str) -> str:
     name = check_topic(topic)
     if is_system_topic(name):
         raise InvalidNameError(f"topic {name!r} is reserved for the system; choose another name")
     return name
+
+
+def check_user_topic(topic: object) -> str:
+    """A valid topic name that users may create and send to (answers are cached per name)."""
+    if not isinstance(topic, str):
+        check_topic(topic)  # raises, naming the wrong type
+    return _valid_user_topic(str(topic))
 
 
 def check_group(group: object) -> str:

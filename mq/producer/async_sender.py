@@ -1,7 +1,7 @@
 """The background sender behind ``send_async`` and ``send_oneway``.
 
-Sends that wait at the same time go out in one pipeline (one round trip per node), so many
-concurrent async sends cost little more than one. A send that fails in the pipeline is retried
+Sends that wait at the same time go out in one pipeline (one round trip per node), and those bound
+for the same queue in one put call, so many concurrent async sends cost little more than one. A send that fails in the pipeline is retried
 through the producer's sync path within what is left of its time budget (oneway sends are not
 retried, as in RocketMQ).
 """
@@ -85,24 +85,27 @@ class AsyncSender:
                 self._send(batch)
 
     def _send(self, batch: list[PendingSend]) -> None:
-        chosen: list[tuple[PendingSend, MessageQueue]] = []
+        # Sends bound for the same queue go out as one put call (consecutive offsets, send order).
+        groups: dict[MessageQueue, list[PendingSend]] = {}
         for p in batch:
             try:
-                chosen.append((p, self._select(p)))
+                groups.setdefault(self._select(p), []).append(p)
             except Exception as e:  # a selector or route error belongs to that send only
                 self._fail(p, e)
+        puts = [(mq.topic, mq.queue_id, [p.encoded for p in group]) for mq, group in groups.items()]
         results: list[Any]
         try:
-            results = self._store.put_many([(p.msg.topic, mq.queue_id, [p.encoded]) for p, mq in chosen])
+            results = self._store.put_many(puts) if puts else []
         except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
-            results = [e] * len(chosen)
-        for (p, mq), result in zip(chosen, results):
-            if not isinstance(result, Exception):
-                self._resolve(p, SendResult(SendStatus.SEND_OK, p.msg_id, mq, result[0]))
-            elif p.oneway or not isinstance(result, MQBrokerError):
-                self._fail(p, result)
-            else:
-                self._retry(p)
+            results = [e] * len(puts)
+        for (mq, group), result in zip(groups.items(), results):
+            for index, p in enumerate(group):
+                if not isinstance(result, Exception):
+                    self._resolve(p, SendResult(SendStatus.SEND_OK, p.msg_id, mq, result[0] + index))
+                elif p.oneway or not isinstance(result, MQBrokerError):
+                    self._fail(p, result)
+                else:
+                    self._retry(p)
 
     def _retry(self, p: PendingSend) -> None:
         try:
