@@ -125,3 +125,25 @@ def test_key_query_returns_the_oldest_of_a_busy_key(admin: Admin, producer: Prod
         producer.send(Message("busy", b"%d" % i, keys="k"))
     found = admin.query_messages_by_key("busy", "k")
     assert [m.queue_offset for m in found] == list(range(64))
+
+
+def test_async_sends_to_one_queue_keep_send_order(admin: Admin, producer: Producer) -> None:
+    admin.create_topic("order", read_queues=2, write_queues=2)
+    q = MessageQueue("order", "broker-a", 1)
+    futures = [producer.send_async(Message("order", b"%d" % i), queue=q) for i in range(300)]
+    offsets = [f.result(timeout=10).queue_offset for f in futures]
+    assert offsets == list(range(300))
+    stored = {m.queue_offset: m.body for m in (admin.query_message("order", f.result().msg_id) for f in futures) if m}
+    assert [stored[i] for i in range(300)] == [b"%d" % i for i in range(300)]
+
+
+def test_msg_ids_unique_across_processes() -> None:
+    import subprocess
+    import sys
+
+    code = "from mq.msgid import new_msg_id\nprint('\\n'.join(new_msg_id() for _ in range(2000)))"
+    procs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+             for _ in range(3)]  # fmt: skip
+    ids = [line for p in procs for line in p.stdout.split()]
+    assert len(ids) == len(set(ids)) == 6000
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
