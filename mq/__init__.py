@@ -6,6 +6,24 @@ Import what you need from here::
 """
 
 from mq.admin import Admin
+from mq.consumer import (
+    AllocateMessageQueueAveragely,
+    AllocateMessageQueueAveragelyByCircle,
+    AllocateMessageQueueByConfig,
+    AllocateMessageQueueByMachineRoom,
+    AllocateMessageQueueConsistentHash,
+    AllocateMessageQueueStrategy,
+    ClientInfo,
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumeHook,
+    ConsumeMessageContext,
+    ConsumeOrderlyStatus,
+    MessageModel,
+    PullConsumer,
+    PushConsumer,
+)
 from mq.errors import (
     FilterExpressionError,
     InvalidNameError,
@@ -16,6 +34,7 @@ from mq.errors import (
     QueueNotWritableError,
     TopicNotFoundError,
 )
+from mq.filter import ExpressionType, MessageSelector
 from mq.message import Message, MessageExt, SendResult, SendStatus
 from mq.producer import (
     MessageQueueSelector,
@@ -25,12 +44,26 @@ from mq.producer import (
     SelectMessageQueueByRandom,
 )
 from mq.queue import MessageQueue
-from mq.topic import QueueStats, TopicConfig
+from mq.topic import QueueProgress, QueueStats, TopicConfig
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Admin",
+    "AllocateMessageQueueAveragely",
+    "AllocateMessageQueueAveragelyByCircle",
+    "AllocateMessageQueueByConfig",
+    "AllocateMessageQueueByMachineRoom",
+    "AllocateMessageQueueConsistentHash",
+    "AllocateMessageQueueStrategy",
+    "ClientInfo",
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
+    "ConsumeHook",
+    "ConsumeMessageContext",
+    "ConsumeOrderlyStatus",
+    "ExpressionType",
     "FilterExpressionError",
     "InvalidNameError",
     "MQBrokerError",
@@ -38,11 +71,16 @@ __all__ = [
     "MQError",
     "Message",
     "MessageExt",
+    "MessageModel",
     "MessageQueue",
     "MessageQueueSelector",
+    "MessageSelector",
     "MessageTooLargeError",
     "Producer",
+    "PullConsumer",
+    "PushConsumer",
     "QueueNotWritableError",
+    "QueueProgress",
     "QueueStats",
     "SelectMessageQueueByHash",
     "SelectMessageQueueByMachineRoom",

@@ -6,12 +6,15 @@ import dataclasses
 from types import TracebackType
 
 from mq.connection import Connection
+from mq.consumer import registry
+from mq.consumer.offsets import read_group_offsets, write_group_offsets
+from mq.consumer.registry import ClientInfo
 from mq.errors import MQClientError, TopicNotFoundError
 from mq.message import MessageExt
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store import Store
-from mq.topic import DEFAULT_QUEUE_NUMS, QueueStats, TopicConfig
-from mq.validation import check_topic, check_user_topic
+from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TopicConfig
+from mq.validation import check_group, check_topic, check_user_topic
 
 #: Most messages one key query returns (RocketMQ's ``maxNum`` cap).
 MAX_KEY_QUERY = 64
@@ -143,6 +146,61 @@ class Admin:
         ]
         messages.sort(key=lambda m: (m.store_timestamp_ms, m.queue_id, m.queue_offset))
         return messages[:max_num]
+
+    # -- consumer groups ------------------------------------------------------------------------
+
+    def groups(self) -> list[str]:
+        """Every consumer group that ever registered in the namespace."""
+        return registry.groups(self._store)
+
+    def consumer_connections(self, group: str) -> list[ClientInfo]:
+        """The live members of ``group``: client id, host, pid, subscriptions, last heartbeat."""
+        return registry.group_clients(self._store, check_group(group))
+
+    def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+        """Broker offset, committed offset and lag of ``group`` on every readable queue.
+
+        Args:
+            topic: one topic; None means every topic the group has offsets on or subscribes to.
+        """
+        check_group(group)
+        topics = [topic] if topic is not None else self._group_topics(group)
+        rows: list[QueueProgress] = []
+        for name in topics:
+            config = self._require(name)
+            qids = [q for q in range(config.read_queues) if config.readable(q)]
+            stats = self._store.queue_stats(name, qids)
+            queues = [MessageQueue(name, DEFAULT_BROKER_NAME, q) for q in qids]
+            committed = read_group_offsets(self._store, group, queues)
+            for mq in queues:
+                s = stats[mq.queue_id]
+                consumer = committed.get(mq, -1)
+                lag = s.max_offset - max(consumer, s.min_offset)
+                rows.append(QueueProgress(mq, s.max_offset, consumer, lag))
+        return rows
+
+    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
+        """Set ``group``'s offsets on ``topic`` to the first message stored at or after ``timestamp_ms``.
+
+        Live members keep their in-memory offsets; stop the group first (or restart it afterwards)
+        so the new offsets are what it resumes from. Returns the new offset of each queue.
+        """
+        config = self._require(topic)
+        offsets = {
+            MessageQueue(topic, DEFAULT_BROKER_NAME, q): self._store.search_offset(topic, q, int(timestamp_ms))
+            for q in range(config.queue_count)
+        }
+        write_group_offsets(self._store, check_group(group), offsets)
+        return offsets
+
+    def _group_topics(self, group: str) -> list[str]:
+        subscribed = {t for c in self.consumer_connections(group) for t in c.subscriptions}
+        with_offsets = set()
+        for config in self._store.topics():
+            queues = [MessageQueue(config.name, DEFAULT_BROKER_NAME, q) for q in range(config.queue_count)]
+            if read_group_offsets(self._store, group, queues):
+                with_offsets.add(config.name)
+        return sorted(subscribed | with_offsets)
 
     def _require(self, topic: str) -> TopicConfig:
         config = self._store.topic(check_topic(topic))

@@ -80,7 +80,7 @@ class Connection:
         keys: key names for the namespace.
     """
 
-    def __init__(self, url: str | None = None, namespace: str = "mq") -> None:
+    def __init__(self, url: str | None = None, namespace: str = "mq", *, socket_timeout_s: float | None = None) -> None:
         self.url = resolve_url(url)
         self.namespace = validate_namespace(namespace)
         self.keys = Keys(namespace)
@@ -92,7 +92,7 @@ class Connection:
             )
         self.kind = "memory" if scheme == "memory" else "cluster" if "cluster" in scheme else "standalone"
         with translate_errors(self.url):
-            self.client: Any = _make_client(self.url, self.kind)
+            self.client: Any = _make_client(self.url, self.kind, socket_timeout_s)
 
     def __repr__(self) -> str:
         return f"Connection({mask_url(self.url)!r}, namespace={self.namespace!r})"
@@ -133,13 +133,15 @@ def _timeouts(query: str) -> dict[str, float]:
     return out
 
 
-def _make_client(url: str, kind: str) -> Any:
+def _make_client(url: str, kind: str, socket_timeout_s: float | None) -> Any:
     parts = urlsplit(url)
     if kind == "memory":
         return _memory_client(parts.netloc or "default")
     # One quick reconnect inside redis-py; the callers (producer retries, consumer loops) own the
     # longer retry policy and its time budget.
     common: dict[str, Any] = {"retry": Retry(NoBackoff(), 1), **_timeouts(parts.query)}
+    if socket_timeout_s is not None:  # blocking reads (long polling) wait longer than one reply
+        common["socket_timeout"] = socket_timeout_s
     if kind == "standalone":
         # from_url also honours the query's own options (ssl_cert_reqs, …) over these defaults.
         return redis.Redis.from_url(url, health_check_interval=30, **common)

@@ -10,6 +10,11 @@ key                             type        holds
 ``{ns:T:Q}:log``                stream      the messages; entry id ``0-(offset+1)``
 ``{ns:T:Q}:ids``                hash        msg id → offset (query by id)
 ``{ns:T:Q}:keys``               zset        ``key \\x1f offset`` (20 digits), score 0 (query by key)
+``{ns:T:Q}:offsets``            hash        consumer group → committed offset (clustering mode)
+``{ns:T:Q}:owners``             hash        consumer group → client id consuming the queue now
+``{ns}:groups``                 set         every consumer group that ever registered
+``{ns:g:G}:clients``            zset        client id → last heartbeat, ms (live = recent)
+``{ns:g:G}:info``               hash        client id → ClientInfo JSON
 ==============================  ==========  ==================================================
 
 Everything one queue owns shares the tag ``{ns:T:Q}``, so every per-queue script touches one slot
@@ -32,10 +37,28 @@ class QueueKeys:
     log: str
     ids: str
     keys: str
+    offsets: str
+    owners: str
 
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
+        return [self.meta, self.log, self.ids, self.keys, self.offsets, self.owners]
+
+    def put(self) -> list[str]:
+        """The keys of the ``put-messages`` script."""
         return [self.meta, self.log, self.ids, self.keys]
+
+    def read(self) -> list[str]:
+        """The keys of the read-side scripts (``queue-stats``, ``search-offset``, ``pull-messages``)."""
+        return [self.meta, self.log]
+
+
+@dataclass(frozen=True)
+class GroupKeys:
+    """The client registry of one consumer (or producer) group, in one hash slot."""
+
+    clients: str
+    info: str
 
 
 class Keys:
@@ -44,11 +67,18 @@ class Keys:
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
         self.topics = f"{{{namespace}}}:topics"
+        self.groups = f"{{{namespace}}}:groups"
 
     def queue(self, topic: str, queue_id: int) -> QueueKeys:
         """The keys of queue ``queue_id`` of ``topic``."""
         tag = f"{{{self.namespace}:{topic}:{queue_id}}}"
-        return QueueKeys(meta=f"{tag}:q", log=f"{tag}:log", ids=f"{tag}:ids", keys=f"{tag}:keys")
+        return QueueKeys(meta=f"{tag}:q", log=f"{tag}:log", ids=f"{tag}:ids", keys=f"{tag}:keys",
+                         offsets=f"{tag}:offsets", owners=f"{tag}:owners")
+
+    def group(self, group: str) -> GroupKeys:
+        """The registry keys of ``group``."""
+        tag = f"{{{self.namespace}:g:{group}}}"
+        return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info")
 
 
 def stream_id(offset: int) -> str:

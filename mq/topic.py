@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from mq.errors import MQClientError
+from mq.queue import MessageQueue
 
 #: Default number of read and of write queues of a new topic (RocketMQ ``defaultTopicQueueNums``
 #: is 4 for auto-created topics; ``mqadmin updateTopic`` uses 8; the spec asks for 16).
@@ -78,3 +79,20 @@ class QueueStats:
     min_offset: int
     max_offset: int
     last_store_timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    """A consumer group's position in one queue [RocketMQ ``OffsetWrapper``].
+
+    Attributes:
+        message_queue: the queue.
+        broker_offset: the queue's max offset (next to be written).
+        consumer_offset: the group's committed offset (next to consume); -1 when it has none.
+        lag: messages not yet consumed (``broker_offset - consumer_offset``; all stored ones when none).
+    """
+
+    message_queue: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+    lag: int

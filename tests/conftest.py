@@ -9,6 +9,19 @@ import pytest
 
 from tests.servers import RedisClusterProcs, RedisServer
 
+MARKERS = {
+    "slow": "takes more than a few seconds",
+    "cluster": "needs the 3-master Redis Cluster",
+    "fault": "stops, kills or restarts processes",
+    "spark": "needs pyspark and Java",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the suite's markers (so ``--strict-markers`` passes without the pyproject list too)."""
+    for name, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
+
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
@@ -40,7 +53,7 @@ def fresh_cluster() -> Iterator[RedisClusterProcs]:
 
 @pytest.fixture
 def namespace() -> str:
-    """A namespace no other test uses."""
+    """A namespace no other test uses: ``t`` and 8 hex digits."""
     return "t" + uuid.uuid4().hex[:8]
 
 

@@ -5,67 +5,92 @@
 - :class:`RedisClusterProcs`: a 3-master Redis Cluster without replicas, with
   ``cluster-require-full-coverage no`` so the surviving masters keep serving when one stops.
 
-Every process started here is killed at interpreter exit, so none outlives a test run.
+No server outlives its Python process: live servers are SIGKILLed at exit (atexit) and, on Linux,
+also get ``PR_SET_PDEATHSIG`` against hard exits. Linux ties that to the *spawning thread*, so start
+servers from a thread that outlives them (the main thread, as fixtures and benchmarks do).
+A cluster takes about 2 s to be ready (also after ``start_node``): a master never reports
+``cluster_state:ok`` in its first 2 s (``CLUSTER_WRITABLE_DELAY`` in Redis).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import ctypes
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+POLL_S = 0.05
+"""How often readiness is polled."""
+
+NO_RETRY = Retry(NoBackoff(), 0)
+"""For probing clients: redis-py's default retries spend seconds on a refused connection."""
 
 _live: set[subprocess.Popen[bytes]] = set()
 
 
 @atexit.register
 def _kill_leftovers() -> None:
+    """SIGKILL every server this process started and did not stop."""
     for proc in list(_live):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    _live.clear()
+
+
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None  # resolved before any fork
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    """``preexec_fn``: ask Linux to SIGKILL the child when the parent (thread) dies."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
 def free_port(*, with_bus: bool = False) -> int:
-    """A free loopback port (and, with ``with_bus``, port + 10000 free too, for the cluster bus)."""
+    """A free loopback port; with ``with_bus``, one whose cluster bus port (port + 10000) is free too."""
     for _ in range(100):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = int(s.getsockname()[1])
         if not with_bus:
             return port
-        if port + 10000 < 65536:
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port + 10000))
-                except OSError:
-                    continue
+        with socket.socket() as s, contextlib.suppress(OSError, OverflowError):  # OverflowError: past 65535
+            s.bind(("127.0.0.1", port + 10000))
             return port
-    raise RuntimeError("no free port pair found")
+    raise RuntimeError("no free loopback port (pair) found")
 
 
-def _wait(predicate: Any, timeout_s: float, what: str) -> None:
+def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll ``predicate`` every :data:`POLL_S` until true; Redis and socket errors count as "not yet"."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
+    while True:
+        with contextlib.suppress(redis.RedisError, OSError):
             if predicate():
                 return
-        except (redis.RedisError, OSError):
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(POLL_S)
 
 
 class RedisServer:
-    """One redis-server process on 127.0.0.1."""
+    """One redis-server process on 127.0.0.1 (call :meth:`start`, or use it as a context manager)."""
+
+    START_TIMEOUT_S = 10.0
+    STOP_GRACE_S = 5.0
 
     def __init__(
         self,
@@ -77,12 +102,20 @@ class RedisServer:
         password: str | None = None,
         with_bus: bool = False,
     ) -> None:
-        self.port = port or free_port(with_bus=with_bus)
+        self._port = port or free_port(with_bus=with_bus)
+        self._pick_port = port is None  # a port we chose may be re-picked if lost to a race
+        self._with_bus = with_bus
+        self._own_dir = workdir is None
+        self.workdir = workdir or tempfile.mkdtemp(prefix="rocketredis-")
         self.appendonly = appendonly
-        self.workdir = workdir or tempfile.mkdtemp(prefix=f"redis-{self.port}-")
         self.extra_args = list(extra_args)
         self.password = password
         self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def port(self) -> int:
+        """The TCP port on 127.0.0.1."""
+        return self._port
 
     @property
     def pid(self) -> int:
@@ -95,46 +128,89 @@ class RedisServer:
     def url(self) -> str:
         """``redis://[:password@]127.0.0.1:PORT/0``."""
         auth = f":{self.password}@" if self.password else ""
-        return f"redis://{auth}127.0.0.1:{self.port}/0"
+        return f"redis://{auth}127.0.0.1:{self._port}/0"
 
-    def client(self) -> redis.Redis:
-        """A redis-py client for this server."""
-        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password)
+    @property
+    def running(self) -> bool:
+        """Whether the process is alive (paused counts as alive)."""
+        return self.proc is not None and self.proc.poll() is None
 
-    def start(self) -> RedisServer:
-        """Start the process and wait until it answers PING (10 s at most)."""
+    def client(self, **kwargs: Any) -> redis.Redis:
+        """A redis-py client for this server (the caller closes it)."""
+        return redis.Redis(host="127.0.0.1", port=self._port, password=self.password, **kwargs)
+
+    def probe(self) -> redis.Redis:
+        """A client that fails fast (no retries, 1 s timeouts), for health checks."""
+        return self.client(retry=NO_RETRY, socket_timeout=1, socket_connect_timeout=1)
+
+    def command(self) -> list[str]:
+        """The redis-server command line."""
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed: run `make test`, which installs it")
-        args = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--dir", self.workdir,
+        args = [binary, "--bind", "127.0.0.1", "--port", str(self._port), "--save", "", "--dir", self.workdir,
                 "--daemonize", "no", "--logfile", os.path.join(self.workdir, "redis.log")]  # fmt: skip
         if self.appendonly:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         if self.password:
             args += ["--requirepass", self.password]
-        self.proc = subprocess.Popen([*args, *self.extra_args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return [*args, *self.extra_args]
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it (see :meth:`finish_start`)."""
+        if self.running:
+            raise RuntimeError(f"redis-server on port {self._port} is already running")
+        with open(os.path.join(self.workdir, "redis.out"), "wb") as out:  # config errors go to stderr, not the log
+            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                         preexec_fn=_die_with_parent)  # fmt: skip
         _live.add(self.proc)
-        try:
-            _wait(lambda: self.client().ping(), 10, f"redis-server on port {self.port}")
-        except TimeoutError:
-            raise RuntimeError(f"redis-server on {self.port} did not start:\n{self.log_tail()}") from None
-        return self
+
+    def start(self) -> RedisServer:
+        """Start the process and wait until it answers PING."""
+        self.spawn()
+        return self.finish_start()
+
+    def finish_start(self) -> RedisServer:
+        """Wait until PING answers (:attr:`START_TIMEOUT_S` at most), else kill and raise with the log tail.
+
+        A port picked here and taken by another process meanwhile is replaced, twice at most.
+        """
+        for attempt in range(3):
+            deadline = time.monotonic() + self.START_TIMEOUT_S
+            while self.running and time.monotonic() < deadline:
+                with contextlib.suppress(redis.RedisError, OSError), self.probe() as c:
+                    if c.ping():
+                        self._pick_port = False  # from now on the port is this server's identity
+                        return self
+                time.sleep(POLL_S)
+            exited = not self.running
+            self.kill()
+            if exited and self._pick_port and attempt < 2 and "Address already in use" in self.log_tail():
+                self._port = free_port(with_bus=self._with_bus)
+                self.spawn()
+                continue
+            why = "exited" if exited else f"did not answer PING within {self.START_TIMEOUT_S} s"
+            raise RuntimeError(f"redis-server on port {self._port} {why}; log tail:\n{self.log_tail()}")
+        raise AssertionError("unreachable")
 
     def log_tail(self, lines: int = 20) -> str:
-        """The last lines of the server log."""
-        try:
-            with open(os.path.join(self.workdir, "redis.log")) as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        """The last lines of the server's stdout/stderr and of its log file."""
+        parts = []
+        for name in ("redis.out", "redis.log"):
+            try:
+                with open(os.path.join(self.workdir, name), errors="replace") as f:
+                    parts += f.readlines()[-lines:]
+            except OSError:
+                pass
+        return "".join(parts) or "(no output)"
 
-    def _end(self, sig: int, grace_s: float) -> None:
+    def _end(self, sig: int) -> None:
         if self.proc is None:
             return
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(grace_s)
+                self.proc.wait(self.STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -142,13 +218,19 @@ class RedisServer:
         self.proc = None
 
     def stop(self) -> None:
-        """SIGTERM (SIGKILL after 5 s) and wait."""
+        """SIGTERM (resuming a paused server first), SIGKILL after :attr:`STOP_GRACE_S`, and wait."""
         self.resume()
-        self._end(signal.SIGTERM, 5)
+        self._end(signal.SIGTERM)
+
+    def terminate(self) -> None:
+        """Send SIGTERM without waiting, so several servers shut down at once; :meth:`stop` then waits."""
+        self.resume()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
         """SIGKILL and wait: a crash."""
-        self._end(signal.SIGKILL, 5)
+        self._end(signal.SIGKILL)
 
     def restart(self) -> RedisServer:
         """Stop and start on the same port and data directory (AOF data survives)."""
@@ -156,8 +238,8 @@ class RedisServer:
         return self.start()
 
     def pause(self) -> None:
-        """SIGSTOP: the server hangs without closing connections."""
-        if self.proc is not None:
+        """SIGSTOP: the server hangs without closing its connections."""
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGSTOP)
 
     def resume(self) -> None:
@@ -165,22 +247,29 @@ class RedisServer:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
 
+    def cleanup(self) -> None:
+        """Stop, and remove the data directory if it was created here."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
     def __enter__(self) -> RedisServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.cleanup()
 
 
 class RedisClusterProcs:
-    """A Redis Cluster of three masters on loopback, created with ``redis-cli --cluster create``."""
+    """A Redis Cluster of three masters (no replicas) on loopback, created with ``redis-cli --cluster create``."""
 
     CLUSTER_ARGS = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1500",
-                    "--cluster-require-full-coverage", "no", "--cluster-allow-reads-when-down", "yes")  # fmt: skip
+                    "--cluster-require-full-coverage", "no", "--cluster-allow-reads-when-down", "yes",
+                    "--appendonly", "no")  # fmt: skip
+    OK_TIMEOUT_S = 20.0
 
     def __init__(self, masters: int = 3) -> None:
-        self.nodes = [RedisServer(with_bus=True, extra_args=self.CLUSTER_ARGS) for _ in range(masters)]
+        self.nodes: list[RedisServer] = [RedisServer(with_bus=True, extra_args=self.CLUSTER_ARGS) for _ in range(masters)]
 
     @property
     def ports(self) -> list[int]:
@@ -192,50 +281,64 @@ class RedisClusterProcs:
         """``redis+cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3``."""
         return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
 
-    def client(self) -> redis.RedisCluster:
-        """A redis-py cluster client."""
-        return redis.RedisCluster(host="127.0.0.1", port=self.ports[0])
+    def client(self, **kwargs: Any) -> redis.RedisCluster:
+        """A redis-py cluster client seeded with every node (the caller closes it)."""
+        seeds = [redis.cluster.ClusterNode("127.0.0.1", p) for p in self.ports]  # type: ignore[no-untyped-call]
+        return redis.RedisCluster(startup_nodes=seeds, **kwargs)
 
     def start(self) -> RedisClusterProcs:
-        """Start the nodes, create the cluster and wait until every node agrees it is ok (20 s)."""
-        for node in self.nodes:
-            node.start()
+        """Start the nodes, create the cluster, and wait until every node sees it whole (:attr:`OK_TIMEOUT_S`)."""
         cli = shutil.which("redis-cli")
         if cli is None:
             raise RuntimeError("redis-cli is not installed: run `make test`, which installs redis-server")
-        subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports), "--cluster-replicas", "0",
-                        "--cluster-yes"], check=True, capture_output=True, timeout=30)  # fmt: skip
-        self._wait_ok(range(len(self.nodes)))
+        try:
+            for node in self.nodes:  # spawn all first, so the nodes boot in parallel
+                node.spawn()
+            for node in self.nodes:
+                node.finish_start()
+            args = [cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
+                    "--cluster-replicas", "0", "--cluster-yes"]  # fmt: skip
+            done = subprocess.run(args, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+            if done.returncode != 0:
+                raise RuntimeError(f"redis-cli --cluster create failed:\n{done.stdout}\n{done.stderr}")
+            self.wait_ok()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
-    def _wait_ok(self, indexes: Any) -> None:
-        def ok() -> bool:
-            for i in indexes:
-                c = self.nodes[i].client()
-                info = c.cluster("info")
-                c.close()
-                if info.get("cluster_state") != "ok" or int(info.get("cluster_slots_assigned", 0)) != 16384:
-                    return False
-                if int(info.get("cluster_known_nodes", 0)) != len(self.nodes):
-                    return False
-            return True
+    def _node_ok(self, node: RedisServer) -> bool:
+        """Whether ``node`` reports the cluster ok, with every master known and every slot served and healthy."""
+        with node.probe() as c:
+            info = c.cluster("info")
+        want = len(self.nodes)
+        return (
+            info.get("cluster_state") == "ok"
+            and int(info.get("cluster_slots_assigned", 0)) == 16384
+            and int(info.get("cluster_slots_ok", 0)) == 16384
+            and int(info.get("cluster_known_nodes", 0)) == want
+            and int(info.get("cluster_size", 0)) == want
+        )
 
-        _wait(ok, 20, "the cluster to become ok")
+    def wait_ok(self) -> None:
+        """Wait (:attr:`OK_TIMEOUT_S` at most) until every node passes :meth:`_node_ok`."""
+        wait_until(lambda: all(self._node_ok(n) for n in self.nodes), self.OK_TIMEOUT_S, "cluster_state:ok on every node")
 
     def stop_node(self, i: int) -> None:
-        """Stop master ``i`` (SIGTERM)."""
+        """Stop master ``i`` (SIGTERM); the other masters keep serving their slots."""
         self.nodes[i].stop()
 
     def start_node(self, i: int) -> None:
-        """Start master ``i`` again with its old config, and wait until the cluster is ok."""
+        """Start master ``i`` again with its old port and ``nodes.conf``, and wait until the cluster is whole."""
         self.nodes[i].start()
-        self._wait_ok(range(len(self.nodes)))
+        self.wait_ok()
 
     def stop(self) -> None:
-        """Stop every node and remove their data."""
+        """Stop every node (in parallel) and remove their data."""
         for node in self.nodes:
-            node.stop()
-            shutil.rmtree(node.workdir, ignore_errors=True)
+            node.terminate()
+        for node in self.nodes:
+            node.cleanup()
 
     def __enter__(self) -> RedisClusterProcs:
         return self.start()

@@ -1,6 +1,7 @@
 """Loading and running the Lua scripts in ``mq/store/lua/``.
 
-Each ``<name>-<numkeys>.lua`` file is one atomic operation. Scripts run with ``EVALSHA``; when a
+Each ``<name>-<numkeys>.lua`` file is one atomic operation; ``--@include NAME`` pulls in a shared
+fragment from ``lua/includes/NAME.lua``. Scripts run with ``EVALSHA``; when a
 server does not know a script (after a restart or ``SCRIPT FLUSH``, or on a cluster node that has
 not seen it) it is loaded and the call is made again. A script that did not run because of
 ``NOSCRIPT`` had no effect, so the second call is safe.
@@ -37,14 +38,24 @@ class Script:
         return (self.sha, self.numkeys, *keys, *argv)
 
 
+def _expand(source: str, folder: Any) -> str:
+    """Replace each ``--@include NAME`` line with ``includes/NAME.lua`` (shared Lua fragments)."""
+    lines = []
+    for line in source.splitlines():
+        name = line.strip().removeprefix("--@include ").strip() if line.strip().startswith("--@include ") else None
+        lines.append(folder.joinpath("includes", f"{name}.lua").read_text(encoding="utf-8") if name else line)
+    return "\n".join(lines) + "\n"
+
+
 def _load_all() -> dict[str, Script]:
     scripts = {}
-    for entry in resources.files("mq.store").joinpath("lua").iterdir():
+    folder = resources.files("mq.store").joinpath("lua")
+    for entry in folder.iterdir():
         if not entry.name.endswith(".lua"):
             continue
         stem = entry.name[: -len(".lua")]
         name, _, numkeys = stem.rpartition("-")
-        source = entry.read_text(encoding="utf-8")
+        source = _expand(entry.read_text(encoding="utf-8"), folder)
         sha = hashlib.sha1(source.encode()).hexdigest()
         scripts[name] = Script(name=name, numkeys=int(numkeys), source=source, sha=sha)
     return scripts

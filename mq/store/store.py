@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mq.connection import Connection, translate_errors
-from mq.errors import QueueNotWritableError, TopicNotFoundError
+from mq.errors import MQBrokerError, QueueNotWritableError, TopicNotFoundError
 from mq.keys import QueueKeys, key_index_range, stream_id
 from mq.message import MessageExt
 from mq.store import codec, scripts
@@ -94,12 +95,12 @@ class Store:
         """
         argv = _put_argv(encoded)
         with self._errors(f"sending to {topic!r} queue {queue_id}"):
-            result = scripts.run(self._client, "put-messages", self.queue_keys(topic, queue_id).all(), argv)
+            result = scripts.run(self._client, "put-messages", self.queue_keys(topic, queue_id).put(), argv)
         return check_put_result(topic, queue_id, result)
 
     def put_many(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> list[tuple[int, int] | Exception]:
         """Several :meth:`put` calls in one pipeline; each slot holds a result or the exception."""
-        calls = [("put-messages", self.queue_keys(t, q).all(), _put_argv(e)) for t, q, e in puts]
+        calls = [("put-messages", self.queue_keys(t, q).put(), _put_argv(e)) for t, q, e in puts]
         with self._errors("sending a pipeline of messages"):
             results = scripts.run_many(self._client, calls)
         out: list[tuple[int, int] | Exception] = []
@@ -148,12 +149,30 @@ class Store:
             found = pipe.execute()
         return [(qid, int(m.rpartition(b"\x1f")[2])) for qid, members in zip(queue_ids, found) for m in members]
 
+    def pull_many(self, pulls: Sequence[PullRequest]) -> list[PullResult | Exception]:
+        """Run ``pull-messages`` for several queues in one pipeline (filtering in the store)."""
+        calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
+            ("pull-messages", self.queue_keys(p.topic, p.queue_id).read(),
+             [p.offset, p.max_messages, p.max_scan, p.filter_type, p.filter_data])
+            for p in pulls
+        ]  # fmt: skip
+        with self._errors("pulling messages"):
+            replies = scripts.run_many(self._client, calls)
+        out: list[PullResult | Exception] = []
+        for p, reply in zip(pulls, replies):
+            if isinstance(reply, Exception):
+                out.append(MQBrokerError(f"pulling {p.topic!r} queue {p.queue_id} failed: {reply}"))
+                continue
+            msgs = [codec.decode(p.topic, p.queue_id, e[0], _pairs(e[1])) for e in reply[2:]]
+            out.append(PullResult(msgs, int(reply[0]), int(reply[1])))
+        return out
+
     # -- offsets --------------------------------------------------------------------------------
 
     def queue_stats(self, topic: str, queue_ids: Sequence[int]) -> dict[int, QueueStats]:
         """Min/max offset and last store time of each queue."""
         calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
-            ("queue-stats", self.queue_keys(topic, q).all()[:2], []) for q in queue_ids
+            ("queue-stats", self.queue_keys(topic, q).read(), []) for q in queue_ids
         ]
         with self._errors(f"reading offsets of {topic!r}"):
             results = scripts.run_many(self._client, calls)
@@ -165,11 +184,37 @@ class Store:
     def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """Offset of the first message stored at or after ``timestamp_ms`` (max offset if none)."""
         with self._errors(f"searching {topic!r} queue {queue_id}"):
-            keys = self.queue_keys(topic, queue_id).all()[:2]
+            keys = self.queue_keys(topic, queue_id).read()
             result = int(scripts.run(self._client, "search-offset", keys, [int(timestamp_ms)]))
         if result < 0:
             raise TopicNotFoundError(f"queue {queue_id} of topic {topic!r} does not exist")
         return result
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    """One queue to pull from: where, how much, and the store-side filter (see pull-messages.lua)."""
+
+    topic: str
+    queue_id: int
+    offset: int
+    max_messages: int
+    max_scan: int
+    filter_type: str = ""
+    filter_data: str = ""
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """What a pull found: matching messages, where to pull next, and the queue's max offset."""
+
+    messages: list[MessageExt]
+    next_offset: int
+    max_offset: int
+
+
+def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
+    return dict(zip(flat[::2], flat[1::2]))
 
 
 def _put_argv(encoded: Sequence[list[Any]]) -> list[Any]:

@@ -1,0 +1,412 @@
+"""The machinery shared by push and pull consumers: registration, rebalance, pulling, long polling
+and offsets [RocketMQ ``RebalanceImpl``, ``PullMessageService``, ``OffsetStore``].
+
+Threads of one consumer:
+
+- the APScheduler jobs: a heartbeat every second (which rebalances at once when the group's
+  members changed, and keeps retrying hand-overs until they settle), the 20 s rebalance backstop,
+  and persisting offsets every 5 s;
+- one puller: pulls every queue that has something new, all in one pipelined round trip (the
+  filter runs in the store), and hands the messages to ``deliver``;
+- one long-poll waiter per idle queue: ``XREAD BLOCK`` on the queue's stream from its next offset,
+  so a consumer with nothing to read waits in Redis and wakes within a millisecond of a new
+  message. One waiter per queue works the same on a cluster, where one call cannot block on keys
+  of different slots (see docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+import redis
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from mq.connection import Connection, translate_errors
+from mq.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
+from mq.consumer.offsets import (
+    PERSIST_INTERVAL_S,
+    LocalFileOffsetStore,
+    OffsetStore,
+    RemoteOffsetStore,
+    read_group_offsets,
+    write_group_offsets,
+)
+from mq.consumer.process_queue import ProcessQueue
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, ClientInfo, Registry, new_client_id
+from mq.consumer.types import ConsumeFromWhere, MessageModel
+from mq.errors import MQBrokerError, MQClientError
+from mq.filter import MessageSelector
+from mq.keys import stream_id
+from mq.message import MessageExt
+from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.store import Store, scripts
+from mq.store.store import PullRequest
+from mq.validation import RETRY_PREFIX, check_group, check_topic
+
+log = logging.getLogger("mq.consumer")
+
+#: Seconds between rebalances when nothing changed [RocketMQ ``rebalanceInterval`` 20 s].
+REBALANCE_INTERVAL_S = 20.0
+#: Messages cached per queue before pulling pauses [RocketMQ ``pullThresholdForQueue``].
+PULL_THRESHOLD_FOR_QUEUE = 1000
+#: Body bytes cached per queue before pulling pauses [RocketMQ ``pullThresholdSizeForQueue`` 100 MiB].
+PULL_THRESHOLD_SIZE_FOR_QUEUE = 100 * 1024 * 1024
+#: Offset span of cached messages before pulling pauses (concurrent) [RocketMQ ``consumeConcurrentlyMaxSpan``].
+CONSUME_CONCURRENTLY_MAX_SPAN = 2000
+#: Entries a pull may scan past without a match before it returns (bounds work under a filter).
+PULL_MAX_SCAN = 1024
+#: Milliseconds a long-poll waiter blocks in Redis before it blocks again.
+LONG_POLL_BLOCK_MS = 10_000
+#: Seconds a released queue waits for its cached messages to be consumed before it is released
+#: anyway (the rest is then redelivered to the new owner).
+RELEASE_WAIT_S = 10.0
+#: Default of ``consume_timestamp_ms``: 30 minutes ago [RocketMQ ``consumeTimestamp``].
+DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000
+
+Deliver = Callable[[ProcessQueue, list[MessageExt]], None]
+
+
+def filter_args(selector: MessageSelector) -> tuple[str, str]:
+    """The ``pull-messages`` filter type and data of a subscription."""
+    wire = selector.to_wire()
+    if wire["type"] == "SQL92":
+        return "SQL92", json.dumps(wire["ast"], separators=(",", ":"))
+    tags = wire["tags"]
+    return ("", "") if tags == ["*"] else ("TAG", "\x1f".join(tags))
+
+
+class ConsumerCore:
+    """Everything a consumer does except handing messages to the application."""
+
+    def __init__(
+        self,
+        group: str,
+        url: str | None,
+        *,
+        namespace: str,
+        message_model: MessageModel,
+        consume_from_where: ConsumeFromWhere,
+        consume_timestamp_ms: int | None,
+        allocate_strategy: AllocateMessageQueueStrategy | None,
+        pull_batch_size: int,
+        client_id: str | None,
+        kind: str,
+        deliver: Deliver,
+        max_span: int | None = CONSUME_CONCURRENTLY_MAX_SPAN,
+    ) -> None:
+        self.group = check_group(group)
+        if not isinstance(pull_batch_size, int) or not 1 <= pull_batch_size <= 1024:
+            raise MQClientError(f"pull_batch_size must be in 1..1024, got {pull_batch_size!r}")
+        self.message_model = MessageModel(message_model)
+        self.consume_from_where = ConsumeFromWhere(consume_from_where)
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.strategy = allocate_strategy or AllocateMessageQueueAveragely()
+        self.pull_batch_size = pull_batch_size
+        self.client_id = client_id or new_client_id()
+        self.kind = kind
+        self.deliver = deliver
+        self.max_span = max_span
+        self.conn = Connection(url, namespace)
+        self.store = Store(self.conn)
+        # long polls block for LONG_POLL_BLOCK_MS: they get a connection with a longer reply timeout
+        self._poll_conn = Connection(url, namespace, socket_timeout_s=LONG_POLL_BLOCK_MS / 1000 + 5)
+        self.subscriptions: dict[str, MessageSelector] = {}
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self.offsets: OffsetStore = (
+            LocalFileOffsetStore(namespace, self.group, self.client_id)
+            if self.message_model is MessageModel.BROADCASTING
+            else RemoteOffsetStore(self.store, self.group)
+        )
+        info = ClientInfo(self.client_id, socket.gethostname(), os.getpid(), kind=kind,
+                          message_model=self.message_model.value)  # fmt: skip
+        self.registry = Registry(self.store, self.group, info)
+        self._assigned: list[MessageQueue] | None = None  # manual assignment (PullConsumer.assign)
+        self._members: list[str] = []
+        self._unsettled = False
+        self._rebalance_lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._started_ms = 0
+        self._scheduler: BackgroundScheduler | None = None
+        self._puller: threading.Thread | None = None
+        self.rebalance_count = 0
+
+    # -- subscriptions --------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
+        """Subscribe to ``topic`` (the last subscription of a topic wins). Bad expressions raise now."""
+        selector = MessageSelector.parse(expression)
+        self.subscriptions[check_topic(topic)] = selector
+        self.registry.info.subscriptions = {t: s.expression for t, s in self.subscriptions.items()}
+        if self._scheduler is not None:
+            self.rebalance()
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop consuming ``topic``."""
+        self.subscriptions.pop(topic, None)
+        self.registry.info.subscriptions = {t: s.expression for t, s in self.subscriptions.items()}
+        if self._scheduler is not None:
+            self.rebalance()
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly ``queues`` with no rebalance (manual assignment)."""
+        self._assigned = sorted(set(queues))
+        if self._scheduler is not None:
+            self.rebalance()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Register, rebalance, and start the puller and the timed jobs."""
+        self._started_ms, self._members = self.registry.register()
+        self._puller = threading.Thread(target=self._pull_loop, name=f"mq-puller-{self.group}", daemon=True)
+        self._puller.start()
+        scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 5})
+        scheduler.add_job(self._heartbeat, "interval", seconds=HEARTBEAT_INTERVAL_S, id="heartbeat")
+        scheduler.add_job(self.rebalance, "interval", seconds=REBALANCE_INTERVAL_S, id="rebalance")
+        scheduler.add_job(self.persist_offsets, "interval", seconds=PERSIST_INTERVAL_S, id="persist-offsets")
+        scheduler.start()
+        self._scheduler = scheduler
+        self.rebalance()
+
+    def shutdown(self, wait_consumed: Callable[[], None] | None = None) -> None:
+        """Stop pulling, let ``wait_consumed`` finish in-flight work, commit, release, unregister."""
+        if self._scheduler is None:
+            return
+        self._scheduler.shutdown(wait=True)
+        self._scheduler = None
+        self._stopped.set()
+        self._wake.set()
+        for pq in self.process_queues.values():
+            pq.releasing = True
+            pq.idle.set()
+        if self._puller is not None:
+            self._puller.join(timeout=5)
+        if wait_consumed is not None:
+            wait_consumed()
+        with self._rebalance_lock:
+            for mq, pq in list(self.process_queues.items()):
+                self._release(mq, pq)
+        self.persist_offsets()
+        self.registry.unregister()
+        self.conn.close()
+        self._poll_conn.close()
+
+    @property
+    def running(self) -> bool:
+        """Whether the consumer is started."""
+        return self._scheduler is not None
+
+    # -- timed jobs -----------------------------------------------------------------------------
+
+    def _heartbeat(self) -> None:
+        try:
+            _, members = self.registry.heartbeat()
+        except MQBrokerError as e:
+            log.warning("heartbeat of %s failed: %s", self.group, e)
+            return
+        changed = members != self._members
+        self._members = members
+        if changed or self._unsettled:
+            self.rebalance()
+
+    def persist_offsets(self) -> None:
+        """Write the in-memory offsets of the queues consumed here."""
+        try:
+            self.offsets.persist(list(self.process_queues))
+        except (MQBrokerError, OSError) as e:
+            log.warning("persisting offsets of %s failed: %s", self.group, e)
+
+    # -- rebalance ------------------------------------------------------------------------------
+
+    def rebalance(self) -> None:
+        """Compute this client's queues and hand queues over cleanly (see claim-queue.lua)."""
+        with self._rebalance_lock:
+            if self._stopped.is_set():
+                return
+            try:
+                wanted = self._wanted_queues()
+                self._unsettled = self._apply(wanted)
+            except MQBrokerError as e:
+                log.warning("rebalance of %s failed, retrying in %s s: %s", self.group, HEARTBEAT_INTERVAL_S, e)
+                self._unsettled = True
+
+    def _wanted_queues(self) -> set[MessageQueue]:
+        if self._assigned is not None:
+            return set(self._assigned)
+        wanted: set[MessageQueue] = set()
+        for topic in sorted(self.subscriptions):
+            config = self.store.topic(topic)
+            if config is None:
+                log.info("group %s: topic %r does not exist (yet); nothing to consume from it", self.group, topic)
+                continue
+            mqs = [MessageQueue(topic, DEFAULT_BROKER_NAME, q) for q in range(config.read_queues) if config.readable(q)]
+            if self.message_model is MessageModel.BROADCASTING:
+                wanted.update(mqs)
+            else:
+                wanted.update(self.strategy.allocate(self.group, self.client_id, mqs, self._members))
+        return wanted
+
+    def _apply(self, wanted: set[MessageQueue]) -> bool:
+        """Release what is no longer wanted, claim what is new; True while a hand-over is pending."""
+        unsettled = False
+        for mq, pq in list(self.process_queues.items()):
+            if mq in wanted:
+                pq.releasing = False
+                continue
+            if not pq.releasing:
+                pq.releasing, pq.releasing_since = True, time.monotonic()
+                pq.idle.set()
+            if pq.count and time.monotonic() - pq.releasing_since < RELEASE_WAIT_S:
+                unsettled = True  # let the cached messages be consumed first
+                continue
+            self._release(mq, pq)
+        new = sorted(wanted - set(self.process_queues))
+        claimed = self._claim(new)
+        unsettled |= len(claimed) < len(new)
+        if claimed:
+            starts = self._start_offsets(claimed)
+            for mq in claimed:
+                pq = ProcessQueue(mq, starts[mq])
+                self.process_queues[mq] = pq
+                threading.Thread(target=self._wait_loop, args=(pq,), name=f"mq-poll-{mq.queue_id}", daemon=True).start()
+            self.rebalance_count += 1
+            log.info("group %s client %s now consumes %d queues", self.group, self.client_id, len(self.process_queues))
+            self._wake.set()
+        return unsettled
+
+    def _claim(self, queues: list[MessageQueue]) -> list[MessageQueue]:
+        if self.message_model is MessageModel.BROADCASTING or self._assigned is not None or not queues:
+            return queues
+        members = "\x1f".join(self._members)
+        calls = [("claim-queue", [self.store.queue_keys(q.topic, q.queue_id).owners], [self.group, self.client_id, members])
+                 for q in queues]  # fmt: skip
+        with translate_errors(self.conn.url, "claiming queues"):
+            results = scripts.run_many(self.conn.client, calls)
+        return [q for q, r in zip(queues, results) if r == 1]
+
+    def _release(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        offset = pq.commit_offset()
+        pq.dropped = True
+        self.process_queues.pop(mq, None)
+        if self.message_model is MessageModel.BROADCASTING:
+            self.offsets.update(mq, offset)
+            return
+        if self._assigned is not None:
+            self.offsets.update(mq, offset)
+            self.offsets.persist([mq])
+        else:
+            keys = self.store.queue_keys(mq.topic, mq.queue_id)
+            try:
+                with translate_errors(self.conn.url, f"releasing {mq}"):
+                    scripts.run(self.conn.client, "release-queue", [keys.owners, keys.offsets],
+                                [self.group, self.client_id, offset])  # fmt: skip
+            except MQBrokerError as e:
+                log.warning("releasing %s failed (another member takes it over when we are gone): %s", mq, e)
+        self.offsets.forget(mq)
+
+    def _start_offsets(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
+        """Stored offsets, else where ``consume_from_where`` says (then stored at once for the group)."""
+        stored = self.offsets.read(queues)
+        missing = [q for q in queues if q not in stored]
+        if not missing:
+            return stored
+        computed = {q: self._initial_offset(q) for q in missing}
+        if self.message_model is MessageModel.CLUSTERING:
+            # Fix the group's starting point now, so a member taking the queue over later starts here too.
+            already = read_group_offsets(self.store, self.group, missing)
+            computed.update(already)
+            write_group_offsets(self.store, self.group, {q: o for q, o in computed.items() if q not in already})
+        return stored | computed
+
+    def _initial_offset(self, mq: MessageQueue) -> int:
+        stats = self.store.queue_stats(mq.topic, [mq.queue_id])[mq.queue_id]
+        where = self.consume_from_where
+        if where is ConsumeFromWhere.FIRST_OFFSET or mq.topic.startswith(RETRY_PREFIX):
+            return stats.min_offset
+        if where is ConsumeFromWhere.TIMESTAMP:
+            ts = self.consume_timestamp_ms or self._started_ms - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
+            return max(stats.min_offset, self.store.search_offset(mq.topic, mq.queue_id, ts))
+        # LAST_OFFSET: new messages only, i.e. stored at or after this consumer started (server clock)
+        return max(stats.min_offset, self.store.search_offset(mq.topic, mq.queue_id, self._started_ms))
+
+    # -- pulling --------------------------------------------------------------------------------
+
+    def flow_limited(self, pq: ProcessQueue) -> bool:
+        """Whether pulling ``pq`` pauses because too much of it is cached."""
+        return (pq.count > PULL_THRESHOLD_FOR_QUEUE or pq.size_bytes > PULL_THRESHOLD_SIZE_FOR_QUEUE
+                or (self.max_span is not None and pq.span > self.max_span))  # fmt: skip
+
+    def wake(self) -> None:
+        """Make the puller look again (after consumption freed room, or an offset was moved)."""
+        self._wake.set()
+
+    def _pull_loop(self) -> None:
+        while not self._stopped.is_set():
+            self._wake.clear()
+            pqs = list(self.process_queues.values())
+            ready = [pq for pq in pqs if not pq.releasing and not pq.idle.is_set() and not self.flow_limited(pq)]
+            if not ready:
+                self._wake.wait(0.05 if any(self.flow_limited(pq) for pq in pqs) else 1.0)
+                continue
+            try:
+                self._pull(ready)
+            except MQBrokerError as e:
+                log.warning("pull of %s failed, retrying in 1 s: %s", self.group, e)
+                self._stopped.wait(1.0)
+
+    def _pull(self, ready: list[ProcessQueue]) -> None:
+        requests = []
+        for pq in ready:
+            ftype, fdata = filter_args(self.subscriptions.get(pq.queue.topic) or MessageSelector.by_tag("*"))
+            requests.append(PullRequest(pq.queue.topic, pq.queue.queue_id, pq.next_offset, self.pull_batch_size,
+                                        PULL_MAX_SCAN, ftype, fdata))  # fmt: skip
+        for pq, request, result in zip(ready, requests, self.store.pull_many(requests)):
+            if isinstance(result, Exception):
+                log.warning("pull of %s failed: %s", pq.queue, result)
+                continue
+            if pq.dropped or pq.next_offset != request.offset:  # released or seeked meanwhile
+                continue
+            pq.add(result.messages, result.next_offset)
+            if result.next_offset >= result.max_offset:
+                pq.idle.set()  # caught up: its waiter blocks in the store until something arrives
+            if result.messages:
+                self.deliver(pq, result.messages)
+
+    def _wait_loop(self, pq: ProcessQueue) -> None:
+        """Long polling for one queue: block in Redis until a message past ``next_offset`` arrives."""
+        log_key = self.store.queue_keys(pq.queue.topic, pq.queue.queue_id).log
+        client = self._poll_conn.client
+        while not (self._stopped.is_set() or pq.dropped):
+            if not pq.idle.wait(1.0) or pq.releasing:
+                continue
+            try:
+                # entries after the one of offset next_offset - 1, i.e. from next_offset on
+                reply = client.xread({log_key: stream_id(pq.next_offset - 1)}, count=1, block=LONG_POLL_BLOCK_MS)
+            except (redis.RedisError, OSError) as e:
+                log.debug("long poll of %s failed: %s", pq.queue, e)
+                self._stopped.wait(1.0)
+                continue
+            if reply:
+                pq.idle.clear()
+                self._wake.set()
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Move the next offset of an assigned queue (cached messages are dropped)."""
+        pq = self.process_queues.get(mq)
+        if pq is None:
+            raise MQClientError(f"{mq} is not assigned to this consumer")
+        pq.reset(offset)
+        self.offsets.update(mq, offset)
+        pq.idle.clear()
+        self._wake.set()
+
+    def stats_offsets(self) -> Mapping[MessageQueue, int]:
+        """The offset that is safe to commit for each consumed queue."""
+        return {mq: pq.commit_offset() for mq, pq in self.process_queues.items()}

@@ -1,0 +1,86 @@
+"""``ProcessQueue``: the messages of one assigned queue pulled and not yet consumed [RocketMQ
+``ProcessQueue``]. It tells flow control how much is cached and the offset store what to commit."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from mq.message import MessageExt
+from mq.queue import MessageQueue
+
+
+class ProcessQueue:
+    """In-flight messages of one queue, by offset.
+
+    Attributes:
+        queue: the queue.
+        next_offset: where the next pull starts.
+        releasing: set when rebalance takes the queue away: pulling stops, cached messages are
+            still consumed, then the offset is committed and the queue released.
+        dropped: the queue is gone from this consumer (released, or taken over by another member).
+        idle: set while the last pull found nothing new; the queue's long-poll waiter then blocks
+            in the store until a message arrives.
+        releasing_since: monotonic time the release began.
+    """
+
+    def __init__(self, queue: MessageQueue, next_offset: int) -> None:
+        self.queue = queue
+        self.next_offset = next_offset
+        self.generation = 0  # bumped by reset(): messages pulled before a seek are stale
+        self.releasing = False
+        self.releasing_since = 0.0
+        self.dropped = False
+        self.idle = threading.Event()
+        self.last_pull_s = 0.0
+        self._msgs: dict[int, MessageExt] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.consume_lock = threading.Lock()  # orderly consumption: one thread at a time
+
+    def add(self, msgs: list[MessageExt], next_offset: int) -> None:
+        """Cache pulled messages; the next pull starts at ``next_offset``."""
+        with self._lock:
+            for m in msgs:
+                if m.queue_offset not in self._msgs:
+                    self._msgs[m.queue_offset] = m
+                    self._bytes += len(m.body)
+            self.next_offset = next_offset
+            self.last_pull_s = time.monotonic()
+
+    def remove(self, msgs: list[MessageExt]) -> int:
+        """Forget consumed messages; returns the offset to commit (smallest still in flight, else next)."""
+        with self._lock:
+            for m in msgs:
+                if self._msgs.pop(m.queue_offset, None) is not None:
+                    self._bytes -= len(m.body)
+            return min(self._msgs) if self._msgs else self.next_offset
+
+    def reset(self, next_offset: int) -> None:
+        """Drop cached messages and pull from ``next_offset`` next (a seek)."""
+        with self._lock:
+            self._msgs.clear()
+            self._bytes = 0
+            self.next_offset = next_offset
+            self.generation += 1
+
+    def commit_offset(self) -> int:
+        """The offset that is safe to commit now."""
+        with self._lock:
+            return min(self._msgs) if self._msgs else self.next_offset
+
+    @property
+    def count(self) -> int:
+        """Messages cached."""
+        return len(self._msgs)
+
+    @property
+    def size_bytes(self) -> int:
+        """Body bytes cached."""
+        return self._bytes
+
+    @property
+    def span(self) -> int:
+        """Offsets between the oldest and newest cached message."""
+        with self._lock:
+            return max(self._msgs) - min(self._msgs) if self._msgs else 0

@@ -1,0 +1,244 @@
+"""``PushConsumer``: messages are pulled for you and handed to a listener [RocketMQ
+``DefaultMQPushConsumer`` with ``ConsumeMessageConcurrentlyService``]."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any
+
+from mq.consumer.allocate import AllocateMessageQueueStrategy
+from mq.consumer.core import ConsumerCore
+from mq.consumer.process_queue import ProcessQueue
+from mq.consumer.types import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumeHook,
+    ConsumeMessageContext,
+    MessageModel,
+)
+from mq.errors import MQClientError
+from mq.filter import MessageSelector
+from mq.message import MessageExt
+from mq.queue import MessageQueue
+
+log = logging.getLogger("mq.consumer")
+
+#: Worker threads that run the listener [RocketMQ ``consumeThreadMax``].
+DEFAULT_CONSUME_THREAD_MAX = 20
+#: Messages one pull brings per queue [RocketMQ ``pullBatchSize``].
+DEFAULT_PULL_BATCH_SIZE = 32
+#: Messages per listener call [RocketMQ ``consumeMessageBatchMaxSize``].
+DEFAULT_CONSUME_BATCH_MAX_SIZE = 1
+#: Retries of a concurrently consumed message before the dead-letter queue [RocketMQ ``maxReconsumeTimes``].
+DEFAULT_MAX_RECONSUME_TIMES = 16
+#: Seconds before a message whose listener asked to reconsume is consumed again here
+#: [RocketMQ's local fallback when sending back to the retry topic fails].
+LOCAL_RECONSUME_DELAY_S = 5.0
+
+Listener = Callable[[list[MessageExt], ConsumeConcurrentlyContext], ConsumeConcurrentlyStatus]
+
+
+class PushConsumer:
+    """Consumes the subscribed topics with a listener on a pool of worker threads.
+
+    Args:
+        group: consumer group; members share the queues (CLUSTERING) or all get everything
+            (BROADCASTING).
+        url: store URL; None uses ``$MQ_URL`` or ``memory://``.
+        namespace: key prefix of the deployment.
+        message_model: CLUSTERING (default) or BROADCASTING.
+        consume_from_where: where a group without a stored offset starts (LAST_OFFSET: new messages only).
+        consume_timestamp_ms: start time for TIMESTAMP, epoch ms (default: 30 minutes before start).
+        allocate_strategy: how queues are shared (default ``AllocateMessageQueueAveragely``).
+        consume_thread_max: worker threads running the listener.
+        pull_batch_size: messages pulled per queue per round trip.
+        consume_message_batch_max_size: messages per listener call.
+        max_reconsume_times: retries before the dead-letter queue (None: 16).
+        client_id: this member's id (default ``host@pid@random``); keep it stable across restarts in
+            BROADCASTING mode to resume from the local offsets.
+
+    Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        url: str | None = None,
+        *,
+        namespace: str = "mq",
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
+        consume_timestamp_ms: int | None = None,
+        allocate_strategy: AllocateMessageQueueStrategy | None = None,
+        consume_thread_max: int = DEFAULT_CONSUME_THREAD_MAX,
+        pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE,
+        consume_message_batch_max_size: int = DEFAULT_CONSUME_BATCH_MAX_SIZE,
+        max_reconsume_times: int | None = None,
+        client_id: str | None = None,
+    ) -> None:
+        if not isinstance(consume_thread_max, int) or consume_thread_max < 1:
+            raise MQClientError(f"consume_thread_max must be a positive int, got {consume_thread_max!r}")
+        if not isinstance(consume_message_batch_max_size, int) or not 1 <= consume_message_batch_max_size <= 1024:
+            raise MQClientError(f"consume_message_batch_max_size must be in 1..1024, got {consume_message_batch_max_size!r}")
+        self._core = ConsumerCore(
+            group, url, namespace=namespace, message_model=message_model, consume_from_where=consume_from_where,
+            consume_timestamp_ms=consume_timestamp_ms, allocate_strategy=allocate_strategy,
+            pull_batch_size=pull_batch_size, client_id=client_id, kind="push", deliver=self._deliver,
+        )  # fmt: skip
+        self.consume_thread_max = consume_thread_max
+        self.consume_message_batch_max_size = consume_message_batch_max_size
+        self.max_reconsume_times = DEFAULT_MAX_RECONSUME_TIMES if max_reconsume_times is None else max_reconsume_times
+        self._listener: Listener | None = None
+        self._hooks: list[ConsumeHook] = []
+        self._executor: ThreadPoolExecutor | None = None
+        self._in_flight = 0
+        self._in_flight_cv = threading.Condition()
+
+    def __repr__(self) -> str:
+        return f"PushConsumer(group={self.group!r}, client_id={self.client_id!r}, {self._core.conn!r})"
+
+    @property
+    def group(self) -> str:
+        """The consumer group."""
+        return self._core.group
+
+    @property
+    def client_id(self) -> str:
+        """This member's client id."""
+        return self._core.client_id
+
+    # -- configuration --------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic`` filtered by a tag expression (``"*"``, ``"A || B"``) or a MessageSelector.
+
+        Raises:
+            FilterExpressionError: the expression is malformed (with its position).
+        """
+        self._core.subscribe(topic, expression)
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop consuming ``topic``."""
+        self._core.unsubscribe(topic)
+
+    def register_message_listener(self, listener: Listener) -> None:
+        """Set the concurrent listener: ``listener(msgs, ctx) -> ConsumeConcurrentlyStatus``.
+
+        A listener that raises counts as RECONSUME_LATER.
+        """
+        self._listener = listener
+
+    def register_consume_hook(self, hook: ConsumeHook) -> None:
+        """Add a hook whose ``before``/``after`` run around every listener call."""
+        self._hooks.append(hook)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> PushConsumer:
+        """Register in the group and start consuming. Returns self."""
+        if self._listener is None:
+            raise MQClientError("register a listener with register_message_listener() before start()")
+        if not self._core.subscriptions:
+            raise MQClientError("subscribe to at least one topic before start()")
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.consume_thread_max, thread_name_prefix=f"mq-consume-{self.group}")
+            self._core.start()
+        return self
+
+    def shutdown(self) -> None:
+        """Finish the messages being consumed, commit offsets, release queues and leave the group."""
+        if self._executor is None:
+            return
+        self._core.shutdown(wait_consumed=self._drain)
+        self._executor.shutdown(wait=True)
+        self._executor = None
+
+    def __enter__(self) -> PushConsumer:
+        return self.start()
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.shutdown()
+
+    def assigned_queues(self) -> set[MessageQueue]:
+        """The queues this member consumes now."""
+        return {mq for mq, pq in self._core.process_queues.items() if not pq.releasing}
+
+    # -- consumption ----------------------------------------------------------------------------
+
+    def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        executor = self._executor
+        if executor is None:
+            return
+        size = self.consume_message_batch_max_size
+        for i in range(0, len(msgs), size):
+            with self._in_flight_cv:
+                self._in_flight += 1
+            executor.submit(self._consume, pq, msgs[i : i + size])
+
+    def _consume(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        try:
+            ctx = ConsumeConcurrentlyContext(pq.queue)
+            status = self._call_listener(pq.queue, msgs, ctx)
+            if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS or self._core.message_model is MessageModel.BROADCASTING:
+                self._done(pq, msgs)
+            else:
+                self._reconsume_later(pq, msgs)
+        finally:
+            with self._in_flight_cv:
+                self._in_flight -= 1
+                self._in_flight_cv.notify_all()
+
+    def _call_listener(self, mq: MessageQueue, msgs: list[MessageExt], ctx: Any) -> ConsumeConcurrentlyStatus:
+        hook_ctx = ConsumeMessageContext(self.group, mq, msgs)
+        self._run_hooks("before", hook_ctx)
+        started = time.perf_counter()
+        listener = self._listener
+        status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        try:
+            if listener is not None:
+                status = ConsumeConcurrentlyStatus(listener(msgs, ctx))
+        except Exception as e:  # the listener's failure means "later", never a lost message
+            hook_ctx.error = e
+            log.warning("listener of %s raised on %d message(s) from %s: %r", self.group, len(msgs), mq, e)
+        hook_ctx.duration_ms = (time.perf_counter() - started) * 1000
+        hook_ctx.status = status.value
+        hook_ctx.success = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        self._run_hooks("after", hook_ctx)
+        return status
+
+    def _run_hooks(self, phase: str, ctx: ConsumeMessageContext) -> None:
+        for hook in self._hooks:
+            try:
+                getattr(hook, phase)(ctx)
+            except Exception as e:
+                log.warning("consume hook %r.%s raised: %r", hook, phase, e)
+
+    def _done(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        limited = self._core.flow_limited(pq)
+        offset = pq.remove(msgs)
+        if not pq.dropped:
+            self._core.offsets.update(pq.queue, offset)
+        if limited:
+            self._core.wake()
+
+    def _reconsume_later(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Consume again after LOCAL_RECONSUME_DELAY_S; the offset stays held back meanwhile.
+
+        (Sending back to ``%RETRY%<group>`` with growing delays and the dead-letter queue arrive
+        with the broker service.)
+        """
+        for m in msgs:
+            m.reconsume_times += 1
+        timer = threading.Timer(LOCAL_RECONSUME_DELAY_S, self._deliver, args=(pq, msgs))
+        timer.daemon = True
+        timer.start()
+
+    def _drain(self) -> None:
+        with self._in_flight_cv:
+            self._in_flight_cv.wait_for(lambda: self._in_flight == 0, timeout=30)

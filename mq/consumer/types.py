@@ -1,0 +1,96 @@
+"""Enums, statuses and contexts of consumers [RocketMQ ``consumer`` and ``listener`` packages]."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from mq.message import MessageExt
+from mq.queue import MessageQueue
+
+
+class MessageModel(str, Enum):
+    """How a group shares messages [RocketMQ ``MessageModel``]."""
+
+    #: Each message goes to one member of the group; offsets live in the store.
+    CLUSTERING = "CLUSTERING"
+    #: Every member gets every message; offsets live in a local file per client.
+    BROADCASTING = "BROADCASTING"
+
+
+class ConsumeFromWhere(str, Enum):
+    """Where a group with no stored offset starts [RocketMQ ``ConsumeFromWhere``]."""
+
+    #: Only messages stored after the consumer started (a retry topic starts at 0).
+    LAST_OFFSET = "LAST_OFFSET"
+    #: Everything still stored.
+    FIRST_OFFSET = "FIRST_OFFSET"
+    #: The first message stored at or after ``consume_timestamp_ms``.
+    TIMESTAMP = "TIMESTAMP"
+
+
+class ConsumeConcurrentlyStatus(str, Enum):
+    """What a concurrent listener returns [RocketMQ ``ConsumeConcurrentlyStatus``]."""
+
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+class ConsumeOrderlyStatus(str, Enum):
+    """What an orderly listener returns [RocketMQ ``ConsumeOrderlyStatus``]."""
+
+    SUCCESS = "SUCCESS"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+
+
+@dataclass
+class ConsumeConcurrentlyContext:
+    """Passed to a concurrent listener with each batch [RocketMQ ``ConsumeConcurrentlyContext``].
+
+    Attributes:
+        message_queue: the queue the batch came from.
+        delay_level_when_next_consume: the delay level of the retry when the listener returns
+            RECONSUME_LATER; 0 lets the broker choose (3 + reconsume times).
+        ack_index: index of the last message consumed successfully when returning success.
+    """
+
+    message_queue: MessageQueue
+    delay_level_when_next_consume: int = 0
+    ack_index: int = 2**31 - 1
+
+
+@dataclass
+class ConsumeMessageContext:
+    """What consume hooks see around each listener call [RocketMQ ``ConsumeMessageContext``].
+
+    Attributes:
+        group: the consumer group.
+        message_queue: where the messages came from.
+        messages: the batch given to the listener.
+        status: the listener's answer (set before ``after``); None before the call.
+        duration_ms: how long the listener took (set before ``after``).
+        success: whether the batch was consumed successfully (set before ``after``).
+        error: the exception the listener raised, if any.
+    """
+
+    group: str
+    message_queue: MessageQueue
+    messages: list[MessageExt]
+    status: str | None = None
+    duration_ms: float = 0.0
+    success: bool = False
+    error: BaseException | None = None
+    props: dict[str, str] = field(default_factory=dict)
+
+
+class ConsumeHook:
+    """Runs around every listener call; override what you need [RocketMQ ``ConsumeMessageHook``].
+
+    Errors raised by a hook are logged and never lose messages.
+    """
+
+    def before(self, ctx: ConsumeMessageContext) -> None:
+        """Called before the listener."""
+
+    def after(self, ctx: ConsumeMessageContext) -> None:
+        """Called after the listener, with ``status``, ``duration_ms`` and ``success`` set."""

@@ -1,0 +1,68 @@
+"""A consumer process for multi-process tests: ``python -m tests.consumer_proc URL NS GROUP TOPIC OUT``.
+
+Consumes ``TOPIC`` in ``GROUP`` and appends one line per message to ``OUT``:
+``consume <queue_id> <offset> <body>``; every 100 ms it appends ``assigned <ids>`` when its queues
+change. SIGTERM shuts down cleanly (commits, releases, unregisters) and appends ``bye``.
+Options: ``--broadcast``, ``--client-id ID``, ``--first`` (FIRST_OFFSET), ``--sleep-ms N`` per message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+
+from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, MessageModel, PushConsumer
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    for name in ("url", "namespace", "group", "topic", "out"):
+        p.add_argument(name)
+    p.add_argument("--broadcast", action="store_true")
+    p.add_argument("--client-id")
+    p.add_argument("--first", action="store_true")
+    p.add_argument("--sleep-ms", type=float, default=0)
+    args = p.parse_args()
+
+    out = open(args.out, "a", buffering=1)  # noqa: SIM115 - line-buffered log kept open for the process
+    lock = threading.Lock()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def listener(msgs, ctx):
+        if args.sleep_ms:
+            time.sleep(args.sleep_ms / 1000)
+        with lock:
+            for m in msgs:
+                out.write(f"consume {m.queue_id} {m.queue_offset} {m.body.decode()}\n")
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        args.group, args.url, namespace=args.namespace, client_id=args.client_id,
+        message_model=MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING,
+        consume_from_where=ConsumeFromWhere.FIRST_OFFSET if args.first else ConsumeFromWhere.LAST_OFFSET,
+    )  # fmt: skip
+    consumer.subscribe(args.topic)
+    consumer.register_message_listener(listener)
+    consumer.start()
+    with lock:
+        out.write(f"registered {time.time():.3f}\n")
+    last: list[int] = []
+    while not stop.wait(0.1):
+        now = sorted(q.queue_id for q in consumer.assigned_queues())
+        if now != last:
+            last = now
+            with lock:
+                out.write(f"assigned {time.time():.3f} {','.join(map(str, now))}\n")
+    consumer.shutdown()
+    with lock:
+        out.write("bye\n")
+    out.close()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

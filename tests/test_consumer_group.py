@@ -1,0 +1,107 @@
+"""Clustering consumer groups across processes: sharing, joining, leaving, crashing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mq import Admin, Message, Producer
+from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
+from tests.procs import ConsumerProc, counts, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def _partitioned(procs: list[ConsumerProc], n: int) -> bool:
+    sets = [p.assigned() for p in procs]
+    if any(s is None or not s for s in sets):
+        return False
+    union = set().union(*sets)  # type: ignore[misc]
+    return union == set(range(n)) and sum(len(s) for s in sets) == n  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def procs(tmp_path) -> Iterator[list[ConsumerProc]]:
+    started: list[ConsumerProc] = []
+    yield started
+    for p in started:
+        if p.proc.poll() is None:
+            p.kill()
+
+
+def test_three_processes_consume_20k_exactly_once(redis_server, namespace: str, tmp_path, procs) -> None:
+    url = redis_server.url
+    Admin(url, namespace).create_topic("G20k", read_queues=16, write_queues=16)
+    procs += [ConsumerProc(url, namespace, "g", "G20k", tmp_path / f"c{i}.log") for i in range(3)]
+    wait_for(lambda: _partitioned(procs, 16), 20, "three members to split 16 queues")
+    with Producer("p", url, namespace=namespace) as producer:
+        futures = [producer.send_async(Message("G20k", b"%d" % i)) for i in range(20_000)]
+        assert all(f.result(timeout=60) for f in futures)
+    wait_for(lambda: sum(counts(procs).values()) >= 20_000, 60, "20k messages consumed", poll_s=0.2)
+    time.sleep(0.5)  # anything extra (a duplicate) would show up now
+    seen = counts(procs)
+    assert len(seen) == 20_000 and set(seen.values()) == {1}
+    assert _partitioned(procs, 16)
+    assert all(p.consumed() for p in procs), "every member consumed something"
+
+
+def test_join_leave_and_crash(redis_server, namespace: str, tmp_path, procs) -> None:
+    url = redis_server.url
+    Admin(url, namespace).create_topic("Gjoin", read_queues=16, write_queues=16)
+    procs += [ConsumerProc(url, namespace, "g", "Gjoin", tmp_path / f"c{i}.log") for i in range(3)]
+    wait_for(lambda: _partitioned(procs, 16), 20, "three members to split 16 queues")
+
+    sent: list[int] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        with Producer("p", url, namespace=namespace) as producer:
+            i = 0
+            while not stop.is_set():
+                producer.send(Message("Gjoin", b"%d" % i))
+                sent.append(i)
+                i += 1
+                time.sleep(0.001)
+
+    sender = threading.Thread(target=produce)
+    sender.start()
+    try:
+        # a fourth member joins: it owns queues within 2 s of registering
+        procs.append(ConsumerProc(url, namespace, "g", "Gjoin", tmp_path / "c3.log"))
+        wait_for(lambda: procs[3].assigned_at() is not None, 20, "the fourth member to get queues")
+        registered = procs[3].registered_at()
+        assert registered is not None
+        assert procs[3].assigned_at() - registered <= 2.0  # type: ignore[operator]
+        wait_for(lambda: _partitioned(procs, 16), 10, "four members to split the queues")
+
+        # a member leaves cleanly: its queues move within 2 s
+        leaving = procs[2]
+        began = time.monotonic()
+        leaving.stop()
+        survivors = [procs[0], procs[1], procs[3]]
+        wait_for(lambda: _partitioned(survivors, 16), 10, "the survivors to take the queues over")
+        assert time.monotonic() - began <= 2.0 + 1.0  # 2 s, plus the process's own exit
+
+        # a member is killed: its queues move within the heartbeat timeout plus 2 s
+        victim = procs[1]
+        victim.kill()
+        began = time.monotonic()
+        rest = [procs[0], procs[3]]
+        took = wait_for(lambda: _partitioned(rest, 16), HEARTBEAT_TIMEOUT_S + 10, "queues of the killed member to move")
+        assert took <= HEARTBEAT_TIMEOUT_S + 2.0
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        sender.join()
+
+    expected = {str(i) for i in sent}
+    wait_for(lambda: expected <= set(counts(procs)), 30, "every sent message consumed", poll_s=0.2)
+    seen = counts(procs)
+    assert set(seen) == expected  # nothing lost, nothing invented
+    duplicates = {b for b, n in seen.items() if n > 1}
+    killed_consumed = set(procs[1].consumed())
+    assert duplicates <= killed_consumed, "only the crashed member's unconfirmed messages may come twice"
+    assert len(duplicates) <= 5 * 1000 + 1000  # at most one offset-persist interval of traffic (5 s) plus its cache
