@@ -42,6 +42,9 @@ DEFAULT_CONNECT_TIMEOUT_S = 1.0
 #: Seconds to wait for one Redis reply (long polls use their own, longer budget).
 DEFAULT_SOCKET_TIMEOUT_S = 3.0
 
+#: Every exception redis-py raises for a failed command (cluster errors are not RedisErrors).
+REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.RedisClusterException)
+
 _SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "memory")
 _memory_servers: dict[str, Any] = {}
 _memory_lock = threading.Lock()
@@ -109,7 +112,7 @@ class Connection:
 
     def close(self) -> None:
         """Close every connection of the client."""
-        with contextlib.suppress(redis.RedisError):  # closing a broken connection is not worth an error
+        with contextlib.suppress(*REDIS_ERRORS):  # closing a broken connection is not worth an error
             self.client.close()
 
 
@@ -120,7 +123,7 @@ def translate_errors(url: str, doing: str = "talking to the store") -> Iterator[
         yield
     except redis.exceptions.NoPermissionError as e:
         raise MQBrokerError(f"permission denied while {doing} at {mask_url(url)}: {e}") from e
-    except redis.RedisError as e:
+    except REDIS_ERRORS as e:
         raise MQBrokerError(f"store error while {doing} at {mask_url(url)}: {e}") from e
 
 

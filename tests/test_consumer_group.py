@@ -32,8 +32,8 @@ def procs(tmp_path) -> Iterator[list[ConsumerProc]]:
             p.kill()
 
 
-def test_three_processes_consume_20k_exactly_once(redis_server, namespace: str, tmp_path, procs) -> None:
-    url = redis_server.url
+def test_three_processes_consume_20k_exactly_once(backend_url: str, namespace: str, tmp_path, procs) -> None:
+    url = backend_url
     Admin(url, namespace).create_topic("G20k", read_queues=16, write_queues=16)
     procs += [ConsumerProc(url, namespace, "g", "G20k", tmp_path / f"c{i}.log") for i in range(3)]
     wait_for(lambda: _partitioned(procs, 16), 20, "three members to split 16 queues")
@@ -105,3 +105,26 @@ def test_join_leave_and_crash(redis_server, namespace: str, tmp_path, procs) -> 
     killed_consumed = set(procs[1].consumed())
     assert duplicates <= killed_consumed, "only the crashed member's unconfirmed messages may come twice"
     assert len(duplicates) <= 5 * 1000 + 1000  # at most one offset-persist interval of traffic (5 s) plus its cache
+
+
+def test_killed_consumer_restarts_from_committed_offsets(redis_server, namespace: str, tmp_path, procs) -> None:
+    url = redis_server.url
+    Admin(url, namespace).create_topic("Gkill", read_queues=4, write_queues=4)
+    procs.append(ConsumerProc(url, namespace, "g", "Gkill", tmp_path / "first.log", "--sleep-ms", "2"))
+    wait_for(lambda: procs[0].assigned() == {0, 1, 2, 3}, 20, "the consumer to own all queues")
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(3000):
+            producer.send_async(Message("Gkill", b"%d" % i))
+        wait_for(lambda: len(procs[0].consumed()) >= 1000, 30, "a third consumed")
+        time.sleep(5.5)  # at least one offset persist happened
+        procs[0].kill()  # mid-stream: messages still flowing to it
+        procs.append(ConsumerProc(url, namespace, "g", "Gkill", tmp_path / "second.log"))
+        for i in range(3000, 4000):
+            producer.send(Message("Gkill", b"%d" % i))
+    expected = {str(i) for i in range(4000)}
+    wait_for(lambda: expected <= set(counts(procs)), 60, "everything consumed after the restart", poll_s=0.2)
+    first, second = procs[0].consumed(), procs[1].consumed()
+    assert set(first) | set(second) == expected  # nothing lost
+    redelivered = set(first) & set(second)
+    assert len(second) - len(redelivered) == 4000 - len(set(first))  # the restart resumed where it was committed
+    assert len(redelivered) < len(first)  # it did not start over from the beginning

@@ -24,10 +24,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-import redis
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from mq.connection import Connection, translate_errors
+from mq.connection import REDIS_ERRORS, Connection, translate_errors
 from mq.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from mq.consumer.offsets import (
     PERSIST_INTERVAL_S,
@@ -389,7 +388,7 @@ class ConsumerCore:
             try:
                 # entries after the one of offset next_offset - 1, i.e. from next_offset on
                 reply = client.xread({log_key: stream_id(pq.next_offset - 1)}, count=1, block=LONG_POLL_BLOCK_MS)
-            except (redis.RedisError, OSError) as e:
+            except (*REDIS_ERRORS, OSError) as e:  # type: ignore[misc]
                 log.debug("long poll of %s failed: %s", pq.queue, e)
                 self._stopped.wait(1.0)
                 continue

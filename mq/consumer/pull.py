@@ -92,7 +92,7 @@ class PullConsumer:
         """Commit (with auto_commit), release queues and leave the group."""
         if self._core.running:
             if self.auto_commit:
-                self._commit_polled()
+                self._apply_polled()
             self._core.shutdown()
 
     def __enter__(self) -> PullConsumer:
@@ -120,12 +120,13 @@ class PullConsumer:
         if out:
             self._core.wake()
             if self.auto_commit:
-                self._commit_polled(persist=False)
+                self._apply_polled()  # persisted by the 5 s job and at shutdown
         return out
 
     def commit(self) -> None:
         """Commit the offsets of everything polled so far (one round trip)."""
-        self._commit_polled()
+        self._apply_polled()
+        self._core.offsets.persist()
 
     def committed(self, queue: MessageQueue) -> int:
         """The committed offset of ``queue`` in the store (or local file), -1 when none."""
@@ -153,11 +154,10 @@ class PullConsumer:
         for m in msgs:
             self._buffer.put((pq, pq.generation, m))
 
-    def _commit_polled(self, *, persist: bool = True) -> None:
+    def _apply_polled(self) -> None:
+        """Move the in-memory offsets past everything polled (the next persist stores them)."""
         with self._lock:
             polled, self._polled = self._polled, {}
         for mq, offset in polled.items():
             pq = self._core.process_queues.get(mq)
             self._core.offsets.update(mq, pq.commit_offset() if pq else offset)
-        if persist:
-            self._core.offsets.persist(list(polled))

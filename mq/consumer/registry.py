@@ -24,6 +24,8 @@ from mq.store import Store, scripts
 HEARTBEAT_INTERVAL_S = 1.0
 #: Seconds without a heartbeat after which a client counts as dead.
 HEARTBEAT_TIMEOUT_S = 6.0
+#: Seconds after which the client info is sent again even when unchanged (repairs a lost write).
+INFO_REFRESH_S = 30.0
 
 
 @dataclass
@@ -62,13 +64,21 @@ class Registry:
         self._group = group
         self.info = info
         self._keys = store.keys.group(group)
+        self._sent_info = ""
+        self._sent_at = 0.0
 
     def heartbeat(self) -> tuple[int, list[str]]:
-        """Say this client is alive; returns the server time (ms) and every live client id, sorted."""
+        """Say this client is alive; returns the server time (ms) and every live client id, sorted.
+
+        The client info travels only when it changed (or every ``INFO_REFRESH_S``).
+        """
         info = json.dumps({k: v for k, v in asdict(self.info).items() if k != "last_heartbeat_ms"})
-        argv = [self.info.client_id, info, int(HEARTBEAT_TIMEOUT_S * 1000)]
+        fresh = info != self._sent_info or time.monotonic() - self._sent_at > INFO_REFRESH_S
+        argv = [self.info.client_id, info if fresh else "", int(HEARTBEAT_TIMEOUT_S * 1000)]
         with translate_errors(self._store.conn.url, f"heartbeat of group {self._group!r}"):
             reply = scripts.run(self._store.conn.client, "heartbeat", [self._keys.clients, self._keys.info], argv)
+        if fresh:
+            self._sent_info, self._sent_at = info, time.monotonic()
         return int(reply[0]), sorted(c.decode() if isinstance(c, bytes) else str(c) for c in reply[1:])
 
     def register(self) -> tuple[int, list[str]]:
@@ -90,10 +100,19 @@ def group_clients(store: Store, group: str) -> list[ClientInfo]:
     """The live clients of ``group`` (heartbeat within the timeout), sorted by client id."""
     keys = store.keys.group(group)
     with translate_errors(store.conn.url, f"reading clients of group {group!r}"):
-        raw = store.conn.client.hgetall(keys.info)
+        pipe = store.conn.client.pipeline(transaction=False)
+        pipe.hgetall(keys.info)
+        pipe.zrange(keys.clients, 0, -1, withscores=True)
+        raw, beats = pipe.execute()
     oldest = time.time() * 1000 - HEARTBEAT_TIMEOUT_S * 1000
-    clients = [ClientInfo(**json.loads(v)) for v in raw.values()]
-    return sorted((c for c in clients if c.last_heartbeat_ms >= oldest), key=lambda c: c.client_id)
+    last = {cid.decode(): int(score) for cid, score in beats}
+    clients = []
+    for cid, value in raw.items():
+        info = ClientInfo(**json.loads(value))
+        info.last_heartbeat_ms = last.get(cid.decode(), 0)
+        if info.last_heartbeat_ms >= oldest:
+            clients.append(info)
+    return sorted(clients, key=lambda c: c.client_id)
 
 
 def groups(store: Store) -> list[str]:

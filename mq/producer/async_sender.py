@@ -1,9 +1,9 @@
 """The background sender behind ``send_async`` and ``send_oneway``.
 
 Sends that wait at the same time go out in one pipeline (one round trip per node), and those bound
-for the same queue in one put call, so many concurrent async sends cost little more than one. A send that fails in the pipeline is retried
-through the producer's sync path within what is left of its time budget (oneway sends are not
-retried, as in RocketMQ).
+for the same queue in one put call, so many concurrent async sends cost little more than one.
+A send that fails in the pipeline is retried through the producer's sync path within what is left
+of its time budget (oneway sends are not retried, as in RocketMQ).
 """
 
 from __future__ import annotations

@@ -1,0 +1,260 @@
+"""Push and pull consumers in one process, on standalone Redis and on the cluster."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mq import (
+    Admin,
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumeHook,
+    Message,
+    MessageModel,
+    MessageQueue,
+    MessageSelector,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+)
+from mq.errors import FilterExpressionError, MQClientError
+from tests.procs import wait_for
+from tests.servers import RedisServer
+
+
+class Collector:
+    """A listener that records what it got."""
+
+    def __init__(self, status: ConsumeConcurrentlyStatus = ConsumeConcurrentlyStatus.CONSUME_SUCCESS) -> None:
+        self.messages: list = []
+        self.times: list[float] = []
+        self.lock = threading.Lock()
+        self.status = status
+
+    def __call__(self, msgs, ctx):  # type: ignore[no-untyped-def]
+        with self.lock:
+            self.messages.extend(msgs)
+            self.times.extend(time.time() for _ in msgs)
+        return self.status
+
+    @property
+    def bodies(self) -> list[bytes]:
+        with self.lock:
+            return [m.body for m in self.messages]
+
+
+@pytest.fixture
+def env(backend_url: str, namespace: str) -> Iterator[tuple[str, str, Admin, Producer]]:
+    admin = Admin(backend_url, namespace)
+    admin.create_topic("T", read_queues=8, write_queues=8)
+    with Producer("p", backend_url, namespace=namespace) as producer:
+        yield backend_url, namespace, admin, producer
+    admin.close()
+
+
+def _consumer(url: str, ns: str, group: str, listener: Collector, expression: str | MessageSelector = "*",
+              **kw: object) -> PushConsumer:  # fmt: skip
+    c = PushConsumer(group, url, namespace=ns, **kw)  # type: ignore[arg-type]
+    c.subscribe("T", expression)
+    c.register_message_listener(listener)
+    return c
+
+
+def test_push_consumer_gets_everything_once_with_hooks(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, admin, producer = env
+    got = Collector()
+
+    class Hook(ConsumeHook):
+        def __init__(self) -> None:
+            self.statuses: list[str] = []
+
+        def before(self, ctx):  # type: ignore[no-untyped-def]
+            raise RuntimeError("a broken hook must not lose messages")
+
+        def after(self, ctx):  # type: ignore[no-untyped-def]
+            self.statuses.append(ctx.status)
+
+    hook = Hook()
+    with _consumer(url, ns, "g1", got) as consumer:
+        consumer.register_consume_hook(hook)
+        for i in range(300):
+            producer.send(Message("T", b"%d" % i))
+        wait_for(lambda: len(got.messages) >= 300, 20, "300 messages")
+        assert len(consumer.assigned_queues()) == 8
+    assert sorted(got.bodies, key=int) == [b"%d" % i for i in range(300)]
+    assert hook.statuses.count("CONSUME_SUCCESS") == 300
+    progress = admin.consumer_progress("g1", "T")
+    assert sum(p.lag for p in progress) == 0 and len(progress) == 8
+
+
+def test_tag_and_sql_filters_end_to_end(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, _, producer = env
+    tags_got, sql_got = Collector(), Collector()
+    sql = MessageSelector.by_sql("TAGS = 'a' AND region IN ('HZ','SH')")
+    with _consumer(url, ns, "gt", tags_got, "a || c"), _consumer(url, ns, "gs", sql_got, sql):
+        sent = []
+        for i, (tag, region) in enumerate([("a", "HZ"), ("a", "BJ"), ("b", "SH"), ("a", "SH"), ("c", "HZ")] * 20):
+            producer.send(Message("T", b"%d" % i, tags=tag, properties={"region": region}))
+            sent.append((b"%d" % i, tag, region))
+        want_sql = sorted(b for b, t, r in sent if t == "a" and r in ("HZ", "SH"))
+        want_tags = sorted(b for b, t, _ in sent if t in ("a", "c"))
+        wait_for(lambda: len(sql_got.messages) >= len(want_sql) and len(tags_got.messages) >= len(want_tags), 20, "filtered")
+        time.sleep(0.3)
+    assert sorted(sql_got.bodies) == want_sql
+    assert sorted(tags_got.bodies) == want_tags
+
+
+def test_malformed_expression_fails_at_subscribe(redis_server, namespace: str) -> None:
+    c = PushConsumer("g", redis_server.url, namespace=namespace)
+    with pytest.raises(FilterExpressionError) as info:
+        c.subscribe("T", MessageSelector.by_sql("a = 'x' AND"))
+    assert info.value.position >= 11
+    with pytest.raises(FilterExpressionError):
+        c.subscribe("T", "A ||")
+
+
+def test_consume_from_where(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, _, producer = env
+    old = [producer.send(Message("T", b"old%d" % i)) for i in range(40)]
+    time.sleep(0.05)
+    mark_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    middle = [producer.send(Message("T", b"mid%d" % i)) for i in range(40)]
+    assert old and middle
+    last, first, stamp = Collector(), Collector(), Collector()
+    first_kw = {"consume_from_where": ConsumeFromWhere.FIRST_OFFSET}
+    ts_kw = {"consume_from_where": ConsumeFromWhere.TIMESTAMP, "consume_timestamp_ms": mark_ms}
+    with _consumer(url, ns, "g-last", last), _consumer(url, ns, "g-first", first, **first_kw), \
+            _consumer(url, ns, "g-ts", stamp, **ts_kw):  # fmt: skip
+        time.sleep(0.3)
+        new = [producer.send(Message("T", b"new%d" % i)) for i in range(40)]
+        assert new
+        wait_for(lambda: len(last.messages) >= 40 and len(first.messages) >= 120 and len(stamp.messages) >= 80, 20, "all")
+        time.sleep(0.3)
+    assert sorted(last.bodies) == sorted(b"new%d" % i for i in range(40))
+    assert len(first.bodies) == 120 and len(set(first.bodies)) == 120
+    assert sorted(stamp.bodies) == sorted([b"mid%d" % i for i in range(40)] + [b"new%d" % i for i in range(40)])
+
+
+def test_retry_locally_when_the_listener_fails(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, _, producer = env
+    attempts: dict[bytes, int] = {}
+
+    def flaky(msgs, ctx):  # type: ignore[no-untyped-def]
+        body = msgs[0].body
+        attempts[body] = attempts.get(body, 0) + 1
+        if attempts[body] == 1:
+            raise RuntimeError("first attempt fails")
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    c = PushConsumer("g-retry", url, namespace=ns)
+    c.subscribe("T")
+    c.register_message_listener(flaky)
+    with c:
+        producer.send(Message("T", b"once"))
+        wait_for(lambda: attempts.get(b"once") == 2, 15, "the second attempt")
+    assert attempts == {b"once": 2}
+
+
+def test_progress_reports_lag_before_consumption(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, admin, producer = env
+    pc = PullConsumer("g-lag", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, pull_batch_size=10)
+    pc.subscribe("T")
+    with pc:
+        for i in range(50):
+            producer.send(Message("T", b"%d" % i))
+        polled: list = []
+        wait_for(lambda: bool(polled.extend(pc.poll(0.2)) or len(polled) >= 30), 20, "30 polled")
+        pc.commit()
+        lag = sum(p.lag for p in admin.consumer_progress("g-lag", "T"))
+        assert lag == 50 - len(polled)
+        while len(polled) < 50:
+            polled.extend(pc.poll(1.0))
+        pc.commit()
+    assert sum(p.lag for p in admin.consumer_progress("g-lag")) == 0
+    assert len({m.msg_id for m in polled}) == 50
+
+
+def test_pull_consumer_assign_seek_commit(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, _, producer = env
+    q = MessageQueue("T", "broker-a", 3)
+    for i in range(20):
+        producer.send(Message("T", b"%d" % i), queue=q)
+    pc = PullConsumer("g-assign", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, auto_commit=False)
+    pc.assign([q])
+    with pc:
+        first = pc.poll(5)
+        assert [m.queue_offset for m in first] == list(range(20))
+        assert pc.committed(q) in (-1, 0)
+        pc.commit()
+        assert pc.committed(q) == 20
+        pc.seek(q, 5)
+        again = pc.poll(5)
+        assert [m.queue_offset for m in again][:3] == [5, 6, 7]
+        pc.seek_to_end(q)
+        producer.send(Message("T", b"tail"), queue=q)
+        tail = pc.poll(5)
+        assert [m.body for m in tail] == [b"tail"]
+        pc.seek_to_begin(q)
+        assert pc.poll(5)[0].queue_offset == 0
+    with pytest.raises(MQClientError):
+        pc.subscribe("T")
+
+
+def test_broadcasting_gets_everything_and_resumes_from_local_offsets(env, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("MQ_OFFSET_DIR", str(tmp_path))
+    url, ns, _, producer = env
+    a, b = Collector(), Collector()
+    kw = {"message_model": MessageModel.BROADCASTING}
+    with _consumer(url, ns, "gb", a, client_id="A", **kw), _consumer(url, ns, "gb", b, client_id="B", **kw):
+        time.sleep(0.3)
+        for i in range(60):
+            producer.send(Message("T", b"%d" % i))
+        wait_for(lambda: len(a.messages) >= 60 and len(b.messages) >= 60, 20, "both got all")
+    assert sorted(a.bodies) == sorted(b.bodies) == sorted(b"%d" % i for i in range(60))
+    assert list(tmp_path.rglob("A.json")), "offsets persisted to a local file"
+    for i in range(60, 90):
+        producer.send(Message("T", b"%d" % i))
+    again = Collector()
+    with _consumer(url, ns, "gb", again, client_id="A", **kw):
+        wait_for(lambda: len(again.messages) >= 30, 20, "the restarted member to catch up")
+        time.sleep(0.3)
+    assert sorted(again.bodies) == sorted(b"%d" % i for i in range(60, 90))
+
+
+def test_start_needs_listener_and_subscription(redis_server, namespace: str) -> None:
+    c = PushConsumer("g", redis_server.url, namespace=namespace)
+    with pytest.raises(MQClientError, match="listener"):
+        c.start()
+    c.register_message_listener(Collector())
+    with pytest.raises(MQClientError, match="subscribe"):
+        c.start()
+
+
+def test_idle_consumer_costs_little_and_wakes_fast(namespace: str) -> None:
+    with RedisServer() as server:  # its own server: commandstats count only this consumer
+        url = server.url
+        Admin(url, namespace).create_topic("T", read_queues=4, write_queues=4)
+        got = Collector()
+        with _consumer(url, namespace, "g-idle", got), Producer("p", url, namespace=namespace) as producer:
+            time.sleep(1.5)  # settle: registration and first pulls
+            client = server.client()
+            client.config_resetstat()
+            time.sleep(5.0)
+            stats = client.info("commandstats")
+            calls = sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info"))
+            assert calls / 5.0 <= 5, f"an idle consumer made {calls} commands in 5 s: {stats}"
+            latencies = []
+            for i in range(60):
+                sent = time.time()
+                producer.send(Message("T", b"%d" % i))
+                wait_for(lambda n=i: len(got.times) > n, 5, "delivery", poll_s=0.0005)
+                latencies.append((got.times[i] - sent) * 1000)
+                time.sleep(0.02)
+            client.close()
+    assert statistics.median(latencies) <= 5.0, latencies
