@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import os
 import subprocess
 import sys
@@ -59,9 +60,42 @@ def test_demo_runs_on_the_embedded_store() -> None:
     assert result.returncode == 0, result.stderr
     assert "memory://" in result.stdout
     assert "query by key order-1001: ['order-1001 created', 'order-1001 paid', 'order-1001 shipped']" in result.stdout
+    assert "member 1 got 20, member 2 got 20, none twice: True" in result.stdout
+    assert "tag filter 'paid' (filtered in Redis): ['order-1001 paid'," in result.stdout
+    assert "DemoGroup lag after consuming: 0" in result.stdout
 
 
 def test_demo_runs_on_redis(redis_server, namespace: str) -> None:
     result = run_mq("demo", "--url", redis_server.url, "--namespace", namespace)
     assert result.returncode == 0, result.stderr
     assert redis_server.url in result.stdout
+
+
+def test_group_commands(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+
+    common = ["--url", redis_server.url, "--namespace", namespace]
+    Admin(redis_server.url, namespace).create_topic("gt", read_queues=2, write_queues=2)
+    with Producer("p", redis_server.url, namespace=namespace) as producer:
+        for i in range(10):
+            producer.send(Message("gt", b"%d" % i))
+    got: list[int] = []
+    consumer = PushConsumer("cli-group", redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("gt", "*")
+    consumer.register_message_listener(lambda msgs, ctx: (got.extend(m.queue_offset for m in msgs),
+                                                           ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1])  # fmt: skip
+    with consumer:
+        deadline = time.monotonic() + 10
+        while len(got) < 10 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert main(["group", "list", *common]) == 0
+        assert "cli-group  1" in capsys.readouterr().out
+        assert main(["group", "connections", "cli-group", *common]) == 0
+        out = capsys.readouterr().out
+        assert consumer.client_id in out and "gt=*" in out
+    assert main(["group", "progress", "cli-group", *common]) == 0
+    assert "total lag: 0" in capsys.readouterr().out
+    assert main(["group", "reset-offset", "cli-group", "gt", "--timestamp-ms", "0", *common]) == 0
+    capsys.readouterr()
+    assert main(["group", "progress", "cli-group", "--topic", "gt", *common]) == 0
+    assert "total lag: 10" in capsys.readouterr().out

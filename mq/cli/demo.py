@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 
 from mq.admin import Admin
 from mq.connection import mask_url, resolve_url
-from mq.message import Message
+from mq.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mq.filter import MessageSelector
+from mq.message import Message, MessageExt
 from mq.producer import Producer, SelectMessageQueueByHash
 
 #: The demo's topic.
@@ -21,39 +25,95 @@ def run(url: str | None = None, namespace: str = "mq") -> int:
     url = resolve_url(url)
     print(f"rocketredis demo on {mask_url(url)} (namespace {namespace!r})\n")
     with Admin(url, namespace) as admin, Producer("DemoProducer", url, namespace=namespace) as producer:
-        config = admin.create_topic(TOPIC, read_queues=4, write_queues=4)
-        print(f"1. topic {config.name}: {config.read_queues} read / {config.write_queues} write queues")
-
-        sent = []
-        hash_selector = SelectMessageQueueByHash()
-        for order in ORDERS:
-            for event in EVENTS:
-                msg = Message(TOPIC, f"{order} {event}".encode(), tags=event, keys=[order],
-                              properties={"region": "HZ" if order[-1] in "135" else "SH", "amount": "42"})  # fmt: skip
-                sent.append(producer.send(msg, selector=hash_selector, arg=order))
-        print(f"2. sent {len(sent)} order events by sharding key: each order's events share one queue")
-        for order in ORDERS[:2]:
-            queues = {r.message_queue.queue_id for r, o in zip(sent, (o for o in ORDERS for _ in EVENTS)) if o == order}
-            print(f"     {order} -> queue {', '.join(map(str, sorted(queues)))}")
-
-        batch = [Message(TOPIC, f"audit {i}".encode(), tags="audit") for i in range(10)]
-        result = producer.send_batch(batch)
-        print(f"3. sent a batch of {len(batch)} to queue {result.message_queue.queue_id}, "
-              f"offsets {result.queue_offset}..{result.queue_offset + len(batch) - 1}")  # fmt: skip
-
-        futures = [producer.send_async(Message(TOPIC, f"click {i}".encode(), tags="click")) for i in range(20)]
-        done = [f.result(timeout=10) for f in futures]
-        print(f"4. sent {len(done)} async messages (pipelined by the background sender)")
-
-        found = admin.query_message(TOPIC, sent[0].msg_id)
-        print(f"5. query by id {sent[0].msg_id}: {found.body.decode() if found else 'not found'!r}")
-        by_key = admin.query_messages_by_key(TOPIC, ORDERS[0])
-        print(f"   query by key {ORDERS[0]}: {[m.body.decode() for m in by_key]}")
-
-        print("6. queue status:")
-        for mq, stats in sorted(admin.topic_status(TOPIC).items()):
-            print(f"     queue {mq.queue_id}: offsets {stats.min_offset}..{stats.max_offset}")
-        mq0 = sorted(admin.topic_status(TOPIC))[0]
-        print(f"   search_offset(queue 0, now) = {admin.search_offset(mq0, int(time.time() * 1000) + 1000)}")
+        _produce(admin, producer)
+        _consume(url, namespace, admin, producer)
     print("\nDone. Try it on Redis: MQ_URL=redis://127.0.0.1:6379/0 make demo")
     return 0
+
+
+def _produce(admin: Admin, producer: Producer) -> None:
+    config = admin.create_topic(TOPIC, read_queues=4, write_queues=4)
+    print(f"1. topic {config.name}: {config.read_queues} read / {config.write_queues} write queues")
+
+    sent = []
+    hash_selector = SelectMessageQueueByHash()
+    for order in ORDERS:
+        for event in EVENTS:
+            msg = Message(TOPIC, f"{order} {event}".encode(), tags=event, keys=[order],
+                          properties={"region": "HZ" if order[-1] in "135" else "SH", "amount": "42"})  # fmt: skip
+            sent.append((order, producer.send(msg, selector=hash_selector, arg=order)))
+    print(f"2. sent {len(sent)} order events by sharding key: each order's events share one queue")
+    for order in ORDERS[:2]:
+        queues = sorted({r.message_queue.queue_id for o, r in sent if o == order})
+        print(f"     {order} -> queue {', '.join(map(str, queues))}")
+
+    batch = [Message(TOPIC, f"audit {i}".encode(), tags="audit") for i in range(10)]
+    result = producer.send_batch(batch)
+    print(f"3. sent a batch of {len(batch)} to queue {result.message_queue.queue_id}, "
+          f"offsets {result.queue_offset}..{result.queue_offset + len(batch) - 1}")  # fmt: skip
+
+    futures = [producer.send_async(Message(TOPIC, f"click {i}".encode(), tags="click")) for i in range(20)]
+    done = [f.result(timeout=10) for f in futures]
+    print(f"4. sent {len(done)} async messages (pipelined by the background sender)")
+
+    first_id = sent[0][1].msg_id
+    found = admin.query_message(TOPIC, first_id)
+    print(f"5. query by id {first_id}: {found.body.decode() if found else 'not found'!r}")
+    by_key = admin.query_messages_by_key(TOPIC, ORDERS[0])
+    print(f"   query by key {ORDERS[0]}: {[m.body.decode() for m in by_key]}")
+
+    print("6. queue status:")
+    for mq, stats in sorted(admin.topic_status(TOPIC).items()):
+        print(f"     queue {mq.queue_id}: offsets {stats.min_offset}..{stats.max_offset}")
+
+
+class _Recorder:
+    """A listener that remembers what one consumer got."""
+
+    def __init__(self) -> None:
+        self.bodies: list[str] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, msgs: list[MessageExt], ctx: object) -> ConsumeConcurrentlyStatus:
+        with self.lock:
+            self.bodies.extend(m.body.decode() for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+def _consumer(url: str, namespace: str, group: str, expression: str | MessageSelector, sink: _Recorder,
+              where: ConsumeFromWhere = ConsumeFromWhere.FIRST_OFFSET) -> PushConsumer:  # fmt: skip
+    consumer = PushConsumer(group, url, namespace=namespace, consume_from_where=where)
+    consumer.subscribe(TOPIC, expression)
+    consumer.register_message_listener(sink)
+    return consumer.start()
+
+
+def _consume(url: str, namespace: str, admin: Admin, producer: Producer) -> None:
+    members = [_Recorder(), _Recorder()]
+    paid, hz = _Recorder(), _Recorder()
+    consumers = [_consumer(url, namespace, "DemoGroup", "*", sink, ConsumeFromWhere.LAST_OFFSET) for sink in members]
+    consumers.append(_consumer(url, namespace, "DemoPaidOnly", "paid", paid))
+    sql = MessageSelector.by_sql("region = 'HZ' AND TAGS IN ('created', 'shipped')")
+    consumers.append(_consumer(url, namespace, "DemoHangzhou", sql, hz))
+    try:
+        _wait(lambda: all(c.assigned_queues() for c in consumers[:2]))  # the two members split the queues
+        shares = [sorted(q.queue_id for q in c.assigned_queues()) for c in consumers[:2]]
+        for i in range(40):
+            producer.send(Message(TOPIC, f"ticket {i}".encode(), tags="ticket"))
+        _wait(lambda: sum(len(m.bodies) for m in members) >= 40 and len(paid.bodies) >= 5 and len(hz.bodies) >= 6)
+    finally:
+        for consumer in consumers:
+            consumer.shutdown()
+    print(f"7. consumer group DemoGroup: two members split the queues {shares[0]} and {shares[1]}, then")
+    print(f"   40 new tickets were sent: member 1 got {len(members[0].bodies)}, member 2 got {len(members[1].bodies)}, "
+          f"none twice: {not set(members[0].bodies) & set(members[1].bodies)}")  # fmt: skip
+    print(f"8. tag filter 'paid' (filtered in Redis): {sorted(paid.bodies)}")
+    print(f"9. SQL92 filter {sql.expression!r}: {sorted(hz.bodies)}")
+    lag = sum(p.lag for p in admin.consumer_progress("DemoGroup", TOPIC))
+    print(f"10. DemoGroup lag after consuming: {lag}")
+
+
+def _wait(done: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.05)

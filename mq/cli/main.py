@@ -61,6 +61,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--property", "-p", action="append", default=[], metavar="NAME=VALUE")
     s.add_argument("--sharding-key", help="send by hash of this key (ordered messages)")
 
+    group = sub.add_parser("group", help="consumer groups: list, progress (lag), connections, reset offsets")
+    gsub = group.add_subparsers(dest="action", required=True)
+    _common(gsub.add_parser("list"))
+    for action in ("progress", "connections"):
+        g = gsub.add_parser(action)
+        _common(g)
+        g.add_argument("group")
+        if action == "progress":
+            g.add_argument("--topic")
+    g = gsub.add_parser("reset-offset", help="move a (stopped) group's offsets to a time")
+    _common(g)
+    g.add_argument("group")
+    g.add_argument("topic")
+    g.add_argument("--timestamp-ms", type=int, required=True, help="epoch ms; 0 means from the beginning")
+
     q = sub.add_parser("query", help="find messages by id or key")
     _common(q)
     q.add_argument("topic")
@@ -105,6 +120,28 @@ def _topic(args: argparse.Namespace) -> int:
             _table(("QUEUE", "MIN", "MAX", "STORED", "LAST_STORE_MS"),
                    [(mq.queue_id, s.min_offset, s.max_offset, s.max_offset - s.min_offset, s.last_store_timestamp_ms)
                     for mq, s in sorted(status.items())])  # fmt: skip
+    return 0
+
+
+def _group(args: argparse.Namespace) -> int:
+    _warn_if_memory(args.url)
+    with Admin(args.url, args.namespace) as admin:
+        if args.action == "list":
+            _table(("GROUP", "MEMBERS"), [(g, len(admin.consumer_connections(g))) for g in admin.groups()])
+        elif args.action == "progress":
+            rows = admin.consumer_progress(args.group, args.topic)
+            _table(("TOPIC", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG"),
+                   [(r.message_queue.topic, r.message_queue.queue_id, r.broker_offset, r.consumer_offset, r.lag)
+                    for r in rows])  # fmt: skip
+            print(f"total lag: {sum(r.lag for r in rows)}")
+        elif args.action == "connections":
+            _table(("CLIENT_ID", "HOST", "PID", "MODEL", "KIND", "SUBSCRIPTIONS", "LAST_HEARTBEAT_MS"),
+                   [(c.client_id, c.host, c.pid, c.message_model, c.kind,
+                     ";".join(f"{t}={e}" for t, e in sorted(c.subscriptions.items())), c.last_heartbeat_ms)
+                    for c in admin.consumer_connections(args.group)])  # fmt: skip
+        else:
+            offsets = admin.reset_offset_by_time(args.group, args.topic, args.timestamp_ms)
+            _table(("QUEUE", "NEW_OFFSET"), [(mq.queue_id, o) for mq, o in sorted(offsets.items())])
     return 0
 
 
@@ -163,7 +200,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-_HANDLERS = {"topic": _topic, "send": _send, "query": _query}
+_HANDLERS = {"topic": _topic, "group": _group, "send": _send, "query": _query}
 
 
 if __name__ == "__main__":  # pragma: no cover
