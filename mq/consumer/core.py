@@ -23,6 +23,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -44,8 +45,8 @@ from mq.filter import MessageSelector
 from mq.keys import stream_id
 from mq.message import MessageExt
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
-from mq.store import Store, scripts
-from mq.store.store import PullRequest
+from mq.store import Store, codec, scripts
+from mq.store.store import PullRequest, PullResult
 from mq.validation import RETRY_PREFIX, check_group, check_topic
 
 log = logging.getLogger("mq.consumer")
@@ -67,6 +68,9 @@ LONG_POLL_BLOCK_MS = 10_000
 RELEASE_WAIT_S = 10.0
 #: Default of ``consume_timestamp_ms``: 30 minutes ago [RocketMQ ``consumeTimestamp``].
 DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000
+
+#: The subscription of a topic with no expression: every message.
+MATCH_ALL = MessageSelector.by_tag("*")
 
 Deliver = Callable[[ProcessQueue, list[MessageExt]], None]
 
@@ -98,6 +102,7 @@ class ConsumerCore:
         kind: str,
         deliver: Deliver,
         max_span: int | None = CONSUME_CONCURRENTLY_MAX_SPAN,
+        track_offsets: bool = True,
     ) -> None:
         self.group = check_group(group)
         if not isinstance(pull_batch_size, int) or not 1 <= pull_batch_size <= 1024:
@@ -111,6 +116,8 @@ class ConsumerCore:
         self.kind = kind
         self.deliver = deliver
         self.max_span = max_span
+        #: Whether persisting reads offsets from the process queues (push) or callers set them (pull).
+        self.track_offsets = track_offsets
         self.conn = Connection(url, namespace)
         self.store = Store(self.conn)
         # long polls block for LONG_POLL_BLOCK_MS: they get a connection with a longer reply timeout
@@ -216,7 +223,11 @@ class ConsumerCore:
             self.rebalance()
 
     def persist_offsets(self) -> None:
-        """Write the in-memory offsets of the queues consumed here."""
+        """Write the offsets of the queues consumed here (the smallest still in flight, per queue)."""
+        if self.track_offsets:
+            for mq, pq in list(self.process_queues.items()):
+                if not pq.dropped:
+                    self.offsets.update(mq, pq.commit_offset())
         try:
             self.offsets.persist(list(self.process_queues))
         except (MQBrokerError, OSError) as e:
@@ -315,6 +326,7 @@ class ConsumerCore:
         stored = self.offsets.read(queues)
         missing = [q for q in queues if q not in stored]
         if not missing:
+            self.offsets.seed(stored)
             return stored
         computed = {q: self._initial_offset(q) for q in missing}
         if self.message_model is MessageModel.CLUSTERING:
@@ -322,6 +334,7 @@ class ConsumerCore:
             already = read_group_offsets(self.store, self.group, missing)
             computed.update(already)
             write_group_offsets(self.store, self.group, {q: o for q, o in computed.items() if q not in already})
+        self.offsets.seed(stored | computed)
         return stored | computed
 
     def _initial_offset(self, mq: MessageQueue) -> int:
@@ -361,40 +374,81 @@ class ConsumerCore:
                 self._stopped.wait(1.0)
 
     def _pull(self, ready: list[ProcessQueue]) -> None:
-        requests = []
-        for pq in ready:
-            ftype, fdata = filter_args(self.subscriptions.get(pq.queue.topic) or MessageSelector.by_tag("*"))
-            requests.append(PullRequest(pq.queue.topic, pq.queue.queue_id, pq.next_offset, self.pull_batch_size,
-                                        PULL_MAX_SCAN, ftype, fdata))  # fmt: skip
-        for pq, request, result in zip(ready, requests, self.store.pull_many(requests)):
-            if isinstance(result, Exception):
-                log.warning("pull of %s failed: %s", pq.queue, result)
-                continue
-            if pq.dropped or pq.next_offset != request.offset:  # released or seeked meanwhile
-                continue
-            pq.add(result.messages, result.next_offset)
-            if result.next_offset >= result.max_offset:
-                pq.idle.set()  # caught up: its waiter blocks in the store until something arrives
-            if result.messages:
-                self.deliver(pq, result.messages)
+        locked = [pq for pq in ready if pq.pull_lock.acquire(blocking=False)]  # a waiter may be pulling one
+        try:
+            requests = [self._pull_request(pq) for pq in locked]
+            for pq, request, result in zip(locked, requests, self.store.pull_many(requests)):
+                self._apply_pull(pq, request, result)
+        finally:
+            for pq in locked:
+                pq.pull_lock.release()
+
+    def _pull_request(self, pq: ProcessQueue) -> PullRequest:
+        ftype, fdata = filter_args(self.subscriptions.get(pq.queue.topic) or MATCH_ALL)
+        return PullRequest(pq.queue.topic, pq.queue.queue_id, pq.next_offset, self.pull_batch_size, PULL_MAX_SCAN,
+                           ftype, fdata)  # fmt: skip
+
+    def _apply_pull(self, pq: ProcessQueue, request: PullRequest, result: PullResult | Exception) -> None:
+        if isinstance(result, Exception):
+            log.warning("pull of %s failed: %s", pq.queue, result)
+            return
+        if pq.dropped or pq.next_offset != request.offset:  # released or seeked meanwhile
+            return
+        pq.add(result.messages, result.next_offset)
+        if result.next_offset >= result.max_offset:
+            pq.idle.set()  # caught up: its waiter blocks in the store until something arrives
+        if result.messages:
+            self.deliver(pq, result.messages)
 
     def _wait_loop(self, pq: ProcessQueue) -> None:
-        """Long polling for one queue: block in Redis until a message past ``next_offset`` arrives."""
+        """Long polling for one queue: block in Redis until a message past ``next_offset`` arrives.
+
+        Unfiltered subscriptions take the messages ``XREAD`` returned; filtered ones pull right here
+        through the store-side filter. Either way the waiter delivers itself, a thread hop less than
+        waking the puller; the puller takes over when a backlog builds up.
+        """
         log_key = self.store.queue_keys(pq.queue.topic, pq.queue.queue_id).log
         client = self._poll_conn.client
         while not (self._stopped.is_set() or pq.dropped):
             if not pq.idle.wait(1.0) or pq.releasing:
                 continue
+            unfiltered = filter_args(self.subscriptions.get(pq.queue.topic) or MATCH_ALL)[0] == ""
+            start = pq.next_offset
             try:
-                # entries after the one of offset next_offset - 1, i.e. from next_offset on
-                reply = client.xread({log_key: stream_id(pq.next_offset - 1)}, count=1, block=LONG_POLL_BLOCK_MS)
+                # entries after the one of offset start - 1, i.e. from start on
+                reply = client.xread({log_key: stream_id(start - 1)}, count=self.pull_batch_size if unfiltered else 1,
+                                     block=LONG_POLL_BLOCK_MS)  # fmt: skip
             except (*REDIS_ERRORS, OSError) as e:  # type: ignore[misc]
                 log.debug("long poll of %s failed: %s", pq.queue, e)
                 self._stopped.wait(1.0)
                 continue
             if reply:
+                self._take(pq, start, reply[0][1] if unfiltered else None)
+
+    def _take(self, pq: ProcessQueue, start: int, entries: list[Any] | None) -> None:
+        """Deliver what a long poll found (``entries``), or pull it; hand over to the puller if busy."""
+        if self.flow_limited(pq) or not pq.pull_lock.acquire(blocking=False):
+            pq.idle.clear()
+            self._wake.set()
+            return
+        try:
+            if entries is not None:
+                msgs = [codec.decode(pq.queue.topic, pq.queue.queue_id, eid, fields) for eid, fields in entries]
+                end = msgs[-1].queue_offset + 1
+                # a full batch may have more behind it: stay "caught up" so this waiter reads on at once
+                self._apply_pull(pq, PullRequest(pq.queue.topic, pq.queue.queue_id, start, 0, 0), PullResult(msgs, end, end))
+            else:
                 pq.idle.clear()
-                self._wake.set()
+                request = self._pull_request(pq)
+                self._apply_pull(pq, request, self.store.pull_many([request])[0])
+        except MQBrokerError as e:
+            log.debug("pull of %s from its waiter failed: %s", pq.queue, e)
+            pq.idle.clear()
+            self._wake.set()
+        finally:
+            pq.pull_lock.release()
+        if not pq.idle.is_set():
+            self._wake.set()  # more than one pull's worth arrived: the puller continues
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
         """Move the next offset of an assigned queue (cached messages are dropped)."""

@@ -46,6 +46,10 @@ class OffsetStore(Protocol):
         """Drop the in-memory offset of a queue no longer consumed here."""
         ...
 
+    def seed(self, offsets: Mapping[MessageQueue, int]) -> None:
+        """Remember offsets known to be stored already (nothing to persist for them)."""
+        ...
+
 
 class RemoteOffsetStore:
     """Clustering offsets: field ``group`` of each queue's ``offsets`` hash, in the queue's slot."""
@@ -87,6 +91,11 @@ class RemoteOffsetStore:
         with self._lock:
             self._table.pop(queue, None)
             self._dirty.discard(queue)
+
+    def seed(self, offsets: Mapping[MessageQueue, int]) -> None:
+        """Remember offsets known to be stored already."""
+        with self._lock:
+            self._table.update(offsets)
 
 
 def read_group_offsets(store: Store, group: str, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
@@ -155,3 +164,8 @@ class LocalFileOffsetStore:
 
     def forget(self, queue: MessageQueue) -> None:
         """Broadcasting keeps every queue's offset: nothing to drop."""
+
+    def seed(self, offsets: Mapping[MessageQueue, int]) -> None:
+        """Remember starting offsets (written to the file at the next persist)."""
+        with self._lock:
+            self._table.update({q: o for q, o in offsets.items() if q not in self._table})

@@ -36,7 +36,7 @@ class ProcessQueue:
         self._msgs: dict[int, MessageExt] = {}
         self._bytes = 0
         self._lock = threading.Lock()
-        self.consume_lock = threading.Lock()  # orderly consumption: one thread at a time
+        self.pull_lock = threading.Lock()  # one pull of this queue at a time (puller or its waiter)
 
     def add(self, msgs: list[MessageExt], next_offset: int) -> None:
         """Cache pulled messages; the next pull starts at ``next_offset``."""
@@ -54,7 +54,12 @@ class ProcessQueue:
             for m in msgs:
                 if self._msgs.pop(m.queue_offset, None) is not None:
                     self._bytes -= len(m.body)
-            return min(self._msgs) if self._msgs else self.next_offset
+            return self._oldest()
+
+    def _oldest(self) -> int:
+        # Pulls add offsets in increasing order and a dict keeps insertion order, so the first key is
+        # the smallest and the last the largest: O(1), under the lock.
+        return next(iter(self._msgs)) if self._msgs else self.next_offset
 
     def reset(self, next_offset: int) -> None:
         """Drop cached messages and pull from ``next_offset`` next (a seek)."""
@@ -67,7 +72,7 @@ class ProcessQueue:
     def commit_offset(self) -> int:
         """The offset that is safe to commit now."""
         with self._lock:
-            return min(self._msgs) if self._msgs else self.next_offset
+            return self._oldest()
 
     @property
     def count(self) -> int:
@@ -83,4 +88,4 @@ class ProcessQueue:
     def span(self) -> int:
         """Offsets between the oldest and newest cached message."""
         with self._lock:
-            return max(self._msgs) - min(self._msgs) if self._msgs else 0
+            return next(reversed(self._msgs)) - next(iter(self._msgs)) if self._msgs else 0

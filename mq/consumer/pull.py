@@ -61,6 +61,7 @@ class PullConsumer:
             group, url, namespace=namespace, message_model=message_model, consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms, allocate_strategy=allocate_strategy,
             pull_batch_size=pull_batch_size, client_id=client_id, kind="pull", deliver=self._deliver, max_span=None,
+            track_offsets=False,
         )  # fmt: skip
         self._polled: dict[MessageQueue, int] = {}
         self._lock = threading.Lock()

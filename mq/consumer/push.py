@@ -41,6 +41,9 @@ DEFAULT_MAX_RECONSUME_TIMES = 16
 #: [RocketMQ's local fallback when sending back to the retry topic fails].
 LOCAL_RECONSUME_DELAY_S = 5.0
 
+#: Listener calls one worker task makes in turn (see ``PushConsumer._deliver``).
+BATCHES_PER_TASK = 8
+
 Listener = Callable[[list[MessageExt], ConsumeConcurrentlyContext], ConsumeConcurrentlyStatus]
 
 
@@ -176,19 +179,26 @@ class PushConsumer:
         if executor is None:
             return
         size = self.consume_message_batch_max_size
-        for i in range(0, len(msgs), size):
+        batches = [msgs[i : i + size] for i in range(0, len(msgs), size)]
+        # One task runs up to BATCHES_PER_TASK listener calls in turn: handing each message to a
+        # thread of its own costs more than a no-op listener, and a pull of many queues still
+        # yields enough tasks to keep every worker busy.
+        for i in range(0, len(batches), BATCHES_PER_TASK):
             with self._in_flight_cv:
                 self._in_flight += 1
-            executor.submit(self._consume, pq, msgs[i : i + size])
+            executor.submit(self._consume, pq, batches[i : i + BATCHES_PER_TASK])
 
-    def _consume(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def _consume(self, pq: ProcessQueue, batches: list[list[MessageExt]]) -> None:
         try:
-            ctx = ConsumeConcurrentlyContext(pq.queue)
-            status = self._call_listener(pq.queue, msgs, ctx)
-            if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS or self._core.message_model is MessageModel.BROADCASTING:
-                self._done(pq, msgs)
-            else:
-                self._reconsume_later(pq, msgs)
+            for msgs in batches:
+                if pq.dropped:
+                    return  # taken over after a failure: the new owner consumes the rest
+                ctx = ConsumeConcurrentlyContext(pq.queue)
+                status = self._call_listener(pq.queue, msgs, ctx)
+                if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS or self._core.message_model is MessageModel.BROADCASTING:
+                    self._done(pq, msgs)
+                else:
+                    self._reconsume_later(pq, msgs)
         finally:
             with self._in_flight_cv:
                 self._in_flight -= 1
@@ -220,10 +230,9 @@ class PushConsumer:
                 log.warning("consume hook %r.%s raised: %r", hook, phase, e)
 
     def _done(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        # The offset to commit is read from the process queue when offsets are persisted.
         limited = self._core.flow_limited(pq)
-        offset = pq.remove(msgs)
-        if not pq.dropped:
-            self._core.offsets.update(pq.queue, offset)
+        pq.remove(msgs)
         if limited:
             self._core.wake()
 

@@ -1,0 +1,150 @@
+"""Consumer benchmarks beside raw redis-py in the same run (``make bench``).
+
+- drain: a push consumer with a no-op listener drains N preloaded 1 KiB messages from a 16-queue
+  topic, beside raw ``XREAD COUNT 32`` over the same 16 streams in a loop (no listener, no offsets,
+  no threads: the floor of what reading costs);
+- latency: messages sent at a fixed rate (default 2000/s) to an idle consumer; end-to-end latency
+  from before the send to the listener call, p50/p99, beside raw ``XADD`` + ``XREAD BLOCK``.
+
+Results go to stdout and ``bench/results/consumer.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import threading
+import time
+
+import redis
+
+from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+from mq.connection import Connection
+from tests.servers import RedisServer
+
+BODY = b"x" * 1024
+QUEUES = 16
+
+
+def drain(url: str, n: int) -> dict[str, float]:
+    """Messages per second drained by a push consumer and by a raw XREAD loop."""
+    ns = f"drain{time.monotonic_ns()}"
+    Admin(url, ns).create_topic("D", read_queues=QUEUES, write_queues=QUEUES)
+    with Producer("p", url, namespace=ns) as producer:
+        for i in range(0, n, 256):
+            futures = [producer.send_async(Message("D", BODY)) for _ in range(min(256, n - i))]
+            for f in futures:
+                f.result()
+    done = threading.Event()
+    count = [0]
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            count[0] += len(msgs)
+            if count[0] >= n:
+                done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("bench", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("D")
+    consumer.register_message_listener(listener)
+    started = time.perf_counter()
+    consumer.start()
+    done.wait(300)
+    ours = n / (time.perf_counter() - started)
+    consumer.shutdown()
+
+    keys = Connection(url, ns).keys
+    streams = {keys.queue("D", q).log: "0-0" for q in range(QUEUES)}
+    raw = redis.Redis.from_url(url)
+    started = time.perf_counter()
+    seen = 0
+    while seen < n:
+        for stream, entries in raw.xread(streams, count=32):
+            streams[stream.decode()] = entries[-1][0]
+            seen += len(entries)
+    raw_rate = n / (time.perf_counter() - started)
+    raw.close()
+    return {"push_consumer_msg_s": ours, "raw_xread_count32_msg_s": raw_rate, "ratio": ours / raw_rate}
+
+
+def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
+    """End-to-end latency percentiles (ms) at ``rate`` msg/s, ours and raw XADD + XREAD BLOCK."""
+    ns = f"lat{time.monotonic_ns()}"
+    Admin(url, ns).create_topic("L", read_queues=4, write_queues=4)
+    samples: list[float] = []
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        now = time.time()
+        samples.extend((now - float(m.body)) * 1000 for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("bench", url, namespace=ns)
+    consumer.subscribe("L")
+    consumer.register_message_listener(listener)
+    total = int(rate * seconds)
+    with consumer, Producer("p", url, namespace=ns) as producer:
+        time.sleep(1.5)
+        _paced(total, rate, lambda: producer.send(Message("L", repr(time.time()).encode())))
+        time.sleep(0.5)
+    ours = sorted(samples)
+
+    raw_samples: list[float] = []
+    raw = redis.Redis.from_url(url)
+    reader = redis.Redis.from_url(url, socket_timeout=10)
+    stop = threading.Event()
+
+    def read() -> None:
+        last = "$"
+        while not stop.is_set():
+            for _, entries in reader.xread({"lat:raw": last}, block=1000) or []:
+                now = time.time()
+                last = entries[-1][0]
+                raw_samples.extend((now - float(e[1][b"b"])) * 1000 for e in entries)
+
+    t = threading.Thread(target=read)
+    t.start()
+    time.sleep(0.5)
+    _paced(total, rate, lambda: raw.xadd("lat:raw", {"b": repr(time.time())}))
+    time.sleep(0.5)
+    stop.set()
+    t.join()
+    raw.close()
+    reader.close()
+    theirs = sorted(raw_samples)
+    return {"ours_p50_ms": _pct(ours, 50), "ours_p99_ms": _pct(ours, 99), "raw_p50_ms": _pct(theirs, 50),
+            "raw_p99_ms": _pct(theirs, 99), "received": len(ours), "sent": total}  # fmt: skip
+
+
+def _paced(total: int, rate: int, send) -> None:  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    for i in range(total):
+        wait = started + i / rate - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        send()
+
+
+def _pct(values: list[float], p: float) -> float:
+    return statistics.quantiles(values, n=100)[int(p) - 1] if len(values) > 1 else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=50_000, help="messages to drain")
+    parser.add_argument("--rate", type=int, default=2000, help="messages per second for the latency run")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    with RedisServer() as server:
+        result = {"drain": drain(server.url, args.n), "latency": latency(server.url, args.rate, args.seconds)}
+    print(json.dumps(result, indent=2))
+    out = pathlib.Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "consumer.json").write_text(json.dumps({"n": args.n, "rate": args.rate, **result}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
