@@ -29,6 +29,7 @@ lint: $(STAMP)
 
 bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see docs/benchmarks.md)
 	$(PY) -m bench.producer
+	$(PY) -m bench.consumer
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
