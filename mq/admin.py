@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from types import TracebackType
 
-from mq.connection import Connection
+from mq.connection import Connection, translate_errors
 from mq.consumer import registry
 from mq.consumer.offsets import read_group_offsets, write_group_offsets
 from mq.consumer.registry import ClientInfo
+from mq.consumer.retry import dlq_topic, original_topic
 from mq.errors import MQClientError, TopicNotFoundError
-from mq.message import MessageExt
+from mq.message import Message, MessageExt
+from mq.producer import Producer
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store import Store
 from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TopicConfig
@@ -192,6 +195,52 @@ class Admin:
         }
         write_group_offsets(self._store, check_group(group), offsets)
         return offsets
+
+    # -- dead letters ---------------------------------------------------------------------------
+
+    def dlq_messages(self, group: str, *, max_num: int = MAX_KEY_QUERY) -> list[MessageExt]:
+        """The oldest ``max_num`` messages in ``%DLQ%<group>`` (``system_properties["RETRY_TOPIC"]``
+        is where each was first sent); an empty list when the group has no dead letters."""
+        topic = dlq_topic(check_group(group))
+        if self._store.topic(topic) is None:
+            return []
+        stats = self._store.queue_stats(topic, [0])[0]
+        return self._store.read(topic, 0, stats.min_offset, max_num)
+
+    def resend_dlq(self, group: str, *, msg_ids: Iterable[str] | None = None) -> int:
+        """Send dead letters of ``group`` again to their original topics; returns how many.
+
+        Args:
+            msg_ids: only these (default: every dead letter not resent before).
+
+        A resent message is a new message with the same body, tags, keys and properties; the dead
+        letter stays in the DLQ, marked as resent so a second call does not send it twice.
+        """
+        topic = dlq_topic(check_group(group))
+        if self._store.topic(topic) is None:
+            return 0
+        wanted = set(msg_ids) if msg_ids is not None else None
+        resent_key = self._store.keys.dlq_resent(group)
+        client = self._conn.client
+        count = 0
+        stats = self._store.queue_stats(topic, [0])[0]
+        with Producer("ADMIN_DLQ_RESEND", self._conn.url, namespace=self._conn.namespace) as producer:
+            offset = stats.min_offset
+            while offset < stats.max_offset:
+                batch = self._store.read(topic, 0, offset, 256)
+                if not batch:
+                    break
+                offset = batch[-1].queue_offset + 1
+                for m in batch:
+                    if wanted is not None and m.msg_id not in wanted:
+                        continue
+                    with translate_errors(self._conn.url, "resending dead letters"):
+                        if wanted is None and client.sismember(resent_key, m.msg_id):
+                            continue
+                        producer.send(Message(original_topic(m), m.body, m.tags, m.keys, m.properties))
+                        client.sadd(resent_key, m.msg_id)
+                    count += 1
+        return count
 
     def _group_topics(self, group: str) -> list[str]:
         subscribed = {t for c in self.consumer_connections(group) for t in c.subscriptions}

@@ -12,6 +12,12 @@ key                             type        holds
 ``{ns:T:Q}:keys``               zset        ``key \\x1f offset`` (20 digits), score 0 (query by key)
 ``{ns:T:Q}:offsets``            hash        consumer group → committed offset (clustering mode)
 ``{ns:T:Q}:owners``             hash        consumer group → client id consuming the queue now
+``{ns:T:Q}:timer``              zset        delayed message entry id → due time, ms
+``{ns:T:Q}:delayed``            stream      delayed messages waiting to be due (auto ids)
+``{ns}:timers``                 zset        ``topic \\x1f queue id`` → earliest due time of that queue
+``{ns}:config``                 hash        namespace-wide broker settings (``message_delay_level``)
+``{ns}:brokers``                zset        broker service id → last health beat, ms
+``{ns:%DLQ%G:0}:resent``        set         msg ids of dead letters already resent by an admin
 ``{ns}:groups``                 set         every consumer group that ever registered
 ``{ns:g:G}:clients``            zset        client id → last heartbeat, ms (live = recent)
 ``{ns:g:G}:info``               hash        client id → ClientInfo JSON
@@ -39,10 +45,16 @@ class QueueKeys:
     keys: str
     offsets: str
     owners: str
+    timer: str
+    delayed: str
 
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
-        return [self.meta, self.log, self.ids, self.keys, self.offsets, self.owners]
+        return [self.meta, self.log, self.ids, self.keys, self.offsets, self.owners, self.timer, self.delayed]
+
+    def deliver(self) -> list[str]:
+        """The keys of ``deliver-due``: the put keys and the queue's timer."""
+        return [*self.put(), self.timer, self.delayed]
 
     def put(self) -> list[str]:
         """The keys of the ``put-messages`` script."""
@@ -68,12 +80,20 @@ class Keys:
         self.namespace = namespace
         self.topics = f"{{{namespace}}}:topics"
         self.groups = f"{{{namespace}}}:groups"
+        self.timers = f"{{{namespace}}}:timers"
+        self.config = f"{{{namespace}}}:config"
+        self.brokers = f"{{{namespace}}}:brokers"
 
     def queue(self, topic: str, queue_id: int) -> QueueKeys:
         """The keys of queue ``queue_id`` of ``topic``."""
         tag = f"{{{self.namespace}:{topic}:{queue_id}}}"
         return QueueKeys(meta=f"{tag}:q", log=f"{tag}:log", ids=f"{tag}:ids", keys=f"{tag}:keys",
-                         offsets=f"{tag}:offsets", owners=f"{tag}:owners")
+                         offsets=f"{tag}:offsets", owners=f"{tag}:owners", timer=f"{tag}:timer",
+                         delayed=f"{tag}:delayed")
+
+    def dlq_resent(self, group: str) -> str:
+        """The set of dead-letter msg ids of ``group`` already resent (in the DLQ queue's slot)."""
+        return f"{{{self.namespace}:%DLQ%{group}:0}}:resent"
 
     def group(self, group: str) -> GroupKeys:
         """The registry keys of ``group``."""
@@ -95,3 +115,15 @@ def offset_of(entry_id: bytes | str) -> int:
 def key_index_range(key: str) -> tuple[str, str]:
     """``ZRANGEBYLEX`` bounds that select every index member of message key ``key``."""
     return f"[{key}{KEY_SEPARATOR}", f"({key}\x20"
+
+
+def timer_member(topic: str, queue_id: int) -> str:
+    """The member naming a queue in the ``timers`` index."""
+    return f"{topic}{KEY_SEPARATOR}{queue_id}"
+
+
+def parse_timer_member(member: bytes | str) -> tuple[str, int]:
+    """``(topic, queue_id)`` of a ``timers`` index member."""
+    text = member.decode() if isinstance(member, bytes) else member
+    topic, _, qid = text.rpartition(KEY_SEPARATOR)
+    return topic, int(qid)

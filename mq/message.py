@@ -84,6 +84,8 @@ class MessageExt(Message):
         store_timestamp_ms: when the store accepted it (Redis server clock), epoch ms.
         reconsume_times: how often it has been sent back for retry.
         broker_name: the queue's broker name.
+        system_properties: properties set by the system, e.g. ``RETRY_TOPIC`` (the original topic of
+            a retried or dead-lettered message) and ``ORIGIN_MESSAGE_ID``.
     """
 
     msg_id: str
@@ -93,6 +95,7 @@ class MessageExt(Message):
     store_timestamp_ms: int
     reconsume_times: int
     broker_name: str
+    system_properties: dict[str, str]
 
     def __init__(
         self,
@@ -111,6 +114,7 @@ class MessageExt(Message):
         broker_name: str = DEFAULT_BROKER_NAME,
         delay_level: int = 0,
         deliver_time_ms: int | None = None,
+        system_properties: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
             topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms
@@ -122,6 +126,7 @@ class MessageExt(Message):
         self.store_timestamp_ms = store_timestamp_ms
         self.reconsume_times = reconsume_times
         self.broker_name = broker_name
+        self.system_properties = dict(system_properties or {})
 
     @property
     def message_queue(self) -> MessageQueue:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,6 +77,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("group")
     g.add_argument("topic")
     g.add_argument("--timestamp-ms", type=int, required=True, help="epoch ms; 0 means from the beginning")
+
+    b = sub.add_parser("broker", help="run the broker service (timers, retention, clean-up) or check its health")
+    _common(b)
+    b.add_argument("--check", action="store_true", help="exit 0 when a broker service is healthy, else 1")
+    b.add_argument("--delay-levels", help='message_delay_level, e.g. "1s 5s 10s 30s 1m"')
+    b.add_argument("--retention-h", type=float, help="file_reserved_time_h: hours messages are kept")
+
+    d = sub.add_parser("dlq", help="dead-letter queues: list and resend")
+    dsub = d.add_subparsers(dest="action", required=True)
+    for action in ("list", "resend"):
+        x = dsub.add_parser(action)
+        _common(x)
+        x.add_argument("group")
+        if action == "list":
+            x.add_argument("--max", type=int, default=64, dest="max_num")
+        else:
+            x.add_argument("--id", action="append", dest="msg_ids", help="only this msg id (repeatable)")
 
     q = sub.add_parser("query", help="find messages by id or key")
     _common(q)
@@ -145,6 +164,38 @@ def _group(args: argparse.Namespace) -> int:
     return 0
 
 
+def _broker(args: argparse.Namespace) -> int:
+    from scheduler import BrokerConfig, BrokerService, healthy_brokers
+
+    if args.check:
+        alive = healthy_brokers(args.url, args.namespace)
+        print(f"healthy: {', '.join(alive)}" if alive else "no healthy broker service")
+        return 0 if alive else 1
+    options: dict[str, Any] = {}
+    if args.delay_levels:
+        options["message_delay_level"] = args.delay_levels
+    if args.retention_h:
+        options["file_reserved_time_h"] = args.retention_h
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with BrokerService(args.url, args.namespace, BrokerConfig(**options)) as service:
+        print(f"{service!r} running; Ctrl-C to stop", flush=True)
+        stop.wait()
+    return 0
+
+
+def _dlq(args: argparse.Namespace) -> int:
+    _warn_if_memory(args.url)
+    with Admin(args.url, args.namespace) as admin:
+        if args.action == "list":
+            for m in admin.dlq_messages(args.group, max_num=args.max_num):
+                print(json.dumps(message_dict(m) | {"system_properties": m.system_properties}, ensure_ascii=False))
+        else:
+            print(f"resent {admin.resend_dlq(args.group, msg_ids=args.msg_ids)} message(s)")
+    return 0
+
+
 def _send(args: argparse.Namespace) -> int:
     from mq.producer import SelectMessageQueueByHash
 
@@ -200,7 +251,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-_HANDLERS = {"topic": _topic, "group": _group, "send": _send, "query": _query}
+_HANDLERS = {"topic": _topic, "group": _group, "broker": _broker, "dlq": _dlq, "send": _send, "query": _query}
 
 
 if __name__ == "__main__":  # pragma: no cover

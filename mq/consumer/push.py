@@ -14,6 +14,7 @@ from typing import Any
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.core import ConsumerCore
 from mq.consumer.process_queue import ProcessQueue
+from mq.consumer.retry import SendBack, original_topic
 from mq.consumer.types import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -22,10 +23,11 @@ from mq.consumer.types import (
     ConsumeMessageContext,
     MessageModel,
 )
-from mq.errors import MQClientError
+from mq.errors import MQClientError, MQError
 from mq.filter import MessageSelector
 from mq.message import MessageExt
 from mq.queue import MessageQueue
+from mq.validation import RETRY_PREFIX
 
 log = logging.getLogger("mq.consumer")
 
@@ -100,6 +102,7 @@ class PushConsumer:
         self._listener: Listener | None = None
         self._hooks: list[ConsumeHook] = []
         self._executor: ThreadPoolExecutor | None = None
+        self._send_back = SendBack(self._core.store, self._core.group, self.max_reconsume_times)
         self._in_flight = 0
         self._in_flight_cv = threading.Condition()
 
@@ -150,6 +153,8 @@ class PushConsumer:
         if not self._core.subscriptions:
             raise MQClientError("subscribe to at least one topic before start()")
         if self._executor is None:
+            if self._core.message_model is MessageModel.CLUSTERING:  # failed messages come back through it
+                self._core.subscribe(self._send_back.ensure_retry_topic(), "*")
             self._executor = ThreadPoolExecutor(self.consume_thread_max, thread_name_prefix=f"mq-consume-{self.group}")
             self._core.start()
         return self
@@ -178,6 +183,9 @@ class PushConsumer:
         executor = self._executor
         if executor is None:
             return
+        if pq.queue.topic.startswith(RETRY_PREFIX):
+            for m in msgs:  # the listener sees the topic the message was sent to
+                m.topic = original_topic(m)
         size = self.consume_message_batch_max_size
         batches = [msgs[i : i + size] for i in range(0, len(msgs), size)]
         # One task runs up to BATCHES_PER_TASK listener calls in turn: handing each message to a
@@ -196,9 +204,9 @@ class PushConsumer:
                 ctx = ConsumeConcurrentlyContext(pq.queue)
                 status = self._call_listener(pq.queue, msgs, ctx)
                 if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS or self._core.message_model is MessageModel.BROADCASTING:
-                    self._done(pq, msgs)
+                    self._done(pq, msgs)  # broadcasting does not retry, as in RocketMQ
                 else:
-                    self._reconsume_later(pq, msgs)
+                    self._reconsume_later(pq, msgs, ctx.delay_level_when_next_consume)
         finally:
             with self._in_flight_cv:
                 self._in_flight -= 1
@@ -236,17 +244,25 @@ class PushConsumer:
         if limited:
             self._core.wake()
 
-    def _reconsume_later(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        """Consume again after LOCAL_RECONSUME_DELAY_S; the offset stays held back meanwhile.
-
-        (Sending back to ``%RETRY%<group>`` with growing delays and the dead-letter queue arrive
-        with the broker service.)
-        """
+    def _reconsume_later(self, pq: ProcessQueue, msgs: list[MessageExt], delay_level: int) -> None:
+        """Send each message back (retry topic, or the DLQ past ``max_reconsume_times``); a message
+        that cannot be sent back is consumed again here after LOCAL_RECONSUME_DELAY_S, its offset
+        held back meanwhile."""
+        failed = []
         for m in msgs:
-            m.reconsume_times += 1
-        timer = threading.Timer(LOCAL_RECONSUME_DELAY_S, self._deliver, args=(pq, msgs))
-        timer.daemon = True
-        timer.start()
+            try:
+                self._send_back.send_back(m, delay_level)
+            except MQError as e:
+                log.warning("sending %s back failed, consuming it again in %s s: %s", m.msg_id, LOCAL_RECONSUME_DELAY_S, e)
+                failed.append(m)
+        failed_ids = {id(m) for m in failed}
+        self._done(pq, [m for m in msgs if id(m) not in failed_ids])
+        if failed:
+            for m in failed:
+                m.reconsume_times += 1
+            timer = threading.Timer(LOCAL_RECONSUME_DELAY_S, self._deliver, args=(pq, failed))
+            timer.daemon = True
+            timer.start()
 
     def _drain(self) -> None:
         with self._in_flight_cv:

@@ -39,6 +39,7 @@ class PendingSend:
     arg: Any
     deadline: float
     oneway: bool
+    due_ms: int | None = None
     future: Future[SendResult] = field(default_factory=Future)
 
 
@@ -88,6 +89,9 @@ class AsyncSender:
         # Sends bound for the same queue go out as one put call (consecutive offsets, send order).
         groups: dict[MessageQueue, list[PendingSend]] = {}
         for p in batch:
+            if p.due_ms is not None:  # delayed: its own script call, through the sync path
+                self._retry(p)
+                continue
             try:
                 groups.setdefault(self._select(p), []).append(p)
             except Exception as e:  # a selector or route error belongs to that send only
@@ -109,7 +113,8 @@ class AsyncSender:
 
     def _retry(self, p: PendingSend) -> None:
         try:
-            result = self._send_sync(p.msg.topic, [p.encoded], p.msg_id, p.msg, p.queue, p.selector, p.arg, p.deadline)
+            result = self._send_sync(p.msg.topic, [p.encoded], p.msg_id, p.msg, p.queue, p.selector, p.arg, p.deadline,
+                                     p.due_ms)  # fmt: skip
         except Exception as e:
             self._fail(p, e)
         else:

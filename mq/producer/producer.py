@@ -19,6 +19,7 @@ from mq.producer.route import RouteCache, TopicRoute
 from mq.producer.selectors import MessageQueueSelector
 from mq.queue import MessageQueue
 from mq.store import Store, codec
+from mq.timer import delay_levels, due_time_ms
 from mq.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
 
 log = logging.getLogger("mq.producer")
@@ -72,6 +73,7 @@ class Producer:
         self._routes = RouteCache(self._store)
         self._fault = LatencyFaultTolerance()
         self._sender: AsyncSender | None = None
+        self._levels: tuple[int, ...] | None = None
 
     def __repr__(self) -> str:
         return f"Producer(group={self.group!r}, {self._conn!r}, started={self._sender is not None})"
@@ -122,10 +124,10 @@ class Producer:
             MQBrokerError: the store failed or was unreachable on every attempt within the budget.
         """
         self._check_started()
-        self._check(msg)
+        due_ms = self._check(msg)
         msg_id = new_msg_id()
         return self._send_encoded(msg.topic, [codec.encode(msg, msg_id)], msg_id, msg, queue, selector, arg,
-                                  time.monotonic() + timeout_s)  # fmt: skip
+                                  time.monotonic() + timeout_s, due_ms)  # fmt: skip
 
     def send_async(
         self, msg: Message, *, queue: MessageQueue | None = None, selector: Selector | None = None, arg: Any = None,
@@ -170,13 +172,14 @@ class Producer:
         if self._sender is None:
             raise MQClientError(_NOT_STARTED)
 
-    def _check(self, msg: Message) -> None:
+    def _check(self, msg: Message) -> int | None:
+        """Check ``msg``; returns its due time (epoch ms) when it is delayed."""
         check_message(msg, self.max_message_size)
         if msg.delay_level or msg.deliver_time_ms is not None:
-            raise MQClientError(
-                "delayed and timer messages are not available yet: they arrive with the broker service "
-                "(see CHANGELOG.md); send without delay_level/deliver_time_ms"
-            )
+            if self._levels is None:
+                self._levels = delay_levels(self._store)
+            return due_time_ms(msg, self._levels)
+        return None
 
     def _enqueue(
         self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float, *,
@@ -185,11 +188,11 @@ class Producer:
         sender = self._sender
         if sender is None:
             raise MQClientError(_NOT_STARTED)
-        self._check(msg)
+        due_ms = self._check(msg)
         self._routes.get(msg.topic)  # an unknown topic fails here, not in the future
         msg_id = new_msg_id()
         pending = PendingSend(msg, msg_id, codec.encode(msg, msg_id), queue, selector, arg,
-                              time.monotonic() + timeout_s, oneway)  # fmt: skip
+                              time.monotonic() + timeout_s, oneway, due_ms)  # fmt: skip
         sender.submit(pending)
         return pending.future
 
@@ -236,8 +239,10 @@ class Producer:
 
     def _send_encoded(
         self, topic: str, encoded: list[list[Any]], msg_id: str, first: Message, queue: MessageQueue | None,
-        selector: Selector | None, arg: Any, deadline: float,
+        selector: Selector | None, arg: Any, deadline: float, due_ms: int | None = None,
     ) -> SendResult:  # fmt: skip
+        """Send encoded messages with retries; a delayed one (``due_ms``) waits in its queue's timer
+        and reports ``queue_offset`` -1 (its offset is assigned when it is delivered)."""
         route = self._routes.get(topic)
         fixed = self._fixed_queue(route, first, queue, selector, arg)
         attempts = 1 if fixed is not None else 1 + self.retry_times_when_send_failed
@@ -250,7 +255,11 @@ class Producer:
             node = route.nodes.get(mq) or self._conn.node_of(self._store.queue_keys(topic, mq.queue_id).meta)
             started = time.monotonic()
             try:
-                offset, _ = self._store.put(topic, mq.queue_id, encoded)
+                if due_ms is None:
+                    offset, _ = self._store.put(topic, mq.queue_id, encoded)
+                else:
+                    self._store.put_delayed(topic, mq.queue_id, encoded[0], due_ms)
+                    offset = -1
             except (QueueNotWritableError, TopicNotFoundError) as e:
                 self._routes.invalidate(topic)  # the topic changed under us: re-read it and go on
                 if fixed is not None:

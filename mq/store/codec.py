@@ -11,6 +11,7 @@ Fields of an entry (short names keep entries small; absent fields are omitted):
 ``bt`` born timestamp, epoch ms
 ``st`` store timestamp, epoch ms (written by the put script)
 ``r``  reconsume times
+``s``  system properties (``RETRY_TOPIC``, ``ORIGIN_MESSAGE_ID``, …), JSON object
 =====  =====================================================
 """
 
@@ -24,7 +25,14 @@ from mq.keys import KEY_SEPARATOR, offset_of
 from mq.message import Message, MessageExt
 
 
-def encode(msg: Message, msg_id: str, born_timestamp_ms: int | None = None) -> list[Any]:
+def encode(
+    msg: Message,
+    msg_id: str,
+    born_timestamp_ms: int | None = None,
+    *,
+    reconsume_times: int = 0,
+    system_properties: dict[str, str] | None = None,
+) -> list[Any]:
     """The put-script arguments of one message: ``[2F, field, value, …]``."""
     born = born_timestamp_ms if born_timestamp_ms is not None else int(time.time() * 1000)
     fields: list[Any] = ["i", msg_id, "b", bytes(msg.body), "bt", born]
@@ -34,6 +42,10 @@ def encode(msg: Message, msg_id: str, born_timestamp_ms: int | None = None) -> l
         fields += ["k", KEY_SEPARATOR.join(msg.keys)]
     if msg.properties:
         fields += ["p", json.dumps(msg.properties, separators=(",", ":"), ensure_ascii=False)]
+    if reconsume_times:
+        fields += ["r", reconsume_times]
+    if system_properties:
+        fields += ["s", json.dumps(system_properties, separators=(",", ":"), ensure_ascii=False)]
     return [len(fields), *fields]
 
 
@@ -42,6 +54,7 @@ def decode(topic: str, queue_id: int, entry_id: bytes, fields: dict[bytes, bytes
     tags = fields.get(b"t")
     keys = fields.get(b"k")
     props = fields.get(b"p")
+    system = fields.get(b"s")
     return MessageExt(
         topic,
         fields[b"b"],
@@ -54,4 +67,5 @@ def decode(topic: str, queue_id: int, entry_id: bytes, fields: dict[bytes, bytes
         born_timestamp_ms=int(fields[b"bt"]),
         store_timestamp_ms=int(fields[b"st"]),
         reconsume_times=int(fields.get(b"r", 0)),
+        system_properties=json.loads(system) if system else None,
     )

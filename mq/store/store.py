@@ -14,7 +14,7 @@ from typing import Any
 
 from mq.connection import Connection, translate_errors
 from mq.errors import MQBrokerError, QueueNotWritableError, TopicNotFoundError
-from mq.keys import QueueKeys, key_index_range, stream_id
+from mq.keys import QueueKeys, key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
 from mq.topic import QueueStats, TopicConfig
@@ -113,6 +113,53 @@ class Store:
             except Exception as e:  # each caller gets its own error
                 out.append(e)
         return out
+
+    def put_delayed(self, topic: str, queue_id: int, encoded: list[Any], due_ms: int) -> None:
+        """Keep one encoded message in a queue's timer until ``due_ms`` (then index the queue).
+
+        Raises:
+            TopicNotFoundError / QueueNotWritableError: as :meth:`put`.
+        """
+        keys = self.queue_keys(topic, queue_id)
+        with self._errors(f"sending a delayed message to {topic!r} queue {queue_id}"):
+            result = scripts.run(self._client, "put-delayed", [keys.meta, keys.timer, keys.delayed],
+                                 [int(due_ms), *encoded[1:]])  # fmt: skip
+            if result in (scripts.QUEUE_MISSING, scripts.QUEUE_NOT_WRITABLE):
+                check_put_result(topic, queue_id, result)
+            self._client.zadd(self.keys.timers, {timer_member(topic, queue_id): int(due_ms)}, lt=True)
+
+    def deliver_due(self, queues: Sequence[tuple[str, int]], now_ms: int, limit: int) -> list[tuple[int, int]]:
+        """Move due delayed messages of ``queues`` into their logs; ``(moved, next_due_ms or -1)`` each."""
+        calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
+            ("deliver-due", self.queue_keys(t, q).deliver(), [int(now_ms), int(limit)]) for t, q in queues
+        ]
+        with self._errors("delivering due messages"):
+            results = scripts.run_many(self._client, calls)
+        for r in results:
+            if isinstance(r, Exception):
+                with self._errors("delivering due messages"):
+                    raise r
+        return [(int(r[0]), int(r[1])) for r in results]
+
+    def trim(self, topic: str, queue_id: int, cutoff_ms: int, limit: int = 1000) -> int:
+        """Remove messages of a queue stored before ``cutoff_ms`` and their index entries; returns how many."""
+        keys = self.queue_keys(topic, queue_id)
+        removed = 0
+        with self._errors(f"trimming {topic!r} queue {queue_id}"):
+            while True:
+                count, more = scripts.run(self._client, "trim-queue", [keys.log, keys.ids, keys.keys],
+                                          [int(cutoff_ms), int(limit)])  # fmt: skip
+                removed += int(count)
+                if not more:
+                    return removed
+
+    def ensure_topic(self, config: TopicConfig) -> TopicConfig:
+        """The topic's config, creating it with ``config`` when missing (system topics: retry, DLQ)."""
+        existing = self.topic(config.name)
+        if existing is not None:
+            return existing
+        self.save_topic(config)
+        return config
 
     def read(self, topic: str, queue_id: int, offset: int, count: int) -> list[MessageExt]:
         """Up to ``count`` messages of a queue from ``offset`` on (trimmed ones are skipped)."""

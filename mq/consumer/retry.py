@@ -1,0 +1,94 @@
+"""Sending a message back for another try: ``%RETRY%<group>`` with a growing delay, or
+``%DLQ%<group>`` once it was tried ``max_reconsume_times`` times [RocketMQ
+``sendMessageBack``, broker ``consumerSendMsgBack``].
+
+The copy keeps the body, tags, keys, properties and msg id; ``reconsume_times`` grows by one; the
+system properties ``RETRY_TOPIC`` (the original topic) and ``ORIGIN_MESSAGE_ID`` say where it came
+from, so the listener sees the original topic and an admin can resend from the DLQ.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from mq.message import Message, MessageExt
+from mq.store import Store, codec
+from mq.timer import delay_levels
+from mq.topic import TopicConfig
+from mq.validation import DLQ_PREFIX, RETRY_PREFIX
+
+#: System property: the topic a retried or dead-lettered message was first sent to.
+RETRY_TOPIC = "RETRY_TOPIC"
+#: System property: the msg id of the first delivery.
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+#: System property: why a message is in the DLQ.
+DLQ_REASON = "DLQ_REASON"
+#: The first retry's delay level is this plus reconsume times [RocketMQ: 3 + reconsumeTimes].
+RETRY_BASE_LEVEL = 3
+
+
+def retry_topic(group: str) -> str:
+    """``%RETRY%<group>``."""
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """``%DLQ%<group>``."""
+    return DLQ_PREFIX + group
+
+
+def original_topic(msg: MessageExt) -> str:
+    """The topic the message was first sent to."""
+    return msg.system_properties.get(RETRY_TOPIC, msg.topic)
+
+
+class SendBack:
+    """Sends messages of one group back to its retry topic or DLQ."""
+
+    def __init__(self, store: Store, group: str, max_reconsume_times: int) -> None:
+        self._store = store
+        self._group = group
+        self._max = max_reconsume_times
+        self._levels: tuple[int, ...] | None = None
+        self._ensured: set[str] = set()
+        self._lock = threading.Lock()
+
+    def ensure_retry_topic(self) -> str:
+        """Create ``%RETRY%<group>`` (one queue) when missing; returns its name."""
+        return self._ensure(retry_topic(self._group))
+
+    def send_back(self, msg: MessageExt, delay_level: int = 0, reason: str = "max reconsume times") -> str:
+        """Send a copy of ``msg`` for another try (or to the DLQ); returns the topic it went to.
+
+        Raises:
+            MQBrokerError: the store failed (the caller consumes it again locally instead).
+        """
+        system = {**msg.system_properties, RETRY_TOPIC: original_topic(msg),
+                  ORIGIN_MESSAGE_ID: msg.system_properties.get(ORIGIN_MESSAGE_ID, msg.msg_id)}  # fmt: skip
+        to_dlq = msg.reconsume_times >= self._max
+        topic = self._ensure(dlq_topic(self._group) if to_dlq else retry_topic(self._group))
+        if to_dlq:
+            system[DLQ_REASON] = reason
+        copy = Message(topic, msg.body, msg.tags, msg.keys, msg.properties)
+        encoded = codec.encode(copy, msg.msg_id, msg.born_timestamp_ms,
+                               reconsume_times=msg.reconsume_times + (0 if to_dlq else 1), system_properties=system)  # fmt: skip
+        if to_dlq:
+            self._store.put(topic, 0, [encoded])
+        else:
+            levels = self._delay_levels()
+            level = delay_level if delay_level > 0 else RETRY_BASE_LEVEL + msg.reconsume_times
+            self._store.put_delayed(topic, 0, encoded, int(time.time() * 1000) + levels[min(level, len(levels)) - 1])
+        return topic
+
+    def _delay_levels(self) -> tuple[int, ...]:
+        if self._levels is None:
+            self._levels = delay_levels(self._store)
+        return self._levels
+
+    def _ensure(self, topic: str) -> str:
+        with self._lock:
+            if topic not in self._ensured:
+                self._store.ensure_topic(TopicConfig(topic, read_queues=1, write_queues=1))
+                self._ensured.add(topic)
+        return topic

@@ -1,0 +1,53 @@
+"""``BrokerConfig``: every setting of the broker service, with RocketMQ's defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mq.errors import MQClientError
+from mq.timer import DEFAULT_MESSAGE_DELAY_LEVEL, parse_delay_levels
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Settings of a broker service (the same for every replica of a namespace).
+
+    Attributes:
+        message_delay_level: the delay of each level [RocketMQ ``messageDelayLevel``].
+        transaction_timeout_s: a half message is checked back after this long [``transactionTimeOut``].
+        transaction_check_interval_s: how often half messages are checked [``transactionCheckInterval``].
+        transaction_check_max: checks before an unresolved half message is rolled back [``transactionCheckMax``].
+        file_reserved_time_h: messages older than this are removed, consumed or not [``fileReservedTime``];
+            fractions of an hour are allowed.
+        retention_interval_s: how often retention runs.
+        timer_poll_ms: the longest the timer waits before looking for due messages again; bounds the
+            lateness of delayed messages (RocketMQ 4.x checks every 100 ms, 5.x has 1 s precision).
+        timer_batch: most messages moved per queue per delivery call.
+        timer_sweep_interval_s: how often lost entries of the timer index are repaired.
+        health_interval_s: how often the service reports itself healthy.
+        health_timeout_s: a service silent this long counts as down (``mq broker --check``).
+        cleanup_interval_s: how often dead clients are removed from group registries.
+    """
+
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    transaction_timeout_s: float = 6.0
+    transaction_check_interval_s: float = 60.0
+    transaction_check_max: int = 15
+    file_reserved_time_h: float = 72.0
+    retention_interval_s: float = 60.0
+    timer_poll_ms: int = 20
+    timer_batch: int = 1000
+    timer_sweep_interval_s: float = 30.0
+    health_interval_s: float = 2.0
+    health_timeout_s: float = 10.0
+    cleanup_interval_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        parse_delay_levels(self.message_delay_level)  # raises on a bad level
+        for name in ("transaction_timeout_s", "transaction_check_interval_s", "file_reserved_time_h",
+                     "retention_interval_s", "timer_sweep_interval_s", "health_interval_s", "health_timeout_s",
+                     "cleanup_interval_s"):  # fmt: skip
+            if getattr(self, name) <= 0:
+                raise MQClientError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if self.transaction_check_max < 1 or self.timer_batch < 1 or self.timer_poll_ms < 1:
+            raise MQClientError("transaction_check_max, timer_batch and timer_poll_ms must be at least 1")

@@ -1,0 +1,152 @@
+"""``BrokerService``: the timed work of a namespace, run by APScheduler [RocketMQ broker's
+``ScheduleMessageService``, ``TransactionalMessageCheckService`` and clean-up services].
+
+Jobs (each ``coalesce=True``, ``max_instances=1``):
+
+- timer delivery: a watchdog that keeps the delivery thread running;
+- the timer index sweep;
+- retention;
+- removal of dead clients from group registries;
+- a health beat read by ``mq broker --check``.
+
+Several services may run against one namespace: delivery is one atomic script per queue, retention
+and clean-up are idempotent, so replicas add availability and never deliver twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from mq.connection import Connection, mask_url, translate_errors
+from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
+from mq.errors import MQError
+from mq.store import Store
+from scheduler.config import BrokerConfig
+from scheduler.retention import apply_retention
+from scheduler.timers import TimerDelivery
+
+log = logging.getLogger("scheduler")
+
+
+class BrokerService:
+    """Runs the broker jobs for one namespace until :meth:`shutdown`.
+
+    Args:
+        url: store URL; None uses ``$MQ_URL`` or ``memory://``.
+        namespace: key prefix of the deployment.
+        config: settings (delay levels, retention, transaction check-back, …).
+    """
+
+    def __init__(self, url: str | None = None, namespace: str = "mq", config: BrokerConfig | None = None) -> None:
+        self.config = config or BrokerConfig()
+        self.id = f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:6]}"
+        self._conn = Connection(url, namespace)
+        self._store = Store(self._conn)
+        self._stop = threading.Event()
+        self.timers = TimerDelivery(self._store, poll_ms=self.config.timer_poll_ms, batch=self.config.timer_batch,
+                                    stop=self._stop)  # fmt: skip
+        self._scheduler: BackgroundScheduler | None = None
+
+    def __repr__(self) -> str:
+        return f"BrokerService(id={self.id!r}, {mask_url(self._conn.url)!r}, namespace={self._conn.namespace!r})"
+
+    def start(self) -> BrokerService:
+        """Publish the namespace settings and start the jobs. Returns self."""
+        if self._scheduler is not None:
+            return self
+        with translate_errors(self._conn.url, "publishing broker settings"):
+            self._conn.client.hset(self._store.keys.config, "message_delay_level", self.config.message_delay_level)
+        self._beat()
+        c = self.config
+        scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
+        scheduler.add_job(self.timers.ensure_running, "interval", seconds=1.0, id="timer-delivery",
+                          misfire_grace_time=1, next_run_time=datetime.now())  # fmt: skip
+        scheduler.add_job(self._guard(self.timers.sweep), "interval", seconds=c.timer_sweep_interval_s,
+                          id="timer-sweep", misfire_grace_time=_grace(c.timer_sweep_interval_s), next_run_time=datetime.now())
+        scheduler.add_job(self._guard(apply_retention, self._store, c.file_reserved_time_h), "interval",
+                          seconds=c.retention_interval_s, id="retention",
+                          misfire_grace_time=_grace(c.retention_interval_s))  # fmt: skip
+        scheduler.add_job(self._guard(self._remove_dead_clients), "interval", seconds=c.cleanup_interval_s,
+                          id="dead-clients", misfire_grace_time=_grace(c.cleanup_interval_s))  # fmt: skip
+        scheduler.add_job(self._guard(self._beat), "interval", seconds=c.health_interval_s, id="health",
+                          misfire_grace_time=_grace(c.health_interval_s))  # fmt: skip
+        scheduler.start()
+        self._scheduler = scheduler
+        log.info("broker service %s started on %s", self.id, mask_url(self._conn.url))
+        return self
+
+    def shutdown(self) -> None:
+        """Stop the jobs (a delivery in progress finishes its current step) and leave the health set."""
+        if self._scheduler is None:
+            return
+        self._stop.set()
+        self._scheduler.shutdown(wait=True)
+        self._scheduler = None
+        self.timers.join()
+        try:
+            with translate_errors(self._conn.url, "leaving the broker set"):
+                self._conn.client.zrem(self._store.keys.brokers, self.id)
+        except MQError as e:
+            log.warning("could not remove broker %s from the health set: %s", self.id, e)
+        self._conn.close()
+
+    def __enter__(self) -> BrokerService:
+        return self.start()
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.shutdown()
+
+    def _guard(self, fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
+        """A job body that logs store errors instead of killing the job."""
+
+        def job() -> None:
+            try:
+                fn(*args)
+            except MQError as e:
+                log.warning("broker job %s failed (retried at its next run): %s", getattr(fn, "__name__", fn), e)
+
+        return job
+
+    def _beat(self) -> None:
+        with translate_errors(self._conn.url, "reporting health"):
+            self._conn.client.zadd(self._store.keys.brokers, {self.id: int(time.time() * 1000)})
+
+    def _remove_dead_clients(self) -> None:
+        cutoff = int((time.time() - HEARTBEAT_TIMEOUT_S) * 1000)
+        client = self._conn.client
+        with translate_errors(self._conn.url, "removing dead clients"):
+            for raw in client.smembers(self._store.keys.groups):
+                keys = self._store.keys.group(raw.decode())
+                dead = client.zrangebyscore(keys.clients, "-inf", cutoff)
+                if dead:
+                    pipe = client.pipeline(transaction=False)
+                    pipe.zrem(keys.clients, *dead)
+                    pipe.hdel(keys.info, *dead)
+                    pipe.execute()
+
+
+def healthy_brokers(url: str | None, namespace: str, timeout_s: float = BrokerConfig.health_timeout_s) -> list[str]:
+    """Ids of the broker services that reported within ``timeout_s``."""
+    conn = Connection(url, namespace)
+    try:
+        with translate_errors(conn.url, "reading broker health"):
+            cutoff = int((time.time() - timeout_s) * 1000)
+            return [m.decode() for m in conn.client.zrangebyscore(conn.keys.brokers, cutoff, "+inf")]
+    finally:
+        conn.close()
+
+
+def _grace(interval_s: float) -> int:
+    """APScheduler's misfire grace (whole seconds, at least 1): a late run within one interval still runs."""
+    return max(1, int(interval_s))

@@ -1,0 +1,237 @@
+"""The broker service: timer delivery, restarts and replicas, retry and DLQ, retention, health."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+from mq.connection import Connection
+from mq.store import Store
+from scheduler import BrokerConfig, BrokerService, healthy_brokers
+from tests.procs import ROOT, wait_for
+from tests.servers import RedisServer
+
+#: Short delay levels so retries come back in a fraction of a second.
+FAST_LEVELS = "100ms 200ms 300ms 400ms 500ms 600ms"
+
+
+def _stored(url: str, ns: str, topic: str) -> list:
+    store = Store(Connection(url, ns))
+    out = []
+    for qid in range(store.topic(topic).queue_count):  # type: ignore[union-attr]
+        out += store.read(topic, qid, 0, 100_000)
+    store.conn.close()
+    return out
+
+
+@pytest.fixture
+def broker(backend_url: str, namespace: str) -> Iterator[BrokerService]:
+    with BrokerService(backend_url, namespace, BrokerConfig(message_delay_level=FAST_LEVELS)) as service:
+        yield service
+
+
+def test_timer_messages_are_never_early_and_rarely_late(backend_url: str, namespace: str, broker) -> None:  # type: ignore[no-untyped-def]
+    Admin(backend_url, namespace).create_topic("timed", read_queues=4, write_queues=4)
+    now = int(time.time() * 1000)
+    dues = {}
+    with Producer("p", backend_url, namespace=namespace) as producer:
+        for i in range(200):
+            due = now + 300 + (i * 37) % 1000
+            r = producer.send(Message("timed", b"%d" % i, deliver_time_ms=due))
+            assert r.queue_offset == -1  # assigned on delivery
+            dues[r.msg_id] = due
+        assert producer.send(Message("timed", b"past", deliver_time_ms=now - 5000)).queue_offset == -1
+    wait_for(lambda: len(_stored(backend_url, namespace, "timed")) >= 201, 10, "all timer messages delivered")
+    stored = _stored(backend_url, namespace, "timed")
+    lateness = sorted(m.store_timestamp_ms - dues[m.msg_id] for m in stored if m.msg_id in dues)
+    assert len(lateness) == 200 and len({m.msg_id for m in stored}) == 201
+    assert lateness[0] >= 0, "delivered before it was due"
+    assert lateness[int(len(lateness) * 0.99) - 1] <= 200, lateness[-10:]
+
+
+def test_delay_level_and_clamping(redis_server, namespace: str) -> None:
+    url = redis_server.url
+    Admin(url, namespace).create_topic("lvl", read_queues=1, write_queues=1)
+    with BrokerService(url, namespace), Producer("p", url, namespace=namespace) as producer:
+        sent = time.time() * 1000
+        producer.send(Message("lvl", b"level 2", delay_level=2))  # 5 s with the default levels
+        producer.send(Message("lvl", b"level 99", delay_level=99))  # clamped to the top level (2 h)
+        wait_for(lambda: len(_stored(url, namespace, "lvl")) >= 1, 8, "the level-2 message")
+        [m] = _stored(url, namespace, "lvl")
+    assert m.body == b"level 2"
+    assert 4500 <= m.store_timestamp_ms - sent <= 5500
+    store = Store(Connection(url, namespace))
+    [(_, due)] = store.conn.client.zrange(store.queue_keys("lvl", 0).timer, 0, -1, withscores=True)
+    assert abs(due - (sent + 2 * 3600 * 1000)) < 2000  # still waiting, due in two hours
+
+
+def test_messages_due_while_no_service_runs_are_delivered_later_once_by_two_services(redis_server, namespace: str) -> None:
+    url = redis_server.url
+    Admin(url, namespace).create_topic("later", read_queues=4, write_queues=4)
+    now = int(time.time() * 1000)
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(500):
+            producer.send(Message("later", b"%d" % i, deliver_time_ms=now + (i % 50) * 10))
+    time.sleep(1.0)  # all due, nobody delivers
+    assert _stored(url, namespace, "later") == []
+    with BrokerService(url, namespace), BrokerService(url, namespace):  # two replicas at once
+        wait_for(lambda: len(_stored(url, namespace, "later")) >= 500, 10, "delivery after start")
+        time.sleep(0.5)
+    stored = _stored(url, namespace, "later")
+    assert len(stored) == 500 and len({m.body for m in stored}) == 500
+
+
+@pytest.mark.fault
+@pytest.mark.slow
+def test_broker_killed_mid_delivery_loses_and_duplicates_nothing(redis_server, namespace: str) -> None:
+    url = redis_server.url
+    Admin(url, namespace).create_topic("bulk", read_queues=8, write_queues=8)
+    now = int(time.time() * 1000)
+    with Producer("p", url, namespace=namespace) as producer:
+        # due over two seconds from now, so delivery is under way when the kill comes
+        futures = [producer.send_async(Message("bulk", b"%d" % i, deliver_time_ms=now + 1500 + i // 5))
+                   for i in range(10_000)]  # fmt: skip
+        for f in futures:
+            f.result(timeout=60)
+
+    def broker_proc() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-m", "mq", "broker", "--url", url, "--namespace", namespace],
+                                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL)  # fmt: skip
+
+    admin = Admin(url, namespace)
+    total = lambda: sum(s.max_offset for s in admin.topic_status("bulk").values())  # noqa: E731
+    first = broker_proc()
+    try:
+        wait_for(lambda: total() > 0, 20, "the first broker to start delivering", poll_s=0.005)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        assert total() < 10_000, "the kill should land mid-delivery"
+        second = broker_proc()
+        try:
+            wait_for(lambda: total() >= 10_000, 30, "the second broker to deliver the rest")
+            time.sleep(0.5)
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    stored = _stored(url, namespace, "bulk")
+    assert len(stored) == 10_000 and len({m.body for m in stored}) == 10_000
+
+
+def _listener(record: list, fail) -> object:  # type: ignore[no-untyped-def]
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            record.extend((m.body, m.reconsume_times, m.topic, m.msg_id) for m in msgs)
+        return ConsumeConcurrentlyStatus.RECONSUME_LATER if fail(msgs[0]) else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    return listener
+
+
+def test_retry_once_then_success(backend_url: str, namespace: str, broker) -> None:  # type: ignore[no-untyped-def]
+    Admin(backend_url, namespace).create_topic("R", read_queues=4, write_queues=4)
+    seen: list = []
+    consumer = PushConsumer("gr", backend_url, namespace=namespace)
+    consumer.subscribe("R", "*")
+    consumer.register_message_listener(_listener(seen, lambda m: m.reconsume_times == 0))
+    with consumer, Producer("p", backend_url, namespace=namespace) as producer:
+        ids = {producer.send(Message("R", b"%d" % i, tags="t", keys=["k"], properties={"a": "1"})).msg_id for i in range(20)}
+        wait_for(lambda: len(seen) >= 40, 15, "each message twice")
+        time.sleep(0.5)
+    assert len(seen) == 40
+    for msg_id in ids:
+        deliveries = [s for s in seen if s[3] == msg_id]
+        assert [d[1] for d in deliveries] == [0, 1]  # the second time with reconsume_times == 1
+        assert {d[2] for d in deliveries} == {"R"}  # the listener always sees the original topic
+
+
+def test_dead_letter_after_max_reconsume_times_then_resend(backend_url: str, namespace: str, broker) -> None:  # type: ignore[no-untyped-def]
+    admin = Admin(backend_url, namespace)
+    admin.create_topic("D", read_queues=2, write_queues=2)
+    seen: list = []
+    poison = PushConsumer("gd", backend_url, namespace=namespace, max_reconsume_times=2)
+    poison.subscribe("D", "*")
+    poison.register_message_listener(_listener(seen, lambda m: True))
+    with poison, Producer("p", backend_url, namespace=namespace) as producer:
+        r = producer.send(Message("D", b"poison", tags="bad", keys=["order-9"], properties={"x": "y"}))
+        wait_for(lambda: len(admin.dlq_messages("gd")) == 1, 15, "the message to reach the DLQ")
+        time.sleep(1.0)
+    assert [s[1] for s in seen] == [0, 1, 2]  # delivered exactly 3 times
+    [dead] = admin.dlq_messages("gd")
+    assert (dead.msg_id, dead.body, dead.tags, list(dead.keys), dead.properties) == (r.msg_id, b"poison", "bad", ["order-9"], {"x": "y"})
+    assert dead.system_properties["RETRY_TOPIC"] == "D"
+
+    again: list = []
+    healthy = PushConsumer("gd2", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.LAST_OFFSET)
+    healthy.subscribe("D", "*")
+    healthy.register_message_listener(_listener(again, lambda m: False))
+    with healthy:
+        time.sleep(0.5)
+        assert admin.resend_dlq("gd") == 1
+        assert admin.resend_dlq("gd") == 0  # already resent
+        wait_for(lambda: len(again) >= 1, 10, "the resent message")
+    assert again[0][0] == b"poison" and again[0][2] == "D"
+
+
+def test_retention_removes_old_messages_and_frees_memory(namespace: str) -> None:
+    with RedisServer() as server:
+        url = server.url
+        client = server.client()
+        admin = Admin(url, namespace)
+        admin.create_topic("ret", read_queues=4, write_queues=4)
+        baseline = client.info("memory")["used_memory"]
+        config = BrokerConfig(file_reserved_time_h=1.5 / 3600, retention_interval_s=0.5)
+        with BrokerService(url, namespace, config), Producer("p", url, namespace=namespace) as producer:
+            first = producer.send(Message("ret", b"x" * 512, keys=["old-key"]))
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:  # a steady load for a few seconds
+                for _ in range(100):
+                    producer.send_oneway(Message("ret", b"x" * 512, keys=["k%d" % (time.monotonic_ns() % 50)]))
+                time.sleep(0.05)
+            peak = client.info("memory")["used_memory"]
+            wait_for(lambda: all(s.min_offset == s.max_offset for s in admin.topic_status("ret").values()), 10, "all trimmed")
+        assert admin.query_message("ret", first.msg_id) is None
+        assert admin.query_messages_by_key("ret", "old-key") == []
+        store = Store(Connection(url, namespace))
+        for qid in range(4):
+            keys = store.queue_keys("ret", qid)
+            assert client.hlen(keys.ids) == 0 and client.zcard(keys.keys) == 0 and client.xlen(keys.log) == 0
+        after = client.info("memory")["used_memory"]
+        client.close()
+    assert peak - baseline > 1_000_000, "the load should have used memory"
+    assert after - baseline < (peak - baseline) * 0.2, (baseline, peak, after)
+
+
+def test_broker_check_reports_health(redis_server, namespace: str) -> None:
+    url = redis_server.url
+
+    def check() -> int:
+        return subprocess.run([sys.executable, "-m", "mq", "broker", "--check", "--url", url, "--namespace", namespace],
+                              capture_output=True, timeout=30, cwd=ROOT).returncode  # fmt: skip
+
+    assert check() == 1
+    with BrokerService(url, namespace) as service:
+        assert healthy_brokers(url, namespace) == [service.id]
+        assert check() == 0
+    assert check() == 1  # a clean shutdown leaves the set at once
+
+
+def test_delayed_batch_and_bad_levels_are_refused(redis_server, namespace: str) -> None:
+    from mq.errors import MQClientError
+
+    with pytest.raises(MQClientError, match="level"):
+        BrokerConfig(message_delay_level="1s 5x")
+    Admin(redis_server.url, namespace).create_topic("b", read_queues=1, write_queues=1)
+    with Producer("p", redis_server.url, namespace=namespace) as producer, pytest.raises(MQClientError, match="delayed"):
+        producer.send_batch([Message("b", b"x", delay_level=1)])
