@@ -169,7 +169,8 @@ def test_dead_letter_after_max_reconsume_times_then_resend(backend_url: str, nam
         time.sleep(1.0)
     assert [s[1] for s in seen] == [0, 1, 2]  # delivered exactly 3 times
     [dead] = admin.dlq_messages("gd")
-    assert (dead.msg_id, dead.body, dead.tags, list(dead.keys), dead.properties) == (r.msg_id, b"poison", "bad", ["order-9"], {"x": "y"})
+    assert (dead.msg_id, dead.body, dead.tags, list(dead.keys)) == (r.msg_id, b"poison", "bad", ["order-9"])
+    assert dead.properties == {"x": "y"}
     assert dead.system_properties["RETRY_TOPIC"] == "D"
 
     again: list = []

@@ -63,6 +63,9 @@ def test_demo_runs_on_the_embedded_store() -> None:
     assert "member 1 got 20, member 2 got 20, none twice: True" in result.stdout
     assert "tag filter 'paid' (filtered in Redis): ['order-1001 paid'," in result.stdout
     assert "DemoGroup lag after consuming: 0" in result.stdout
+    assert "(due after 2 s): ['cancel order-1001 if unpaid']" in result.stdout
+    assert "12. retry: failed -> ok" in result.stdout
+    assert "resend_dlq resent 1; after the fix: failed -> failed -> ok" in result.stdout
 
 
 def test_demo_runs_on_redis(redis_server, namespace: str) -> None:
@@ -99,3 +102,27 @@ def test_group_commands(redis_server, namespace: str, capsys: pytest.CaptureFixt
     capsys.readouterr()
     assert main(["group", "progress", "cli-group", "--topic", "gt", *common]) == 0
     assert "total lag: 10" in capsys.readouterr().out
+
+
+def test_dlq_commands(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from mq import Admin, ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
+    from scheduler import BrokerConfig, BrokerService
+
+    url, common = redis_server.url, ["--url", redis_server.url, "--namespace", namespace]
+    Admin(url, namespace).create_topic("dq", read_queues=1, write_queues=1)
+    consumer = PushConsumer("cli-dlq", url, namespace=namespace, max_reconsume_times=0)
+    consumer.subscribe("dq", "*")
+    consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.RECONSUME_LATER)
+    with BrokerService(url, namespace, BrokerConfig(message_delay_level="100ms")), consumer, \
+            Producer("p", url, namespace=namespace) as producer:  # fmt: skip
+        time.sleep(0.5)
+        sent = producer.send(Message("dq", b"bad order"))
+        deadline = time.monotonic() + 10
+        while not Admin(url, namespace).dlq_messages("cli-dlq") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert main(["dlq", "list", "cli-dlq", *common]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert (listed["msg_id"], listed["body"], listed["system_properties"]["RETRY_TOPIC"]) == (sent.msg_id, "bad order", "dq")
+    assert main(["dlq", "resend", "cli-dlq", "--id", sent.msg_id, *common]) == 0
+    assert "resent 1 message(s)" in capsys.readouterr().out
+    assert Admin(url, namespace).topic_status("dq")[sent.message_queue].max_offset == 2

@@ -8,10 +8,11 @@ from collections.abc import Callable
 
 from mq.admin import Admin
 from mq.connection import mask_url, resolve_url
-from mq.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mq.consumer import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
 from mq.filter import MessageSelector
 from mq.message import Message, MessageExt
 from mq.producer import Producer, SelectMessageQueueByHash
+from scheduler import BrokerService
 
 #: The demo's topic.
 TOPIC = "DemoOrders"
@@ -27,6 +28,8 @@ def run(url: str | None = None, namespace: str = "mq") -> int:
     with Admin(url, namespace) as admin, Producer("DemoProducer", url, namespace=namespace) as producer:
         _produce(admin, producer)
         _consume(url, namespace, admin, producer)
+        with BrokerService(url, namespace):
+            _time(url, namespace, admin, producer)
     print("\nDone. Try it on Redis: MQ_URL=redis://127.0.0.1:6379/0 make demo")
     return 0
 
@@ -81,9 +84,9 @@ class _Recorder:
 
 
 def _consumer(url: str, namespace: str, group: str, expression: str | MessageSelector, sink: _Recorder,
-              where: ConsumeFromWhere = ConsumeFromWhere.FIRST_OFFSET) -> PushConsumer:  # fmt: skip
+              where: ConsumeFromWhere = ConsumeFromWhere.FIRST_OFFSET, topic: str = TOPIC) -> PushConsumer:  # fmt: skip
     consumer = PushConsumer(group, url, namespace=namespace, consume_from_where=where)
-    consumer.subscribe(TOPIC, expression)
+    consumer.subscribe(topic, expression)
     consumer.register_message_listener(sink)
     return consumer.start()
 
@@ -117,3 +120,64 @@ def _wait(done: Callable[[], bool], timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not done() and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def _time(url: str, namespace: str, admin: Admin, producer: Producer) -> None:
+    """Delayed messages, a retry that succeeds, and a dead letter that is resent (needs the broker service)."""
+    admin.create_topic("DemoTimeouts", read_queues=1, write_queues=1)
+    admin.create_topic("DemoPayments", read_queues=2, write_queues=2)
+    timeouts, payments = _Recorder(), _Attempts()
+    consumers = [_consumer(url, namespace, "DemoTimeoutChecker", "*", timeouts, ConsumeFromWhere.LAST_OFFSET, "DemoTimeouts")]
+    pay = PushConsumer("DemoPaymentService", url, namespace=namespace, max_reconsume_times=1)
+    pay.subscribe("DemoPayments", "*")
+    pay.register_message_listener(payments)
+    consumers.append(pay.start())
+    try:
+        _wait(lambda: all(c.assigned_queues() for c in consumers))
+        sent_at = time.time()
+        producer.send(Message("DemoTimeouts", b"cancel order-1001 if unpaid", deliver_time_ms=int(sent_at * 1000) + 2000))
+        producer.send(Message("DemoPayments", b"charge order-1002"))  # fails once, then succeeds
+        producer.send(Message("DemoPayments", b"charge order-1003 (card declined)"))  # always fails
+        _wait(lambda: bool(timeouts.bodies) and len(admin.dlq_messages("DemoPaymentService")) == 1)
+        print(f"11. timer message delivered {time.time() - sent_at:.2f} s after sending (due after 2 s): "
+              f"{timeouts.bodies}")  # fmt: skip
+        print(f"12. retry: {payments.summary('charge order-1002')}")
+        print(f"13. dead letter after max_reconsume_times=1: {payments.summary('charge order-1003 (card declined)')}; "
+              f"DLQ holds {[m.body.decode() for m in admin.dlq_messages('DemoPaymentService')]}")  # fmt: skip
+        payments.fix("charge order-1003 (card declined)")
+        resent = admin.resend_dlq("DemoPaymentService")
+        _wait(lambda: payments.succeeded("charge order-1003 (card declined)"))
+        print(f"    resend_dlq resent {resent}; after the fix: {payments.summary('charge order-1003 (card declined)')}")
+    finally:
+        for consumer in consumers:
+            consumer.shutdown()
+
+
+class _Attempts:
+    """A payment listener that fails the first try of order-1002 and every try of a declined card."""
+
+    def __init__(self) -> None:
+        self.tries: dict[str, list[str]] = {}
+        self.fixed: set[str] = set()
+        self.lock = threading.Lock()
+
+    def __call__(self, msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        body = msgs[0].body.decode()
+        with self.lock:
+            tries = self.tries.setdefault(body, [])
+            ok = body in self.fixed or ("1002" in body and msgs[0].reconsume_times > 0)
+            tries.append("ok" if ok else "failed")
+        ctx.delay_level_when_next_consume = 1  # retry after 1 s (level 1) instead of the default 10 s
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS if ok else ConsumeConcurrentlyStatus.RECONSUME_LATER
+
+    def summary(self, body: str) -> str:
+        with self.lock:
+            return " -> ".join(self.tries.get(body, []))
+
+    def succeeded(self, body: str) -> bool:
+        with self.lock:
+            return "ok" in self.tries.get(body, [])
+
+    def fix(self, body: str) -> None:
+        with self.lock:
+            self.fixed.add(body)
