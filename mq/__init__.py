@@ -21,8 +21,10 @@ from mq.consumer import (
     ConsumeMessageContext,
     ConsumeOrderlyStatus,
     MessageModel,
+    MessageView,
     PullConsumer,
     PushConsumer,
+    SimpleConsumer,
 )
 from mq.errors import (
     FilterExpressionError,
@@ -76,6 +78,7 @@ __all__ = [
     "MessageQueueSelector",
     "MessageSelector",
     "MessageTooLargeError",
+    "MessageView",
     "Producer",
     "PullConsumer",
     "PushConsumer",
@@ -87,6 +90,7 @@ __all__ = [
     "SelectMessageQueueByRandom",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "TopicConfig",
     "TopicNotFoundError",
 ]

@@ -18,6 +18,8 @@ key                             type        holds
 ``{ns}:config``                 hash        namespace-wide broker settings (``message_delay_level``)
 ``{ns}:brokers``                zset        broker service id → last health beat, ms
 ``{ns:%DLQ%G:0}:resent``        set         msg ids of dead letters already resent by an admin
+``{ns:T:Q}:inv:G``              zset        simple consumer group G: offset → visible again at, ms
+``{ns:T:Q}:att:G``              hash        simple consumer group G: offset → delivery attempts
 ``{ns}:groups``                 set         every consumer group that ever registered
 ``{ns:g:G}:clients``            zset        client id → last heartbeat, ms (live = recent)
 ``{ns:g:G}:info``               hash        client id → ClientInfo JSON
@@ -51,6 +53,11 @@ class QueueKeys:
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
         return [self.meta, self.log, self.ids, self.keys, self.offsets, self.owners, self.timer, self.delayed]
+
+    def simple(self, group: str) -> list[str]:
+        """The keys of ``receive-simple`` for simple-consumer group ``group`` on this queue."""
+        tag = self.meta.removesuffix(":q")
+        return [self.meta, self.log, self.offsets, f"{tag}:inv:{group}", f"{tag}:att:{group}"]
 
     def deliver(self) -> list[str]:
         """The keys of ``deliver-due``: the put keys and the queue's timer."""

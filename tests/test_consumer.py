@@ -22,7 +22,10 @@ from mq import (
     PullConsumer,
     PushConsumer,
 )
-from mq.errors import FilterExpressionError, MQClientError
+from mq.connection import Connection
+from mq.consumer.retry import SendBack
+from mq.errors import FilterExpressionError, MQBrokerError, MQClientError
+from mq.store import Store
 from tests.procs import wait_for
 from tests.servers import RedisServer
 
@@ -85,7 +88,8 @@ def test_push_consumer_gets_everything_once_with_hooks(env) -> None:  # type: ig
         for i in range(300):
             producer.send(Message("T", b"%d" % i))
         wait_for(lambda: len(got.messages) >= 300, 20, "300 messages")
-        assert len(consumer.assigned_queues()) == 8
+        assert {q.topic for q in consumer.assigned_queues()} == {"T", "%RETRY%g1"}  # the retry topic comes along
+        assert len([q for q in consumer.assigned_queues() if q.topic == "T"]) == 8
     assert sorted(got.bodies, key=int) == [b"%d" % i for i in range(300)]
     assert hook.statuses.count("CONSUME_SUCCESS") == 300
     progress = admin.consumer_progress("g1", "T")
@@ -141,24 +145,48 @@ def test_consume_from_where(env) -> None:  # type: ignore[no-untyped-def]
     assert sorted(stamp.bodies) == sorted([b"mid%d" % i for i in range(40)] + [b"new%d" % i for i in range(40)])
 
 
-def test_retry_locally_when_the_listener_fails(env) -> None:  # type: ignore[no-untyped-def]
-    url, ns, _, producer = env
-    attempts: dict[bytes, int] = {}
+def test_failed_message_waits_in_the_retry_topic(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, admin, producer = env
+    calls: list[int] = []
 
-    def flaky(msgs, ctx):  # type: ignore[no-untyped-def]
-        body = msgs[0].body
-        attempts[body] = attempts.get(body, 0) + 1
-        if attempts[body] == 1:
-            raise RuntimeError("first attempt fails")
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    def failing(msgs, ctx):  # type: ignore[no-untyped-def]
+        calls.append(msgs[0].reconsume_times)
+        raise RuntimeError("always fails")
 
     c = PushConsumer("g-retry", url, namespace=ns)
+    c.subscribe("T")
+    c.register_message_listener(failing)
+    with c:
+        sent = producer.send(Message("T", b"once"))
+        wait_for(lambda: bool(calls), 10, "the first attempt")
+        store = Store(Connection(url, ns))
+        timer = store.queue_keys("%RETRY%g-retry", 0).timer
+        wait_for(lambda: store.conn.client.zcard(timer) == 1, 10, "the copy in the retry topic's timer")
+        wait_for(lambda: sum(p.lag for p in admin.consumer_progress("g-retry", "T")) == 0, 10, "offset committed")
+    assert calls == [0]  # comes back only when the broker service delivers it (see test_broker_service)
+    assert sent.msg_id
+
+
+def test_message_is_consumed_again_locally_when_sending_back_fails(env, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    url, ns, _, producer = env
+    attempts: list[int] = []
+
+    def flaky(msgs, ctx):  # type: ignore[no-untyped-def]
+        attempts.append(msgs[0].reconsume_times)
+        return ConsumeConcurrentlyStatus.RECONSUME_LATER if len(attempts) == 1 else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def broken_send_back(self, msg, delay_level=0, reason=""):  # type: ignore[no-untyped-def]
+        raise MQBrokerError("the store refused the send-back")
+
+    monkeypatch.setattr(SendBack, "send_back", broken_send_back)
+    monkeypatch.setattr("mq.consumer.push.LOCAL_RECONSUME_DELAY_S", 0.5)
+    c = PushConsumer("g-local", url, namespace=ns)
     c.subscribe("T")
     c.register_message_listener(flaky)
     with c:
         producer.send(Message("T", b"once"))
-        wait_for(lambda: attempts.get(b"once") == 2, 15, "the second attempt")
-    assert attempts == {b"once": 2}
+        wait_for(lambda: len(attempts) == 2, 10, "the local second attempt")
+    assert attempts == [0, 1]
 
 
 def test_progress_reports_lag_before_consumption(env) -> None:  # type: ignore[no-untyped-def]

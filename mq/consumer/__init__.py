@@ -11,6 +11,7 @@ from mq.consumer.allocate import (
 from mq.consumer.pull import PullConsumer
 from mq.consumer.push import PushConsumer
 from mq.consumer.registry import ClientInfo
+from mq.consumer.simple import MessageView, SimpleConsumer
 from mq.consumer.types import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -36,6 +37,8 @@ __all__ = [
     "ConsumeMessageContext",
     "ConsumeOrderlyStatus",
     "MessageModel",
+    "MessageView",
     "PullConsumer",
     "PushConsumer",
+    "SimpleConsumer",
 ]

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -129,8 +127,7 @@ class ConsumerCore:
             if self.message_model is MessageModel.BROADCASTING
             else RemoteOffsetStore(self.store, self.group)
         )
-        info = ClientInfo(self.client_id, socket.gethostname(), os.getpid(), kind=kind,
-                          message_model=self.message_model.value)  # fmt: skip
+        info = ClientInfo.of_this_process(self.client_id, kind=kind, message_model=self.message_model.value)
         self.registry = Registry(self.store, self.group, info)
         self._assigned: list[MessageQueue] | None = None  # manual assignment (PullConsumer.assign)
         self._members: list[str] = []

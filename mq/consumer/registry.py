@@ -15,6 +15,7 @@ import socket
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from mq.connection import translate_errors
 from mq.errors import MQBrokerError
@@ -49,6 +50,11 @@ class ClientInfo:
     last_heartbeat_ms: int = 0
     message_model: str = "CLUSTERING"
     kind: str = "push"
+
+    @classmethod
+    def of_this_process(cls, client_id: str, **fields: Any) -> ClientInfo:
+        """The info of a client running in this process (host name and pid filled in)."""
+        return cls(client_id, socket.gethostname(), os.getpid(), **fields)
 
 
 def new_client_id() -> str:

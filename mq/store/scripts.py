@@ -43,7 +43,7 @@ def _expand(source: str, folder: Any) -> str:
     lines = []
     for line in source.splitlines():
         name = line.strip().removeprefix("--@include ").strip() if line.strip().startswith("--@include ") else None
-        lines.append(folder.joinpath("includes", f"{name}.lua").read_text(encoding="utf-8") if name else line)
+        lines.append(_expand(folder.joinpath("includes", f"{name}.lua").read_text(encoding="utf-8"), folder) if name else line)
     return "\n".join(lines) + "\n"
 
 

@@ -210,7 +210,7 @@ class Store:
             if isinstance(reply, Exception):
                 out.append(MQBrokerError(f"pulling {p.topic!r} queue {p.queue_id} failed: {reply}"))
                 continue
-            msgs = [codec.decode(p.topic, p.queue_id, e[0], _pairs(e[1])) for e in reply[2:]]
+            msgs = [codec.decode(p.topic, p.queue_id, e[0], pairs(e[1])) for e in reply[2:]]
             out.append(PullResult(msgs, int(reply[0]), int(reply[1])))
         return out
 
@@ -260,7 +260,8 @@ class PullResult:
     max_offset: int
 
 
-def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
+def pairs(flat: list[bytes]) -> dict[bytes, bytes]:
+    """A flat ``[field, value, …]`` list as a dict."""
     return dict(zip(flat[::2], flat[1::2]))
 
 

@@ -16,6 +16,7 @@
   as XRANGE returns it, and next_offset is where the next pull starts (one past the last entry
   scanned, matched or not; never beyond max_offset).
 ]]
+--@include filter
 local offset = tonumber(ARGV[1])
 local want = tonumber(ARGV[2])
 local scan = tonumber(ARGV[3])
@@ -23,28 +24,7 @@ local ftype = ARGV[4]
 local max_offset = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 if offset >= max_offset then return {max_offset, max_offset} end
 
-local function field_of(fields, name)
-  for j = 1, #fields, 2 do
-    if fields[j] == name then return fields[j + 1] end
-  end
-  return nil
-end
-
-local matches
-if ftype == 'TAG' then
-  local wanted = {}
-  for tag in string.gmatch(ARGV[5], '[^\31]+') do wanted[tag] = true end
-  matches = function(fields)
-    local tag = field_of(fields, 't')
-    return tag ~= nil and wanted[tag] == true
-  end
-elseif ftype == 'SQL92' then
-  --@include sql92
-  local tree = cjson.decode(ARGV[5])
-  matches = function(fields) return sql92_matches(tree, fields) end
-else
-  matches = function(fields) return true end
-end
+local matches = make_matcher(ftype, ARGV[5])
 
 local out = {0, max_offset}
 local next_offset = offset

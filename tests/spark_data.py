@@ -1,0 +1,99 @@
+"""Data for the Spark tests: topics filled through the public producer, and dead letters."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from mq import Admin, Message, MessageQueue, Producer
+from mq.connection import Connection
+from mq.msgid import new_msg_id
+from mq.store import Store, codec
+from mq.topic import TopicConfig
+from mq.validation import DLQ_PREFIX
+
+#: Tags the filled messages cycle through.
+TAGS = ("created", "paid", "shipped")
+#: Whether the codec stores system properties and reconsume times (the broker's dead letters carry them).
+CODEC_HAS_SYSTEM_PROPERTIES = "system_properties" in inspect.signature(codec.encode).parameters
+
+
+def body_of(i: int) -> bytes:
+    """A body that is not text: every byte value occurs, lengths 1..64."""
+    return bytes((i * 31 + j * 7) % 256 for j in range(i % 64 + 1))
+
+
+@dataclass
+class Filled:
+    """What :func:`fill` sent: ``sent[msg_id] = (queue_id, offset, body, amount)``."""
+
+    url: str
+    namespace: str
+    topic: str
+    sent: dict[str, tuple[int, int, bytes, int]] = field(default_factory=dict)
+
+    def options(self, **extra: str) -> dict[str, str]:
+        """Source options for this topic."""
+        return {"url": self.url, "namespace": self.namespace, "topic": self.topic, **extra}
+
+    def queue_counts(self) -> dict[int, int]:
+        """Messages stored per queue, from ``Admin.topic_status``."""
+        with Admin(self.url, self.namespace) as admin:
+            return {mq.queue_id: s.max_offset - s.min_offset for mq, s in admin.topic_status(self.topic).items()}
+
+
+def fill(url: str, namespace: str, topic: str, n: int, queues: int, *, create: bool = True, start: int = 0) -> Filled:
+    """Send ``n`` messages (async, pipelined) with bodies :func:`body_of`, an ``amount`` property,
+    a tag and a key; create the topic with ``queues`` queues first when ``create``."""
+    if create:
+        with Admin(url, namespace) as admin:
+            admin.create_topic(topic, read_queues=queues, write_queues=queues)
+    out = Filled(url, namespace, topic)
+    with Producer("spark-test", url, namespace=namespace) as producer:
+        for low in range(start, start + n, 5000):
+            batch = range(low, min(low + 5000, start + n))
+            futures = [
+                (i, producer.send_async(Message(topic, body_of(i), tags=TAGS[i % 3], keys=[f"user-{i % 97}"],
+                                                properties={"amount": str(i % 1000)})))
+                for i in batch
+            ]  # fmt: skip
+            for i, f in futures:
+                r = f.result(timeout=30)
+                out.sent[r.msg_id] = (r.message_queue.queue_id, r.queue_offset, body_of(i), i % 1000)
+    return out
+
+
+def put_dead_letters(url: str, namespace: str, group: str, origin: str, reconsume_times: list[int]) -> None:
+    """Store dead letters of ``group`` (one per entry of ``reconsume_times``) the way the broker will:
+    in ``%DLQ%<group>`` (1 queue), with the original topic as system property ``RETRY_TOPIC``.
+
+    ``Admin.create_topic`` refuses ``%DLQ%`` names (they are the system's), so this writes through
+    the store API. Codecs without system properties store the message without them.
+    """
+    conn = Connection(url, namespace)
+    try:
+        store = Store(conn)
+        topic = f"{DLQ_PREFIX}{group}"
+        store.save_topic(TopicConfig(topic, read_queues=1, write_queues=1))
+        encoded = []
+        for times in reconsume_times:
+            msg = Message(topic, b"dead", keys=["k"])
+            extra: dict[str, Any] = {}
+            if CODEC_HAS_SYSTEM_PROPERTIES:
+                extra = {"reconsume_times": times, "system_properties": {"RETRY_TOPIC": origin}}
+            encoded.append(codec.encode(msg, new_msg_id(), **extra))
+        store.put(topic, 0, encoded)
+    finally:
+        conn.close()
+
+
+def commit(url: str, namespace: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit ``group``'s offsets on queues of ``topic`` (as a consumer's persist does)."""
+    from mq.consumer.offsets import write_group_offsets
+
+    conn = Connection(url, namespace)
+    try:
+        write_group_offsets(Store(conn), group, {MessageQueue(topic, "broker-a", q): o for q, o in offsets.items()})
+    finally:
+        conn.close()

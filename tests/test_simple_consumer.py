@@ -1,0 +1,112 @@
+"""SimpleConsumer: invisibility, acks, redelivery with attempts, sharing, dead letters."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from mq import Admin, Message, MessageSelector, Producer, SimpleConsumer
+from mq.errors import MQClientError
+
+
+@pytest.mark.slow
+def test_invisibility_ack_extend_shorten_and_dead_letter(backend_url: str, namespace: str) -> None:
+    admin = Admin(backend_url, namespace)
+    admin.create_topic("S", read_queues=2, write_queues=2)
+    sc = SimpleConsumer("gs", backend_url, namespace=namespace, subscriptions={"S": "*"}, await_duration_s=0.5,
+                        max_delivery_attempts=2)  # fmt: skip
+    with sc, Producer("p", backend_url, namespace=namespace) as producer:
+        for body in (b"acked", b"redeliver", b"extend", b"shorten"):
+            producer.send(Message("S", body))
+        got = {v.body: v for v in sc.receive(max_messages=4, invisible_duration_s=10)}
+        assert set(got) == {b"acked", b"redeliver", b"extend", b"shorten"}
+        assert all(v.delivery_attempt == 1 for v in got.values())
+        sc.ack(got[b"acked"])
+        sc.change_invisible_duration(got[b"extend"], 20)
+        assert sc.receive(max_messages=4, invisible_duration_s=10) == []  # all invisible now
+        time.sleep(10.3)
+        again = {v.body: v for v in sc.receive(max_messages=4, invisible_duration_s=10)}
+        assert set(again) == {b"redeliver", b"shorten"}  # not the acked one, not the extended one yet
+        assert again[b"redeliver"].delivery_attempt == 2
+        with pytest.raises(MQClientError, match="expired"):
+            sc.ack(got[b"redeliver"])  # the old receipt is no longer valid
+        sc.ack(again[b"shorten"])
+        sc.change_invisible_duration(again[b"redeliver"], 10)
+        time.sleep(10.3)
+        late = {v.body: v for v in sc.receive(max_messages=4, invisible_duration_s=10)}
+        assert set(late) == {b"extend"} and late[b"extend"].delivery_attempt == 2  # after its 20 s
+        # "redeliver" was due for its third attempt: past max_delivery_attempts=2 it is a dead letter
+        dead = admin.dlq_messages("gs")
+        assert [m.body for m in dead] == [b"redeliver"]
+        assert dead[0].system_properties["DLQ_REASON"] == "max delivery attempts"
+        sc.ack(late[b"extend"])
+
+
+def test_two_receivers_never_hold_one_message_at_once(backend_url: str, namespace: str) -> None:
+    Admin(backend_url, namespace).create_topic("S2", read_queues=4, write_queues=4)
+    held: dict[bytes, str] = {}
+    seen: list[bytes] = []
+    overlap: list[bytes] = []
+    lock = threading.Lock()
+
+    def work(name: str, sc: SimpleConsumer) -> None:
+        idle = 0
+        while idle < 3:
+            views = sc.receive(max_messages=8, invisible_duration_s=30)
+            idle = 0 if views else idle + 1
+            for v in views:
+                with lock:
+                    if v.body in held:
+                        overlap.append(v.body)
+                    held[v.body] = name
+                    seen.append(v.body)
+                time.sleep(0.001)
+                with lock:
+                    held.pop(v.body, None)
+                sc.ack(v)
+
+    consumers = [SimpleConsumer("g2", backend_url, namespace=namespace, subscriptions={"S2": MessageSelector.by_tag("*")},
+                                await_duration_s=0.3).start() for _ in range(2)]  # fmt: skip
+    with Producer("p", backend_url, namespace=namespace) as producer:
+        for i in range(300):
+            producer.send(Message("S2", b"%d" % i))
+    threads = [threading.Thread(target=work, args=(f"c{i}", c)) for i, c in enumerate(consumers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for c in consumers:
+        c.shutdown()
+    assert overlap == []
+    assert sorted(seen, key=int) == [b"%d" % i for i in range(300)]  # each exactly once (acked in time)
+
+
+def test_filters_and_bad_arguments(redis_server, namespace: str) -> None:
+    Admin(redis_server.url, namespace).create_topic("S3", read_queues=1, write_queues=1)
+    sc = SimpleConsumer("g3", redis_server.url, namespace=namespace, await_duration_s=0.2,
+                        subscriptions={"S3": MessageSelector.by_sql("n > 5")})  # fmt: skip
+    with sc, Producer("p", redis_server.url, namespace=namespace) as producer:
+        for n in range(10):
+            producer.send(Message("S3", b"%d" % n, properties={"n": str(n)}))
+        views = sc.receive(max_messages=16, invisible_duration_s=10)
+        assert [v.body for v in views] == [b"6", b"7", b"8", b"9"]
+        with pytest.raises(MQClientError, match="invisible"):
+            sc.receive(invisible_duration_s=1)
+        with pytest.raises(MQClientError, match="max_messages"):
+            sc.receive(max_messages=0)
+    with pytest.raises(MQClientError, match="subscription"):
+        SimpleConsumer("g3", redis_server.url, namespace=namespace, subscriptions={})
+
+
+def test_receive_waits_for_a_message_without_spinning(redis_server, namespace: str) -> None:
+    Admin(redis_server.url, namespace).create_topic("S4", read_queues=2, write_queues=2)
+    with SimpleConsumer("g4", redis_server.url, namespace=namespace, subscriptions={"S4": "*"}, await_duration_s=5) as sc, \
+            Producer("p", redis_server.url, namespace=namespace) as producer:  # fmt: skip
+        threading.Timer(0.5, lambda: producer.send(Message("S4", b"later"))).start()
+        started = time.monotonic()
+        views = sc.receive(max_messages=1, invisible_duration_s=10)
+        took = time.monotonic() - started
+    assert [v.body for v in views] == [b"later"]
+    assert 0.4 <= took <= 1.5

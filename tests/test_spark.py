@@ -1,0 +1,302 @@
+"""The ``mq`` Spark data source and analytics jobs on real redis-server processes and a local SparkSession."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark", reason="pip install 'rocketredis[spark]'")
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from mq import Admin, MQClientError, TopicNotFoundError
+from mq.connection import Connection
+from spark import MQDataSource, local_session, parse_options
+from spark.plan import QueueRange, cap, plan
+from tests.helpers import raw_client
+from tests.spark_data import Filled, commit, fill
+
+pytestmark = [pytest.mark.spark]
+
+#: Messages in the big topic (acceptance: 30k on 6 queues).
+BIG = 30_000
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local[2] session for the module (JVM start-up costs seconds)."""
+    session = local_session(2, app_name="rocketredis-tests", shuffle_partitions=2)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def big(redis_server: Any) -> Filled:
+    """30 000 messages on a 6-queue topic of a namespace of its own."""
+    return fill(redis_server.url, "t" + uuid.uuid4().hex[:8], "Orders", BIG, 6)
+
+
+def load(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    """``spark.read.format("mq")`` with ``options``."""
+    return spark.read.format("mq").options(**options).load()
+
+
+def plan_direct(options: dict[str, str]) -> list[QueueRange]:
+    """Plan through the data source API without Spark (so planning and reading can be split)."""
+    source = MQDataSource(options)
+    return source.reader(source.schema()).partitions()
+
+
+def read_direct(options: dict[str, str], parts: list[QueueRange]) -> list[dict[str, Any]]:
+    """Read planned partitions through the data source API without Spark, as row dicts."""
+    source = MQDataSource(options)
+    reader = source.reader(source.schema())
+    return [row for p in parts for batch in reader.read(p) for row in batch.to_pylist()]
+
+
+def test_plan_balances_skewed_queues_and_caps_batches() -> None:
+    ranges = {("T", 0): (0, 9000), ("T", 1): (100, 1100), ("T", 2): (5, 5)}
+    parts = plan(ranges, min_partitions=None, max_partition_messages=10**6)
+    assert [(p.queue_id, p.start, p.end) for p in parts if p.queue_id == 1] == [(1, 100, 1100)]
+    assert len(parts) == 3 + 1 and max(p.size for p in parts) <= 5000  # even share: 10 000 / 2 non-empty queues
+    assert sum(p.size for p in parts) == 10_000 and all(p.size > 0 for p in parts)
+    assert [p.end for p in parts[:-1]] == [p.start for p in parts[1:-1]] + [9000]  # queue 0: contiguous pieces
+    capped = cap({("T", 0): 0, ("T", 1): 10}, {("T", 0): 1000, ("T", 1): 110}, 220)
+    assert capped == {("T", 0): 200, ("T", 1): 30}
+    assert cap({("T", 0): 5}, {("T", 0): 6, ("T", 1): 1}, 1) in ({("T", 0): 6, ("T", 1): 0}, {("T", 0): 5, ("T", 1): 1})
+
+
+def test_big_topic_counts_partitions_sums_and_bodies(spark: SparkSession, big: Filled) -> None:
+    df = load(spark, big.options())
+    assert df.count() == BIG
+
+    per_part = df.groupBy(F.spark_partition_id().alias("p")).agg(F.countDistinct("queue_id").alias("queues")).collect()
+    assert all(r.queues == 1 for r in per_part)  # a partition reads one queue
+    assert df.select("queue_id").distinct().count() == 6 and len(per_part) >= 6
+
+    counts = {r.queue_id: r["count"] for r in df.groupBy("queue_id").count().collect()}
+    assert counts == big.queue_counts()
+
+    total = df.agg(F.sum(F.col("properties")["amount"].cast("long"))).first()[0]
+    assert total == sum(amount for _, _, _, amount in big.sent.values())
+
+    rows = df.select("msg_id", "queue_id", "queue_offset", "body").collect()
+    got = {r.msg_id: (r.queue_id, r.queue_offset, bytes(r.body)) for r in rows}
+    assert got == {mid: (q, o, body) for mid, (q, o, body, _) in big.sent.items()}
+
+
+def test_topics_table_and_row_fields(spark: SparkSession, big: Filled) -> None:
+    topics = load(spark, big.options(table="topics")).orderBy("queue_id").collect()
+    assert {r.queue_id: r.messages for r in topics} == big.queue_counts()
+    assert all(r.readable and r.writable and r.last_store_timestamp is not None for r in topics)
+
+    row = load(spark, big.options()).where("queue_id = 0 AND queue_offset = 0").first()
+    assert row.tags in ("created", "paid", "shipped") and row.keys[0].startswith("user-")
+    assert row.reconsume_times == 0 and row.system_properties == {}
+    assert row.born_timestamp <= row.store_timestamp
+
+
+def test_large_queues_are_split_evenly(spark: SparkSession, big: Filled) -> None:
+    sizes = load(spark, big.options(min_partitions="12")).groupBy(F.spark_partition_id()).count().collect()
+    assert len(sizes) == 12 and max(r["count"] for r in sizes) <= BIG // 12 + 6
+    capped = load(spark, big.options(max_partition_messages="1000")).groupBy(F.spark_partition_id()).count().collect()
+    assert len(capped) >= 30 and max(r["count"] for r in capped) <= 1000
+
+
+def test_store_time_options(spark: SparkSession, big: Filled) -> None:
+    times = sorted(r[0] for r in load(spark, big.options()).select(F.unix_millis("store_timestamp")).collect())
+    low, high = times[len(times) // 4], times[3 * len(times) // 4]
+    expected = sum(1 for t in times if low <= t <= high)
+    assert load(spark, big.options(min_store_time=str(low), max_store_time=str(high))).count() == expected
+
+
+def test_snapshot_is_what_planning_saw(redis_server: Any, namespace: str, spark: SparkSession) -> None:
+    data = fill(redis_server.url, namespace, "Snap", 3000, 3)
+    # Direct API: plan, send more, read
+    parts = plan_direct(data.options())
+    planned = {p.queue_id: p.end for p in parts}
+    fill(redis_server.url, namespace, "Snap", 600, 3, create=False, start=3000)
+    rows = read_direct(data.options(), parts)
+    assert len(rows) == 3000 and all(r["queue_offset"] < planned[r["queue_id"]] for r in rows)
+
+    # Through Spark: the plan is made (and the offsets read) before the sends, the read after
+    df = load(spark, data.options()).groupBy("queue_id").agg(F.count(F.lit(1)).alias("n"), F.max("queue_offset").alias("last"))
+    before = data.queue_counts()
+    df._jdf.queryExecution().executedPlan()  # plans the scan: partitions() runs now
+    fill(redis_server.url, namespace, "Snap", 900, 3, create=False, start=3600)
+    got = {r.queue_id: (r.n, r.last) for r in df.collect()}
+    assert got == {q: (n, n - 1) for q, n in before.items()}
+    assert sum(data.queue_counts().values()) == 4500
+
+
+def test_messages_trimmed_after_planning_are_skipped(redis_server: Any, namespace: str) -> None:
+    data = fill(redis_server.url, namespace, "Trim", 1200, 2)
+    parts = plan_direct(data.options())
+    client = raw_client(redis_server.url)
+    client.xtrim(Connection(redis_server.url, namespace).keys.queue("Trim", 0).log, minid="0-101", approximate=False)
+    rows = read_direct(data.options(), parts)
+    assert len(rows) == 1100
+    assert min(r["queue_offset"] for r in rows if r["queue_id"] == 0) == 100
+
+
+def test_offsets_table_shows_commit_and_lag(spark: SparkSession, big: Filled) -> None:
+    commit(big.url, big.namespace, "Billing", big.topic, {0: 100})
+    rows = {r.queue_id: r for r in load(spark, big.options(table="offsets")).where("group = 'Billing'").collect()}
+    counts = big.queue_counts()
+    assert rows[0].consumer_offset == 100 and rows[0].broker_offset == counts[0] and rows[0].lag == counts[0] - 100
+    assert all(rows[q].consumer_offset == -1 and rows[q].lag == counts[q] for q in range(1, 6))
+    with Admin(big.url, big.namespace) as admin:
+        progress = admin.consumer_progress("Billing")
+    assert {p.message_queue.queue_id: (p.broker_offset, p.consumer_offset, p.lag) for p in progress} == {
+        q: (r.broker_offset, r.consumer_offset, r.lag) for q, r in rows.items()
+    }
+
+
+@pytest.mark.cluster
+def test_cluster_counts(spark: SparkSession, redis_cluster: Any, namespace: str) -> None:
+    data = fill(redis_cluster.url, namespace, "Orders", 6000, 6)
+    conn = Connection(redis_cluster.url, namespace)
+    assert len({conn.node_of(conn.keys.queue("Orders", q).log) for q in range(6)}) > 1  # queues on several masters
+    df = load(spark, data.options())
+    assert df.count() == 6000
+    assert {r.queue_id: r["count"] for r in df.groupBy("queue_id").count().collect()} == data.queue_counts()
+    assert df.agg(F.sum(F.col("properties")["amount"].cast("long"))).first()[0] == sum(a for *_, a in data.sent.values())
+    commit(data.url, namespace, "G", "Orders", {0: 100})
+    row = load(spark, data.options(table="offsets")).where("queue_id = 0").first()
+    assert (row.consumer_offset, row.lag) == (100, data.queue_counts()[0] - 100)
+
+
+def test_bad_options_are_client_errors(
+    spark: SparkSession, redis_server: Any, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = redis_server.url
+    cases = [
+        ({"url": url, "topics": "x"}, "unknown option"),
+        ({"url": url, "table": "nope"}, "unknown table 'nope'"),
+        ({"url": "memory://"}, "in-process store"),
+        ({"url": url, "min_store_time": "yesterday"}, "min_store_time"),
+        ({"url": url, "starting_offsets": "[1]"}, "starting_offsets"),
+        ({"url": url, "page_size": "0"}, "page_size"),
+        ({"url": url, "topic": "bad name"}, "bad name"),
+    ]
+    for options, message in cases:
+        with pytest.raises(MQClientError, match=message):
+            parse_options(options)
+    monkeypatch.delenv("MQ_URL", raising=False)
+    with pytest.raises(MQClientError, match="'url' is missing"):
+        parse_options({})
+    with pytest.raises(TopicNotFoundError, match="unknown topic 'Nope'"):
+        MQDataSource({"url": url, "namespace": namespace, "topic": "Nope"}).schema()
+    with pytest.raises(AnalysisException, match=r"TopicNotFoundError: unknown topic 'Nope'"):
+        load(spark, {"url": url, "namespace": namespace, "topic": "Nope"})
+    with pytest.raises(AnalysisException, match=r"MQClientError: unknown table"):
+        load(spark, {"url": url, "table": "nope"})
+
+
+def test_empty_namespace_reads_nothing(spark: SparkSession, redis_server: Any, namespace: str) -> None:
+    options = {"url": redis_server.url, "namespace": namespace}
+    assert load(spark, options).count() == 0
+    assert load(spark, {**options, "topic": "%DLQ%*"}).count() == 0
+    assert load(spark, {**options, "table": "offsets"}).count() == 0
+
+
+def test_streaming_sees_new_messages_once_across_restart(
+    spark: SparkSession, redis_server: Any, namespace: str, tmp_path: pathlib.Path
+) -> None:
+    url = redis_server.url
+    fill(url, namespace, "Live", 100, 3)  # before the query starts: not read (starting_offsets=latest)
+    seen: list[tuple[int, list[str]]] = []
+    lock = threading.Lock()
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        ids = [r.msg_id for r in batch.select("msg_id").collect()]
+        with lock:
+            seen.append((batch_id, ids))
+
+    def start(**extra: str) -> Any:
+        stream = spark.readStream.format("mq").options(url=url, namespace=namespace, topic="Live", **extra).load()
+        return (stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ck"))
+                .trigger(processingTime="200 milliseconds").start())  # fmt: skip
+
+    query = start()
+    try:
+        query.processAllAvailable()
+        first = fill(url, namespace, "Live", 500, 3, create=False, start=100)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    while_stopped = fill(url, namespace, "Live", 400, 3, create=False, start=600)
+    query = start(max_messages_per_trigger="150")  # resumes from the checkpoint, not from "latest"
+    try:
+        query.processAllAvailable()
+        last = fill(url, namespace, "Live", 300, 3, create=False, start=1000)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+
+    ids = [i for _, batch in seen for i in batch]
+    assert len(ids) == len(set(ids)) == 1200
+    assert set(ids) == set(first.sent) | set(while_stopped.sent) | set(last.sent)
+    batch_ids = [b for b, _ in seen]
+    assert batch_ids == sorted(set(batch_ids))  # one sequence, no batch replayed
+    assert max(len(batch) for b, batch in seen if b > batch_ids[0] + 2) <= 150
+
+
+def test_jobs_write_tables_and_charts(spark: SparkSession, redis_server: Any, namespace: str, tmp_path: pathlib.Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    from mq.cli import demo
+    from spark.jobs import JOBS, main
+
+    demo.run(redis_server.url, namespace)
+    assert main(["all", "--url", redis_server.url, "--namespace", namespace, "--out", str(tmp_path)], spark) == 0
+    for name in JOBS:
+        assert (tmp_path / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+        lines = (tmp_path / f"{name}.csv").read_text().splitlines()
+        assert lines[0] and (len(lines) > 1 or name == "dlq"), name
+    assert len((tmp_path / "dlq.csv").read_text().splitlines()) == 1  # no dead letters in the demo
+    skew = (tmp_path / "skew.csv").read_text().splitlines()
+    assert skew[0] == "topic,queue_id,writable,messages,bytes,share,skew,distinct_keys,split_keys"
+    assert len(skew) == 1 + 4  # DemoOrders has 4 queues
+    assert "DemoGroup" in (tmp_path / "lag.csv").read_text()
+
+
+def test_dlq_report_counts_by_group_topic_and_reason(spark: SparkSession, redis_server: Any, namespace: str,
+                                                     tmp_path: pathlib.Path) -> None:  # fmt: skip
+    import pyarrow.parquet as pq
+
+    from spark.jobs import dlq
+    from tests.spark_data import CODEC_HAS_SYSTEM_PROPERTIES, put_dead_letters
+
+    put_dead_letters(redis_server.url, namespace, "Billing", "Orders", [16, 16, 16, 3])
+    put_dead_letters(redis_server.url, namespace, "Audit", "Clicks", [16])
+    argv = ["--url", redis_server.url, "--namespace", namespace, "--out", str(tmp_path), "--format", "parquet"]
+    assert dlq.main(argv, spark) == 0
+    rows = {(r["group"], r["topic"], r["reason"]): r["messages"] for r in pq.read_table(tmp_path / "dlq.parquet").to_pylist()}
+    if CODEC_HAS_SYSTEM_PROPERTIES:
+        assert rows == {("Audit", "Clicks", "reconsumed 16 times"): 1, ("Billing", "Orders", "reconsumed 16 times"): 3,
+                        ("Billing", "Orders", "reconsumed 3 times"): 1}  # fmt: skip
+    else:
+        assert rows == {("Audit", "(unknown)", "reconsumed 0 times"): 1, ("Billing", "(unknown)", "reconsumed 0 times"): 4}
+    assert (tmp_path / "dlq.png").stat().st_size > 1000
+
+
+def test_job_runs_as_a_module(redis_server: Any, namespace: str, tmp_path: pathlib.Path) -> None:
+    fill(redis_server.url, namespace, "Orders", 300, 4)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run(
+        [sys.executable, "-m", "spark.jobs.skew", "--url", redis_server.url, "--namespace", namespace, "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=110, env=env, cwd=pathlib.Path(__file__).parent.parent,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "skew: wrote" in result.stdout
+    assert (tmp_path / "skew.png").stat().st_size > 1000 and len((tmp_path / "skew.csv").read_text().splitlines()) == 5
