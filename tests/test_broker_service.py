@@ -236,3 +236,23 @@ def test_delayed_batch_and_bad_levels_are_refused(redis_server, namespace: str) 
     Admin(redis_server.url, namespace).create_topic("b", read_queues=1, write_queues=1)
     with Producer("p", redis_server.url, namespace=namespace) as producer, pytest.raises(MQClientError, match="delayed"):
         producer.send_batch([Message("b", b"x", delay_level=1)])
+
+
+def test_a_stuck_listener_call_is_sent_back_after_consume_timeout(backend_url: str, namespace: str, broker) -> None:  # type: ignore[no-untyped-def]
+    Admin(backend_url, namespace).create_topic("stuck", read_queues=1, write_queues=1)
+    calls: list[tuple[int, float]] = []
+
+    def slow_first(msgs, ctx):  # type: ignore[no-untyped-def]
+        calls.append((msgs[0].reconsume_times, time.monotonic()))
+        if msgs[0].reconsume_times == 0:
+            time.sleep(4.0)  # stuck far past the 1.2 s consume timeout
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("gstuck", backend_url, namespace=namespace, consume_timeout_min=0.02)
+    consumer.subscribe("stuck", "*")
+    consumer.register_message_listener(slow_first)
+    with consumer, Producer("p", backend_url, namespace=namespace) as producer:
+        producer.send(Message("stuck", b"slow"))
+        wait_for(lambda: len(calls) >= 2, 10, "the copy sent back after the timeout")
+        assert calls[1][0] == 1
+        assert calls[1][1] - calls[0][1] < 4.0, "redelivered while the stuck call was still running"

@@ -137,6 +137,7 @@ class ConsumerCore:
         self._stopped = threading.Event()
         self._started_ms = 0
         self._scheduler: BackgroundScheduler | None = None
+        self._jobs: list[tuple[Callable[[], None], float, str]] = []
         self._puller: threading.Thread | None = None
         self.rebalance_count = 0
 
@@ -174,6 +175,8 @@ class ConsumerCore:
         scheduler.add_job(self._heartbeat, "interval", seconds=HEARTBEAT_INTERVAL_S, id="heartbeat")
         scheduler.add_job(self.rebalance, "interval", seconds=REBALANCE_INTERVAL_S, id="rebalance")
         scheduler.add_job(self.persist_offsets, "interval", seconds=PERSIST_INTERVAL_S, id="persist-offsets")
+        for fn, seconds, job_id in self._jobs:
+            scheduler.add_job(fn, "interval", seconds=seconds, id=job_id)
         scheduler.start()
         self._scheduler = scheduler
         self.rebalance()
@@ -205,6 +208,10 @@ class ConsumerCore:
     def running(self) -> bool:
         """Whether the consumer is started."""
         return self._scheduler is not None
+
+    def add_job(self, fn: Callable[[], None], seconds: float, job_id: str) -> None:
+        """Run ``fn`` every ``seconds`` on the consumer's scheduler (call before start)."""
+        self._jobs.append((fn, seconds, job_id))
 
     # -- timed jobs -----------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ class ProcessQueue:
         self._bytes = 0
         self._lock = threading.Lock()
         self.pull_lock = threading.Lock()  # one pull of this queue at a time (puller or its waiter)
+        self.consuming: dict[int, float] = {}  # offset -> monotonic time its listener call began
 
     def add(self, msgs: list[MessageExt], next_offset: int) -> None:
         """Cache pulled messages; the next pull starts at ``next_offset``."""
@@ -60,6 +61,12 @@ class ProcessQueue:
         # Pulls add offsets in increasing order and a dict keeps insertion order, so the first key is
         # the smallest and the last the largest: O(1), under the lock.
         return next(iter(self._msgs)) if self._msgs else self.next_offset
+
+    def overdue(self, timeout_s: float) -> list[MessageExt]:
+        """Cached messages whose listener call began more than ``timeout_s`` ago."""
+        limit = time.monotonic() - timeout_s
+        with self._lock:
+            return [self._msgs[o] for o, began in list(self.consuming.items()) if began < limit and o in self._msgs]
 
     def reset(self, next_offset: int) -> None:
         """Drop cached messages and pull from ``next_offset`` next (a seek)."""

@@ -39,6 +39,8 @@ DEFAULT_PULL_BATCH_SIZE = 32
 DEFAULT_CONSUME_BATCH_MAX_SIZE = 1
 #: Retries of a concurrently consumed message before the dead-letter queue [RocketMQ ``maxReconsumeTimes``].
 DEFAULT_MAX_RECONSUME_TIMES = 16
+#: Minutes a listener call may take before its messages are sent back for retry [RocketMQ ``consumeTimeout``].
+DEFAULT_CONSUME_TIMEOUT_MIN = 15.0
 #: Seconds before a message whose listener asked to reconsume is consumed again here
 #: [RocketMQ's local fallback when sending back to the retry topic fails].
 LOCAL_RECONSUME_DELAY_S = 5.0
@@ -67,6 +69,8 @@ class PushConsumer:
         max_reconsume_times: retries before the dead-letter queue (None: 16).
         client_id: this member's id (default ``host@pid@random``); keep it stable across restarts in
             BROADCASTING mode to resume from the local offsets.
+        consume_timeout_min: a listener call running longer than this (minutes) has its messages
+            sent back for retry, so one stuck call cannot hold the queue's offset forever.
 
     Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
     """
@@ -86,7 +90,10 @@ class PushConsumer:
         consume_message_batch_max_size: int = DEFAULT_CONSUME_BATCH_MAX_SIZE,
         max_reconsume_times: int | None = None,
         client_id: str | None = None,
+        consume_timeout_min: float = DEFAULT_CONSUME_TIMEOUT_MIN,
     ) -> None:
+        if consume_timeout_min <= 0:
+            raise MQClientError(f"consume_timeout_min must be positive, got {consume_timeout_min!r}")
         if not isinstance(consume_thread_max, int) or consume_thread_max < 1:
             raise MQClientError(f"consume_thread_max must be a positive int, got {consume_thread_max!r}")
         if not isinstance(consume_message_batch_max_size, int) or not 1 <= consume_message_batch_max_size <= 1024:
@@ -103,6 +110,8 @@ class PushConsumer:
         self._hooks: list[ConsumeHook] = []
         self._executor: ThreadPoolExecutor | None = None
         self._send_back = SendBack(self._core.store, self._core.group, self.max_reconsume_times)
+        self.consume_timeout_min = consume_timeout_min
+        self._core.add_job(self._send_back_overdue, min(60.0, consume_timeout_min * 60 / 4), "consume-timeout")
         self._in_flight = 0
         self._in_flight_cv = threading.Condition()
 
@@ -202,7 +211,14 @@ class PushConsumer:
                 if pq.dropped:
                     return  # taken over after a failure: the new owner consumes the rest
                 ctx = ConsumeConcurrentlyContext(pq.queue)
-                status = self._call_listener(pq.queue, msgs, ctx)
+                began = time.monotonic()
+                for m in msgs:
+                    pq.consuming[m.queue_offset] = began
+                try:
+                    status = self._call_listener(pq.queue, msgs, ctx)
+                finally:
+                    for m in msgs:
+                        pq.consuming.pop(m.queue_offset, None)
                 if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS or self._core.message_model is MessageModel.BROADCASTING:
                     self._done(pq, msgs)  # broadcasting does not retry, as in RocketMQ
                 else:
@@ -263,6 +279,17 @@ class PushConsumer:
             timer = threading.Timer(LOCAL_RECONSUME_DELAY_S, self._deliver, args=(pq, failed))
             timer.daemon = True
             timer.start()
+
+    def _send_back_overdue(self) -> None:
+        """Send back messages whose listener call exceeded ``consume_timeout_min`` [RocketMQ ``cleanExpiredMsg``]."""
+        if self._core.message_model is not MessageModel.CLUSTERING:
+            return
+        for pq in list(self._core.process_queues.values()):
+            overdue = pq.overdue(self.consume_timeout_min * 60)
+            if overdue:
+                log.warning("%d message(s) of %s exceeded consume_timeout_min=%s: sending them back",
+                            len(overdue), pq.queue, self.consume_timeout_min)  # fmt: skip
+                self._reconsume_later(pq, overdue, 0)
 
     def _drain(self) -> None:
         with self._in_flight_cv:
