@@ -18,6 +18,7 @@ key                             type        holds
 ``{ns}:config``                 hash        namespace-wide broker settings (``message_delay_level``)
 ``{ns}:brokers``                zset        broker service id → last health beat, ms
 ``{ns:%DLQ%G:0}:resent``        set         msg ids of dead letters already resent by an admin
+``{ns:T:Q}:lock:G``             string      orderly lock of group G: holder client id, with a TTL
 ``{ns:T:Q}:inv:G``              zset        simple consumer group G: offset → visible again at, ms
 ``{ns:T:Q}:att:G``              hash        simple consumer group G: offset → delivery attempts
 ``{ns}:groups``                 set         every consumer group that ever registered
@@ -53,6 +54,10 @@ class QueueKeys:
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
         return [self.meta, self.log, self.ids, self.keys, self.offsets, self.owners, self.timer, self.delayed]
+
+    def lock(self, group: str) -> str:
+        """The orderly-consumption lock of ``group`` on this queue."""
+        return f"{self.meta.removesuffix(':q')}:lock:{group}"
 
     def simple(self, group: str) -> list[str]:
         """The keys of ``receive-simple`` for simple-consumer group ``group`` on this queue."""

@@ -3,7 +3,8 @@
 Consumes ``TOPIC`` in ``GROUP`` and appends one line per message to ``OUT``:
 ``consume <queue_id> <offset> <body>``; every 100 ms it appends ``assigned <ids>`` when its queues
 change. SIGTERM shuts down cleanly (commits, releases, unregisters) and appends ``bye``.
-Options: ``--broadcast``, ``--client-id ID``, ``--first`` (FIRST_OFFSET), ``--sleep-ms N`` per message.
+Options: ``--broadcast``, ``--client-id ID``, ``--first`` (FIRST_OFFSET), ``--sleep-ms N`` per message,
+``--orderly`` (an orderly listener; lines then end with the wall time of the call).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import threading
 import time
 
-from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, MessageModel, PushConsumer
+from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, MessageModel, PushConsumer
 
 
 def main() -> None:
@@ -25,6 +26,7 @@ def main() -> None:
     p.add_argument("--client-id")
     p.add_argument("--first", action="store_true")
     p.add_argument("--sleep-ms", type=float, default=0)
+    p.add_argument("--orderly", action="store_true")
     args = p.parse_args()
 
     out = open(args.out, "a", buffering=1)  # noqa: SIM115 - line-buffered log kept open for the process
@@ -40,13 +42,24 @@ def main() -> None:
                 out.write(f"consume {m.queue_id} {m.queue_offset} {m.body.decode()}\n")
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
+    def orderly(msgs, ctx):
+        if args.sleep_ms:
+            time.sleep(args.sleep_ms / 1000)
+        with lock:
+            for m in msgs:
+                out.write(f"consume {m.queue_id} {m.queue_offset} {m.body.decode()} {time.time():.6f}\n")
+        return ConsumeOrderlyStatus.SUCCESS
+
     consumer = PushConsumer(
         args.group, args.url, namespace=args.namespace, client_id=args.client_id,
         message_model=MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING,
         consume_from_where=ConsumeFromWhere.FIRST_OFFSET if args.first else ConsumeFromWhere.LAST_OFFSET,
     )  # fmt: skip
     consumer.subscribe(args.topic)
-    consumer.register_message_listener(listener)
+    if args.orderly:
+        consumer.register_orderly_listener(orderly)
+    else:
+        consumer.register_message_listener(listener)
     consumer.start()
     with lock:
         out.write(f"registered {time.time():.3f}\n")

@@ -29,7 +29,16 @@ class ConsumerProc:
 
     def consumed(self) -> list[str]:
         """Bodies consumed so far, in order."""
-        return [line.split(" ", 3)[3] for line in self.lines() if line.startswith("consume ")]
+        return [line.split(" ")[3] for line in self.lines() if line.startswith("consume ")]
+
+    def records(self) -> list[tuple[float, int, int, str]]:
+        """``(wall time, queue id, offset, body)`` of each orderly consumption so far."""
+        out = []
+        for line in self.lines():
+            if line.startswith("consume ") and len(line.split(" ")) == 5:
+                _, qid, offset, body, ts = line.split(" ")
+                out.append((float(ts), int(qid), int(offset), body))
+        return out
 
     def assigned(self) -> set[int] | None:
         """The queue ids it reported last (None before its first report)."""

@@ -27,6 +27,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from mq.connection import REDIS_ERRORS, Connection, translate_errors
 from mq.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
+from mq.consumer.locks import LOCAL_LOCK_EXPIRY_S, LOCK_RENEW_INTERVAL_S, try_lock, unlock
 from mq.consumer.offsets import (
     PERSIST_INTERVAL_S,
     LocalFileOffsetStore,
@@ -102,6 +103,8 @@ class ConsumerCore:
         max_span: int | None = CONSUME_CONCURRENTLY_MAX_SPAN,
         track_offsets: bool = True,
     ) -> None:
+        #: Orderly consumption: queues are held through store-side locks (set before start).
+        self.orderly = False
         self.group = check_group(group)
         if not isinstance(pull_batch_size, int) or not 1 <= pull_batch_size <= 1024:
             raise MQClientError(f"pull_batch_size must be in 1..1024, got {pull_batch_size!r}")
@@ -177,6 +180,8 @@ class ConsumerCore:
         scheduler.add_job(self.persist_offsets, "interval", seconds=PERSIST_INTERVAL_S, id="persist-offsets")
         for fn, seconds, job_id in self._jobs:
             scheduler.add_job(fn, "interval", seconds=seconds, id=job_id)
+        if self._uses_locks:
+            scheduler.add_job(self.renew_locks, "interval", seconds=LOCK_RENEW_INTERVAL_S, id="renew-locks")
         scheduler.start()
         self._scheduler = scheduler
         self.rebalance()
@@ -226,11 +231,37 @@ class ConsumerCore:
         if changed or self._unsettled:
             self.rebalance()
 
+    @property
+    def _uses_locks(self) -> bool:
+        return self.orderly and self.message_model is MessageModel.CLUSTERING and self._assigned is None
+
+    def lock_valid(self, pq: ProcessQueue) -> bool:
+        """Whether this client may start a batch of ``pq`` now (always, without store locks)."""
+        return not self._uses_locks or time.monotonic() - pq.lock_sent_s < LOCAL_LOCK_EXPIRY_S
+
+    def renew_locks(self) -> None:
+        """Renew the locks of every held queue in one batch; a queue whose lock was lost is dropped."""
+        with self._rebalance_lock:
+            pqs = {mq: pq for mq, pq in self.process_queues.items() if not pq.dropped}
+            try:
+                sent, held = try_lock(self.store, self.group, self.client_id, list(pqs))
+            except MQBrokerError as e:
+                log.warning("renewing locks of %s failed (consuming stops when they expire locally): %s", self.group, e)
+                return
+            for mq, pq in pqs.items():
+                if mq in held:
+                    pq.lock_sent_s = sent
+                elif not self.lock_valid(pq):  # taken over while we could not renew: give it up
+                    log.warning("lost the lock of %s; another member consumes it now", mq)
+                    pq.dropped = True
+                    self.process_queues.pop(mq, None)
+                    self.offsets.forget(mq)
+
     def persist_offsets(self) -> None:
         """Write the offsets of the queues consumed here (the smallest still in flight, per queue)."""
         if self.track_offsets:
             for mq, pq in list(self.process_queues.items()):
-                if not pq.dropped:
+                if not pq.dropped and self.lock_valid(pq):  # a lost lock's offset belongs to the new holder
                     self.offsets.update(mq, pq.commit_offset())
         try:
             self.offsets.persist(list(self.process_queues))
@@ -277,17 +308,19 @@ class ConsumerCore:
             if not pq.releasing:
                 pq.releasing, pq.releasing_since = True, time.monotonic()
                 pq.idle.set()
-            if pq.count and time.monotonic() - pq.releasing_since < RELEASE_WAIT_S:
-                unsettled = True  # let the cached messages be consumed first
+            busy = bool(pq.consuming) if self.orderly else bool(pq.count)
+            if busy and time.monotonic() - pq.releasing_since < RELEASE_WAIT_S:
+                unsettled = True  # concurrent: let cached messages be consumed; orderly: the batch finish
                 continue
             self._release(mq, pq)
         new = sorted(wanted - set(self.process_queues))
-        claimed = self._claim(new)
+        sent, claimed = self._claim(new)
         unsettled |= len(claimed) < len(new)
         if claimed:
             starts = self._start_offsets(claimed)
             for mq in claimed:
                 pq = ProcessQueue(mq, starts[mq])
+                pq.lock_sent_s = sent
                 self.process_queues[mq] = pq
                 threading.Thread(target=self._wait_loop, args=(pq,), name=f"mq-poll-{mq.queue_id}", daemon=True).start()
             self.rebalance_count += 1
@@ -295,15 +328,19 @@ class ConsumerCore:
             self._wake.set()
         return unsettled
 
-    def _claim(self, queues: list[MessageQueue]) -> list[MessageQueue]:
+    def _claim(self, queues: list[MessageQueue]) -> tuple[float, list[MessageQueue]]:
+        """The queues of ``queues`` this client may start on, and when the lock request was sent."""
+        if self._uses_locks:
+            sent, held = try_lock(self.store, self.group, self.client_id, queues)
+            return sent, [q for q in queues if q in held]
         if self.message_model is MessageModel.BROADCASTING or self._assigned is not None or not queues:
-            return queues
+            return time.monotonic(), queues
         members = "\x1f".join(self._members)
         calls = [("claim-queue", [self.store.queue_keys(q.topic, q.queue_id).owners], [self.group, self.client_id, members])
                  for q in queues]  # fmt: skip
         with translate_errors(self.conn.url, "claiming queues"):
             results = scripts.run_many(self.conn.client, calls)
-        return [q for q, r in zip(queues, results) if r == 1]
+        return time.monotonic(), [q for q, r in zip(queues, results) if r == 1]
 
     def _release(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         offset = pq.commit_offset()
@@ -315,6 +352,11 @@ class ConsumerCore:
         if self._assigned is not None:
             self.offsets.update(mq, offset)
             self.offsets.persist([mq])
+        elif self._uses_locks:
+            try:
+                unlock(self.store, self.group, self.client_id, mq, offset if self.lock_valid(pq) else None)
+            except MQBrokerError as e:
+                log.warning("unlocking %s failed (its lock expires by itself): %s", mq, e)
         else:
             keys = self.store.queue_keys(mq.topic, mq.queue_id)
             try:

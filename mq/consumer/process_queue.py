@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -38,6 +39,8 @@ class ProcessQueue:
         self._lock = threading.Lock()
         self.pull_lock = threading.Lock()  # one pull of this queue at a time (puller or its waiter)
         self.consuming: dict[int, float] = {}  # offset -> monotonic time its listener call began
+        self.lock_sent_s = 0.0  # orderly: when the last successful lock request was sent (monotonic)
+        self.orderly_active = False  # orderly: a consume task for this queue is scheduled or running
 
     def add(self, msgs: list[MessageExt], next_offset: int) -> None:
         """Cache pulled messages; the next pull starts at ``next_offset``."""
@@ -67,6 +70,11 @@ class ProcessQueue:
         limit = time.monotonic() - timeout_s
         with self._lock:
             return [self._msgs[o] for o, began in list(self.consuming.items()) if began < limit and o in self._msgs]
+
+    def head(self, n: int) -> list[MessageExt]:
+        """The ``n`` cached messages with the smallest offsets, in offset order (orderly batches)."""
+        with self._lock:
+            return list(itertools.islice(self._msgs.values(), n))
 
     def reset(self, next_offset: int) -> None:
         """Drop cached messages and pull from ``next_offset`` next (a seek)."""

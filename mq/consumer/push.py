@@ -13,6 +13,7 @@ from typing import Any
 
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.core import ConsumerCore
+from mq.consumer.orderly import OrderlyService
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.retry import SendBack, original_topic
 from mq.consumer.types import (
@@ -21,6 +22,8 @@ from mq.consumer.types import (
     ConsumeFromWhere,
     ConsumeHook,
     ConsumeMessageContext,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
     MessageModel,
 )
 from mq.errors import MQClientError, MQError
@@ -48,7 +51,11 @@ LOCAL_RECONSUME_DELAY_S = 5.0
 #: Listener calls one worker task makes in turn (see ``PushConsumer._deliver``).
 BATCHES_PER_TASK = 8
 
+#: Default pause of a suspended orderly queue, ms [RocketMQ ``suspendCurrentQueueTimeMillis``].
+DEFAULT_SUSPEND_MS = 1000
+
 Listener = Callable[[list[MessageExt], ConsumeConcurrentlyContext], ConsumeConcurrentlyStatus]
+OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
 
 
 class PushConsumer:
@@ -66,11 +73,13 @@ class PushConsumer:
         consume_thread_max: worker threads running the listener.
         pull_batch_size: messages pulled per queue per round trip.
         consume_message_batch_max_size: messages per listener call.
-        max_reconsume_times: retries before the dead-letter queue (None: 16).
+        max_reconsume_times: retries before the dead-letter queue (None: 16 concurrently, unlimited
+            (-1) orderly).
         client_id: this member's id (default ``host@pid@random``); keep it stable across restarts in
             BROADCASTING mode to resume from the local offsets.
         consume_timeout_min: a listener call running longer than this (minutes) has its messages
             sent back for retry, so one stuck call cannot hold the queue's offset forever.
+        suspend_current_queue_time_ms: default pause of a queue whose orderly listener suspends it.
 
     Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
     """
@@ -91,6 +100,7 @@ class PushConsumer:
         max_reconsume_times: int | None = None,
         client_id: str | None = None,
         consume_timeout_min: float = DEFAULT_CONSUME_TIMEOUT_MIN,
+        suspend_current_queue_time_ms: int = DEFAULT_SUSPEND_MS,
     ) -> None:
         if consume_timeout_min <= 0:
             raise MQClientError(f"consume_timeout_min must be positive, got {consume_timeout_min!r}")
@@ -105,11 +115,14 @@ class PushConsumer:
         )  # fmt: skip
         self.consume_thread_max = consume_thread_max
         self.consume_message_batch_max_size = consume_message_batch_max_size
-        self.max_reconsume_times = DEFAULT_MAX_RECONSUME_TIMES if max_reconsume_times is None else max_reconsume_times
+        self._max_reconsume_times = max_reconsume_times
         self._listener: Listener | None = None
+        self._orderly_listener: OrderlyListener | None = None
+        self._orderly: OrderlyService | None = None
+        self.suspend_current_queue_time_ms = suspend_current_queue_time_ms
         self._hooks: list[ConsumeHook] = []
         self._executor: ThreadPoolExecutor | None = None
-        self._send_back = SendBack(self._core.store, self._core.group, self.max_reconsume_times)
+        self._send_back = SendBack(self._core.store, self._core.group, DEFAULT_MAX_RECONSUME_TIMES)
         self.consume_timeout_min = consume_timeout_min
         self._core.add_job(self._send_back_overdue, min(60.0, consume_timeout_min * 60 / 4), "consume-timeout")
         self._in_flight = 0
@@ -149,20 +162,45 @@ class PushConsumer:
         """
         self._listener = listener
 
+    def register_orderly_listener(self, listener: OrderlyListener) -> None:
+        """Set an orderly listener: ``listener(msgs, ctx) -> ConsumeOrderlyStatus``.
+
+        Each queue is consumed by one thread at a time, in offset order, and in clustering mode
+        only while this client holds the queue's lock in the store (see ``mq/consumer/locks.py``).
+        A listener that raises counts as SUSPEND_CURRENT_QUEUE_A_MOMENT.
+        """
+        self._orderly_listener = listener
+        self._core.orderly = True
+
     def register_consume_hook(self, hook: ConsumeHook) -> None:
         """Add a hook whose ``before``/``after`` run around every listener call."""
         self._hooks.append(hook)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    @property
+    def max_reconsume_times(self) -> int:
+        """Retries before the DLQ (-1: unlimited)."""
+        if self._max_reconsume_times is not None:
+            return self._max_reconsume_times
+        return -1 if self._orderly_listener is not None else DEFAULT_MAX_RECONSUME_TIMES
+
     def start(self) -> PushConsumer:
         """Register in the group and start consuming. Returns self."""
-        if self._listener is None:
-            raise MQClientError("register a listener with register_message_listener() before start()")
+        if self._listener is None and self._orderly_listener is None:
+            raise MQClientError("register a listener (register_message_listener or register_orderly_listener) before start()")
+        if self._listener is not None and self._orderly_listener is not None:
+            raise MQClientError("register either a concurrent or an orderly listener, not both")
         if not self._core.subscriptions:
             raise MQClientError("subscribe to at least one topic before start()")
+        self._send_back = SendBack(self._core.store, self._core.group, self.max_reconsume_times)
+        if self._orderly_listener is not None:
+            self._orderly = OrderlyService(self._core, lambda: self._executor, self._call_orderly, self._send_back,
+                                           batch_size=self.consume_message_batch_max_size,
+                                           max_reconsume_times=self.max_reconsume_times,
+                                           suspend_ms=self.suspend_current_queue_time_ms)  # fmt: skip
         if self._executor is None:
-            if self._core.message_model is MessageModel.CLUSTERING:  # failed messages come back through it
+            if self._core.message_model is MessageModel.CLUSTERING and self._orderly is None:  # retries come back
                 self._core.subscribe(self._send_back.ensure_retry_topic(), "*")
             self._executor = ThreadPoolExecutor(self.consume_thread_max, thread_name_prefix=f"mq-consume-{self.group}")
             self._core.start()
@@ -191,6 +229,9 @@ class PushConsumer:
     def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         executor = self._executor
         if executor is None:
+            return
+        if self._orderly is not None:
+            self._orderly.deliver(pq, msgs)
             return
         if pq.queue.topic.startswith(RETRY_PREFIX):
             for m in msgs:  # the listener sees the topic the message was sent to
@@ -229,20 +270,37 @@ class PushConsumer:
                 self._in_flight_cv.notify_all()
 
     def _call_listener(self, mq: MessageQueue, msgs: list[MessageExt], ctx: Any) -> ConsumeConcurrentlyStatus:
+        status = self._invoke(self._listener, mq, msgs, ctx, ConsumeConcurrentlyStatus.RECONSUME_LATER)
+        return ConsumeConcurrentlyStatus(status)
+
+    def _call_orderly(self, pq: ProcessQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        began = time.monotonic()
+        for m in msgs:
+            pq.consuming[m.queue_offset] = began
+        try:
+            status = self._invoke(self._orderly_listener, pq.queue, msgs, ctx,
+                                  ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)  # fmt: skip
+        finally:
+            for m in msgs:
+                pq.consuming.pop(m.queue_offset, None)
+        return ConsumeOrderlyStatus(status)
+
+    def _invoke(self, listener: Callable[..., Any] | None, mq: MessageQueue, msgs: list[MessageExt], ctx: Any,
+                failure: ConsumeConcurrentlyStatus | ConsumeOrderlyStatus) -> Any:  # fmt: skip
+        """Call a listener between the hooks; an exception (or a bad answer) counts as ``failure``."""
         hook_ctx = ConsumeMessageContext(self.group, mq, msgs)
         self._run_hooks("before", hook_ctx)
         started = time.perf_counter()
-        listener = self._listener
-        status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        status: Any = failure
         try:
             if listener is not None:
-                status = ConsumeConcurrentlyStatus(listener(msgs, ctx))
+                status = type(failure)(listener(msgs, ctx))
         except Exception as e:  # the listener's failure means "later", never a lost message
             hook_ctx.error = e
             log.warning("listener of %s raised on %d message(s) from %s: %r", self.group, len(msgs), mq, e)
         hook_ctx.duration_ms = (time.perf_counter() - started) * 1000
         hook_ctx.status = status.value
-        hook_ctx.success = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        hook_ctx.success = status is not failure
         self._run_hooks("after", hook_ctx)
         return status
 
@@ -282,8 +340,8 @@ class PushConsumer:
 
     def _send_back_overdue(self) -> None:
         """Send back messages whose listener call exceeded ``consume_timeout_min`` [RocketMQ ``cleanExpiredMsg``]."""
-        if self._core.message_model is not MessageModel.CLUSTERING:
-            return
+        if self._core.message_model is not MessageModel.CLUSTERING or self._orderly is not None:
+            return  # orderly: a slow batch holds its queue by design
         for pq in list(self._core.process_queues.values()):
             overdue = pq.overdue(self.consume_timeout_min * 60)
             if overdue:

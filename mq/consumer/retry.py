@@ -64,9 +64,15 @@ class SendBack:
         Raises:
             MQBrokerError: the store failed (the caller consumes it again locally instead).
         """
+        return self._copy(msg, delay_level, reason, to_dlq=msg.reconsume_times >= self._max)
+
+    def dead_letter(self, msg: MessageExt, reason: str) -> str:
+        """Put a copy of ``msg`` into the group's DLQ; returns the DLQ topic."""
+        return self._copy(msg, 0, reason, to_dlq=True)
+
+    def _copy(self, msg: MessageExt, delay_level: int, reason: str, *, to_dlq: bool) -> str:
         system = {**msg.system_properties, RETRY_TOPIC: original_topic(msg),
                   ORIGIN_MESSAGE_ID: msg.system_properties.get(ORIGIN_MESSAGE_ID, msg.msg_id)}  # fmt: skip
-        to_dlq = msg.reconsume_times >= self._max
         topic = self._ensure(dlq_topic(self._group) if to_dlq else retry_topic(self._group))
         if to_dlq:
             system[DLQ_REASON] = reason

@@ -60,6 +60,22 @@ class ConsumeConcurrentlyContext:
 
 
 @dataclass
+class ConsumeOrderlyContext:
+    """Passed to an orderly listener with each batch [RocketMQ ``ConsumeOrderlyContext``].
+
+    Attributes:
+        message_queue: the queue the batch came from (one queue, in offset order).
+        suspend_current_queue_time_ms: how long the queue pauses when the listener returns
+            SUSPEND_CURRENT_QUEUE_A_MOMENT (or raises); clamped to 10..30000.
+        auto_commit: offsets are committed after each successful batch (always true here).
+    """
+
+    message_queue: MessageQueue
+    suspend_current_queue_time_ms: int = 1000
+    auto_commit: bool = True
+
+
+@dataclass
 class ConsumeMessageContext:
     """What consume hooks see around each listener call [RocketMQ ``ConsumeMessageContext``].
 

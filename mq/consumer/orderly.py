@@ -1,0 +1,121 @@
+"""Orderly consumption: one thread at a time per queue, in offset order, only while this client
+holds the queue's store lock [RocketMQ ``ConsumeMessageOrderlyService``].
+
+Each queue has at most one consume task scheduled or running. The task takes batches from the
+head of the queue's cache while the lock is valid; after ``MAX_TIME_CONSUME_CONTINUOUSLY_S`` it
+yields the worker to other queues. A batch the listener suspends (or raises on) is retried after
+``suspend_current_queue_time_ms`` with only its own queue paused; once a message has been tried
+``max_reconsume_times + 1`` times it goes to the DLQ and the queue moves on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+from mq.consumer.core import ConsumerCore
+from mq.consumer.process_queue import ProcessQueue
+from mq.consumer.retry import SendBack
+from mq.consumer.types import ConsumeOrderlyContext, ConsumeOrderlyStatus
+from mq.errors import MQError
+from mq.message import MessageExt
+
+log = logging.getLogger("mq.consumer")
+
+#: Seconds a queue is consumed without a break before its task yields [RocketMQ ``MAX_TIME_CONSUME_CONTINUOUSLY``].
+MAX_TIME_CONSUME_CONTINUOUSLY_S = 60.0
+#: Bounds of ``suspend_current_queue_time_ms`` [RocketMQ: 10..30000].
+SUSPEND_MIN_MS, SUSPEND_MAX_MS = 10, 30_000
+#: Seconds before a queue whose lock is not (yet) valid is tried again.
+LOCK_RETRY_S = 0.5
+
+CallListener = Callable[[ProcessQueue, list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
+
+
+class OrderlyService:
+    """Schedules and runs the per-queue consume tasks of an orderly push consumer."""
+
+    def __init__(self, core: ConsumerCore, executor: Callable[[], Executor | None], call: CallListener,
+                 send_back: SendBack, *, batch_size: int, max_reconsume_times: int, suspend_ms: int) -> None:  # fmt: skip
+        self._core = core
+        self._executor = executor
+        self._call = call
+        self._send_back = send_back
+        self._batch_size = batch_size
+        self._max = max_reconsume_times
+        self._suspend_ms = suspend_ms
+        self._lock = threading.Lock()
+
+    def deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """New messages were cached for ``pq``: make sure its task runs."""
+        self.submit(pq)
+
+    def submit(self, pq: ProcessQueue, delay_s: float = 0.0) -> None:
+        """Schedule ``pq``'s task unless one is scheduled or running already."""
+        with self._lock:
+            if pq.orderly_active or pq.dropped:
+                return
+            pq.orderly_active = True
+        if delay_s > 0:
+            timer = threading.Timer(delay_s, self._start, args=(pq,))
+            timer.daemon = True
+            timer.start()
+        else:
+            self._start(pq)
+
+    def _start(self, pq: ProcessQueue) -> None:
+        executor = self._executor()
+        if executor is None:
+            pq.orderly_active = False
+            return
+        executor.submit(self._run, pq)
+
+    def _run(self, pq: ProcessQueue) -> None:
+        again: float | None = None
+        try:
+            again = self._consume(pq)
+        finally:
+            with self._lock:
+                pq.orderly_active = False
+            if again is not None:
+                self.submit(pq, again)
+            elif pq.count and not (pq.dropped or pq.releasing):
+                self.submit(pq)  # messages arrived while this task was finishing
+
+    def _consume(self, pq: ProcessQueue) -> float | None:
+        """Consume batches in order; returns seconds until the task should run again, or None."""
+        began = time.monotonic()
+        while not (pq.dropped or pq.releasing):
+            if not self._core.lock_valid(pq):
+                return LOCK_RETRY_S  # not (or no longer) sure of the lock: wait for its renewal
+            if time.monotonic() - began > MAX_TIME_CONSUME_CONTINUOUSLY_S:
+                return 0.01  # let other queues have the worker
+            msgs = pq.head(self._batch_size)
+            if not msgs:
+                return None
+            ctx = ConsumeOrderlyContext(pq.queue, suspend_current_queue_time_ms=self._suspend_ms)
+            status = self._call(pq, msgs, ctx)
+            if status is ConsumeOrderlyStatus.SUCCESS:
+                self._core.offsets.update(pq.queue, pq.remove(msgs))
+                continue
+            for m in msgs:
+                m.reconsume_times += 1
+            dead = [m for m in msgs if 0 <= self._max < m.reconsume_times]
+            if dead and self._dead_letter(pq, dead):
+                continue
+            return min(max(ctx.suspend_current_queue_time_ms, SUSPEND_MIN_MS), SUSPEND_MAX_MS) / 1000
+        return None
+
+    def _dead_letter(self, pq: ProcessQueue, dead: list[MessageExt]) -> bool:
+        """Move poison messages to the DLQ so their queue can go on; False if the store refused."""
+        try:
+            for m in dead:
+                self._send_back.dead_letter(m, f"orderly consumption failed {m.reconsume_times} times")
+        except MQError as e:
+            log.warning("moving poison messages of %s to the DLQ failed, retrying: %s", pq.queue, e)
+            return False
+        self._core.offsets.update(pq.queue, pq.remove(dead))
+        return True

@@ -1,0 +1,196 @@
+"""Ordered consumption: order per sharding key across crashes and joins, store locks, suspension."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mq import Admin, ConsumeOrderlyStatus, Message, Producer, PushConsumer, SelectMessageQueueByHash
+from mq.consumer.locks import LOCK_TTL_S
+from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
+from tests.procs import ConsumerProc, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def procs() -> Iterator[list[ConsumerProc]]:
+    started: list[ConsumerProc] = []
+    yield started
+    for p in started:
+        if p.proc.poll() is None:
+            p.proc.send_signal(signal.SIGCONT)
+            p.kill()
+
+
+def _first_deliveries(procs: list[ConsumerProc]) -> dict[str, list[int]]:
+    """For each key, the event numbers in the order of their first delivery (across processes)."""
+    first: dict[str, float] = {}
+    for p in procs:
+        for ts, _, _, body in p.records():
+            first[body] = min(first.get(body, ts), ts)
+    by_key: dict[str, list[tuple[float, int]]] = {}
+    for body, ts in first.items():
+        key, seq = body.split(":")
+        by_key.setdefault(key, []).append((ts, int(seq)))
+    return {k: [seq for _, seq in sorted(v)] for k, v in by_key.items()}
+
+
+def test_order_per_key_survives_a_crash_and_a_join(redis_server, namespace: str, tmp_path, procs) -> None:
+    url = redis_server.url
+    Admin(url, namespace).create_topic("O", read_queues=8, write_queues=8, order=True)
+    procs += [ConsumerProc(url, namespace, "og", "O", tmp_path / f"c{i}.log", "--orderly") for i in range(3)]
+    wait_for(lambda: all(p.assigned() for p in procs), 30, "three orderly members with queues")
+    keys = [f"key{k}" for k in range(60)]
+    selector = SelectMessageQueueByHash()
+    with Producer("p", url, namespace=namespace) as producer:
+        for seq in range(40):
+            for key in keys:
+                producer.send(Message("O", f"{key}:{seq}".encode()), selector=selector, arg=key)
+            if seq == 12:
+                procs[1].kill()  # mid-stream
+            if seq == 20:
+                procs.append(ConsumerProc(url, namespace, "og", "O", tmp_path / "c3.log", "--orderly"))
+            time.sleep(0.05)
+    expected = {f"{k}:{s}" for k in keys for s in range(40)}
+    wait_for(lambda: expected <= {b for p in procs for b in p.consumed()}, 60, "every event consumed", poll_s=0.5)
+    order = _first_deliveries(procs)
+    assert set(order) == set(keys)
+    for key, seqs in order.items():
+        assert seqs == list(range(40)), f"{key} first deliveries out of order: {seqs}"
+
+
+def test_a_paused_holder_stops_before_another_takes_over(redis_server, namespace: str, tmp_path, procs) -> None:
+    url = redis_server.url
+    Admin(url, namespace).create_topic("P", read_queues=1, write_queues=1, order=True)
+    holder = ConsumerProc(url, namespace, "pg", "P", tmp_path / "a.log", "--orderly", "--client-id", "a-first")
+    procs.append(holder)
+    wait_for(lambda: holder.assigned() == {0}, 30, "the first member to hold the queue")
+    procs.append(ConsumerProc(url, namespace, "pg", "P", tmp_path / "b.log", "--orderly", "--client-id", "b-second"))
+    wait_for(lambda: procs[1].registered_at() is not None, 30, "the second member")
+    stop = threading.Event()
+
+    def produce() -> None:
+        with Producer("p", url, namespace=namespace) as producer:
+            i = 0
+            while not stop.is_set():
+                producer.send(Message("P", b"%d" % i))
+                i += 1
+                time.sleep(0.01)
+
+    sender = threading.Thread(target=produce)
+    sender.start()
+    try:
+        wait_for(lambda: len(holder.records()) > 20, 20, "the holder consuming")
+        holder.proc.send_signal(signal.SIGSTOP)
+        paused_at = time.time()
+        wait_for(lambda: len(procs[1].records()) > 0, HEARTBEAT_TIMEOUT_S + LOCK_TTL_S + 10, "the take-over")
+        took_over_at = procs[1].records()[0][0]
+        time.sleep(max(0.0, paused_at + LOCK_TTL_S + 2 - time.time()))  # past its lease
+        holder.proc.send_signal(signal.SIGCONT)
+        time.sleep(3)
+    finally:
+        stop.set()
+        sender.join()
+    a, b = holder.records(), procs[1].records()
+    assert max(ts for ts, *_ in a if ts < took_over_at + 0.5) < took_over_at, "the paused holder consumed after the take-over"
+    assert took_over_at - paused_at >= LOCK_TTL_S - 4.0 - 1.0, "taken before the old lease could have run out"
+    timeline = sorted([(ts, "a", off) for ts, _, off, _ in a] + [(ts, "b", off) for ts, _, off, _ in b])
+    switches = sum(1 for x, y in zip(timeline, timeline[1:]) if x[1] != y[1])
+    assert switches <= 2, f"interleaved consumption: {switches} switches"  # a→b, and b→a by a clean hand-back
+    offsets_first = {}
+    for ts, who, off in timeline:
+        offsets_first.setdefault(off, ts)
+    assert sorted(offsets_first, key=lambda o: offsets_first[o]) == sorted(offsets_first)  # never reordered
+
+
+def test_suspend_blocks_only_its_queue_then_keeps_order(redis_server, namespace: str) -> None:
+    url = redis_server.url
+    Admin(url, namespace).create_topic("S", read_queues=4, write_queues=4)
+    record: list[tuple[float, str]] = []
+    suspended: list[float] = []
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        body = msgs[0].body.decode()
+        if body == "k1:3" and len(suspended) < 3:
+            suspended.append(time.time())
+            ctx.suspend_current_queue_time_ms = 300
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        with lock:
+            record.append((time.time(), body))
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer("sg", url, namespace=namespace)
+    consumer.subscribe("S", "*")
+    consumer.register_orderly_listener(listener)
+    selector = SelectMessageQueueByHash()
+    with consumer, Producer("p", url, namespace=namespace) as producer:
+        time.sleep(1.0)
+        for seq in range(10):
+            for key in ("k0", "k1", "k2", "k3"):
+                producer.send(Message("S", f"{key}:{seq}".encode()), selector=selector, arg=key)
+        for seq in range(10, 40):  # keep the other queues busy while k1 is suspended
+            for key in ("k0", "k2", "k3"):
+                producer.send(Message("S", f"{key}:{seq}".encode()), selector=selector, arg=key)
+            time.sleep(0.01)
+        wait_for(lambda: len(record) >= 10 + 3 * 40, 20, "everything consumed")
+    assert len(suspended) == 3
+    k1 = [b for _, b in record if b.startswith("k1:")]
+    assert k1 == [f"k1:{i}" for i in range(10)]  # the suspended message first, then what was behind it
+    others_while_blocked = [b for ts, b in record if suspended[0] < ts < suspended[-1] and not b.startswith("k1:")]
+    queues = {k: selector.select(list(range(4)), None, k) for k in ("k0", "k1", "k2", "k3")}  # type: ignore[arg-type]
+    assert any(queues[b.split(":")[0]] != queues["k1"] for b in others_while_blocked), "other queues did not flow"
+
+
+def test_poison_message_goes_to_the_dlq_after_max_reconsume_times(redis_server, namespace: str) -> None:
+    url = redis_server.url
+    admin = Admin(url, namespace)
+    admin.create_topic("X", read_queues=1, write_queues=1)
+    attempts: list[int] = []
+    after: list[str] = []
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        if msgs[0].body == b"poison":
+            attempts.append(msgs[0].reconsume_times)
+            ctx.suspend_current_queue_time_ms = 10
+            raise RuntimeError("cannot handle this one")
+        after.append(msgs[0].body.decode())
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer("xg", url, namespace=namespace, max_reconsume_times=3)
+    consumer.subscribe("X", "*")
+    consumer.register_orderly_listener(listener)
+    with consumer, Producer("p", url, namespace=namespace) as producer:
+        time.sleep(1.0)
+        producer.send(Message("X", b"poison"))
+        producer.send(Message("X", b"next"))
+        wait_for(lambda: after == ["next"], 10, "the queue to move on")
+    assert attempts == [0, 1, 2, 3]  # 4 attempts
+    assert [m.body for m in admin.dlq_messages("xg")] == [b"poison"]
+
+
+def test_crash_take_over_time_and_clean_release(redis_server, namespace: str, tmp_path, procs) -> None:
+    url = redis_server.url
+    Admin(url, namespace).create_topic("T", read_queues=4, write_queues=4, order=True)
+    procs += [ConsumerProc(url, namespace, "tg", "T", tmp_path / f"t{i}.log", "--orderly") for i in range(3)]
+    wait_for(lambda: sum(len(p.assigned() or ()) for p in procs) == 4 and all(p.assigned() for p in procs), 30, "split")
+
+    leaving = procs[2]
+    began = time.monotonic()
+    leaving.stop()  # clean: unlocks at once
+    wait_for(lambda: (procs[0].assigned() or set()) | (procs[1].assigned() or set()) == {0, 1, 2, 3}, 10, "clean hand-over")
+    clean = time.monotonic() - began
+    assert clean <= 2.0 + 1.0, clean  # 2 s, plus the process's own exit
+
+    victim, survivor = procs[0], procs[1]
+    victim.kill()
+    began = time.monotonic()
+    wait_for(lambda: survivor.assigned() == {0, 1, 2, 3}, 30, "crash take-over")
+    crash = time.monotonic() - began
+    print(f"orderly take-over: clean shutdown {clean:.2f} s, crash {crash:.2f} s")
+    assert crash <= 15.0, crash
