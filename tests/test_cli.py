@@ -64,7 +64,8 @@ def test_demo_runs_on_the_embedded_store() -> None:
     assert "tag filter 'paid' (filtered in Redis): ['order-1001 paid'," in result.stdout
     assert "DemoGroup lag after consuming: 0" in result.stdout
     assert "(due after 2 s): ['cancel order-1001 if unpaid']" in result.stdout
-    assert "12. retry: failed -> ok" in result.stdout
+    assert "13. retry: failed -> ok" in result.stdout
+    assert "50 of 50 orders consumed exactly as created -> paid -> shipped" in result.stdout
     assert "resend_dlq resent 1; after the fix: failed -> failed -> ok" in result.stdout
 
 

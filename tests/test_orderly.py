@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import signal
 import threading
 import time
@@ -100,10 +101,10 @@ def test_a_paused_holder_stops_before_another_takes_over(redis_server, namespace
     assert max(ts for ts, *_ in a if ts < took_over_at + 0.5) < took_over_at, "the paused holder consumed after the take-over"
     assert took_over_at - paused_at >= LOCK_TTL_S - 4.0 - 1.0, "taken before the old lease could have run out"
     timeline = sorted([(ts, "a", off) for ts, _, off, _ in a] + [(ts, "b", off) for ts, _, off, _ in b])
-    switches = sum(1 for x, y in zip(timeline, timeline[1:]) if x[1] != y[1])
+    switches = sum(1 for x, y in itertools.pairwise(timeline) if x[1] != y[1])
     assert switches <= 2, f"interleaved consumption: {switches} switches"  # a→b, and b→a by a clean hand-back
     offsets_first = {}
-    for ts, who, off in timeline:
+    for ts, _, off in timeline:
         offsets_first.setdefault(off, ts)
     assert sorted(offsets_first, key=lambda o: offsets_first[o]) == sorted(offsets_first)  # never reordered
 

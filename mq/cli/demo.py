@@ -8,7 +8,14 @@ from collections.abc import Callable
 
 from mq.admin import Admin
 from mq.connection import mask_url, resolve_url
-from mq.consumer import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mq.consumer import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+    PushConsumer,
+)
 from mq.filter import MessageSelector
 from mq.message import Message, MessageExt
 from mq.producer import Producer, SelectMessageQueueByHash
@@ -28,6 +35,7 @@ def run(url: str | None = None, namespace: str = "mq") -> int:
     with Admin(url, namespace) as admin, Producer("DemoProducer", url, namespace=namespace) as producer:
         _produce(admin, producer)
         _consume(url, namespace, admin, producer)
+        _ordered(url, namespace, admin, producer)
         with BrokerService(url, namespace):
             _time(url, namespace, admin, producer)
     print("\nDone. Try it on Redis: MQ_URL=redis://127.0.0.1:6379/0 make demo")
@@ -122,6 +130,44 @@ def _wait(done: Callable[[], bool], timeout_s: float = 20.0) -> None:
         time.sleep(0.05)
 
 
+def _ordered(url: str, namespace: str, admin: Admin, producer: Producer) -> None:
+    """Order events of many orders, sent by sharding key, consumed in order by a group of two."""
+    admin.create_topic("DemoOrderEvents", read_queues=4, write_queues=4, order=True)
+    seen: dict[str, list[str]] = {}
+    lock = threading.Lock()
+
+    def in_order(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        for m in msgs:
+            order, event = m.body.decode().split()
+            with lock:
+                seen.setdefault(order, []).append(event)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumers = []
+    for _ in range(2):
+        c = PushConsumer("DemoOrderedGroup", url, namespace=namespace)
+        c.subscribe("DemoOrderEvents", "*")
+        c.register_orderly_listener(in_order)
+        consumers.append(c.start())
+    try:
+        _wait(lambda: all(c.assigned_queues() for c in consumers))  # each member locked its queues
+        orders = [f"order-{2000 + i}" for i in range(50)]
+        selector = SelectMessageQueueByHash()
+        for event in EVENTS:
+            for order in orders:
+                producer.send(Message("DemoOrderEvents", f"{order} {event}".encode(), tags=event),
+                              selector=selector, arg=order)  # fmt: skip
+        _wait(lambda: sum(len(v) for v in seen.values()) >= len(orders) * len(EVENTS))
+        shares = [sorted(q.queue_id for q in c.assigned_queues()) for c in consumers]
+    finally:
+        for c in consumers:
+            c.shutdown()
+    in_sequence = sum(1 for events in seen.values() if events == list(EVENTS))
+    print(f"11. ordered: {len(orders)} orders x {len(EVENTS)} events sent by sharding key; two orderly members "
+          f"locked queues {shares[0]} and {shares[1]};")  # fmt: skip
+    print(f"    {in_sequence} of {len(orders)} orders consumed exactly as created -> paid -> shipped")
+
+
 def _time(url: str, namespace: str, admin: Admin, producer: Producer) -> None:
     """Delayed messages, a retry that succeeds, and a dead letter that is resent (needs the broker service)."""
     admin.create_topic("DemoTimeouts", read_queues=1, write_queues=1)
@@ -139,10 +185,10 @@ def _time(url: str, namespace: str, admin: Admin, producer: Producer) -> None:
         producer.send(Message("DemoPayments", b"charge order-1002"))  # fails once, then succeeds
         producer.send(Message("DemoPayments", b"charge order-1003 (card declined)"))  # always fails
         _wait(lambda: bool(timeouts.bodies) and len(admin.dlq_messages("DemoPaymentService")) == 1)
-        print(f"11. timer message delivered {time.time() - sent_at:.2f} s after sending (due after 2 s): "
+        print(f"12. timer message delivered {time.time() - sent_at:.2f} s after sending (due after 2 s): "
               f"{timeouts.bodies}")  # fmt: skip
-        print(f"12. retry: {payments.summary('charge order-1002')}")
-        print(f"13. dead letter after max_reconsume_times=1: {payments.summary('charge order-1003 (card declined)')}; "
+        print(f"13. retry: {payments.summary('charge order-1002')}")
+        print(f"14. dead letter after max_reconsume_times=1: {payments.summary('charge order-1003 (card declined)')}; "
               f"DLQ holds {[m.body.decode() for m in admin.dlq_messages('DemoPaymentService')]}")  # fmt: skip
         payments.fix("charge order-1003 (card declined)")
         resent = admin.resend_dlq("DemoPaymentService")

@@ -18,6 +18,7 @@ from mq.consumer.types import (
     ConsumeFromWhere,
     ConsumeHook,
     ConsumeMessageContext,
+    ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
     MessageModel,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeHook",
     "ConsumeMessageContext",
+    "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
     "MessageModel",
     "MessageView",
