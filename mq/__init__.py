@@ -40,11 +40,14 @@ from mq.errors import (
 from mq.filter import ExpressionType, MessageSelector
 from mq.message import Message, MessageExt, SendResult, SendStatus
 from mq.producer import (
+    LocalTransactionState,
     MessageQueueSelector,
     Producer,
     SelectMessageQueueByHash,
     SelectMessageQueueByMachineRoom,
     SelectMessageQueueByRandom,
+    TransactionProducer,
+    TransactionSendResult,
 )
 from mq.queue import MessageQueue
 from mq.topic import QueueProgress, QueueStats, TopicConfig
@@ -70,6 +73,7 @@ __all__ = [
     "ExpressionType",
     "FilterExpressionError",
     "InvalidNameError",
+    "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "MQError",
@@ -95,4 +99,6 @@ __all__ = [
     "SimpleConsumer",
     "TopicConfig",
     "TopicNotFoundError",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

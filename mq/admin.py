@@ -16,6 +16,7 @@ from mq.message import Message, MessageExt
 from mq.producer import Producer
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store import Store
+from mq.store.store import decode_half
 from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TopicConfig
 from mq.validation import check_group, check_topic, check_user_topic
 
@@ -241,6 +242,28 @@ class Admin:
                         client.sadd(resent_key, m.msg_id)
                     count += 1
         return count
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    def discarded_transactions(self, topic: str | None = None) -> list[MessageExt]:
+        """Half messages rolled back after ``transaction_check_max`` unanswered checks (or the reserve
+        time), oldest first. ``system_properties`` carry ``TRANSACTION_CHECK_TIMES``,
+        ``DISCARD_REASON`` and ``HALF_ID``."""
+        configs = [self._require(topic)] if topic is not None else self._store.topics()
+        out: list[MessageExt] = []
+        with translate_errors(self._conn.url, "reading discarded transactions"):
+            pipe = self._conn.client.pipeline(transaction=False)
+            locations = [(c.name, q) for c in configs for q in range(c.queue_count)]
+            for name, q in locations:
+                pipe.xrange(self._store.queue_keys(name, q).txdead)
+            for (name, q), entries in zip(locations, pipe.execute()):
+                for _, fields in entries:
+                    msg = decode_half(name, q, fields[b"half_id"].decode(), fields)
+                    msg.system_properties.update({"TRANSACTION_CHECK_TIMES": fields[b"checks"].decode(),
+                                                  "DISCARD_REASON": fields[b"reason"].decode(),
+                                                  "HALF_ID": fields[b"half_id"].decode()})  # fmt: skip
+                    out.append(msg)
+        return sorted(out, key=lambda m: m.system_properties["HALF_ID"])
 
     def _group_topics(self, group: str) -> list[str]:
         subscribed = {t for c in self.consumer_connections(group) for t in c.subscriptions}

@@ -19,6 +19,12 @@ key                             type        holds
 ``{ns}:brokers``                zset        broker service id → last health beat, ms
 ``{ns:%DLQ%G:0}:resent``        set         msg ids of dead letters already resent by an admin
 ``{ns:T:Q}:lock:G``             string      orderly lock of group G: holder client id, with a TTL
+``{ns:T:Q}:half``               stream      transaction half messages (auto ids)
+``{ns:T:Q}:halfidx``            zset        half id → next check-back, ms
+``{ns:T:Q}:halfchk``            hash        half id → check-backs so far
+``{ns:T:Q}:txdead``             stream      half messages rolled back after too many checks (admin list)
+``{ns}:halves``                 zset        ``topic \\x1f queue id`` → earliest check-back of that queue
+``{ns:g:G}:txcheck``            stream      check-back requests for producer group G (consumer group "checkers")
 ``{ns:T:Q}:inv:G``              zset        simple consumer group G: offset → visible again at, ms
 ``{ns:T:Q}:att:G``              hash        simple consumer group G: offset → delivery attempts
 ``{ns}:groups``                 set         every consumer group that ever registered
@@ -50,10 +56,23 @@ class QueueKeys:
     owners: str
     timer: str
     delayed: str
+    half: str
+    halfidx: str
+    halfchk: str
+    txdead: str
 
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
-        return [self.meta, self.log, self.ids, self.keys, self.offsets, self.owners, self.timer, self.delayed]
+        return [self.meta, self.log, self.ids, self.keys, self.offsets, self.owners, self.timer, self.delayed,
+                self.half, self.halfidx, self.halfchk, self.txdead]
+
+    def end_transaction(self) -> list[str]:
+        """The keys of ``end-transaction``."""
+        return [*self.put(), self.half, self.halfidx, self.halfchk]
+
+    def check_halves(self) -> list[str]:
+        """The keys of ``check-halves``."""
+        return [self.half, self.halfidx, self.halfchk, self.txdead, self.meta]
 
     def lock(self, group: str) -> str:
         """The orderly-consumption lock of ``group`` on this queue."""
@@ -83,6 +102,7 @@ class GroupKeys:
 
     clients: str
     info: str
+    txcheck: str
 
 
 class Keys:
@@ -95,13 +115,15 @@ class Keys:
         self.timers = f"{{{namespace}}}:timers"
         self.config = f"{{{namespace}}}:config"
         self.brokers = f"{{{namespace}}}:brokers"
+        self.halves = f"{{{namespace}}}:halves"
 
     def queue(self, topic: str, queue_id: int) -> QueueKeys:
         """The keys of queue ``queue_id`` of ``topic``."""
         tag = f"{{{self.namespace}:{topic}:{queue_id}}}"
         return QueueKeys(meta=f"{tag}:q", log=f"{tag}:log", ids=f"{tag}:ids", keys=f"{tag}:keys",
                          offsets=f"{tag}:offsets", owners=f"{tag}:owners", timer=f"{tag}:timer",
-                         delayed=f"{tag}:delayed")
+                         delayed=f"{tag}:delayed", half=f"{tag}:half", halfidx=f"{tag}:halfidx",
+                         halfchk=f"{tag}:halfchk", txdead=f"{tag}:txdead")
 
     def dlq_resent(self, group: str) -> str:
         """The set of dead-letter msg ids of ``group`` already resent (in the DLQ queue's slot)."""
@@ -110,7 +132,7 @@ class Keys:
     def group(self, group: str) -> GroupKeys:
         """The registry keys of ``group``."""
         tag = f"{{{self.namespace}:g:{group}}}"
-        return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info")
+        return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info", txcheck=f"{tag}:txcheck")
 
 
 def stream_id(offset: int) -> str:

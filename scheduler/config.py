@@ -17,6 +17,7 @@ class BrokerConfig:
         transaction_timeout_s: a half message is checked back after this long [``transactionTimeOut``].
         transaction_check_interval_s: how often half messages are checked [``transactionCheckInterval``].
         transaction_check_max: checks before an unresolved half message is rolled back [``transactionCheckMax``].
+        transaction_reserve_h: an unresolved half message older than this is rolled back [72 h].
         file_reserved_time_h: messages older than this are removed, consumed or not [``fileReservedTime``];
             fractions of an hour are allowed.
         retention_interval_s: how often retention runs.
@@ -33,6 +34,7 @@ class BrokerConfig:
     transaction_timeout_s: float = 6.0
     transaction_check_interval_s: float = 60.0
     transaction_check_max: int = 15
+    transaction_reserve_h: float = 72.0
     file_reserved_time_h: float = 72.0
     retention_interval_s: float = 60.0
     timer_poll_ms: int = 20
@@ -44,7 +46,7 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         parse_delay_levels(self.message_delay_level)  # raises on a bad level
-        for name in ("transaction_timeout_s", "transaction_check_interval_s", "file_reserved_time_h",
+        for name in ("transaction_timeout_s", "transaction_check_interval_s", "transaction_reserve_h", "file_reserved_time_h",
                      "retention_interval_s", "timer_sweep_interval_s", "health_interval_s", "health_timeout_s",
                      "cleanup_interval_s"):  # fmt: skip
             if getattr(self, name) <= 0:

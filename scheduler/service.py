@@ -4,6 +4,7 @@
 Jobs (each ``coalesce=True``, ``max_instances=1``):
 
 - timer delivery: a watchdog that keeps the delivery thread running;
+- transaction check-back every ``transaction_check_interval_s``;
 - the timer index sweep;
 - retention;
 - removal of dead clients from group registries;
@@ -35,6 +36,7 @@ from mq.store import Store
 from scheduler.config import BrokerConfig
 from scheduler.retention import apply_retention
 from scheduler.timers import TimerDelivery
+from scheduler.transactions import TransactionChecker
 
 log = logging.getLogger("scheduler")
 
@@ -56,6 +58,7 @@ class BrokerService:
         self._stop = threading.Event()
         self.timers = TimerDelivery(self._store, poll_ms=self.config.timer_poll_ms, batch=self.config.timer_batch,
                                     stop=self._stop)  # fmt: skip
+        self.transactions = TransactionChecker(self._store, self.config)
         self._scheduler: BackgroundScheduler | None = None
 
     def __repr__(self) -> str:
@@ -66,7 +69,10 @@ class BrokerService:
         if self._scheduler is not None:
             return self
         with translate_errors(self._conn.url, "publishing broker settings"):
-            self._conn.client.hset(self._store.keys.config, "message_delay_level", self.config.message_delay_level)
+            self._conn.client.hset(self._store.keys.config, mapping={
+                "message_delay_level": self.config.message_delay_level,
+                "transaction_timeout_s": self.config.transaction_timeout_s,
+            })  # fmt: skip
         self._beat()
         c = self.config
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
@@ -74,6 +80,10 @@ class BrokerService:
                           misfire_grace_time=1, next_run_time=datetime.now())  # fmt: skip
         scheduler.add_job(self._guard(self.timers.sweep), "interval", seconds=c.timer_sweep_interval_s,
                           id="timer-sweep", misfire_grace_time=_grace(c.timer_sweep_interval_s), next_run_time=datetime.now())
+        scheduler.add_job(self._guard(self.transactions.run), "interval", seconds=c.transaction_check_interval_s,
+                          id="transaction-check", misfire_grace_time=_grace(c.transaction_check_interval_s))  # fmt: skip
+        scheduler.add_job(self._guard(self.transactions.index.sweep), "interval", seconds=c.timer_sweep_interval_s,
+                          id="transaction-sweep", misfire_grace_time=_grace(c.timer_sweep_interval_s))  # fmt: skip
         scheduler.add_job(self._guard(apply_retention, self._store, c.file_reserved_time_h), "interval",
                           seconds=c.retention_interval_s, id="retention",
                           misfire_grace_time=_grace(c.retention_interval_s))  # fmt: skip

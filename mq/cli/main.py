@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             x.add_argument("--id", action="append", dest="msg_ids", help="only this msg id (repeatable)")
 
+    tx = sub.add_parser("tx", help="transactions: list half messages rolled back after too many checks")
+    txsub = tx.add_subparsers(dest="action", required=True)
+    x = txsub.add_parser("list")
+    _common(x)
+    x.add_argument("--topic")
+
     q = sub.add_parser("query", help="find messages by id or key")
     _common(q)
     q.add_argument("topic")
@@ -196,6 +202,14 @@ def _dlq(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tx(args: argparse.Namespace) -> int:
+    _warn_if_memory(args.url)
+    with Admin(args.url, args.namespace) as admin:
+        for m in admin.discarded_transactions(args.topic):
+            print(json.dumps(message_dict(m) | {"system_properties": m.system_properties}, ensure_ascii=False))
+    return 0
+
+
 def _send(args: argparse.Namespace) -> int:
     from mq.producer import SelectMessageQueueByHash
 
@@ -251,7 +265,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-_HANDLERS = {"topic": _topic, "group": _group, "broker": _broker, "dlq": _dlq, "send": _send, "query": _query}
+_HANDLERS = {"topic": _topic, "group": _group, "broker": _broker, "dlq": _dlq, "tx": _tx, "send": _send, "query": _query}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,11 +7,15 @@ from mq.producer.selectors import (
     SelectMessageQueueByMachineRoom,
     SelectMessageQueueByRandom,
 )
+from mq.producer.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 
 __all__ = [
+    "LocalTransactionState",
     "MessageQueueSelector",
     "Producer",
     "SelectMessageQueueByHash",
     "SelectMessageQueueByMachineRoom",
     "SelectMessageQueueByRandom",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

@@ -128,6 +128,50 @@ class Store:
                 check_put_result(topic, queue_id, result)
             self._client.zadd(self.keys.timers, {timer_member(topic, queue_id): int(due_ms)}, lt=True)
 
+    def put_half(self, topic: str, queue_id: int, encoded: list[Any], first_check_ms: int) -> str:
+        """Store a transaction's half message (invisible) and index its queue for check-backs.
+
+        Returns the half id. Raises as :meth:`put` for a missing or unwritable queue.
+        """
+        keys = self.queue_keys(topic, queue_id)
+        with self._errors(f"storing a half message in {topic!r} queue {queue_id}"):
+            result = scripts.run(self._client, "put-half", [keys.meta, keys.half, keys.halfidx],
+                                 [int(first_check_ms), *encoded[1:]])  # fmt: skip
+            if result in (scripts.QUEUE_MISSING, scripts.QUEUE_NOT_WRITABLE):
+                check_put_result(topic, queue_id, result)
+            self._client.zadd(self.keys.halves, {timer_member(topic, queue_id): int(first_check_ms)}, lt=True)
+        return result.decode() if isinstance(result, bytes) else str(result)
+
+    def end_transaction(self, topic: str, queue_id: int, half_id: str, commit: bool) -> tuple[bool, int]:
+        """Commit or roll back a half message; ``(changed, offset)`` (offset -1 unless committed now)."""
+        keys = self.queue_keys(topic, queue_id)
+        with self._errors(f"ending a transaction in {topic!r} queue {queue_id}"):
+            done, offset = scripts.run(self._client, "end-transaction", keys.end_transaction(),
+                                       ["commit" if commit else "rollback", half_id])  # fmt: skip
+        return bool(done), int(offset)
+
+    def read_half(self, topic: str, queue_id: int, half_id: str) -> MessageExt | None:
+        """The half message ``half_id``, or None once it is resolved."""
+        with self._errors(f"reading a half message of {topic!r}"):
+            entries = self._client.xrange(self.queue_keys(topic, queue_id).half, half_id, half_id)
+        if not entries:
+            return None
+        return decode_half(topic, queue_id, half_id, entries[0][1])
+
+    def check_halves(self, queues: Sequence[tuple[str, int]], now_ms: int, interval_ms: int, check_max: int,
+                     reserve_ms: int, limit: int) -> list[tuple[int, list[tuple[str, str, int]]]]:  # fmt: skip
+        """Count and take the half messages due for a check-back; per queue ``(next_ms, [(kind, id, checks)])``."""
+        calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
+            ("check-halves", self.queue_keys(t, q).check_halves(), [now_ms, interval_ms, check_max, reserve_ms, limit])
+            for t, q in queues
+        ]
+        with self._errors("checking half messages"):
+            replies = scripts.run_many(self._client, calls)
+            for r in replies:
+                if isinstance(r, Exception):
+                    raise r
+        return [(int(r[0]), [(k.decode(), i.decode(), int(c)) for k, i, c in r[1:]]) for r in replies]
+
     def deliver_due(self, queues: Sequence[tuple[str, int]], now_ms: int, limit: int) -> list[tuple[int, int]]:
         """Move due delayed messages of ``queues`` into their logs; ``(moved, next_due_ms or -1)`` each."""
         calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
@@ -258,6 +302,15 @@ class PullResult:
     messages: list[MessageExt]
     next_offset: int
     max_offset: int
+
+
+def decode_half(topic: str, queue_id: int, half_id: str, fields: dict[bytes, bytes]) -> MessageExt:
+    """A half message as a :class:`MessageExt`: not in the log yet, so ``queue_offset`` is -1 and the
+    store time is when the half message was stored (the time part of its id)."""
+    fields = {b"st": half_id.partition("-")[0].encode(), **fields}
+    msg = codec.decode(topic, queue_id, b"0-0", fields)
+    msg.queue_offset = -1
+    return msg
 
 
 def pairs(flat: list[bytes]) -> dict[bytes, bytes]:

@@ -1,0 +1,172 @@
+"""Transaction messages: half messages, commit/rollback, check-back by the broker service."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mq import (
+    Admin,
+    ConsumeConcurrentlyStatus,
+    LocalTransactionState,
+    Message,
+    Producer,
+    PushConsumer,
+    TransactionProducer,
+)
+from mq.errors import MQClientError, TopicNotFoundError
+from scheduler import BrokerConfig, BrokerService
+from tests.helpers import snapshot
+from tests.procs import ROOT, wait_for
+
+COMMIT, ROLLBACK, UNKNOW = (LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE,
+                            LocalTransactionState.UNKNOW)  # fmt: skip
+FAST = BrokerConfig(transaction_timeout_s=1.0, transaction_check_interval_s=1.0, transaction_check_max=3)
+
+
+class Inbox:
+    """A consumer of topic T recording bodies with arrival times."""
+
+    def __init__(self, url: str, ns: str) -> None:
+        self.got: list[tuple[bytes, float]] = []
+        self.lock = threading.Lock()
+        self.consumer = PushConsumer("tx-readers", url, namespace=ns)
+        self.consumer.subscribe("T", "*")
+        self.consumer.register_message_listener(self._on)
+
+    def _on(self, msgs, ctx):  # type: ignore[no-untyped-def]
+        with self.lock:
+            self.got.extend((m.body, time.time()) for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def bodies(self) -> list[bytes]:
+        with self.lock:
+            return [b for b, _ in self.got]
+
+
+@pytest.fixture
+def env(backend_url: str, namespace: str) -> Iterator[tuple[str, str, Admin, Inbox]]:
+    admin = Admin(backend_url, namespace)
+    admin.create_topic("T", read_queues=4, write_queues=4)
+    inbox = Inbox(backend_url, namespace)
+    with inbox.consumer:
+        time.sleep(0.5)
+        yield backend_url, namespace, admin, inbox
+
+
+def test_commit_is_visible_at_once_rollback_never_half_invisible(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, admin, inbox = env
+    seen_during: list[int] = []
+
+    def commit(msg, arg):  # type: ignore[no-untyped-def]
+        time.sleep(0.5)  # the half message is stored now; nobody may see it
+        seen_during.append(len(inbox.bodies()))
+        seen_during.append(sum(s.max_offset for s in admin.topic_status("T").values()))
+        return COMMIT
+
+    with TransactionProducer("txg", url, namespace=ns, checker=lambda m: ROLLBACK) as tp:
+        r = tp.send_message_in_transaction(Message("T", b"committed"), commit)
+        assert r.local_transaction_state is COMMIT and r.queue_offset >= 0
+        rolled = tp.send_message_in_transaction(Message("T", b"rolled back"), lambda m, a: ROLLBACK)
+        assert rolled.local_transaction_state is ROLLBACK and rolled.queue_offset == -1
+        wait_for(lambda: inbox.bodies() == [b"committed"], 5, "the committed message")
+        assert admin.query_message("T", r.msg_id) is not None
+    assert seen_during == [0, 0]
+    time.sleep(0.5)
+    assert inbox.bodies() == [b"committed"]
+    assert admin.query_message("T", rolled.msg_id) is None
+
+
+def test_unknown_resolved_by_check_back(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, _, inbox = env
+    answers = {b"check says commit": COMMIT, b"check says rollback": ROLLBACK, b"executor raised": COMMIT}
+
+    def raises(msg, arg):  # type: ignore[no-untyped-def]
+        raise RuntimeError("the local transaction crashed")
+
+    with BrokerService(url, ns, FAST), TransactionProducer("txg", url, namespace=ns, checker=lambda m: answers[m.body]) as tp:
+        sent = time.time()
+        assert tp.send_message_in_transaction(Message("T", b"check says commit"), lambda m, a: UNKNOW).queue_offset == -1
+        tp.send_message_in_transaction(Message("T", b"check says rollback"), lambda m, a: UNKNOW)
+        r = tp.send_message_in_transaction(Message("T", b"executor raised"), raises)
+        assert r.local_transaction_state is UNKNOW
+        wait_for(lambda: len(inbox.bodies()) >= 2, 10, "both committed by check-back")
+        time.sleep(1.5)
+    assert sorted(inbox.bodies()) == [b"check says commit", b"executor raised"]
+    arrived = dict(inbox.got)[b"check says commit"] - sent
+    assert FAST.transaction_timeout_s <= arrived <= FAST.transaction_timeout_s + FAST.transaction_check_interval_s + 1
+
+
+@pytest.mark.fault
+def test_another_member_answers_for_a_killed_producer(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, _, inbox = env
+    proc = subprocess.run([sys.executable, "-m", "tests.tx_proc", url, ns, "txg", "T", "orphan"], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == -9 and "half stored" in proc.stdout
+    assert inbox.bodies() == []
+    with BrokerService(url, ns, FAST), TransactionProducer("txg", url, namespace=ns, checker=lambda m: COMMIT):
+        wait_for(lambda: inbox.bodies() == [b"orphan"], 10, "the surviving member to commit it")
+
+
+def test_unanswerable_half_is_checked_exactly_max_times_then_listed(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, admin, inbox = env
+    checks: list[str] = []
+
+    def never_sure(msg):  # type: ignore[no-untyped-def]
+        checks.append(msg.system_properties["TRANSACTION_CHECK_TIMES"])
+        return UNKNOW
+
+    with BrokerService(url, ns, FAST), TransactionProducer("txg", url, namespace=ns, checker=never_sure) as tp:
+        r = tp.send_message_in_transaction(Message("T", b"limbo", keys=["k"]), lambda m, a: UNKNOW)
+        wait_for(lambda: bool(admin.discarded_transactions()), 15, "the half message to be rolled back and listed")
+        time.sleep(2.5)  # no further checks
+    assert checks == ["1", "2", "3"]
+    [dead] = admin.discarded_transactions("T")
+    assert (dead.msg_id, dead.body, dead.system_properties["TRANSACTION_CHECK_TIMES"]) == (r.msg_id, b"limbo", "3")
+    assert dead.system_properties["DISCARD_REASON"] == "check_max"
+    assert inbox.bodies() == []
+
+
+def test_two_broker_services_check_once_per_interval_and_commit_once(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, _, inbox = env
+    checks: dict[bytes, list[float]] = {}
+    lock = threading.Lock()
+
+    def third_time_lucky(msg):  # type: ignore[no-untyped-def]
+        with lock:
+            checks.setdefault(msg.body, []).append(time.time())
+            return COMMIT if len(checks[msg.body]) >= 3 else UNKNOW
+
+    config = BrokerConfig(transaction_timeout_s=1.0, transaction_check_interval_s=1.0, transaction_check_max=10)
+    with BrokerService(url, ns, config), BrokerService(url, ns, config), \
+            TransactionProducer("txg", url, namespace=ns, checker=third_time_lucky) as tp:  # fmt: skip
+        for i in range(10):
+            tp.send_message_in_transaction(Message("T", b"m%d" % i), lambda m, a: UNKNOW)
+        wait_for(lambda: len(inbox.bodies()) >= 10, 20, "all committed")
+        time.sleep(2.0)
+    assert sorted(inbox.bodies()) == sorted(b"m%d" % i for i in range(10))  # once each
+    for body, times in checks.items():
+        assert len(times) == 3, (body, times)
+        assert all(b - a >= 0.8 for a, b in zip(times, times[1:])), f"checked twice in one interval: {times}"
+
+
+def test_bad_input_is_refused_before_anything_is_stored(backend_url: str, namespace: str) -> None:
+    Admin(backend_url, namespace).create_topic("T", read_queues=2, write_queues=2)
+    with TransactionProducer("txg", backend_url, namespace=namespace, checker=lambda m: COMMIT) as tp:
+        before = snapshot(backend_url, namespace)
+        with pytest.raises(MQClientError, match="delayed"):
+            tp.send_message_in_transaction(Message("T", b"x", delay_level=2), lambda m, a: COMMIT)
+        with pytest.raises(MQClientError, match="batches"):
+            tp.send_message_in_transaction([Message("T", b"x")], lambda m, a: COMMIT)  # type: ignore[arg-type]
+        with pytest.raises(TopicNotFoundError):
+            tp.send_message_in_transaction(Message("nosuch", b"x"), lambda m, a: COMMIT)
+        assert snapshot(backend_url, namespace) == before
+    with pytest.raises(MQClientError, match="checker"):
+        TransactionProducer("txg", backend_url, namespace=namespace, checker=None)  # type: ignore[arg-type]
+    assert Producer  # the plain producer is unaffected by transactions
