@@ -66,6 +66,7 @@ def test_demo_runs_on_the_embedded_store() -> None:
     assert "(due after 2 s): ['cancel order-1001 if unpaid']" in result.stdout
     assert "13. retry: failed -> ok" in result.stdout
     assert "50 of 50 orders consumed exactly as created -> paid -> shipped" in result.stdout
+    assert "consumers saw ['order-3001 created', 'order-3003 created'] (the unknown one committed by check-back)" in result.stdout
     assert "resend_dlq resent 1; after the fix: failed -> failed -> ok" in result.stdout
 
 

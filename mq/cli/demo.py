@@ -18,8 +18,8 @@ from mq.consumer import (
 )
 from mq.filter import MessageSelector
 from mq.message import Message, MessageExt
-from mq.producer import Producer, SelectMessageQueueByHash
-from scheduler import BrokerService
+from mq.producer import LocalTransactionState, Producer, SelectMessageQueueByHash, TransactionProducer
+from scheduler import BrokerConfig, BrokerService
 
 #: The demo's topic.
 TOPIC = "DemoOrders"
@@ -36,8 +36,10 @@ def run(url: str | None = None, namespace: str = "mq") -> int:
         _produce(admin, producer)
         _consume(url, namespace, admin, producer)
         _ordered(url, namespace, admin, producer)
-        with BrokerService(url, namespace):
+        # check back every second (the default is 60 s) so the demo's unknown transaction resolves fast
+        with BrokerService(url, namespace, BrokerConfig(transaction_check_interval_s=1.0)):
             _time(url, namespace, admin, producer)
+            _transactions(url, namespace, admin)
     print("\nDone. Try it on Redis: MQ_URL=redis://127.0.0.1:6379/0 make demo")
     return 0
 
@@ -197,6 +199,36 @@ def _time(url: str, namespace: str, admin: Admin, producer: Producer) -> None:
     finally:
         for consumer in consumers:
             consumer.shutdown()
+
+
+def _transactions(url: str, namespace: str, admin: Admin) -> None:
+    """The order/cart example: an order's message is sent only if clearing the cart commits."""
+    admin.create_topic("DemoOrderCreated", read_queues=2, write_queues=2)
+    created = _Recorder()
+    consumers = [_consumer(url, namespace, "DemoCartCleaner", "*", created, ConsumeFromWhere.LAST_OFFSET, "DemoOrderCreated")]
+    carts = {"order-3001": "committed", "order-3002": "rolled back", "order-3003": "unknown"}
+    outcome = {"committed": LocalTransactionState.COMMIT_MESSAGE, "rolled back": LocalTransactionState.ROLLBACK_MESSAGE,
+               "unknown": LocalTransactionState.UNKNOW}  # fmt: skip
+
+    def local_transaction(msg: Message, order: str) -> LocalTransactionState:
+        return outcome[carts[order]]  # e.g. the database transaction that clears the cart
+
+    def check_back(msg: MessageExt) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE  # the order row exists: the transaction did commit
+
+    try:
+        _wait(lambda: bool(consumers[0].assigned_queues()))
+        with TransactionProducer("DemoOrderService", url, namespace=namespace, checker=check_back) as tp:
+            print("15. transactions (order/cart): the order message goes out only if clearing the cart commits")
+            for order in carts:
+                r = tp.send_message_in_transaction(Message("DemoOrderCreated", f"{order} created".encode()),
+                                                   local_transaction, order, check_immunity_time_s=1.0)  # fmt: skip
+                print(f"    {order}: local transaction {carts[order]} -> {r.local_transaction_state.value}")
+            _wait(lambda: len(created.bodies) >= 2)
+            time.sleep(0.5)
+    finally:
+        consumers[0].shutdown()
+    print(f"    consumers saw {sorted(created.bodies)} (the unknown one committed by check-back)")
 
 
 class _Attempts:
