@@ -46,6 +46,8 @@ DEFAULT_SOCKET_TIMEOUT_S = 3.0
 REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.RedisClusterException)
 
 _SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "memory")
+#: TLS query options passed on to a cluster client (a standalone URL passes every option itself).
+_CLUSTER_TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "ssl_check_hostname")
 _memory_servers: dict[str, Any] = {}
 _memory_lock = threading.Lock()
 
@@ -151,8 +153,10 @@ def _make_client(url: str, kind: str, socket_timeout_s: float | None) -> Any:
     nodes = [_seed(hostport) for hostport in parts.netloc.rpartition("@")[2].split(",") if hostport]
     if not nodes:
         raise MQClientError(f"no seed nodes in {mask_url(url)!r}: use redis+cluster://host:port[,host:port]")
+    tls: dict[str, Any] = {k: v[0] for k, v in parse_qs(parts.query).items() if k in _CLUSTER_TLS_OPTIONS}
     return RedisCluster(
         startup_nodes=nodes,
+        **tls,
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,
         ssl=parts.scheme.startswith("rediss"),

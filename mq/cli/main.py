@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--check", action="store_true", help="exit 0 when a broker service is healthy, else 1")
     b.add_argument("--delay-levels", help='message_delay_level, e.g. "1s 5s 10s 30s 1m"')
     b.add_argument("--retention-h", type=float, help="file_reserved_time_h: hours messages are kept")
+    b.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (/metrics)")
+    b.add_argument("--metrics-addr", default="127.0.0.1", help="address of the metrics endpoint (default 127.0.0.1)")
 
     d = sub.add_parser("dlq", help="dead-letter queues: list and resend")
     dsub = d.add_subparsers(dest="action", required=True)
@@ -186,6 +188,12 @@ def _broker(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     with BrokerService(args.url, args.namespace, BrokerConfig(**options)) as service:
+        if args.metrics_port:
+            from scheduler.metrics import serve_metrics
+
+            serve_metrics(args.metrics_port, args.url, args.namespace, health_timeout_s=service.config.health_timeout_s,
+                          addr=args.metrics_addr)  # fmt: skip
+            print(f"metrics on http://{args.metrics_addr}:{args.metrics_port}/metrics", flush=True)
         print(f"{service!r} running; Ctrl-C to stop", flush=True)
         stop.wait()
     return 0

@@ -25,6 +25,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from mq import metrics
 from mq.connection import REDIS_ERRORS, Connection, translate_errors
 from mq.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from mq.consumer.locks import LOCAL_LOCK_EXPIRY_S, LOCK_RENEW_INTERVAL_S, try_lock, unlock
@@ -324,6 +325,8 @@ class ConsumerCore:
                 self.process_queues[mq] = pq
                 threading.Thread(target=self._wait_loop, args=(pq,), name=f"mq-poll-{mq.queue_id}", daemon=True).start()
             self.rebalance_count += 1
+            if metrics.CLIENT_METRICS is not None:
+                metrics.CLIENT_METRICS.rebalances.labels(self.group).inc()
             log.info("group %s client %s now consumes %d queues", self.group, self.client_id, len(self.process_queues))
             self._wake.set()
         return unsettled

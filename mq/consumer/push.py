@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
 
+from mq import metrics
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.core import ConsumerCore
 from mq.consumer.orderly import OrderlyService
@@ -299,6 +300,8 @@ class PushConsumer:
             hook_ctx.error = e
             log.warning("listener of %s raised on %d message(s) from %s: %r", self.group, len(msgs), mq, e)
         hook_ctx.duration_ms = (time.perf_counter() - started) * 1000
+        if metrics.CLIENT_METRICS is not None:
+            metrics.CLIENT_METRICS.consume_latency.labels(self.group, mq.topic).observe(hook_ctx.duration_ms / 1000)
         hook_ctx.status = status.value
         hook_ctx.success = status is not failure
         self._run_hooks("after", hook_ctx)

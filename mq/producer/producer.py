@@ -9,6 +9,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
+from mq import metrics
 from mq.connection import Connection
 from mq.errors import MQBrokerError, MQClientError, QueueNotWritableError, TopicNotFoundError
 from mq.message import Message, SendResult, SendStatus
@@ -272,6 +273,8 @@ class Producer:
                 log.debug("send to %s failed on attempt %d: %s", mq, attempt + 1, e)
                 continue
             self._record(node, started)
+            if metrics.CLIENT_METRICS is not None:
+                metrics.CLIENT_METRICS.send_latency.labels(topic).observe(time.monotonic() - started)
             return SendResult(SendStatus.SEND_OK, msg_id, mq, offset)
         raise MQBrokerError(f"sending to topic {topic!r} failed after {attempt + 1} attempt(s): {error}") from error
 

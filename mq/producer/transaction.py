@@ -111,6 +111,9 @@ class TransactionProducer(Producer):
             self._thread.start()
         return self
 
+    def __enter__(self) -> TransactionProducer:
+        return self.start()
+
     def shutdown(self) -> None:
         """Stop answering check-backs and shut the producer down."""
         self._stop.set()

@@ -1,0 +1,50 @@
+"""Opt-in client metrics for Prometheus: send and consume latency, rebalances.
+
+Call :func:`enable_client_metrics` once per process (optionally with a port to serve them);
+producers and consumers then record into the process-wide registry::
+
+    rocketredis_send_latency_seconds{topic}          histogram of successful sends
+    rocketredis_consume_latency_seconds{group,topic} histogram of listener calls
+    rocketredis_rebalance_total{group}               rebalances that changed this client's queues
+
+Disabled (the default), the hooks cost one attribute check. Broker-side series (lag, DLQ size,
+backlogs) come from ``mq broker --metrics-port``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+
+#: Latency buckets, seconds.
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+@dataclass(frozen=True)
+class ClientMetrics:
+    """The client series of one registry."""
+
+    send_latency: Histogram
+    consume_latency: Histogram
+    rebalances: Counter
+
+
+#: The enabled metrics, or None.
+CLIENT_METRICS: ClientMetrics | None = None
+
+
+def enable_client_metrics(port: int | None = None, *, registry: CollectorRegistry = REGISTRY,
+                          addr: str = "127.0.0.1") -> ClientMetrics:  # fmt: skip
+    """Start recording client metrics (idempotent); with ``port``, serve them on ``/metrics``."""
+    global CLIENT_METRICS
+    if CLIENT_METRICS is None:
+        CLIENT_METRICS = ClientMetrics(
+            Histogram("rocketredis_send_latency_seconds", "Send latency", ["topic"], buckets=BUCKETS, registry=registry),
+            Histogram("rocketredis_consume_latency_seconds", "Listener call duration", ["group", "topic"],
+                      buckets=BUCKETS, registry=registry),
+            Counter("rocketredis_rebalance_total", "Rebalances that changed the queues", ["group"], registry=registry),
+        )
+        if port is not None:
+            start_http_server(port, addr=addr, registry=registry)
+    return CLIENT_METRICS

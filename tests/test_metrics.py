@@ -1,0 +1,94 @@
+"""Prometheus metrics: the broker's namespace series with correct values, and client histograms."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from mq import (
+    Admin,
+    ConsumeConcurrentlyStatus,
+    LocalTransactionState,
+    Message,
+    MessageQueue,
+    Producer,
+    PushConsumer,
+    TransactionProducer,
+)
+from mq.connection import Connection
+from mq.consumer.offsets import write_group_offsets
+from mq.metrics import enable_client_metrics
+from mq.store import Store
+from scheduler import BrokerConfig, BrokerService
+from scheduler.metrics import serve_metrics
+from tests.procs import wait_for
+from tests.servers import free_port
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> None:
+    url = redis_server.url
+    admin = Admin(url, namespace)
+    admin.create_topic("M", read_queues=2, write_queues=2)
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(10):
+            producer.send(Message("M", b"%d" % i), queue=MessageQueue("M", "broker-a", i % 2))
+        producer.send(Message("M", b"later", deliver_time_ms=int(time.time() * 1000) + 3_600_000))  # timer backlog 1
+    write_group_offsets(Store(Connection(url, namespace)), "lagging", {MessageQueue("M", "broker-a", 0): 2,
+                                                                      MessageQueue("M", "broker-a", 1): 5})  # fmt: skip
+    failing = PushConsumer("dead-letters", url, namespace=namespace, max_reconsume_times=0)
+    failing.subscribe("M", "*")
+    failing.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.RECONSUME_LATER)
+    with BrokerService(url, namespace, BrokerConfig(message_delay_level="100ms")), failing, \
+            TransactionProducer("tx", url, namespace=namespace, checker=lambda m: LocalTransactionState.UNKNOW) as tp:  # fmt: skip
+        time.sleep(0.5)
+        with Producer("p2", url, namespace=namespace) as producer:
+            producer.send(Message("M", b"poison"), queue=MessageQueue("M", "broker-a", 0))
+        tp.send_message_in_transaction(Message("M", b"half"), lambda m, a: LocalTransactionState.UNKNOW,
+                                       check_immunity_time_s=3600)  # fmt: skip
+        wait_for(lambda: len(admin.dlq_messages("dead-letters")) == 1, 10, "the forced dead letter")
+        port = free_port()
+        serve_metrics(port, url, namespace)
+        m = _scrape(port)
+    assert m[("rocketredis_topic_messages", (("topic", "M"),))] == 11
+    assert m[("rocketredis_group_lag", (("group", "lagging"), ("queue", "0"), ("topic", "M")))] == 6 - 2  # 5 + poison on queue 0
+    assert m[("rocketredis_group_lag", (("group", "lagging"), ("queue", "1"), ("topic", "M")))] == 5 - 5
+    assert m[("rocketredis_dlq_messages", (("group", "dead-letters"),))] == 1
+    assert m[("rocketredis_timer_backlog", ())] == 1
+    assert m[("rocketredis_half_backlog", ())] == 1
+    assert m[("rocketredis_brokers_healthy", ())] == 1
+
+
+def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, namespace: str) -> None:
+    registry = CollectorRegistry()
+    import mq.metrics
+
+    mq.metrics.CLIENT_METRICS = None
+    try:
+        port = free_port()
+        enable_client_metrics(port, registry=registry)
+        url = redis_server.url
+        Admin(url, namespace).create_topic("C", read_queues=2, write_queues=2)
+        got: list[bytes] = []
+        consumer = PushConsumer("cg", url, namespace=namespace)
+        consumer.subscribe("C", "*")
+        consumer.register_message_listener(lambda msgs, ctx: (got.extend(m.body for m in msgs),
+                                                               ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1])  # fmt: skip
+        with consumer, Producer("p", url, namespace=namespace) as producer:
+            time.sleep(0.5)
+            for i in range(7):
+                producer.send(Message("C", b"%d" % i))
+            wait_for(lambda: len(got) == 7, 10, "7 consumed")
+        m = _scrape(port)
+    finally:
+        mq.metrics.CLIENT_METRICS = None
+    assert m[("rocketredis_send_latency_seconds_count", (("topic", "C"),))] == 7
+    assert m[("rocketredis_consume_latency_seconds_count", (("group", "cg"), ("topic", "C")))] == 7
+    assert m[("rocketredis_rebalance_total", (("group", "cg"),))] >= 1
