@@ -30,6 +30,8 @@ lint: $(STAMP)
 bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see docs/benchmarks.md)
 	$(PY) -m bench.producer
 	$(PY) -m bench.consumer
+	$(PY) -m bench.timers
+	$(PY) -m bench.orderly
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
