@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable
 from types import TracebackType
+from typing import Any
 
 from mq.connection import Connection, translate_errors
 from mq.consumer import registry
@@ -242,6 +244,15 @@ class Admin:
                         client.sadd(resent_key, m.msg_id)
                     count += 1
         return count
+
+    # -- broker ---------------------------------------------------------------------------------
+
+    def broker_stats(self) -> dict[str, Any] | None:
+        """The last stats snapshot of a broker service (topic totals, lag per group/topic, DLQ sizes,
+        timer and half-message backlogs, when and by whom), or None when no service has taken one."""
+        with translate_errors(self._conn.url, "reading broker stats"):
+            raw = self._conn.client.get(self._store.keys.stats)
+        return dict(json.loads(raw)) if raw else None
 
     # -- transactions ---------------------------------------------------------------------------
 

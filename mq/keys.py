@@ -17,6 +17,7 @@ key                             type        holds
 ``{ns}:timers``                 zset        ``topic \\x1f queue id`` → earliest due time of that queue
 ``{ns}:config``                 hash        namespace-wide broker settings (``message_delay_level``)
 ``{ns}:brokers``                zset        broker service id → last health beat, ms
+``{ns}:stats``                  string      the broker service's last stats snapshot (JSON)
 ``{ns:%DLQ%G:0}:resent``        set         msg ids of dead letters already resent by an admin
 ``{ns:T:Q}:lock:G``             string      orderly lock of group G: holder client id, with a TTL
 ``{ns:T:Q}:half``               stream      transaction half messages (auto ids)
@@ -116,6 +117,7 @@ class Keys:
         self.config = f"{{{namespace}}}:config"
         self.brokers = f"{{{namespace}}}:brokers"
         self.halves = f"{{{namespace}}}:halves"
+        self.stats = f"{{{namespace}}}:stats"
 
     def queue(self, topic: str, queue_id: int) -> QueueKeys:
         """The keys of queue ``queue_id`` of ``topic``."""

@@ -28,6 +28,7 @@ class BrokerConfig:
         health_interval_s: how often the service reports itself healthy.
         health_timeout_s: a service silent this long counts as down (``mq broker --check``).
         cleanup_interval_s: how often dead clients are removed from group registries.
+        stats_interval_s: how often the stats snapshot for ``Admin.broker_stats`` is taken.
     """
 
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
@@ -43,12 +44,13 @@ class BrokerConfig:
     health_interval_s: float = 2.0
     health_timeout_s: float = 10.0
     cleanup_interval_s: float = 10.0
+    stats_interval_s: float = 10.0
 
     def __post_init__(self) -> None:
         parse_delay_levels(self.message_delay_level)  # raises on a bad level
         for name in ("transaction_timeout_s", "transaction_check_interval_s", "transaction_reserve_h", "file_reserved_time_h",
                      "retention_interval_s", "timer_sweep_interval_s", "health_interval_s", "health_timeout_s",
-                     "cleanup_interval_s"):  # fmt: skip
+                     "cleanup_interval_s", "stats_interval_s"):  # fmt: skip
             if getattr(self, name) <= 0:
                 raise MQClientError(f"{name} must be positive, got {getattr(self, name)!r}")
         if self.transaction_check_max < 1 or self.timer_batch < 1 or self.timer_poll_ms < 1:

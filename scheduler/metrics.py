@@ -20,10 +20,10 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from mq.connection import Connection, translate_errors
+from mq.connection import Connection
 from mq.errors import MQError
 from mq.store import Store
-from mq.validation import DLQ_PREFIX, RETRY_PREFIX
+from scheduler.stats import read_figures
 
 log = logging.getLogger("scheduler.metrics")
 
@@ -42,36 +42,21 @@ class StoreCollector(Collector):
             log.warning("collecting metrics failed: %s", e)
 
     def _collect(self) -> Iterator[GaugeMetricFamily]:
+        f = read_figures(self._store)
         topics = GaugeMetricFamily("rocketredis_topic_messages", "Messages ever stored in a topic", labels=["topic"])
-        dlq = GaugeMetricFamily("rocketredis_dlq_messages", "Messages in a group's dead-letter queue", labels=["group"])
-        lag = GaugeMetricFamily("rocketredis_group_lag", "Messages a group has not consumed", labels=["group", "topic", "queue"])
-        timers = halves = 0
-        client = self._store.conn.client
-        for config in self._store.topics():
-            stats = self._store.queue_stats(config.name, list(range(config.queue_count)))
-            if config.name.startswith(DLQ_PREFIX):
-                dlq.add_metric([config.name.removeprefix(DLQ_PREFIX)], sum(s.max_offset - s.min_offset for s in stats.values()))
-            elif not config.name.startswith(RETRY_PREFIX):
-                topics.add_metric([config.name], sum(s.max_offset for s in stats.values()))
-            with translate_errors(self._store.conn.url, "counting backlogs"):
-                pipe = client.pipeline(transaction=False)
-                for q in range(config.queue_count):
-                    keys = self._store.queue_keys(config.name, q)
-                    pipe.zcard(keys.timer)
-                    pipe.zcard(keys.halfidx)
-                    pipe.hgetall(keys.offsets)
-                replies = pipe.execute()
-            timers += sum(replies[0::3])
-            halves += sum(replies[1::3])
-            for q, committed in enumerate(replies[2::3]):
-                for group, offset in committed.items():
-                    behind = stats[q].max_offset - max(int(offset), stats[q].min_offset)
-                    lag.add_metric([group.decode(), config.name, str(q)], behind)
+        for topic, n in f.topic_messages.items():
+            topics.add_metric([topic], n)
         yield topics
+        dlq = GaugeMetricFamily("rocketredis_dlq_messages", "Messages in a group's dead-letter queue", labels=["group"])
+        for group, n in f.dlq_messages.items():
+            dlq.add_metric([group], n)
         yield dlq
+        lag = GaugeMetricFamily("rocketredis_group_lag", "Messages a group has not consumed", labels=["group", "topic", "queue"])
+        for (group, topic, qid), n in f.lag.items():
+            lag.add_metric([group, topic, str(qid)], n)
         yield lag
-        yield GaugeMetricFamily("rocketredis_timer_backlog", "Delayed messages waiting to be due", value=timers)
-        yield GaugeMetricFamily("rocketredis_half_backlog", "Transaction half messages not resolved yet", value=halves)
+        yield GaugeMetricFamily("rocketredis_timer_backlog", "Delayed messages waiting to be due", value=f.timer_backlog)
+        yield GaugeMetricFamily("rocketredis_half_backlog", "Transaction half messages not resolved yet", value=f.half_backlog)
         from scheduler.service import healthy_brokers
 
         alive = healthy_brokers(self._store.conn.url, self._store.conn.namespace, self._health_timeout_s)

@@ -7,7 +7,8 @@ Jobs (each ``coalesce=True``, ``max_instances=1``):
 - transaction check-back every ``transaction_check_interval_s``;
 - the timer index sweep;
 - retention;
-- removal of dead clients from group registries;
+- removal of dead clients from group registries (expired orderly locks vanish by their Redis TTL);
+- a stats snapshot for ``Admin.broker_stats`` (topic totals, lag, DLQ sizes, backlogs);
 - a health beat read by ``mq broker --check``.
 
 Several services may run against one namespace: delivery is one atomic script per queue, retention
@@ -35,6 +36,7 @@ from mq.errors import MQError
 from mq.store import Store
 from scheduler.config import BrokerConfig
 from scheduler.retention import apply_retention
+from scheduler.stats import read_figures, save_snapshot
 from scheduler.timers import TimerDelivery
 from scheduler.transactions import TransactionChecker
 
@@ -89,6 +91,8 @@ class BrokerService:
                           misfire_grace_time=_grace(c.retention_interval_s))  # fmt: skip
         scheduler.add_job(self._guard(self._remove_dead_clients), "interval", seconds=c.cleanup_interval_s,
                           id="dead-clients", misfire_grace_time=_grace(c.cleanup_interval_s))  # fmt: skip
+        scheduler.add_job(self._guard(self._snapshot), "interval", seconds=c.stats_interval_s, id="stats",
+                          misfire_grace_time=_grace(c.stats_interval_s))  # fmt: skip
         scheduler.add_job(self._guard(self._beat), "interval", seconds=c.health_interval_s, id="health",
                           misfire_grace_time=_grace(c.health_interval_s))  # fmt: skip
         scheduler.start()
@@ -127,6 +131,9 @@ class BrokerService:
                 log.warning("broker job %s failed (retried at its next run): %s", getattr(fn, "__name__", fn), e)
 
         return job
+
+    def _snapshot(self) -> None:
+        save_snapshot(self._store, read_figures(self._store), self.id)
 
     def _beat(self) -> None:
         with translate_errors(self._conn.url, "reporting health"):

@@ -92,3 +92,20 @@ def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, na
     assert m[("rocketredis_send_latency_seconds_count", (("topic", "C"),))] == 7
     assert m[("rocketredis_consume_latency_seconds_count", (("group", "cg"), ("topic", "C")))] == 7
     assert m[("rocketredis_rebalance_total", (("group", "cg"),))] >= 1
+
+
+def test_broker_stats_snapshot_for_admins(redis_server, namespace: str) -> None:
+    url = redis_server.url
+    admin = Admin(url, namespace)
+    admin.create_topic("St", read_queues=2, write_queues=2)
+    assert admin.broker_stats() is None
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(4):
+            producer.send(Message("St", b"%d" % i))
+    write_group_offsets(Store(Connection(url, namespace)), "g", {MessageQueue("St", "broker-a", 0): 0})
+    with BrokerService(url, namespace, BrokerConfig(stats_interval_s=0.5)) as service:
+        wait_for(lambda: admin.broker_stats() is not None, 5, "a stats snapshot")
+    stats = admin.broker_stats()
+    assert stats is not None
+    assert stats["by"] == service.id and stats["topic_messages"] == {"St": 4}
+    assert stats["group_lag"] == {"g/St": 2} and stats["timer_backlog"] == 0

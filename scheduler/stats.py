@@ -1,0 +1,82 @@
+"""Figures of a namespace read from the store: what the metrics endpoint serves and what the
+broker service's stats job snapshots for ``Admin.broker_stats`` (``{ns}:stats``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from mq.connection import translate_errors
+from mq.store import Store
+from mq.validation import DLQ_PREFIX, RETRY_PREFIX
+
+
+@dataclass
+class Figures:
+    """One reading of the namespace.
+
+    Attributes:
+        topic_messages: messages ever stored per user topic.
+        dlq_messages: messages in each group's dead-letter queue.
+        lag: (group, topic, queue id) → messages not consumed yet.
+        timer_backlog: delayed messages waiting to be due.
+        half_backlog: transaction half messages not resolved yet.
+        taken_at_ms: when the reading was taken, epoch ms.
+    """
+
+    topic_messages: dict[str, int] = field(default_factory=dict)
+    dlq_messages: dict[str, int] = field(default_factory=dict)
+    lag: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    timer_backlog: int = 0
+    half_backlog: int = 0
+    taken_at_ms: int = 0
+
+
+def read_figures(store: Store) -> Figures:
+    """Read every figure with one pipeline per topic."""
+    figures = Figures(taken_at_ms=int(time.time() * 1000))
+    client = store.conn.client
+    for config in store.topics():
+        stats = store.queue_stats(config.name, list(range(config.queue_count)))
+        if config.name.startswith(DLQ_PREFIX):
+            figures.dlq_messages[config.name.removeprefix(DLQ_PREFIX)] = sum(s.max_offset - s.min_offset for s in stats.values())
+        elif not config.name.startswith(RETRY_PREFIX):
+            figures.topic_messages[config.name] = sum(s.max_offset for s in stats.values())
+        with translate_errors(store.conn.url, "reading figures"):
+            pipe = client.pipeline(transaction=False)
+            for q in range(config.queue_count):
+                keys = store.queue_keys(config.name, q)
+                pipe.zcard(keys.timer)
+                pipe.zcard(keys.halfidx)
+                pipe.hgetall(keys.offsets)
+            replies = pipe.execute()
+        figures.timer_backlog += sum(replies[0::3])
+        figures.half_backlog += sum(replies[1::3])
+        for q, committed in enumerate(replies[2::3]):
+            for group, offset in committed.items():
+                figures.lag[(group.decode(), config.name, q)] = stats[q].max_offset - max(int(offset), stats[q].min_offset)
+    return figures
+
+
+def save_snapshot(store: Store, figures: Figures, broker_id: str) -> None:
+    """Store a summary of ``figures`` in ``{ns}:stats`` for admins."""
+    summary = {
+        "taken_at_ms": figures.taken_at_ms,
+        "by": broker_id,
+        "topic_messages": figures.topic_messages,
+        "dlq_messages": figures.dlq_messages,
+        "group_lag": _lag_by_group_topic(figures.lag),
+        "timer_backlog": figures.timer_backlog,
+        "half_backlog": figures.half_backlog,
+    }
+    with translate_errors(store.conn.url, "saving broker stats"):
+        store.conn.client.set(store.keys.stats, json.dumps(summary))
+
+
+def _lag_by_group_topic(lag: dict[tuple[str, str, int], int]) -> dict[str, int]:
+    """Lag summed over queues, keyed ``group/topic``."""
+    totals: dict[str, int] = {}
+    for (group, topic, _), n in lag.items():
+        totals[f"{group}/{topic}"] = totals.get(f"{group}/{topic}", 0) + n
+    return totals
