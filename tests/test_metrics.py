@@ -46,8 +46,8 @@ def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> N
     failing = PushConsumer("dead-letters", url, namespace=namespace, max_reconsume_times=0)
     failing.subscribe("M", "*")
     failing.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.RECONSUME_LATER)
-    with BrokerService(url, namespace, BrokerConfig(message_delay_level="100ms")), failing, \
-            TransactionProducer("tx", url, namespace=namespace, checker=lambda m: LocalTransactionState.UNKNOW) as tp:  # fmt: skip
+    unsure = TransactionProducer("tx", url, namespace=namespace, checker=lambda m: LocalTransactionState.UNKNOW)
+    with BrokerService(url, namespace, BrokerConfig(message_delay_level="100ms")), failing, unsure as tp:
         time.sleep(0.5)
         with Producer("p2", url, namespace=namespace) as producer:
             producer.send(Message("M", b"poison"), queue=MessageQueue("M", "broker-a", 0))
