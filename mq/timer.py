@@ -1,6 +1,6 @@
 """Delayed and timer messages: delay levels, due times, and the namespace's timer index.
 
-A delayed message waits in its target queue's timer (see ``put-delayed.lua``); the queue's
+A delayed message waits in its target queue's timer (see ``put-pending.lua``); the queue's
 earliest due time is kept in the ``{ns}:timers`` index, which the broker service polls. The index
 write happens after the queue write, in another slot; the broker service's sweep repairs a lost
 index write, so a message can be late by a sweep interval in that case, never lost.

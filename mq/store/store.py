@@ -121,12 +121,7 @@ class Store:
             TopicNotFoundError / QueueNotWritableError: as :meth:`put`.
         """
         keys = self.queue_keys(topic, queue_id)
-        with self._errors(f"sending a delayed message to {topic!r} queue {queue_id}"):
-            result = scripts.run(self._client, "put-delayed", [keys.meta, keys.timer, keys.delayed],
-                                 [int(due_ms), *encoded[1:]])  # fmt: skip
-            if result in (scripts.QUEUE_MISSING, scripts.QUEUE_NOT_WRITABLE):
-                check_put_result(topic, queue_id, result)
-            self._client.zadd(self.keys.timers, {timer_member(topic, queue_id): int(due_ms)}, lt=True)
+        self._put_pending(topic, queue_id, encoded, due_ms, keys.delayed, keys.timer, self.keys.timers)
 
     def put_half(self, topic: str, queue_id: int, encoded: list[Any], first_check_ms: int) -> str:
         """Store a transaction's half message (invisible) and index its queue for check-backs.
@@ -134,12 +129,16 @@ class Store:
         Returns the half id. Raises as :meth:`put` for a missing or unwritable queue.
         """
         keys = self.queue_keys(topic, queue_id)
-        with self._errors(f"storing a half message in {topic!r} queue {queue_id}"):
-            result = scripts.run(self._client, "put-half", [keys.meta, keys.half, keys.halfidx],
-                                 [int(first_check_ms), *encoded[1:]])  # fmt: skip
+        return self._put_pending(topic, queue_id, encoded, first_check_ms, keys.half, keys.halfidx, self.keys.halves)
+
+    def _put_pending(self, topic: str, queue_id: int, encoded: list[Any], at_ms: int, stream: str, schedule: str,
+                     index: str) -> str:  # fmt: skip
+        with self._errors(f"storing a pending message in {topic!r} queue {queue_id}"):
+            result = scripts.run(self._client, "put-pending", [self.queue_keys(topic, queue_id).meta, stream, schedule],
+                                 [int(at_ms), *encoded[1:]])  # fmt: skip
             if result in (scripts.QUEUE_MISSING, scripts.QUEUE_NOT_WRITABLE):
                 check_put_result(topic, queue_id, result)
-            self._client.zadd(self.keys.halves, {timer_member(topic, queue_id): int(first_check_ms)}, lt=True)
+            self._client.zadd(index, {timer_member(topic, queue_id): int(at_ms)}, lt=True)
         return result.decode() if isinstance(result, bytes) else str(result)
 
     def end_transaction(self, topic: str, queue_id: int, half_id: str, commit: bool) -> tuple[bool, int]:
