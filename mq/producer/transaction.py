@@ -2,7 +2,7 @@
 [RocketMQ ``TransactionMQProducer``].
 
 1. ``send_message_in_transaction`` stores a half message, invisible to consumers, in its target
-   queue (``put-half``), then runs the executor (the local transaction).
+   queue (``put-pending``), then runs the executor (the local transaction).
 2. COMMIT makes it visible in that queue with a fresh offset; ROLLBACK discards it
    (``end-transaction``: atomic and idempotent). UNKNOW, an exception or a dead producer leaves it
    for check-back.
