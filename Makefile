@@ -9,7 +9,7 @@ STAMP   = $(VENV)/.installed-dev
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
 demo: $(STAMP)            ## the end-to-end demo (embedded store unless MQ_URL is set)
@@ -24,7 +24,7 @@ test: $(STAMP) redis-server  ## the whole suite (real redis-server processes on 
 	$(PY) -m pytest
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check mq tests bench examples
+	$(VENV)/bin/ruff check mq scheduler spark tests bench examples scripts
 	$(VENV)/bin/mypy
 
 bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see docs/benchmarks.md)
@@ -32,6 +32,7 @@ bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see do
 	$(PY) -m bench.consumer
 	$(PY) -m bench.timers
 	$(PY) -m bench.orderly
+	$(PY) -m bench.spark
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

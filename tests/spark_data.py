@@ -1,22 +1,16 @@
-"""Data for the Spark tests: topics filled through the public producer, and dead letters."""
+"""Data for the Spark tests: topics filled through the public producer, offsets, and dead letters."""
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
-from typing import Any
 
 from mq import Admin, Message, MessageQueue, Producer
 from mq.connection import Connection
-from mq.msgid import new_msg_id
-from mq.store import Store, codec
-from mq.topic import TopicConfig
-from mq.validation import DLQ_PREFIX
+from mq.consumer.retry import SendBack
+from mq.store import Store
 
 #: Tags the filled messages cycle through.
 TAGS = ("created", "paid", "shipped")
-#: Whether the codec stores system properties and reconsume times (the broker's dead letters carry them).
-CODEC_HAS_SYSTEM_PROPERTIES = "system_properties" in inspect.signature(codec.encode).parameters
 
 
 def body_of(i: int) -> bytes:
@@ -64,26 +58,16 @@ def fill(url: str, namespace: str, topic: str, n: int, queues: int, *, create: b
     return out
 
 
-def put_dead_letters(url: str, namespace: str, group: str, origin: str, reconsume_times: list[int]) -> None:
-    """Store dead letters of ``group`` (one per entry of ``reconsume_times``) the way the broker will:
-    in ``%DLQ%<group>`` (1 queue), with the original topic as system property ``RETRY_TOPIC``.
-
-    ``Admin.create_topic`` refuses ``%DLQ%`` names (they are the system's), so this writes through
-    the store API. Codecs without system properties store the message without them.
-    """
+def put_dead_letters(url: str, namespace: str, group: str, origin: str, reasons: list[str]) -> None:
+    """Dead-letter one message of topic ``origin`` per entry of ``reasons`` into ``%DLQ%<group>``,
+    the way a consumer does past its last retry (``SendBack`` with ``max_reconsume_times`` 0)."""
+    fill(url, namespace, origin, len(reasons), 1)
     conn = Connection(url, namespace)
     try:
         store = Store(conn)
-        topic = f"{DLQ_PREFIX}{group}"
-        store.save_topic(TopicConfig(topic, read_queues=1, write_queues=1))
-        encoded = []
-        for times in reconsume_times:
-            msg = Message(topic, b"dead", keys=["k"])
-            extra: dict[str, Any] = {}
-            if CODEC_HAS_SYSTEM_PROPERTIES:
-                extra = {"reconsume_times": times, "system_properties": {"RETRY_TOPIC": origin}}
-            encoded.append(codec.encode(msg, new_msg_id(), **extra))
-        store.put(topic, 0, encoded)
+        send_back = SendBack(store, group, max_reconsume_times=0)
+        for msg, reason in zip(store.read(origin, 0, 0, len(reasons)), reasons, strict=True):
+            send_back.send_back(msg, reason=reason)
     finally:
         conn.close()
 

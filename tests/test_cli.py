@@ -15,7 +15,7 @@ from mq.cli import main
 
 def run_mq(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``mq`` in a separate process, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "mq", *args], capture_output=True, text=True, timeout=60,
+    return subprocess.run([sys.executable, "-m", "mq", *args], capture_output=True, text=True, timeout=180,
                           env={**os.environ, **(env or {})})  # fmt: skip
 
 
@@ -67,6 +67,7 @@ def test_demo_runs_on_the_embedded_store() -> None:
     assert "13. retry: failed -> ok" in result.stdout
     assert "50 of 50 orders consumed exactly as created -> paid -> shipped" in result.stdout
     assert "consumers saw ['order-3001 created', 'order-3003 created'] (the unknown one committed by check-back)" in result.stdout
+    assert "run the demo on Redis to get it" in result.stdout
     assert "resend_dlq resent 1; after the fix: failed -> failed -> ok" in result.stdout
 
 
@@ -74,6 +75,8 @@ def test_demo_runs_on_redis(redis_server, namespace: str) -> None:
     result = run_mq("demo", "--url", redis_server.url, "--namespace", namespace)
     assert result.returncode == 0, result.stderr
     assert redis_server.url in result.stdout
+    assert "16. Spark summary (spark.read.format('mq')):" in result.stdout
+    assert "topic DemoOrders: 85 messages" in result.stdout
 
 
 def test_group_commands(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -128,3 +131,18 @@ def test_dlq_commands(redis_server, namespace: str, capsys: pytest.CaptureFixtur
     assert main(["dlq", "resend", "cli-dlq", "--id", sent.msg_id, *common]) == 0
     assert "resent 1 message(s)" in capsys.readouterr().out
     assert Admin(url, namespace).topic_status("dq")[sent.message_queue].max_offset == 2
+
+
+@pytest.mark.spark
+def test_analytics_command_writes_a_table_and_a_chart(redis_server, namespace: str, tmp_path) -> None:
+    from mq import Admin, Message, Producer
+
+    Admin(redis_server.url, namespace).create_topic("an", read_queues=2, write_queues=2)
+    with Producer("p", redis_server.url, namespace=namespace) as producer:
+        for i in range(20):
+            producer.send(Message("an", b"%d" % i, keys=[f"k{i % 3}"]))
+    result = run_mq("analytics", "skew", "--url", redis_server.url, "--namespace", namespace, "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    pngs = list(tmp_path.rglob("*.png"))
+    assert pngs and all(p.stat().st_size > 0 for p in pngs)
+    assert list(tmp_path.rglob("*.csv")) or list(tmp_path.rglob("*.parquet"))

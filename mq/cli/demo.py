@@ -40,6 +40,7 @@ def run(url: str | None = None, namespace: str = "mq") -> int:
         with BrokerService(url, namespace, BrokerConfig(transaction_check_interval_s=1.0)):
             _time(url, namespace, admin, producer)
             _transactions(url, namespace, admin)
+    _spark_summary(url, namespace)
     print("\nDone. Try it on Redis: MQ_URL=redis://127.0.0.1:6379/0 make demo")
     return 0
 
@@ -229,6 +230,25 @@ def _transactions(url: str, namespace: str, admin: Admin) -> None:
     finally:
         consumers[0].shutdown()
     print(f"    consumers saw {sorted(created.bodies)} (the unknown one committed by check-back)")
+
+
+def _spark_summary(url: str, namespace: str) -> None:
+    """End with a Spark summary of what the demo stored, when pyspark is installed."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        print("16. Spark analytics: pip install 'rocketredis[spark]' (with Java 17) to end the demo with a Spark summary")
+        return
+    if url.startswith("memory://"):
+        print("16. Spark summary: Spark's workers are separate processes and cannot see the embedded store;")
+        print("    run the demo on Redis to get it: MQ_URL=redis://127.0.0.1:6379/0 make demo")
+        return
+    from spark.session import local_session
+    from spark.summary import summary_lines
+
+    print("16. Spark summary (spark.read.format('mq')):")
+    for line in summary_lines(local_session(), url, namespace):
+        print(f"    {line}")
 
 
 class _Attempts:

@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             x.add_argument("--id", action="append", dest="msg_ids", help="only this msg id (repeatable)")
 
+    an = sub.add_parser("analytics", help="Spark analytics jobs: throughput, lag, dlq, skew (needs .[spark])")
+    _common(an)
+    an.add_argument("job", choices=("throughput", "lag", "dlq", "skew", "all"))
+    an.add_argument("--out", default="analytics-out", help="folder for the tables and PNG charts")
+    an.add_argument("job_args", nargs=argparse.REMAINDER, help="more options of the job (see docs/spark.md)")
+
     tx = sub.add_parser("tx", help="transactions: list half messages rolled back after too many checks")
     txsub = tx.add_subparsers(dest="action", required=True)
     x = txsub.add_parser("list")
@@ -210,6 +216,16 @@ def _dlq(args: argparse.Namespace) -> int:
     return 0
 
 
+def _analytics(args: argparse.Namespace) -> int:
+    try:
+        from spark.jobs import cli as jobs
+    except ImportError:
+        print("mq: error: Spark analytics need the extra: pip install 'rocketredis[spark]' (and Java 17)", file=sys.stderr)
+        return 1
+    url = resolve_url(args.url)
+    return jobs.main([args.job, "--url", url, "--namespace", args.namespace, "--out", args.out, *args.job_args])
+
+
 def _tx(args: argparse.Namespace) -> int:
     _warn_if_memory(args.url)
     with Admin(args.url, args.namespace) as admin:
@@ -273,7 +289,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-_HANDLERS = {"topic": _topic, "group": _group, "broker": _broker, "dlq": _dlq, "tx": _tx, "send": _send, "query": _query}
+_HANDLERS = {"topic": _topic, "group": _group, "broker": _broker, "dlq": _dlq, "tx": _tx, "analytics": _analytics,
+             "send": _send, "query": _query}  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover

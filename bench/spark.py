@@ -1,0 +1,134 @@
+"""Spark batch reader benchmark beside a raw redis-py reader over the same data (``python -m bench.spark``).
+
+Starts its own redis-server on a free loopback port, fills an 8-queue topic (messages with tags,
+a key and a property, 256-byte bodies by default), then measures rows per second of:
+
+- ``raw XRANGE``: one thread, redis-py ``XRANGE … COUNT 1000`` paging through every queue's stream,
+  entries counted, nothing decoded (the floor of reading);
+- ``source, no Spark``: the data source's own ``partitions()`` and ``read()`` in one thread (decode
+  and Arrow conversion, no Spark): what one task costs;
+- ``Spark local[1]`` and ``Spark local[2]``: ``spark.read.format("mq")…load()`` then an aggregate
+  over every column group (count, body bytes, a property sum), with 1 and 2 executor cores. The
+  first action of each session (JVM and Python worker start) is a warm-up and not timed.
+
+Each case runs ``--rounds`` times; the median is reported. Ratios to raw XRANGE are what carry
+across machines. Results go to stdout, and to ``--json PATH`` when given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import time
+from collections.abc import Callable
+
+import redis
+from pyspark.sql import functions as F
+
+from mq import Admin, Message, Producer
+from mq.connection import Connection
+from spark import MQDataSource, local_session
+from tests.servers import RedisServer
+
+TOPIC = "Bench"
+QUEUES = 8
+
+
+def fill(url: str, namespace: str, n: int, body_bytes: int) -> None:
+    """Store ``n`` messages on an 8-queue topic (async sends, pipelined)."""
+    Admin(url, namespace).create_topic(TOPIC, read_queues=QUEUES, write_queues=QUEUES)
+    body = b"b" * body_bytes
+    with Producer("bench", url, namespace=namespace) as producer:
+        for low in range(0, n, 10_000):
+            futures = [
+                producer.send_async(Message(TOPIC, body, tags="t", keys=[f"k{i % 1000}"], properties={"amount": str(i % 100)}))
+                for i in range(low, min(low + 10_000, n))
+            ]
+            for f in futures:
+                f.result(timeout=60)
+
+
+def timed(n: int, fn: Callable[[], int], rounds: int) -> float:
+    """Median rows per second of ``fn`` (which returns the rows it read; must equal ``n``)."""
+    rates = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        rows = fn()
+        rates.append(rows / (time.perf_counter() - started))
+        if rows != n:
+            raise RuntimeError(f"read {rows} rows, expected {n}")
+    return statistics.median(rates)
+
+
+def raw_xrange(url: str, namespace: str) -> int:
+    """Every entry of every queue with plain ``XRANGE COUNT 1000`` in one thread; returns the count."""
+    keys = Connection(url, namespace).keys
+    client = redis.Redis.from_url(url)
+    seen = 0
+    for qid in range(QUEUES):
+        log, low = keys.queue(TOPIC, qid).log, b"-"
+        while entries := client.xrange(log, low, "+", count=1000):
+            seen += len(entries)
+            low = b"(" + entries[-1][0]
+    client.close()
+    return seen
+
+
+def source_no_spark(options: dict[str, str]) -> int:
+    """The data source's partitions read one after the other in this thread; returns the rows."""
+    source = MQDataSource(options)
+    reader = source.reader(source.schema())
+    return sum(len(batch) for p in reader.partitions() for batch in reader.read(p))  # rows of each record batch
+
+
+def spark_rates(options: dict[str, str], n: int, rounds: int, cores: int) -> float:
+    """Median rows/s of a full aggregate through Spark with ``cores`` executor cores."""
+    session = local_session(cores, app_name=f"bench-spark-{cores}")
+
+    def action() -> int:
+        df = session.read.format("mq").options(**options).load()  # a new load: a new plan and snapshot
+        row = df.agg(F.count(F.lit(1)), F.sum(F.length("body")), F.sum(F.col("properties")["amount"].cast("long"))).first()
+        return int(row[0]) if row else 0
+
+    try:
+        action()  # warm-up: JVM, Python workers, imports
+        return timed(n, action, rounds)
+    finally:
+        session.stop()
+
+
+def run(n: int, body_bytes: int, rounds: int) -> dict[str, float]:
+    """Every case against a fresh redis-server; rows/s by case name, plus ratios to raw XRANGE."""
+    with RedisServer() as server:
+        namespace = f"bench{time.monotonic_ns()}"
+        fill(server.url, namespace, n, body_bytes)
+        options = {"url": server.url, "namespace": namespace, "topic": TOPIC}
+        result = {
+            "raw_xrange_rows_s": timed(n, lambda: raw_xrange(server.url, namespace), rounds),
+            "source_no_spark_rows_s": timed(n, lambda: source_no_spark(options), rounds),
+            "spark_local1_rows_s": spark_rates(options, n, rounds, 1),
+            "spark_local2_rows_s": spark_rates(options, n, rounds, 2),
+        }
+    raw = result["raw_xrange_rows_s"]
+    result.update({k.replace("_rows_s", "_ratio"): v / raw for k, v in list(result.items()) if k != "raw_xrange_rows_s"})
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=200_000, help="messages stored and read (default 200 000)")
+    parser.add_argument("--body-bytes", type=int, default=256, help="body size, bytes (default 256)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per case; the median is reported")
+    parser.add_argument("--json", type=pathlib.Path, help="also write the result to this JSON file")
+    args = parser.parse_args()
+    result = {"n": args.n, "body_bytes": args.body_bytes, "rounds": args.rounds, **run(args.n, args.body_bytes, args.rounds)}
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

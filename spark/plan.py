@@ -1,0 +1,119 @@
+"""Planning: offset specs to per-queue ranges, and ranges to balanced, picklable partitions.
+
+Offsets are the store's dense queue offsets; a range ``[start, end)`` is what one read covers,
+so a plan made from offsets read once on the driver is a snapshot: messages stored later have
+offsets at or past ``end`` and are never half-included.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import InputPartition
+
+from mq.store import Store
+from mq.topic import QueueStats
+from spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
+from spark.snapshot import QueueId
+
+#: JSON form of per-queue offsets, as Spark checkpoints them: ``{topic: {"queue_id": offset}}``.
+JsonOffsets = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class QueueRange(InputPartition):
+    """One partition: offsets ``[start, end)`` of one queue (end exclusive). Picklable."""
+
+    topic: str
+    queue_id: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        """Messages the range spans (trimmed ones included)."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class RowsPartition(InputPartition):
+    """The only partition of a small table: its rows, computed on the driver at planning."""
+
+    rows: tuple[tuple[Any, ...], ...]
+
+
+def resolve(spec: OffsetSpec, stats: Mapping[QueueId, QueueStats], *, missing: str) -> dict[QueueId, int]:
+    """Per-queue offsets for ``spec``; queues a JSON spec leaves out take ``missing`` (a word)."""
+    out = {}
+    for queue, s in stats.items():
+        word = spec if isinstance(spec, str) else missing
+        explicit = None if isinstance(spec, str) else spec.get(queue[0], {}).get(queue[1])
+        out[queue] = explicit if explicit is not None else s.min_offset if word == EARLIEST else s.max_offset
+    return out
+
+
+def batch_ranges(store: Store, stats: Mapping[QueueId, QueueStats], opts: ReadOptions) -> dict[QueueId, tuple[int, int]]:
+    """``[start, end)`` of every queue for a batch read, narrowed by the store-time options."""
+    starts = resolve(opts.starting_offsets or EARLIEST, stats, missing=EARLIEST)
+    ends = resolve(opts.ending_offsets, stats, missing=LATEST)
+    ranges = {}
+    for queue, s in stats.items():
+        start, end = max(starts[queue], s.min_offset), min(ends[queue], s.max_offset)
+        if start < end and opts.min_store_time_ms is not None:
+            start = max(start, store.search_offset(queue[0], queue[1], opts.min_store_time_ms))
+        if start < end and opts.max_store_time_ms is not None:
+            end = min(end, store.search_offset(queue[0], queue[1], opts.max_store_time_ms + 1))
+        ranges[queue] = (start, end)
+    return ranges
+
+
+def plan(
+    ranges: Mapping[QueueId, tuple[int, int]], *, min_partitions: int | None, max_partition_messages: int
+) -> list[QueueRange]:
+    """Partitions covering ``ranges``: every non-empty queue gets at least one, and big queues are
+    cut into equal pieces so no partition is over ``total / min_partitions`` (default one per
+    non-empty queue) or ``max_partition_messages`` messages.
+    """
+    sizes = {q: end - start for q, (start, end) in ranges.items() if end > start}
+    if not sizes:
+        return []
+    wanted = min_partitions or len(sizes)
+    target = max(1, min(max_partition_messages, math.ceil(sum(sizes.values()) / wanted)))
+    parts = []
+    for (topic, qid), size in sorted(sizes.items()):
+        start = ranges[(topic, qid)][0]
+        pieces = math.ceil(size / target)
+        cuts = [start + size * i // pieces for i in range(pieces + 1)]
+        parts += [QueueRange(topic, qid, lo, hi) for lo, hi in itertools.pairwise(cuts)]
+    return parts
+
+
+def to_json(offsets: Mapping[QueueId, int]) -> JsonOffsets:
+    """``{(topic, qid): offset}`` as Spark checkpoints it (JSON object keys are strings)."""
+    out: JsonOffsets = {}
+    for (topic, qid), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(qid)] = int(offset)
+    return out
+
+
+def from_json(offsets: Mapping[str, Mapping[str, int]]) -> dict[QueueId, int]:
+    """The inverse of :func:`to_json`."""
+    return {(topic, int(qid)): int(o) for topic, queues in offsets.items() for qid, o in queues.items()}
+
+
+def cap(start: Mapping[QueueId, int], end: Mapping[QueueId, int], limit: int) -> dict[QueueId, int]:
+    """``end`` lowered so that at most ``limit`` messages lie between ``start`` and it, shared out in
+    proportion to each queue's backlog (at least one message moves while any is waiting)."""
+    backlog = {q: max(0, e - start.get(q, 0)) for q, e in end.items()}
+    total = sum(backlog.values())
+    if total <= limit:
+        return dict(end)
+    out = {q: start.get(q, 0) + backlog[q] * limit // total for q in end}
+    if all(out[q] == start.get(q, 0) for q in end):
+        first = next(q for q in sorted(end) if backlog[q])
+        out[first] += 1
+    return out

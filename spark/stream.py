@@ -1,0 +1,75 @@
+"""The streaming reader: ``spark.readStream.format("mq")`` follows topics by queue offsets.
+
+Its offset is ``{topic: {"queue_id": offset}}`` (next offset to read per queue, the same JSON
+Spark checkpoints), so a restarted query resumes exactly where its checkpoint says, and each
+micro-batch reads the ranges between two such offsets: every message once per micro-batch
+sequence. Queues that appear later (a topic grew, or a pattern matched a new topic) are read from
+their start. ``commit`` records nothing in the store: consumer groups are never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+from spark import plan, snapshot
+from spark.options import EARLIEST, LATEST
+from spark.reader import RangeReader
+
+if TYPE_CHECKING:
+    from mq.topic import QueueStats
+
+
+class MessagesStreamReader(RangeReader, DataSourceStreamReader):
+    """Streaming reader of the ``messages`` table; pickled to the tasks, so it holds only options.
+
+    Options: ``starting_offsets`` (``latest`` by default; ``earliest``; or JSON offsets, where a
+    queue left out starts at its earliest message) and ``max_messages_per_trigger``.
+    """
+
+    def _stats(self) -> dict[snapshot.QueueId, QueueStats]:
+        with snapshot.open_store(self.options) as store:
+            return snapshot.queue_stats(store, snapshot.resolve_topics(store.conn, self.options.topics))
+
+    def initialOffset(self) -> dict[str, Any]:
+        """Where a new query starts (a restarted one starts from its checkpoint instead).
+
+        Raises:
+            TopicNotFoundError: a ``topic`` entry names a topic that does not exist.
+        """
+        start = plan.resolve(self.options.starting_offsets or LATEST, self._stats(), missing=EARLIEST)
+        return dict(plan.to_json(start))
+
+    def latestOffset(self, start: Mapping[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
+        """The end of the next micro-batch: every queue's max offset, capped by the read limit.
+
+        Args:
+            start: the previous end (pyspark ≥ 4.2 passes it; older releases call without it).
+            limit: Spark's read limit (``ReadMaxRows`` caps the batch; anything else reads all).
+        """
+        begin = plan.from_json(start or {})
+        end = {q: s.max_offset for q, s in self._stats().items()}
+        for queue, offset in begin.items():  # a queue never goes back, even if its topic went away
+            end[queue] = max(end.get(queue, offset), offset)
+        most = getattr(limit, "max_rows", None) if limit is not None else self.options.max_messages_per_trigger
+        if most is not None and start is not None:
+            end = plan.cap(begin, end, int(most))
+        return dict(plan.to_json(end))
+
+    def getDefaultReadLimit(self) -> Any:
+        """``ReadMaxRows(max_messages_per_trigger)`` when that option is set, else read everything."""
+        if self.options.max_messages_per_trigger is None:
+            return super().getDefaultReadLimit()
+        from pyspark.sql.streaming.datasource import ReadMaxRows
+
+        return ReadMaxRows(self.options.max_messages_per_trigger)
+
+    def partitions(self, start: Mapping[str, Any], end: Mapping[str, Any]) -> list[InputPartition]:
+        """Balanced partitions over ``[start, end)`` of every queue."""
+        begin, finish = plan.from_json(start), plan.from_json(end)
+        return self.plan_ranges({q: (begin.get(q, 0), e) for q, e in finish.items()})
+
+    def commit(self, end: Mapping[str, Any]) -> None:
+        """Nothing to do: the checkpoint holds the offsets, and consumer groups are not touched."""
