@@ -60,11 +60,6 @@ class TopicConfig:
         """The stored form."""
         return json.dumps(asdict(self), separators=(",", ":"))
 
-    @classmethod
-    def from_json(cls, raw: bytes | str) -> TopicConfig:
-        """Read the stored form."""
-        return cls(**json.loads(raw))
-
 
 @dataclass(frozen=True)
 class QueueStats:

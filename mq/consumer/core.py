@@ -20,7 +20,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -508,7 +508,3 @@ class ConsumerCore:
         self.offsets.update(mq, offset)
         pq.idle.clear()
         self._wake.set()
-
-    def stats_offsets(self) -> Mapping[MessageQueue, int]:
-        """The offset that is safe to commit for each consumed queue."""
-        return {mq: pq.commit_offset() for mq, pq in self.process_queues.items()}
