@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench redis-server clean
+.PHONY: demo test lint bench stack redis-server clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,3 +36,6 @@ bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see do
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+stack: $(STAMP) redis-server  ## the docker-compose topology as local processes on loopback (see docker/README.md)
+	$(PY) scripts/stack.py
