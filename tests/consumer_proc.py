@@ -2,7 +2,7 @@
 
 Consumes ``TOPIC`` in ``GROUP`` and appends one line per message to ``OUT``:
 ``consume <queue_id> <offset> <body>``; every 100 ms it appends ``assigned <ids>`` when its queues
-change. SIGTERM shuts down cleanly (commits, releases, unregisters) and appends ``bye``.
+change. SIGTERM shuts down cleanly (commits, releases, unregisters) and appends ``bye <wall time>``.
 Options: ``--broadcast``, ``--client-id ID``, ``--first`` (FIRST_OFFSET), ``--sleep-ms N`` per message,
 ``--orderly`` (an orderly listener; lines then end with the wall time of the call).
 """
@@ -72,7 +72,7 @@ def main() -> None:
                 out.write(f"assigned {time.time():.3f} {','.join(map(str, now))}\n")
     consumer.shutdown()
     with lock:
-        out.write("bye\n")
+        out.write(f"bye {time.time():.3f}\n")  # the clean shutdown (commit, release, unregister) is done
     out.close()
     sys.exit(0)
 

@@ -53,6 +53,16 @@ class ConsumerProc:
         found = [line for line in self.lines() if line.startswith("registered ")]
         return float(found[0].split()[1]) if found else None
 
+    def bye_at(self) -> float | None:
+        """Wall time its clean shutdown finished, or None."""
+        found = [line.split() for line in self.lines() if line.startswith("bye ")]
+        return float(found[0][1]) if found else None
+
+    def last_assigned_at(self) -> float:
+        """Wall time of its latest change of queues (0 before any)."""
+        found = [float(line.split()[1]) for line in self.lines() if line.startswith("assigned ")]
+        return found[-1] if found else 0.0
+
     def assigned_at(self) -> float | None:
         """Wall time of its first non-empty queue assignment, or None."""
         found = [line.split() for line in self.lines() if line.startswith("assigned ")]
