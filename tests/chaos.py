@@ -184,7 +184,8 @@ class Chaos:
     def _drain(self) -> None:
         for topic, acked in self.acked.items():
             wanted = set(acked)
-            wait_for(lambda t=topic, w=wanted: w <= set(self._consumed(t)), 90, f"topic {topic} to drain", poll_s=0.5)  # type: ignore[misc]
+            wait_for(lambda t=topic, w=wanted: w <= set(self._consumed(t)), max(90.0, self.seconds), f"topic {topic} to drain",
+                     poll_s=0.5)  # type: ignore[misc]
         time.sleep(1.0)
 
     def _judge(self) -> None:
