@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from mq import Admin, Message, Producer, SelectMessageQueueByHash
 from mq.consumer.locks import LOCK_TTL_S
 from mq.errors import MQError
-from tests.procs import ROOT, ConsumerProc, wait_for
+from tests.procs import ROOT, ConsumerProc, first_deliveries, wait_for
 from tests.servers import RedisServer
 
 KEYS = 20
@@ -195,16 +195,7 @@ class Chaos:
             r.acked[topic] = len(acked)
             r.lost[topic] = len(set(acked) - set(seen))
             r.duplicates[topic] = sum(seen.values()) - len(seen)
-        first: dict[str, float] = {}
-        for p in self.consumers["O"]:
-            for ts, _, _, body in p.records():
-                first[body] = min(first.get(body, ts), ts)
-        by_key: dict[str, list[tuple[float, int]]] = {}
-        for body, ts in first.items():
-            key, seq = body.split(":")
-            by_key.setdefault(key, []).append((ts, int(seq)))
-        for events in by_key.values():
-            seqs = [s for _, s in sorted(events)]
+        for seqs in first_deliveries(self.consumers["O"]).values():
             r.order_violations += sum(1 for a, b in itertools.pairwise(seqs) if b < a)
         late = []
         for p in self.consumers["D"]:

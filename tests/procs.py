@@ -93,3 +93,17 @@ def wait_for(predicate, timeout_s: float, what: str, poll_s: float = 0.05) -> fl
 def counts(procs: list[ConsumerProc]) -> Counter[str]:
     """How often each body was consumed across ``procs``."""
     return Counter(b for p in procs for b in p.consumed())
+
+
+def first_deliveries(procs: list[ConsumerProc]) -> dict[str, list[int]]:
+    """For each sharding key of ``key:seq`` bodies, the seqs in the order of their first delivery
+    across ``procs`` (orderly consumer processes, whose records carry wall times)."""
+    first: dict[str, float] = {}
+    for p in procs:
+        for ts, _, _, body in p.records():
+            first[body] = min(first.get(body, ts), ts)
+    by_key: dict[str, list[tuple[float, int]]] = {}
+    for body, ts in first.items():
+        key, seq = body.split(":")
+        by_key.setdefault(key, []).append((ts, int(seq)))
+    return {k: [seq for _, seq in sorted(v)] for k, v in by_key.items()}

@@ -13,7 +13,7 @@ import pytest
 from mq import Admin, ConsumeOrderlyStatus, Message, Producer, PushConsumer, SelectMessageQueueByHash
 from mq.consumer.locks import LOCK_TTL_S
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
-from tests.procs import ConsumerProc, wait_for
+from tests.procs import ConsumerProc, first_deliveries, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -26,19 +26,6 @@ def procs() -> Iterator[list[ConsumerProc]]:
         if p.proc.poll() is None:
             p.proc.send_signal(signal.SIGCONT)
             p.kill()
-
-
-def _first_deliveries(procs: list[ConsumerProc]) -> dict[str, list[int]]:
-    """For each key, the event numbers in the order of their first delivery (across processes)."""
-    first: dict[str, float] = {}
-    for p in procs:
-        for ts, _, _, body in p.records():
-            first[body] = min(first.get(body, ts), ts)
-    by_key: dict[str, list[tuple[float, int]]] = {}
-    for body, ts in first.items():
-        key, seq = body.split(":")
-        by_key.setdefault(key, []).append((ts, int(seq)))
-    return {k: [seq for _, seq in sorted(v)] for k, v in by_key.items()}
 
 
 def test_order_per_key_survives_a_crash_and_a_join(redis_server, namespace: str, tmp_path, procs) -> None:
@@ -59,7 +46,7 @@ def test_order_per_key_survives_a_crash_and_a_join(redis_server, namespace: str,
             time.sleep(0.05)
     expected = {f"{k}:{s}" for k in keys for s in range(40)}
     wait_for(lambda: expected <= {b for p in procs for b in p.consumed()}, 60, "every event consumed", poll_s=0.5)
-    order = _first_deliveries(procs)
+    order = first_deliveries(procs)
     assert set(order) == set(keys)
     for key, seqs in order.items():
         assert seqs == list(range(40)), f"{key} first deliveries out of order: {seqs}"
