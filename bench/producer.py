@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 
 import redis
-from tests.servers import RedisServer
 
 from mq import Admin, Message, Producer
+from tests.servers import RedisServer
 
 BODY = b"x" * 1024
 

@@ -44,6 +44,7 @@ class Report:
     """What the suite found."""
 
     seconds: float = 0.0
+    load_seconds: float = 0.0
     acked: dict[str, int] = field(default_factory=dict)
     lost: dict[str, int] = field(default_factory=dict)
     duplicates: dict[str, int] = field(default_factory=dict)
@@ -106,12 +107,15 @@ class Chaos:
             everyone = [p for procs in self.consumers.values() for p in procs]
             wait_for(lambda: all(p.assigned() for p in everyone), 60, "every consumer to get queues")
             senders = [threading.Thread(target=self._produce, args=(t,), daemon=True) for t in range(self.producers)]
+            load_started = time.monotonic()
             for sender in senders:
                 sender.start()
             self._inject_faults()
+            time.sleep(max(0.0, load_started + self.seconds - time.monotonic()))
             self.stop_sending.set()
             for sender in senders:
                 sender.join(30)
+            self.report.load_seconds = round(time.monotonic() - load_started, 1)
             self._drain()
             self._judge()
         finally:
@@ -176,7 +180,6 @@ class Chaos:
         time.sleep(LOCK_TTL_S + 3)
         paused.proc.send_signal(signal.SIGCONT)
         self.report.faults.append(f"SIGSTOP an orderly consumer for {LOCK_TTL_S + 3:.0f} s, then SIGCONT")
-        time.sleep(max(0.0, step - LOCK_TTL_S - 3))
 
     def _consumed(self, topic: str) -> Counter[str]:
         return Counter(b for p in self.consumers[topic] for b in p.consumed())

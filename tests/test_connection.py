@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 
 import pytest
-from tests.servers import RedisServer
 
 from mq import Admin, Message, Producer
 from mq.connection import Connection, mask_url, resolve_url
 from mq.errors import MQBrokerError, MQClientError
+from tests.servers import RedisServer
 
 
 def test_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
