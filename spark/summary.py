@@ -17,6 +17,10 @@ from mq.connection import URL_ENV
 from spark.source import FORMAT
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def summary_lines(session: SparkSession, url: str, namespace: str) -> list[str]:
     """One line per user topic (messages, bytes, queues used, tags) and per group with offsets (lag)."""
 
@@ -31,7 +35,9 @@ def summary_lines(session: SparkSession, url: str, namespace: str) -> list[str]:
         .orderBy("topic").collect()
     )  # fmt: skip
     for r in per_topic:
-        lines.append(f"topic {r.topic}: {r.n} messages, {r.bytes} bytes on {r.queues} queues, tags {', '.join(r.tags) or '-'}")
+        tags = ", ".join(r.tags) or "none"
+        size = f"{_count(r.n, 'message')}, {_count(r.bytes, 'byte')} on {_count(r.queues, 'queue')}"
+        lines.append(f"topic {r.topic}: {size}, tags {tags}")
     lags = read("offsets").groupBy("group").agg(F.sum("lag").alias("lag")).orderBy("group").collect()
     lines += [f"group {r.group}: lag {r.lag}" for r in lags]
     return lines or ["no messages and no consumer offsets"]

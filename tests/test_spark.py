@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 import pickle
+import re
 import subprocess
 import sys
 import threading
@@ -340,6 +341,7 @@ def test_jobs_write_tables_and_charts(
     assert "DemoGroup" in (tmp_path / "lag.csv").read_text()
     lines = summary_lines(spark_session, redis_server.url, namespace)
     assert any(line.startswith("topic DemoOrders: ") for line in lines) and "group DemoGroup: lag 0" in lines
+    assert any(re.fullmatch(r"topic DemoTimeouts: 1 message, \d+ bytes on 1 queue, tags none", line) for line in lines), lines
 
 
 def test_dlq_report_counts_by_group_topic_and_reason(
