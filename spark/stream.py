@@ -21,13 +21,22 @@ from spark.reader import RangeReader
 if TYPE_CHECKING:
     from mq.topic import QueueStats
 
+try:
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
+except ImportError:  # older pyspark: Trigger.AvailableNow is not offered to Python sources
+    _AvailableNow = object  # type: ignore[assignment,misc]
 
-class MessagesStreamReader(RangeReader, DataSourceStreamReader):
+
+class MessagesStreamReader(RangeReader, DataSourceStreamReader, _AvailableNow):
     """Streaming reader of the ``messages`` table; pickled to the tasks, so it holds only options.
 
     Options: ``starting_offsets`` (``latest`` by default; ``earliest``; or JSON offsets, where a
-    queue left out starts at its earliest message) and ``max_messages_per_trigger``.
+    queue left out starts at its earliest message) and ``max_messages_per_trigger``. Supports
+    ``trigger(availableNow=True)`` where pyspark offers it to Python sources (4.3 does).
     """
+
+    #: Trigger.AvailableNow: every queue's max offset when the query started; None otherwise.
+    _target: dict[snapshot.QueueId, int] | None = None
 
     def _stats(self) -> dict[snapshot.QueueId, QueueStats]:
         with snapshot.open_store(self.options) as store:
@@ -53,10 +62,20 @@ class MessagesStreamReader(RangeReader, DataSourceStreamReader):
         end = {q: s.max_offset for q, s in self._stats().items()}
         for queue, offset in begin.items():  # a queue never goes back, even if its topic went away
             end[queue] = max(end.get(queue, offset), offset)
+        if self._target is not None:  # Trigger.AvailableNow: nothing stored after the query started
+            end = {q: max(begin.get(q, 0), min(e, self._target.get(q, 0))) for q, e in end.items()}
         most = getattr(limit, "max_rows", None) if limit is not None else self.options.max_messages_per_trigger
         if most is not None and start is not None:
             end = plan.cap(begin, end, int(most))
         return dict(plan.to_json(end))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: remember every queue's max offset now; later batches stop there.
+
+        A queue that appears later (its topic grew, a pattern matched a new topic) is not read
+        by this run: its target is its start.
+        """
+        self._target = {q: s.max_offset for q, s in self._stats().items()}
 
     def getDefaultReadLimit(self) -> Any:
         """``ReadMaxRows(max_messages_per_trigger)`` when that option is set, else read everything."""

@@ -316,6 +316,40 @@ def test_streaming_sees_new_messages_once_across_restart(
     assert len(after) >= 5 and max(after) <= 150  # 700 messages in micro-batches of at most 150
 
 
+def test_streaming_available_now_reads_what_was_there_then_stops(
+    spark_session: SparkSession, redis_server: Any, namespace: str, tmp_path: pathlib.Path
+) -> None:
+    from pyspark.sql.streaming import datasource
+
+    if not hasattr(datasource, "SupportsTriggerAvailableNow"):
+        pytest.skip("this pyspark offers no Trigger.AvailableNow to Python sources")
+    url = redis_server.url
+    there = fill(url, namespace, "Nightly", 300, 3)
+    batches: list[list[str]] = []
+    later: list[Filled] = []
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        batches.append([r.msg_id for r in batch.select("msg_id").collect()])
+        if not later:  # stored after the query started: left for the next run
+            later.append(fill(url, namespace, "Nightly", 50, 3, create=False, start=300))
+
+    def run() -> list[str]:
+        done = len(batches)
+        options = {"topic": "Nightly", "starting_offsets": "earliest", "max_messages_per_trigger": "100"}
+        query = (spark_session.readStream.format("mq").options(url=url, namespace=namespace, **options)
+                 .load().writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ck"))
+                 .trigger(availableNow=True).start())  # fmt: skip
+        assert query.awaitTermination(120), "an availableNow query stops by itself"
+        return [i for batch in batches[done:] for i in batch]
+
+    first = run()
+    assert len(first) == len(set(first)) == 300 and set(first) == set(there.sent)
+    sizes = [len(b) for b in batches if b]
+    assert len(sizes) >= 3 and max(sizes) <= 100, sizes  # ReadMaxRows still caps each batch
+    second = run()  # resumes from the checkpoint and reads exactly what came later
+    assert sorted(second) == sorted(later[0].sent)
+
+
 def test_jobs_write_tables_and_charts(
     spark_session: SparkSession, redis_server: Any, namespace: str, tmp_path: pathlib.Path
 ) -> None:
