@@ -27,7 +27,7 @@ SCRIPT_COMMANDS = (
 #: Commands the library sends itself.
 CLIENT_COMMANDS = (
     "evalsha", "script|load", "hget", "hgetall", "hset", "hsetnx", "hdel", "sadd", "sismember", "smembers",
-    "xack", "xadd", "xgroup|create", "xrange", "xread", "xreadgroup", "zadd", "zrange", "zrangebylex",
+    "xack", "xadd", "xgroup|create", "xrange", "xread", "xreadgroup", "zadd", "zcard", "zrange", "zrangebylex",
     "zrangebyscore", "zrem",
 )  # fmt: skip
 #: Connection housekeeping redis-py performs (handshake, health checks, cluster topology).

@@ -98,7 +98,6 @@ def messages_batch(messages: Sequence[MessageExt], schema: pa.Schema) -> pa.Reco
         "born_timestamp": [m.born_timestamp_ms for m in messages],
         "store_timestamp": [m.store_timestamp_ms for m in messages],
         "reconsume_times": [m.reconsume_times for m in messages],
-        # present once the codec stores system properties (field ``s``); empty before
-        "system_properties": [list(getattr(m, "system_properties", {}).items()) for m in messages],
+        "system_properties": [list(m.system_properties.items()) for m in messages],
     }
     return record_batch(columns, schema)

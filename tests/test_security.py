@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -10,9 +11,22 @@ from collections.abc import Iterator
 
 import pytest
 
-from mq import Admin, ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
+from mq import (
+    Admin,
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyStatus,
+    LocalTransactionState,
+    Message,
+    Producer,
+    PushConsumer,
+    SelectMessageQueueByHash,
+    SimpleConsumer,
+    TransactionProducer,
+)
+from mq.connection import Connection
 from mq.errors import MQBrokerError
-from mq.security import acl_setuser_args
+from mq.security import SCRIPT_COMMANDS, acl_setuser_args
+from mq.store import Store
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer, free_port
 
@@ -39,6 +53,13 @@ def _round_trip(url: str, ns: str) -> list[bytes]:
     return sorted(got)
 
 
+def test_script_commands_list_every_command_of_the_lua_scripts() -> None:
+    used: set[str] = set()
+    for script in (ROOT / "mq" / "store" / "lua").rglob("*.lua"):
+        used |= {c.lower() for c in re.findall(r"redis\.p?call\(\s*'([A-Za-z]+)'", script.read_text())}
+    assert len(used) > 10 and used <= set(SCRIPT_COMMANDS), sorted(used - set(SCRIPT_COMMANDS))
+
+
 def test_least_privilege_acl_works_and_a_missing_permission_is_named(redis_server, namespace: str) -> None:
     admin_conn = redis_server.client()
     admin_conn.execute_command("ACL", "SETUSER", f"app-{namespace}", *acl_setuser_args(namespace, "client", "app-secret"))
@@ -63,6 +84,95 @@ def test_least_privilege_acl_works_and_a_missing_permission_is_named(redis_serve
     finally:
         for user in ("app", "weak", "other"):
             admin_conn.execute_command("ACL", "DELUSER", f"{user}-{namespace}")
+        admin_conn.close()
+
+
+def test_every_feature_runs_under_the_client_role(redis_server, namespace: str) -> None:
+    """The broker service, every consumer kind, transactions, metrics and admin reads, run as a user
+    with exactly the ``client`` rules: Redis's ACL log must show no command or key it refused."""
+    from scheduler import BrokerConfig, BrokerService
+    from scheduler.metrics import StoreCollector
+
+    admin_conn = redis_server.client()
+    user = f"full-{namespace}"
+    admin_conn.execute_command("ACL", "SETUSER", user, *acl_setuser_args(namespace, "client", "full-secret"))
+    url = f"redis://{user}:full-secret@127.0.0.1:{redis_server.port}/0"
+    jobs = ("transaction_check", "retention", "timer_sweep", "cleanup", "stats")
+    every_half_second = {f"{job}_interval_s": 0.5 for job in jobs}
+    fast = BrokerConfig(message_delay_level="100ms 200ms 300ms", transaction_timeout_s=0.5, **every_half_second)
+    got: dict[str, list[tuple[bytes, int]]] = {"A": [], "O": [], "X": []}
+    lock = threading.Lock()
+
+    def listener(topic: str, fail_first: bool):  # type: ignore[no-untyped-def]
+        def on(msgs, ctx):  # type: ignore[no-untyped-def]
+            with lock:
+                got[topic].extend((m.body, m.reconsume_times) for m in msgs)
+            if fail_first and any(m.body == b"poison" or m.reconsume_times == 0 for m in msgs):
+                ctx.delay_level_when_next_consume = 1
+                return ConsumeConcurrentlyStatus.RECONSUME_LATER
+            return ConsumeOrderlyStatus.SUCCESS if topic == "O" else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        return on
+
+    def seen(topic: str) -> set[bytes]:
+        with lock:
+            return {b for b, _ in got[topic]}
+
+    try:
+        admin = Admin(url, namespace)
+        admin.create_topic("A", read_queues=2, write_queues=2)
+        admin.create_topic("O", read_queues=2, write_queues=2, order=True)
+        admin.create_topic("S", read_queues=1, write_queues=1)
+        admin.create_topic("X", read_queues=1, write_queues=1)
+        concurrent = PushConsumer("ga", url, namespace=namespace, max_reconsume_times=1)
+        concurrent.subscribe("A", "*")
+        concurrent.register_message_listener(listener("A", fail_first=True))
+        orderly = PushConsumer("go", url, namespace=namespace)
+        orderly.subscribe("O", "*")
+        orderly.register_orderly_listener(listener("O", fail_first=False))
+        tx_reader = PushConsumer("gx", url, namespace=namespace)
+        tx_reader.subscribe("X", "*")
+        tx_reader.register_message_listener(listener("X", fail_first=False))
+        simple = SimpleConsumer("gs", url, namespace=namespace, subscriptions={"S": "*"}, await_duration_s=0.5)
+        commit = LocalTransactionState.COMMIT_MESSAGE
+        transactions = TransactionProducer("gt", url, namespace=namespace, checker=lambda msg: commit)
+        with (BrokerService(url, namespace, fast), concurrent, orderly, tx_reader, simple, transactions,
+              Producer("p", url, namespace=namespace) as producer):  # fmt: skip
+            time.sleep(0.5)
+            sent = producer.send(Message("A", b"plain", keys=["k1"]))
+            producer.send(Message("A", b"later", deliver_time_ms=int(time.time() * 1000) + 300))
+            producer.send(Message("A", b"poison"))
+            producer.send_batch([Message("A", b"batch-0"), Message("A", b"batch-1")])
+            producer.send_async(Message("A", b"async")).result(timeout=10)
+            for i in range(4):
+                producer.send(Message("O", b"o%d" % i), selector=SelectMessageQueueByHash(), arg="order-1")
+            producer.send(Message("S", b"s0"))
+            producer.send(Message("S", b"s1"))
+            transactions.send_message_in_transaction(Message("X", b"tx"), lambda msg, arg: LocalTransactionState.UNKNOW)
+            wanted = {b"plain", b"later", b"poison", b"batch-0", b"batch-1", b"async"}
+            wait_for(lambda: seen("A") >= wanted and len(admin.dlq_messages("ga")) == 1, 20, "retries and the DLQ")
+            wait_for(lambda: seen("O") == {b"o0", b"o1", b"o2", b"o3"} and seen("X") == {b"tx"}, 20, "orderly and tx")
+            received = simple.receive(max_messages=2, invisible_duration_s=10)
+            assert sorted(v.body for v in received) == [b"s0", b"s1"]
+            simple.ack(received[0])
+            simple.change_invisible_duration(received[1], 20)
+            assert admin.resend_dlq("ga") == 1
+            wait_for(lambda: admin.broker_stats() is not None, 10, "the broker service's stats snapshot")
+            names = {m.name for m in StoreCollector(Store(Connection(url, namespace)), 10.0).collect()}
+            assert "rocketredis_group_lag" in names and "rocketredis_brokers_healthy" in names
+            queue = next(iter(admin.topic_status("A")))
+            admin.search_offset(queue, int(time.time() * 1000))
+            assert admin.query_message("A", sent.msg_id) is not None
+            assert [m.body for m in admin.query_messages_by_key("A", "k1")] == [b"plain"]
+            assert admin.consumer_connections("ga") and "ga" in admin.groups()
+            assert admin.consumer_progress("ga")
+            admin.reset_offset_by_time("gx", "X", int(time.time() * 1000))
+            assert admin.discarded_transactions() == []
+        admin.close()
+        refused = [entry for entry in admin_conn.acl_log() if entry.get("username") == user]
+        assert refused == [], refused  # every command and key the features use is in the client role
+    finally:
+        admin_conn.execute_command("ACL", "DELUSER", user)
         admin_conn.close()
 
 

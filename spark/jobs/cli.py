@@ -1,6 +1,6 @@
 """``python -m spark.jobs NAME|all [job arguments]``: one or every analytics job on one Spark session.
 
-This is the entry point a ``mq analytics`` command would call (see docs/spark.md).
+``mq analytics`` calls it too (see docs/spark.md).
 """
 
 from __future__ import annotations
