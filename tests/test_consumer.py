@@ -234,6 +234,39 @@ def test_pull_consumer_assign_seek_commit(env) -> None:  # type: ignore[no-untyp
         pc.subscribe("T")
 
 
+@pytest.mark.parametrize("mode", ["assign", "subscribe"])
+def test_pull_consumer_without_auto_commit_keeps_uncommitted_messages(env, mode: str) -> None:  # type: ignore[no-untyped-def]
+    """Giving a queue up (shutdown, rebalance) commits only what commit() committed: messages
+    polled but not committed are delivered again."""
+    url, ns, _, producer = env
+    q = MessageQueue("T", "broker-a", 2)
+    group = f"g-manual-{mode}"
+
+    def consumer() -> PullConsumer:
+        pc = PullConsumer(group, url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, auto_commit=False)
+        pc.assign([q]) if mode == "assign" else pc.subscribe("T")
+        return pc
+
+    def poll_queue(pc: PullConsumer, n: int) -> list[int]:
+        got: list[int] = []
+        deadline = time.monotonic() + 10
+        while len(got) < n and time.monotonic() < deadline:
+            got += [m.queue_offset for m in pc.poll(0.5) if m.queue_id == q.queue_id]
+        return got
+
+    for i in range(10):
+        producer.send(Message("T", b"%d" % i), queue=q)
+    with consumer() as pc:
+        assert poll_queue(pc, 10) == list(range(10))
+        pc.commit()
+        for i in range(5):
+            producer.send(Message("T", b"late-%d" % i), queue=q)
+        assert poll_queue(pc, 5) == list(range(10, 15))  # polled, never committed
+    with consumer() as pc:
+        assert pc.committed(q) == 10
+        assert poll_queue(pc, 5) == list(range(10, 15))
+
+
 def test_broadcasting_gets_everything_and_resumes_from_local_offsets(env, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("MQ_OFFSET_DIR", str(tmp_path))
     url, ns, _, producer = env

@@ -120,6 +120,9 @@ class ConsumerCore:
         self.max_span = max_span
         #: Whether persisting reads offsets from the process queues (push) or callers set them (pull).
         self.track_offsets = track_offsets
+        #: The offset committed when a queue is given up (rebalance, shutdown): by default the
+        #: smallest still in flight; a pull consumer without auto-commit commits only what it committed.
+        self.release_offset: Callable[[ProcessQueue], int] = ProcessQueue.commit_offset
         self.conn = Connection(url, namespace)
         self.store = Store(self.conn)
         # long polls block for LONG_POLL_BLOCK_MS: they get a connection with a longer reply timeout
@@ -346,7 +349,7 @@ class ConsumerCore:
         return time.monotonic(), [q for q, r in zip(queues, results) if r == 1]
 
     def _release(self, mq: MessageQueue, pq: ProcessQueue) -> None:
-        offset = pq.commit_offset()
+        offset = self.release_offset(pq)
         pq.dropped = True
         self.process_queues.pop(mq, None)
         if self.message_model is MessageModel.BROADCASTING:

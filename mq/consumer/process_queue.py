@@ -27,6 +27,7 @@ class ProcessQueue:
 
     def __init__(self, queue: MessageQueue, next_offset: int) -> None:
         self.queue = queue
+        self.start_offset = next_offset  # where this client started on the queue
         self.next_offset = next_offset
         self.generation = 0  # bumped by reset(): messages pulled before a seek are stale
         self.releasing = False

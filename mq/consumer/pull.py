@@ -64,7 +64,10 @@ class PullConsumer:
             track_offsets=False,
         )  # fmt: skip
         self._polled: dict[MessageQueue, int] = {}
+        self._committed: dict[MessageQueue, int] = {}  # by commit(), when auto_commit is off
         self._lock = threading.Lock()
+        if not self.auto_commit:
+            self._core.release_offset = self._release_offset
 
     def __repr__(self) -> str:
         return f"PullConsumer(group={self._core.group!r}, client_id={self._core.client_id!r}, {self._core.conn!r})"
@@ -126,8 +129,10 @@ class PullConsumer:
 
     def commit(self) -> None:
         """Commit the offsets of everything polled so far (one round trip)."""
-        self._apply_polled()
+        applied = self._apply_polled()
         self._core.offsets.persist()
+        with self._lock:
+            self._committed.update(applied)
 
     def committed(self, queue: MessageQueue) -> int:
         """The committed offset of ``queue`` in the store (or local file), -1 when none."""
@@ -155,10 +160,19 @@ class PullConsumer:
         for m in msgs:
             self._buffer.put((pq, pq.generation, m))
 
-    def _apply_polled(self) -> None:
+    def _apply_polled(self) -> dict[MessageQueue, int]:
         """Move the in-memory offsets past everything polled (the next persist stores them)."""
         with self._lock:
             polled, self._polled = self._polled, {}
+        applied = {}
         for mq, offset in polled.items():
             pq = self._core.process_queues.get(mq)
-            self._core.offsets.update(mq, pq.commit_offset() if pq else offset)
+            applied[mq] = pq.commit_offset() if pq else offset
+            self._core.offsets.update(mq, applied[mq])
+        return applied
+
+    def _release_offset(self, pq: ProcessQueue) -> int:
+        """Without auto-commit a released queue keeps what ``commit()`` stored (or where we began):
+        messages polled but not committed are delivered again to whoever reads the queue next."""
+        with self._lock:
+            return self._committed.pop(pq.queue, pq.start_offset)
