@@ -110,3 +110,42 @@ def test_receive_waits_for_a_message_without_spinning(redis_server, namespace: s
         took = time.monotonic() - started
     assert [v.body for v in views] == [b"later"]
     assert 0.4 <= took <= 1.5
+
+
+def test_queues_added_to_a_topic_are_read_from_their_start(
+    backend_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topic that grows: a running consumer picks the new queues up, and a member starting
+    later reads what landed on them before it started (only a group new to a topic skips history)."""
+    from mq.consumer import simple
+    from mq.queue import MessageQueue
+
+    monkeypatch.setattr(simple, "QUEUE_REFRESH_S", 0.2)
+    admin = Admin(backend_url, namespace)
+    admin.create_topic("G", read_queues=2, write_queues=2)
+
+    def drain(sc: SimpleConsumer, want: set[bytes]) -> set[bytes]:
+        got: set[bytes] = set()
+        deadline = time.monotonic() + 10
+        while not want <= got and time.monotonic() < deadline:
+            for view in sc.receive(max_messages=16, invisible_duration_s=10):
+                got.add(view.body)
+                sc.ack(view)
+        return got
+
+    def send_to_every_queue(producer: Producer, tag: str, queues: int) -> set[bytes]:
+        bodies = {f"{tag}-q{q}".encode() for q in range(queues)}
+        for q in range(queues):
+            producer.send(Message("G", f"{tag}-q{q}".encode()), queue=MessageQueue("G", "broker-a", q))
+        return bodies
+
+    with Producer("p", backend_url, namespace=namespace) as producer:
+        with SimpleConsumer("gg", backend_url, namespace=namespace, subscriptions={"G": "*"}, await_duration_s=0.3) as sc:
+            assert sc.receive(max_messages=4, invisible_duration_s=10) == []
+            admin.update_topic("G", read_queues=4, write_queues=4)
+            running = send_to_every_queue(producer, "running", 4)
+            assert drain(sc, running) == running
+        admin.update_topic("G", read_queues=6, write_queues=6)
+        while_down = send_to_every_queue(producer, "down", 6)
+        with SimpleConsumer("gg", backend_url, namespace=namespace, subscriptions={"G": "*"}, await_duration_s=0.3) as sc:
+            assert drain(sc, while_down) == while_down

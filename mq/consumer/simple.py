@@ -17,6 +17,7 @@ from types import TracebackType
 
 from mq.connection import Connection, translate_errors
 from mq.consumer.core import filter_args
+from mq.consumer.offsets import read_group_offsets
 from mq.consumer.registry import ClientInfo, Registry, new_client_id
 from mq.consumer.retry import DLQ_REASON, ORIGIN_MESSAGE_ID, RETRY_TOPIC, dlq_topic
 from mq.errors import MQClientError
@@ -35,6 +36,8 @@ log = logging.getLogger("mq.consumer")
 MIN_INVISIBLE_S, MAX_INVISIBLE_S = 10.0, 12 * 3600.0
 #: Most messages one receive returns [RocketMQ 5: 32].
 MAX_RECEIVE = 32
+#: How often a receiving consumer re-reads its topics' queue counts, seconds (a topic may grow).
+QUEUE_REFRESH_S = 5.0
 #: Entries a receive may scan per queue past non-matching ones.
 RECEIVE_MAX_SCAN = 1024
 #: Longest single block while waiting for messages, seconds (so expiring invisibility is noticed).
@@ -101,6 +104,7 @@ class SimpleConsumer:
                                           subscriptions={t: s.expression for t, s in self.subscriptions.items()})  # fmt: skip
         self._registry = Registry(self._store, self.group, info)
         self._queues: list[MessageQueue] = []
+        self._refreshed_s = 0.0
         self._turn = itertools.count()
         self._started = False
 
@@ -108,17 +112,11 @@ class SimpleConsumer:
         return f"SimpleConsumer(group={self.group!r}, {self._conn!r})"
 
     def start(self) -> SimpleConsumer:
-        """Register and fix the group's starting point (new messages only) on every queue."""
+        """Register and fix the group's starting point on every queue it has not read yet: new
+        messages only for a group new to a topic, the queue's first message for a queue added to a
+        topic the group already reads."""
         self._registry.register()
         self._refresh_queues()
-        with translate_errors(self._conn.url, "starting a simple consumer"):
-            stats = {t: self._store.queue_stats(t, [q.queue_id for q in self._queues if q.topic == t])
-                     for t in self.subscriptions}  # fmt: skip
-            pipe = self._conn.client.pipeline(transaction=False)
-            for q in self._queues:
-                offsets = self._store.queue_keys(q.topic, q.queue_id).offsets
-                pipe.hsetnx(offsets, self.group, stats[q.topic][q.queue_id].max_offset)
-            pipe.execute()
         self._started = True
         return self
 
@@ -148,6 +146,8 @@ class SimpleConsumer:
         _check_invisible(invisible_duration_s)
         deadline = time.monotonic() + self.await_duration_s
         while True:
+            if time.monotonic() - self._refreshed_s >= QUEUE_REFRESH_S:
+                self._refresh_queues()
             views = self._receive_once(max_messages, int(invisible_duration_s * 1000))
             remaining = deadline - time.monotonic()
             if views or remaining <= 0:
@@ -184,7 +184,27 @@ class SimpleConsumer:
             if config is None:
                 raise MQClientError(f"topic {topic!r} does not exist; create it with Admin.create_topic")
             queues += [MessageQueue(topic, DEFAULT_BROKER_NAME, q) for q in range(config.read_queues) if config.readable(q)]
+        if set(queues) - set(self._queues):
+            self._seed_cursors(queues)
         self._queues = queues
+        self._refreshed_s = time.monotonic()
+
+    def _seed_cursors(self, queues: list[MessageQueue]) -> None:
+        """Give the group a cursor on every queue of ``queues`` it has none on (``HSETNX``, so
+        members starting together agree): the queue's end when the group reads none of the topic's
+        queues yet, else the queue's start — a topic that grew keeps nothing from the group."""
+        with translate_errors(self._conn.url, "starting a simple consumer"):
+            cursors = read_group_offsets(self._store, self.group, queues)
+            pipe = self._conn.client.pipeline(transaction=False)
+            for topic in self.subscriptions:
+                missing = [q.queue_id for q in queues if q.topic == topic and q not in cursors]
+                if not missing:
+                    continue
+                reading = any(q.topic == topic for q in cursors)
+                for qid, stats in self._store.queue_stats(topic, missing).items():
+                    offsets = self._store.queue_keys(topic, qid).offsets
+                    pipe.hsetnx(offsets, self.group, stats.min_offset if reading else stats.max_offset)
+            pipe.execute()
 
     def _receive_once(self, want: int, invisible_ms: int) -> list[MessageView]:
         views: list[MessageView] = []
