@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mq import Admin, ConsumeOrderlyStatus, Message, Producer, PushConsumer, SelectMessageQueueByHash
+from mq import Admin, ConsumeFromWhere, ConsumeOrderlyStatus, Message, Producer, PushConsumer, SelectMessageQueueByHash
 from mq.consumer.locks import LOCK_TTL_S
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
 from tests.procs import ConsumerProc, first_deliveries, wait_for
@@ -183,3 +183,70 @@ def test_crash_take_over_time_and_clean_release(redis_server, namespace: str, tm
     crash = time.monotonic() - began
     print(f"orderly take-over: clean shutdown {clean:.2f} s, crash {crash:.2f} s")
     assert crash <= 15.0, crash
+
+
+def _slow_first(record: list[tuple[float, str, str, int]], name: str, slow_s: float):  # type: ignore[no-untyped-def]
+    """An orderly listener recording (time, member, begin/end, offset); offset 0 takes ``slow_s``."""
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        offset = msgs[0].queue_offset
+        record.append((time.monotonic(), name, "begin", offset))
+        if offset == 0:
+            time.sleep(slow_s)
+        record.append((time.monotonic(), name, "end", offset))
+        return ConsumeOrderlyStatus.SUCCESS
+
+    return listener
+
+
+def test_a_queue_is_handed_over_only_after_its_running_batch(redis_server, namespace: str) -> None:
+    """A member leaving cleanly while a long batch runs keeps the queue (lock and offset) until the
+    batch ends: the next member starts after it, with nothing consumed twice or out of order."""
+    url = redis_server.url
+    Admin(url, namespace).create_topic("H", read_queues=1, write_queues=1)
+    record: list[tuple[float, str, str, int]] = []
+    a = PushConsumer("hg", url, namespace=namespace, client_id="A", consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    a.subscribe("H")
+    a.register_orderly_listener(_slow_first(record, "A", 3.0))
+    b = PushConsumer("hg", url, namespace=namespace, client_id="B", consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    b.subscribe("H")
+    b.register_orderly_listener(_slow_first(record, "B", 0.0))
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(5):
+            producer.send(Message("H", b"%d" % i))
+        a.start()
+        wait_for(lambda: any(e[1:] == ("A", "begin", 0) for e in record), 10, "A inside its slow batch")
+        b.start()
+        leaving = threading.Thread(target=a.shutdown)
+        leaving.start()
+        with b:
+            wait_for(lambda: sum(e[2] == "end" for e in record) >= 5, 30, "every message consumed")
+        leaving.join(30)
+    ends = [(member, offset) for _, member, what, offset in sorted(record) if what == "end"]
+    assert [offset for _, offset in ends] == [0, 1, 2, 3, 4]  # each once, in order
+    a_done = max(t for t, member, what, _ in record if member == "A" and what == "end")
+    assert all(t > a_done for t, member, _, _ in record if member == "B")  # B began after A's batch
+
+
+def test_a_queue_handed_back_before_its_release_goes_on(redis_server, namespace: str) -> None:
+    """Membership flapping: a queue marked for release during a batch, then wanted again before it
+    was released, consumes its cached messages at once (it used to wait for a new message)."""
+    url = redis_server.url
+    Admin(url, namespace).create_topic("F", read_queues=1, write_queues=1)
+    record: list[tuple[float, str, str, int]] = []
+    consumer = PushConsumer("fg", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("F")
+    consumer.register_orderly_listener(_slow_first(record, "C", 1.0))
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(10):
+            producer.send(Message("F", b"%d" % i))
+        with consumer:
+            wait_for(lambda: any(e[1:] == ("C", "begin", 0) for e in record), 10, "the slow batch")
+            core = consumer._core
+            (queue,) = core.process_queues
+            with core._rebalance_lock:
+                assert core._apply(set()) is True  # taken away: not released while the batch runs
+            time.sleep(1.5)  # the batch ends; the queue is released at the next rebalance only
+            with core._rebalance_lock:
+                assert core._apply({queue}) is False  # handed back before that
+            wait_for(lambda: sum(e[2] == "end" for e in record) >= 10, 5, "the cached messages")

@@ -66,6 +66,8 @@ LONG_POLL_BLOCK_MS = 10_000
 #: Seconds a released queue waits for its cached messages to be consumed before it is released
 #: anyway (the rest is then redelivered to the new owner).
 RELEASE_WAIT_S = 10.0
+#: At shutdown, how long an orderly queue's running batch may take before the queue is left locked, s.
+SHUTDOWN_BATCH_WAIT_S = 30.0
 #: Default of ``consume_timestamp_ms``: 30 minutes ago [RocketMQ ``consumeTimestamp``].
 DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000
 
@@ -207,7 +209,8 @@ class ConsumerCore:
             wait_consumed()
         with self._rebalance_lock:
             for mq, pq in list(self.process_queues.items()):
-                self._release(mq, pq)
+                if not self._release(mq, pq, wait_s=SHUTDOWN_BATCH_WAIT_S):
+                    log.warning("a batch of %s still runs after %s s: its lock expires by itself", mq, SHUTDOWN_BATCH_WAIT_S)
         self.persist_offsets()
         self.registry.unregister()
         self.conn.close()
@@ -255,7 +258,7 @@ class ConsumerCore:
             for mq, pq in pqs.items():
                 if mq in held:
                     pq.lock_sent_s = sent
-                elif not self.lock_valid(pq):  # taken over while we could not renew: give it up
+                else:  # another member holds it now (a free or expired lock would have been taken)
                     log.warning("lost the lock of %s; another member consumes it now", mq)
                     pq.dropped = True
                     self.process_queues.pop(mq, None)
@@ -307,14 +310,17 @@ class ConsumerCore:
         unsettled = False
         for mq, pq in list(self.process_queues.items()):
             if mq in wanted:
-                pq.releasing = False
+                if pq.releasing:  # handed back before it was released: go on where it stopped
+                    pq.releasing = False
+                    self.deliver(pq, [])
                 continue
             if not pq.releasing:
                 pq.releasing, pq.releasing_since = True, time.monotonic()
-                pq.idle.set()
-            busy = bool(pq.consuming) if self.orderly else bool(pq.count)
-            if busy and time.monotonic() - pq.releasing_since < RELEASE_WAIT_S:
-                unsettled = True  # concurrent: let cached messages be consumed; orderly: the batch finish
+            if self.orderly:  # released between two batches, however long the current one takes
+                unsettled |= not self._release(mq, pq)
+                continue
+            if pq.count and time.monotonic() - pq.releasing_since < RELEASE_WAIT_S:
+                unsettled = True  # let cached messages be consumed first
                 continue
             self._release(mq, pq)
         new = sorted(wanted - set(self.process_queues))
@@ -348,7 +354,22 @@ class ConsumerCore:
             results = scripts.run_many(self.conn.client, calls)
         return time.monotonic(), [q for q, r in zip(queues, results) if r == 1]
 
-    def _release(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+    def _release(self, mq: MessageQueue, pq: ProcessQueue, *, wait_s: float = 0.0) -> bool:
+        """Commit ``mq``'s offset and give it up; an orderly queue only between two batches (waiting
+        up to ``wait_s`` for the current one). False when a batch is still running."""
+        if not self.orderly:
+            self._release_now(mq, pq)
+            return True
+        acquired = pq.consume_lock.acquire(timeout=wait_s) if wait_s > 0 else pq.consume_lock.acquire(blocking=False)
+        if not acquired:
+            return False
+        try:
+            self._release_now(mq, pq)
+        finally:
+            pq.consume_lock.release()
+        return True
+
+    def _release_now(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         offset = self.release_offset(pq)
         pq.dropped = True
         self.process_queues.pop(mq, None)
@@ -462,7 +483,10 @@ class ConsumerCore:
         log_key = self.store.queue_keys(pq.queue.topic, pq.queue.queue_id).log
         client = self._poll_conn.client
         while not (self._stopped.is_set() or pq.dropped):
-            if not pq.idle.wait(1.0) or pq.releasing:
+            if pq.releasing:  # being handed over: no new messages for it
+                self._stopped.wait(0.1)
+                continue
+            if not pq.idle.wait(1.0):
                 continue
             unfiltered = filter_args(self.subscriptions.get(pq.queue.topic) or MATCH_ALL)[0] == ""
             start = pq.next_offset

@@ -88,26 +88,35 @@ class OrderlyService:
     def _consume(self, pq: ProcessQueue) -> float | None:
         """Consume batches in order; returns seconds until the task should run again, or None."""
         began = time.monotonic()
-        while not (pq.dropped or pq.releasing):
-            if not self._core.lock_valid(pq):
-                return LOCK_RETRY_S  # not (or no longer) sure of the lock: wait for its renewal
-            if time.monotonic() - began > MAX_TIME_CONSUME_CONTINUOUSLY_S:
-                return 0.01  # let other queues have the worker
-            msgs = pq.head(self._batch_size)
-            if not msgs:
-                return None
-            ctx = ConsumeOrderlyContext(pq.queue, suspend_current_queue_time_ms=self._suspend_ms)
-            status = self._call(pq, msgs, ctx)
-            if status is ConsumeOrderlyStatus.SUCCESS:
-                self._core.offsets.update(pq.queue, pq.remove(msgs))
-                continue
-            for m in msgs:
-                m.reconsume_times += 1
-            dead = [m for m in msgs if 0 <= self._max < m.reconsume_times]
-            if dead and self._dead_letter(pq, dead):
-                continue
-            return min(max(ctx.suspend_current_queue_time_ms, SUSPEND_MIN_MS), SUSPEND_MAX_MS) / 1000
-        return None
+        while True:
+            with pq.consume_lock:  # the queue is not given up while a batch runs (see ConsumerCore._release)
+                again, done = self._batch(pq, began)
+            if done:
+                return again
+
+    def _batch(self, pq: ProcessQueue, began: float) -> tuple[float | None, bool]:
+        """One listener call on the head of ``pq``: (seconds until the task runs again, or None;
+        whether the task stops now)."""
+        if pq.dropped or pq.releasing:
+            return None, True
+        if not self._core.lock_valid(pq):
+            return LOCK_RETRY_S, True  # not (or no longer) sure of the lock: wait for its renewal
+        if time.monotonic() - began > MAX_TIME_CONSUME_CONTINUOUSLY_S:
+            return 0.01, True  # let other queues have the worker
+        msgs = pq.head(self._batch_size)
+        if not msgs:
+            return None, True
+        ctx = ConsumeOrderlyContext(pq.queue, suspend_current_queue_time_ms=self._suspend_ms)
+        status = self._call(pq, msgs, ctx)
+        if status is ConsumeOrderlyStatus.SUCCESS:
+            self._core.offsets.update(pq.queue, pq.remove(msgs))
+            return None, False
+        for m in msgs:
+            m.reconsume_times += 1
+        dead = [m for m in msgs if 0 <= self._max < m.reconsume_times]
+        if dead and self._dead_letter(pq, dead):
+            return None, False
+        return min(max(ctx.suspend_current_queue_time_ms, SUSPEND_MIN_MS), SUSPEND_MAX_MS) / 1000, True
 
     def _dead_letter(self, pq: ProcessQueue, dead: list[MessageExt]) -> bool:
         """Move poison messages to the DLQ so their queue can go on; False if the store refused."""

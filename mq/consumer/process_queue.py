@@ -42,6 +42,9 @@ class ProcessQueue:
         self.consuming: dict[int, float] = {}  # offset -> monotonic time its listener call began
         self.lock_sent_s = 0.0  # orderly: when the last successful lock request was sent (monotonic)
         self.orderly_active = False  # orderly: a consume task for this queue is scheduled or running
+        #: orderly: held around each batch [RocketMQ ``consumeLock``]; the queue is given up only
+        #: while nobody holds it, so its store lock and offset never go while a batch runs
+        self.consume_lock = threading.Lock()
 
     def add(self, msgs: list[MessageExt], next_offset: int) -> None:
         """Cache pulled messages; the next pull starts at ``next_offset``."""
