@@ -156,6 +156,35 @@ def test_retry_once_then_success(backend_url: str, namespace: str, broker) -> No
         assert {d[2] for d in deliveries} == {"R"}  # the listener always sees the original topic
 
 
+def test_ack_index_retries_the_rest_of_a_batch(backend_url: str, namespace: str, broker) -> None:  # type: ignore[no-untyped-def]
+    """CONSUME_SUCCESS with ``ctx.ack_index = 1`` on a batch of 4: the first two are done, the last two
+    come back through the retry topic [RocketMQ ``ackIndex``]."""
+    Admin(backend_url, namespace).create_topic("AI", read_queues=1, write_queues=1)
+    seen: list[tuple[bytes, int]] = []
+    batches: list[int] = []
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            seen.extend((m.body, m.reconsume_times) for m in msgs)
+            batches.append(len(msgs))
+        if all(m.reconsume_times == 0 for m in msgs):
+            ctx.ack_index = 1
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    with Producer("p", backend_url, namespace=namespace) as producer:
+        producer.send_batch([Message("AI", b"%d" % i) for i in range(4)])
+        consumer = PushConsumer("gai", backend_url, namespace=namespace, consume_message_batch_max_size=4,
+                                consume_from_where=ConsumeFromWhere.FIRST_OFFSET)  # fmt: skip
+        consumer.subscribe("AI", "*")
+        consumer.register_message_listener(listener)
+        with consumer:
+            wait_for(lambda: len(seen) >= 6, 15, "the unacknowledged part again")
+            time.sleep(0.5)
+    assert batches[0] == 4
+    assert sorted(seen) == [(b"0", 0), (b"1", 0), (b"2", 0), (b"2", 1), (b"3", 0), (b"3", 1)]
+
+
 def test_dead_letter_after_max_reconsume_times_then_resend(backend_url: str, namespace: str, broker) -> None:  # type: ignore[no-untyped-def]
     admin = Admin(backend_url, namespace)
     admin.create_topic("D", read_queues=2, write_queues=2)

@@ -261,10 +261,17 @@ class PushConsumer:
                 finally:
                     for m in msgs:
                         pq.consuming.pop(m.queue_offset, None)
-                if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS or self._core.message_model is MessageModel.BROADCASTING:
+                if self._core.message_model is MessageModel.BROADCASTING:
                     self._done(pq, msgs)  # broadcasting does not retry, as in RocketMQ
-                else:
-                    self._reconsume_later(pq, msgs, ctx.delay_level_when_next_consume)
+                    continue
+                # success covers msgs[: ack_index + 1]; the rest is retried [RocketMQ processConsumeResult]
+                success = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+                ack = max(-1, min(ctx.ack_index, len(msgs) - 1)) if success else -1
+                ok, failed = msgs[: ack + 1], msgs[ack + 1 :]
+                if ok:
+                    self._done(pq, ok)
+                if failed:
+                    self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
         finally:
             with self._in_flight_cv:
                 self._in_flight -= 1

@@ -51,7 +51,8 @@ class ConsumeConcurrentlyContext:
         message_queue: the queue the batch came from.
         delay_level_when_next_consume: the delay level of the retry when the listener returns
             RECONSUME_LATER; 0 lets the broker choose (3 + reconsume times).
-        ack_index: index of the last message consumed successfully when returning success.
+        ack_index: with CONSUME_SUCCESS, the index of the last message consumed successfully; the
+            messages after it are retried like RECONSUME_LATER (clustering; broadcasting drops them).
     """
 
     message_queue: MessageQueue
