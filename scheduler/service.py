@@ -33,7 +33,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from mq.connection import Connection, mask_url, translate_errors
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
 from mq.errors import MQError
-from mq.store import Store
+from mq.store import Store, scripts
 from scheduler.config import BrokerConfig
 from scheduler.retention import apply_retention
 from scheduler.stats import read_figures, save_snapshot
@@ -103,6 +103,7 @@ class BrokerService:
     def shutdown(self) -> None:
         """Stop the jobs (a delivery in progress finishes its current step) and leave the health set."""
         if self._scheduler is None:
+            self._conn.close()
             return
         self._stop.set()
         self._scheduler.shutdown(wait=True)
@@ -140,17 +141,14 @@ class BrokerService:
             self._conn.client.zadd(self._store.keys.brokers, {self.id: int(time.time() * 1000)})
 
     def _remove_dead_clients(self) -> None:
-        cutoff = int((time.time() - HEARTBEAT_TIMEOUT_S) * 1000)
+        """Remove clients silent for the heartbeat timeout, by the Redis clock (remove-dead-clients.lua)."""
         client = self._conn.client
         with translate_errors(self._conn.url, "removing dead clients"):
-            for raw in client.smembers(self._store.keys.groups):
-                keys = self._store.keys.group(raw.decode())
-                dead = client.zrangebyscore(keys.clients, "-inf", cutoff)
-                if dead:
-                    pipe = client.pipeline(transaction=False)
-                    pipe.zrem(keys.clients, *dead)
-                    pipe.hdel(keys.info, *dead)
-                    pipe.execute()
+            groups = [self._store.keys.group(raw.decode()) for raw in client.smembers(self._store.keys.groups)]
+            calls = [("remove-dead-clients", [keys.clients, keys.info], [int(HEARTBEAT_TIMEOUT_S * 1000)]) for keys in groups]
+            failed = [r for r in scripts.run_many(client, calls) if isinstance(r, Exception)]
+            if failed:
+                raise failed[0]
 
 
 def healthy_brokers(url: str | None, namespace: str, timeout_s: float = BrokerConfig.health_timeout_s) -> list[str]:

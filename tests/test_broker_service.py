@@ -285,3 +285,29 @@ def test_a_stuck_listener_call_is_sent_back_after_consume_timeout(backend_url: s
         wait_for(lambda: len(calls) >= 2, 10, "the copy sent back after the timeout")
         assert calls[1][0] == 1
         assert calls[1][1] - calls[0][1] < 4.0, "redelivered while the stuck call was still running"
+
+
+def test_dead_clients_are_judged_by_the_redis_clock(redis_server, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clean-up compares heartbeats with the clock that wrote them (Redis's), not the broker
+    host's: a broker host two minutes ahead removes the silent client only, not the live one."""
+    url = redis_server.url
+    consumer = PushConsumer("gd", url, namespace=namespace)
+    consumer.subscribe("T", "*")
+    consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    keys = Store(Connection(url, namespace)).keys.group("gd")
+    raw = redis_server.client()
+    with consumer:
+        seconds, micros = raw.time()
+        raw.zadd(keys.clients, {"silent-client": seconds * 1000 + micros // 1000 - 60_000})
+        raw.hset(keys.info, "silent-client", "{}")
+        service = BrokerService(url, namespace)
+        real_time = time.time
+        monkeypatch.setattr(time, "time", lambda: real_time() + 120)  # the broker host's clock is ahead
+        try:
+            service._remove_dead_clients()
+        finally:
+            monkeypatch.undo()
+            service.shutdown()  # never started: closes its connection
+        assert raw.zscore(keys.clients, "silent-client") is None and not raw.hexists(keys.info, "silent-client")
+        assert raw.zscore(keys.clients, consumer._core.client_id) is not None
+    raw.close()
