@@ -26,6 +26,7 @@ key                             type        holds
 ``{ns:T:Q}:txdead``             stream      half messages rolled back after too many checks (admin list)
 ``{ns}:halves``                 zset        ``topic \\x1f queue id`` → earliest check-back of that queue
 ``{ns:g:G}:txcheck``            stream      check-back requests for producer group G (consumer group "checkers")
+``{ns:g:G}:since``              hash        topic → when group G first consumed it, ms (LAST_OFFSET's start)
 ``{ns:T:Q}:inv:G``              zset        simple consumer group G: offset → visible again at, ms
 ``{ns:T:Q}:att:G``              hash        simple consumer group G: offset → delivery attempts
 ``{ns}:groups``                 set         every consumer group that ever registered
@@ -104,6 +105,7 @@ class GroupKeys:
     clients: str
     info: str
     txcheck: str
+    since: str
 
 
 class Keys:
@@ -134,7 +136,7 @@ class Keys:
     def group(self, group: str) -> GroupKeys:
         """The registry keys of ``group``."""
         tag = f"{{{self.namespace}:g:{group}}}"
-        return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info", txcheck=f"{tag}:txcheck")
+        return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info", txcheck=f"{tag}:txcheck", since=f"{tag}:since")
 
 
 def stream_id(offset: int) -> str:

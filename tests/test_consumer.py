@@ -267,6 +267,38 @@ def test_pull_consumer_without_auto_commit_keeps_uncommitted_messages(env, mode:
         assert poll_queue(pc, 5) == list(range(10, 15))
 
 
+def test_last_offset_reads_queues_added_to_a_topic_from_their_start(env) -> None:  # type: ignore[no-untyped-def]
+    """LAST_OFFSET skips history only when the group first consumes a topic: a queue added later —
+    while the group runs or while it is down — is read from its first message."""
+    url, ns, admin, producer = env
+    admin.create_topic("Grow", read_queues=2, write_queues=2)
+    producer.send(Message("Grow", b"history"))  # before the group ever ran: skipped
+    got = Collector()
+
+    def member() -> PushConsumer:
+        c = PushConsumer("g-grow", url, namespace=ns)
+        c.subscribe("Grow", "*")
+        c.register_message_listener(got)
+        return c
+
+    def send_to_queues(tag: str, queues: range) -> set[bytes]:
+        for q in queues:
+            producer.send(Message("Grow", f"{tag}-{q}".encode()), queue=MessageQueue("Grow", "broker-a", q))
+        return {f"{tag}-{q}".encode() for q in queues}
+
+    with member() as running:
+        time.sleep(0.5)
+        admin.update_topic("Grow", read_queues=4, write_queues=4)
+        wanted = send_to_queues("running", range(4))
+        running._core.rebalance()  # the 20 s backstop would find the new queues too
+        wait_for(lambda: wanted <= set(got.bodies), 10, "the new queues' messages")
+    admin.update_topic("Grow", read_queues=6, write_queues=6)
+    wanted |= send_to_queues("down", range(6))
+    with member():
+        wait_for(lambda: wanted <= set(got.bodies), 10, "what came while the group was down")
+    assert b"history" not in got.bodies and len(got.bodies) == len(set(got.bodies)) == 10
+
+
 def test_broadcasting_gets_everything_and_resumes_from_local_offsets(env, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("MQ_OFFSET_DIR", str(tmp_path))
     url, ns, _, producer = env

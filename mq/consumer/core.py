@@ -145,6 +145,7 @@ class ConsumerCore:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._started_ms = 0
+        self._since: dict[str, int] = {}  # topic -> when the group first consumed it (server ms)
         self._scheduler: BackgroundScheduler | None = None
         self._jobs: list[tuple[Callable[[], None], float, str]] = []
         self._puller: threading.Thread | None = None
@@ -418,8 +419,21 @@ class ConsumerCore:
         if where is ConsumeFromWhere.TIMESTAMP:
             ts = self.consume_timestamp_ms or self._started_ms - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
             return max(stats.min_offset, self.store.search_offset(mq.topic, mq.queue_id, ts))
-        # LAST_OFFSET: new messages only, i.e. stored at or after this consumer started (server clock)
-        return max(stats.min_offset, self.store.search_offset(mq.topic, mq.queue_id, self._started_ms))
+        # LAST_OFFSET: new messages only, i.e. stored at or after the group first consumed the topic
+        # (server clock) — so a queue added to the topic later is read from its first message
+        since = self._group_since(mq.topic) if self.message_model is MessageModel.CLUSTERING else self._started_ms
+        return max(stats.min_offset, self.store.search_offset(mq.topic, mq.queue_id, since))
+
+    def _group_since(self, topic: str) -> int:
+        """When the group first consumed ``topic`` (server ms): set once by its first member (``HSETNX``)."""
+        if topic not in self._since:
+            key = self.store.keys.group(self.group).since
+            with translate_errors(self.conn.url, f"reading when group {self.group!r} began on {topic!r}"):
+                pipe = self.conn.client.pipeline(transaction=False)
+                pipe.hsetnx(key, topic, self._started_ms)
+                pipe.hget(key, topic)
+                self._since[topic] = int(pipe.execute()[1])
+        return self._since[topic]
 
     # -- pulling --------------------------------------------------------------------------------
 
@@ -498,6 +512,10 @@ class ConsumerCore:
                 log.debug("long poll of %s failed: %s", pq.queue, e)
                 self._stopped.wait(1.0)
                 continue
+            except Exception:
+                if self._stopped.is_set():
+                    return  # shutdown closed the connection under this call (redis-py raises oddly then)
+                raise
             if reply:
                 self._take(pq, start, reply[0][1] if unfiltered else None)
 
