@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer, SendStatus
 from mq.connection import Connection
 from mq.store import Store
 from scheduler import BrokerConfig, BrokerService, healthy_brokers
@@ -311,3 +311,27 @@ def test_dead_clients_are_judged_by_the_redis_clock(redis_server, namespace: str
         assert raw.zscore(keys.clients, "silent-client") is None and not raw.hexists(keys.info, "silent-client")
         assert raw.zscore(keys.clients, consumer._core.client_id) is not None
     raw.close()
+
+
+def test_a_delayed_message_whose_index_write_failed_is_stored_once(
+    redis_server, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index write (another slot) fails after the message was stored: the send still succeeds
+    (a retry would store a second copy), and the broker's sweep finds and delivers the message."""
+    import redis
+
+    url = redis_server.url
+    Admin(url, namespace).create_topic("IX", read_queues=1, write_queues=1)
+
+    def lost(*args: object, **kwargs: object) -> None:
+        raise redis.ConnectionError("the index write was lost")
+
+    with Producer("p", url, namespace=namespace) as producer:
+        monkeypatch.setattr(producer._store._client, "zadd", lost)
+        result = producer.send(Message("IX", b"once", deliver_time_ms=int(time.time() * 1000) + 200))
+        monkeypatch.undo()
+    assert result.status is SendStatus.SEND_OK and result.queue_offset == -1
+    with BrokerService(url, namespace, BrokerConfig(message_delay_level=FAST_LEVELS)):  # sweeps at start
+        wait_for(lambda: len(_stored(url, namespace, "IX")) >= 1, 10, "the sweep to deliver it")
+        time.sleep(0.5)
+    assert [m.body for m in _stored(url, namespace, "IX")] == [b"once"]

@@ -8,6 +8,7 @@ groups by node on a cluster.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ from mq.keys import QueueKeys, key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
 from mq.topic import QueueStats, TopicConfig
+
+log = logging.getLogger("mq.store")
 
 
 class Store:
@@ -138,7 +141,13 @@ class Store:
                                  [int(at_ms), *encoded[1:]])  # fmt: skip
             if result in (scripts.QUEUE_MISSING, scripts.QUEUE_NOT_WRITABLE):
                 check_put_result(topic, queue_id, result)
-            self._client.zadd(index, {timer_member(topic, queue_id): int(at_ms)}, lt=True)
+        # Stored now: a failure of the index write (another slot) must not report it as not stored —
+        # a retry would store a second copy. The broker's periodic sweep re-indexes the queue.
+        try:
+            with self._errors(f"indexing {topic!r} queue {queue_id} for the broker service"):
+                self._client.zadd(index, {timer_member(topic, queue_id): int(at_ms)}, lt=True)
+        except MQBrokerError as e:
+            log.warning("message stored; its index entry was not (the broker's sweep adds it): %s", e)
         return result.decode() if isinstance(result, bytes) else str(result)
 
     def end_transaction(self, topic: str, queue_id: int, half_id: str, commit: bool) -> tuple[bool, int]:
