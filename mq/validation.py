@@ -31,7 +31,8 @@ DLQ_PREFIX = "%DLQ%"
 SYSTEM_TOPICS = frozenset(
     {"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"}
 )
-#: Property names the system sets; users cannot.
+#: Property names the system sets; users cannot (RocketMQ's message property names, e.g. ``KEYS`` —
+#: not Redis commands).
 RESERVED_PROPERTIES = frozenset(
     {
         "TAGS", "KEYS", "DELAY", "UNIQ_KEY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP",

@@ -63,8 +63,9 @@ CONSUME_CONCURRENTLY_MAX_SPAN = 2000
 PULL_MAX_SCAN = 1024
 #: Milliseconds a long-poll waiter blocks in Redis before it blocks again.
 LONG_POLL_BLOCK_MS = 10_000
-#: Seconds a released queue waits for its cached messages to be consumed before it is released
-#: anyway (the rest is then redelivered to the new owner).
+#: Seconds a released queue of a concurrent consumer waits for its cached messages to be consumed
+#: before it is released anyway (the rest is then redelivered to the new owner). An orderly queue
+#: is released between two batches instead, however long that takes.
 RELEASE_WAIT_S = 10.0
 #: At shutdown, how long an orderly queue's running batch may take before the queue is left locked, s.
 SHUTDOWN_BATCH_WAIT_S = 30.0
@@ -361,8 +362,7 @@ class ConsumerCore:
         if not self.orderly:
             self._release_now(mq, pq)
             return True
-        acquired = pq.consume_lock.acquire(timeout=wait_s) if wait_s > 0 else pq.consume_lock.acquire(blocking=False)
-        if not acquired:
+        if not pq.consume_lock.acquire(timeout=wait_s):  # timeout 0: just a try
             return False
         try:
             self._release_now(mq, pq)

@@ -39,7 +39,7 @@ class ProcessQueue:
         self._bytes = 0
         self._lock = threading.Lock()
         self.pull_lock = threading.Lock()  # one pull of this queue at a time (puller or its waiter)
-        self.consuming: dict[int, float] = {}  # offset -> monotonic time its listener call began
+        self.consuming: dict[int, float] = {}  # concurrent: offset -> monotonic time its listener call began
         self.lock_sent_s = 0.0  # orderly: when the last successful lock request was sent (monotonic)
         self.orderly_active = False  # orderly: a consume task for this queue is scheduled or running
         #: orderly: held around each batch [RocketMQ ``consumeLock``]; the queue is given up only

@@ -282,15 +282,8 @@ class PushConsumer:
         return ConsumeConcurrentlyStatus(status)
 
     def _call_orderly(self, pq: ProcessQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
-        began = time.monotonic()
-        for m in msgs:
-            pq.consuming[m.queue_offset] = began
-        try:
-            status = self._invoke(self._orderly_listener, pq.queue, msgs, ctx,
-                                  ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)  # fmt: skip
-        finally:
-            for m in msgs:
-                pq.consuming.pop(m.queue_offset, None)
+        # a running batch is marked by pq.consume_lock (held by OrderlyService), not pq.consuming
+        status = self._invoke(self._orderly_listener, pq.queue, msgs, ctx, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
         return ConsumeOrderlyStatus(status)
 
     def _invoke(self, listener: Callable[..., Any] | None, mq: MessageQueue, msgs: list[MessageExt], ctx: Any,
