@@ -66,6 +66,37 @@ def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> N
     assert m[("rocketredis_brokers_healthy", ())] == 1
 
 
+def test_group_lag_follows_a_real_consumer(redis_server, namespace: str) -> None:
+    """The lag series after a push consumer consumed and committed (0), then after 3 more sends (3)."""
+    url = redis_server.url
+    Admin(url, namespace).create_topic("L", read_queues=2, write_queues=2)
+    got: list[bytes] = []
+    consumer = PushConsumer("readers", url, namespace=namespace)
+    consumer.subscribe("L", "*")
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        got.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer.register_message_listener(listener)
+    port = free_port()
+    serve_metrics(port, url, namespace)
+
+    def lag() -> float:
+        return sum(v for (name, labels), v in _scrape(port).items() if name == "rocketredis_group_lag" and ("group", "readers") in labels)
+
+    with Producer("p", url, namespace=namespace) as producer:
+        with consumer:
+            time.sleep(0.5)
+            for i in range(10):
+                producer.send(Message("L", b"%d" % i))
+            wait_for(lambda: len(got) == 10, 10, "the consumer to get all 10")
+        assert lag() == 0  # committed at shutdown
+        for i in range(3):
+            producer.send(Message("L", b"more-%d" % i))
+    assert lag() == 3
+
+
 def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, namespace: str) -> None:
     registry = CollectorRegistry()
     import mq.metrics
