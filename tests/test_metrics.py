@@ -83,7 +83,8 @@ def test_group_lag_follows_a_real_consumer(redis_server, namespace: str) -> None
     serve_metrics(port, url, namespace)
 
     def lag() -> float:
-        return sum(v for (name, labels), v in _scrape(port).items() if name == "rocketredis_group_lag" and ("group", "readers") in labels)
+        series = _scrape(port).items()
+        return sum(v for (name, labels), v in series if name == "rocketredis_group_lag" and ("group", "readers") in labels)
 
     with Producer("p", url, namespace=namespace) as producer:
         with consumer:
