@@ -5,6 +5,9 @@ URL forms (see docs/architecture.md):
 - ``redis://[user:pass@]host:port/db`` and ``rediss://…`` (TLS): a standalone Redis;
 - ``redis+cluster://[user:pass@]host:port[,host:port…]`` (``rediss+cluster://`` for TLS): a Redis
   Cluster, given by seed nodes;
+- ``redis+sentinel://[user:pass@]host:port[,host:port…]/MASTER_NAME[/db]`` (``rediss+sentinel://`` for
+  TLS): the master a set of Redis Sentinels names, followed across failovers (see
+  :func:`parse_sentinel_url`);
 - ``memory://`` or ``memory://NAME``: the embedded in-process store (fakeredis). Objects in one
   process that use the same NAME share one store; plain ``memory://`` is the shared store
   named ``default``;
@@ -22,6 +25,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -29,6 +33,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from mq.errors import MQBrokerError, MQClientError
 from mq.keys import Keys
@@ -45,7 +50,7 @@ DEFAULT_SOCKET_TIMEOUT_S = 3.0
 #: Every exception redis-py raises for a failed command (cluster errors are not RedisErrors).
 REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.RedisClusterException)
 
-_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "memory")
+_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel", "memory")
 #: TLS query options passed on to a cluster client (a standalone URL passes every option itself).
 _CLUSTER_TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "ssl_check_hostname")
 _memory_servers: dict[str, Any] = {}
@@ -80,7 +85,7 @@ class Connection:
     """A client for one store URL plus the key names of one namespace.
 
     Attributes:
-        kind: ``"standalone"``, ``"cluster"`` or ``"memory"``.
+        kind: ``"standalone"``, ``"sentinel"``, ``"cluster"`` or ``"memory"``.
         client: the underlying redis-py (or fakeredis) client.
         keys: key names for the namespace.
     """
@@ -95,7 +100,8 @@ class Connection:
                 f"unsupported URL scheme {scheme!r} in {mask_url(self.url)!r}: use one of "
                 + ", ".join(f"{s}://" for s in _SCHEMES)
             )
-        self.kind = "memory" if scheme == "memory" else "cluster" if "cluster" in scheme else "standalone"
+        self.kind = "memory" if scheme == "memory" else "cluster" if "cluster" in scheme else \
+            "sentinel" if "sentinel" in scheme else "standalone"  # fmt: skip
         with translate_errors(self.url):
             self.client: Any = _make_client(self.url, self.kind, socket_timeout_s)
 
@@ -109,6 +115,8 @@ class Connection:
             return str(self.client.nodes_manager.get_node_from_slot(slot).name)
         if self.kind == "memory":
             return "memory"
+        if self.kind == "sentinel":  # the master's name: the address changes with each failover
+            return f"sentinel:{self.client.connection_pool.service_name}"
         kwargs = self.client.connection_pool.connection_kwargs
         return f"{kwargs.get('host')}:{kwargs.get('port')}"
 
@@ -147,6 +155,8 @@ def _make_client(url: str, kind: str, socket_timeout_s: float | None) -> Any:
     common: dict[str, Any] = {"retry": Retry(NoBackoff(), 1), **_timeouts(parts.query)}
     if socket_timeout_s is not None:  # blocking reads (long polling) wait longer than one reply
         common["socket_timeout"] = socket_timeout_s
+    if kind == "sentinel":
+        return _sentinel_client(parse_sentinel_url(url), common)
     if kind == "standalone":
         # from_url also honours the query's own options (ssl_cert_reqs, …) over these defaults.
         return redis.Redis.from_url(url, health_check_interval=30, **common)
@@ -163,6 +173,69 @@ def _make_client(url: str, kind: str, socket_timeout_s: float | None) -> Any:
         require_full_coverage=False,
         **common,
     )
+
+
+@dataclass(frozen=True, repr=False)
+class SentinelURL:
+    """The parts of a ``redis+sentinel://`` URL (``repr`` hides the password)."""
+
+    sentinels: list[tuple[str, int]]
+    master_name: str
+    db: int
+    username: str | None
+    password: str | None
+    tls: bool
+    options: dict[str, str]
+
+    def __repr__(self) -> str:
+        return f"SentinelURL(sentinels={self.sentinels!r}, master_name={self.master_name!r}, db={self.db})"
+
+
+def parse_sentinel_url(url: str) -> SentinelURL:
+    """Split ``redis+sentinel://[user:pass@]host:port[,host:port…]/MASTER_NAME[/db][?options]``.
+
+    The credentials are those of the master and its replicas; the sentinels are asked without them
+    unless the query says ``sentinel_auth=yes`` (then the same credentials are used for both). TLS
+    (``rediss+sentinel://``) applies to both, with the same ``ssl_*`` query options as a cluster URL.
+
+    Raises:
+        MQClientError: no sentinel address, a bad port, no master name, or a bad db number.
+    """
+    parts = urlsplit(url)
+    masked = mask_url(url)
+    hosts = [h for h in parts.netloc.rpartition("@")[2].split(",") if h]
+    if not hosts:
+        raise MQClientError(f"no sentinel address in {masked!r}: use redis+sentinel://host:port[,host:port]/MASTER_NAME")
+    sentinels = []
+    for hostport in hosts:
+        host, _, port = hostport.rpartition(":")
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise MQClientError(f"bad sentinel address {hostport!r} in {masked!r}: use host:port")
+        sentinels.append((host or "127.0.0.1", int(port)))
+    path = [p for p in parts.path.split("/") if p]
+    if not path or len(path) > 2:
+        raise MQClientError(f"{masked!r} names no master: use redis+sentinel://host:port[,…]/MASTER_NAME[/db]")
+    if len(path) == 2 and not path[1].isdigit():
+        raise MQClientError(f"bad db {path[1]!r} in {masked!r}: use a number, e.g. …/{path[0]}/0")
+    options = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    return SentinelURL(sentinels=sentinels, master_name=unquote(path[0]), db=int(path[1]) if len(path) == 2 else 0,
+                       username=unquote(parts.username) if parts.username else None,
+                       password=unquote(parts.password) if parts.password else None,
+                       tls=parts.scheme.startswith("rediss"), options=options)  # fmt: skip
+
+
+def _sentinel_client(parsed: SentinelURL, common: dict[str, Any]) -> Any:
+    """A client of the master the sentinels name: redis-py asks them again after a failed connection,
+    so a failover is followed without a restart (the call that met the dead master fails)."""
+    tls: dict[str, Any] = {k: v for k, v in parsed.options.items() if k in _CLUSTER_TLS_OPTIONS}
+    auth = {"username": parsed.username, "password": parsed.password}
+    sentinel_kwargs: dict[str, Any] = {"socket_timeout": common["socket_connect_timeout"],
+                                       "socket_connect_timeout": common["socket_connect_timeout"],
+                                       "ssl": parsed.tls, **tls}  # fmt: skip
+    if parsed.options.get("sentinel_auth", "").lower() in ("1", "yes", "true"):
+        sentinel_kwargs |= auth
+    sentinel = Sentinel(parsed.sentinels, sentinel_kwargs=sentinel_kwargs, ssl=parsed.tls, **tls, **auth, **common)
+    return sentinel.master_for(parsed.master_name, db=parsed.db, health_check_interval=30)
 
 
 def _seed(hostport: str) -> ClusterNode:

@@ -7,13 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.servers import RedisClusterProcs, RedisServer
+from tests.servers import RedisClusterProcs, RedisServer, SentinelProcs
 
 MARKERS = {
     "slow": "takes more than a few seconds",
     "cluster": "needs the 3-master Redis Cluster",
     "fault": "stops, kills or restarts processes",
     "spark": "needs pyspark and Java",
+    "ha": "needs a Sentinel topology or a replicated cluster",
 }
 
 
@@ -48,6 +49,20 @@ def redis_cluster() -> Iterator[RedisClusterProcs]:
 def fresh_cluster() -> Iterator[RedisClusterProcs]:
     """A 3-master cluster of the test's own, for tests that stop nodes."""
     with RedisClusterProcs() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def sentinel() -> Iterator[SentinelProcs]:
+    """A Sentinel topology of the test's own: 1 master, 1 replica, 3 sentinels (1 s down-after)."""
+    with SentinelProcs() as topology:
+        yield topology
+
+
+@pytest.fixture
+def replicated_cluster() -> Iterator[RedisClusterProcs]:
+    """A cluster of the test's own: 3 masters with 1 replica each."""
+    with RedisClusterProcs(replicas=1) as cluster:
         yield cluster
 
 

@@ -2,8 +2,10 @@
 
 - :class:`RedisServer`: one standalone server (optionally AOF with ``appendfsync always``,
   restartable on the same port and data directory, pausable with SIGSTOP).
-- :class:`RedisClusterProcs`: a 3-master Redis Cluster without replicas, with
-  ``cluster-require-full-coverage no`` so the surviving masters keep serving when one stops.
+- :class:`RedisClusterProcs`: a 3-master Redis Cluster (without replicas, or with ``replicas=1`` per
+  master), with ``cluster-require-full-coverage no`` so the surviving masters keep serving when one stops.
+- :class:`SentinelProcs`: a Sentinel topology — one master, its replicas and three sentinels with a short
+  ``down-after-milliseconds`` — that fails over when the master is killed.
 
 No server outlives its Python process: live servers are SIGKILLed at exit (atexit) and, on Linux,
 also get ``PR_SET_PDEATHSIG`` against hard exits. Linux ties that to the *spawning thread*, so start
@@ -265,15 +267,18 @@ class RedisClusterProcs:
 
     CLUSTER_ARGS = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1500",
                     "--cluster-require-full-coverage", "no", "--cluster-allow-reads-when-down", "yes",
-                    "--appendonly", "no")  # fmt: skip
+                    "--appendonly", "no", "--repl-diskless-sync-delay", "0")  # fmt: skip
     OK_TIMEOUT_S = 20.0
 
-    def __init__(self, masters: int = 3) -> None:
-        self.nodes: list[RedisServer] = [RedisServer(with_bus=True, extra_args=self.CLUSTER_ARGS) for _ in range(masters)]
+    def __init__(self, masters: int = 3, replicas: int = 0) -> None:
+        self.masters = masters
+        self.replicas = replicas
+        count = masters * (1 + replicas)
+        self.nodes: list[RedisServer] = [RedisServer(with_bus=True, extra_args=self.CLUSTER_ARGS) for _ in range(count)]
 
     @property
     def ports(self) -> list[int]:
-        """The masters' ports."""
+        """Every node's port (the first ``masters`` were created as masters, the rest as their replicas)."""
         return [n.port for n in self.nodes]
 
     @property
@@ -297,7 +302,7 @@ class RedisClusterProcs:
             for node in self.nodes:
                 node.finish_start()
             args = [cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
-                    "--cluster-replicas", "0", "--cluster-yes"]  # fmt: skip
+                    "--cluster-replicas", str(self.replicas), "--cluster-yes"]  # fmt: skip
             done = subprocess.run(args, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
             if done.returncode != 0:
                 raise RuntimeError(f"redis-cli --cluster create failed:\n{done.stdout}\n{done.stderr}")
@@ -311,18 +316,69 @@ class RedisClusterProcs:
         """Whether ``node`` reports the cluster ok, with every master known and every slot served and healthy."""
         with node.probe() as c:
             info = c.cluster("info")
-        want = len(self.nodes)
         return (
             info.get("cluster_state") == "ok"
             and int(info.get("cluster_slots_assigned", 0)) == 16384
             and int(info.get("cluster_slots_ok", 0)) == 16384
-            and int(info.get("cluster_known_nodes", 0)) == want
-            and int(info.get("cluster_size", 0)) == want
+            and int(info.get("cluster_known_nodes", 0)) == len(self.nodes)
+            and int(info.get("cluster_size", 0)) == self.masters
         )
 
+    def _replicas_synced(self) -> bool:
+        """Whether every master has its replicas connected and every replica's link is up."""
+        for node in self.nodes:
+            with node.probe() as c:
+                info = c.info("replication")
+            if info.get("role") == "master" and int(info.get("connected_slaves", 0)) < self.replicas:
+                return False
+            if info.get("role") == "slave" and info.get("master_link_status") != "up":
+                return False
+        return True
+
     def wait_ok(self) -> None:
-        """Wait (:attr:`OK_TIMEOUT_S` at most) until every node passes :meth:`_node_ok`."""
-        wait_until(lambda: all(self._node_ok(n) for n in self.nodes), self.OK_TIMEOUT_S, "cluster_state:ok on every node")
+        """Wait (:attr:`OK_TIMEOUT_S` at most) until every node passes :meth:`_node_ok` and replicas are in sync."""
+        wait_until(lambda: all(self._node_ok(n) for n in self.nodes) and self._replicas_synced(), self.OK_TIMEOUT_S,
+                   "cluster_state:ok on every node")  # fmt: skip
+
+    def role(self, i: int) -> str:
+        """``"master"`` or ``"slave"``: what node ``i`` is now."""
+        with self.nodes[i].probe() as c:
+            return str(c.info("replication").get("role"))
+
+    def replica_of(self, i: int) -> int:
+        """Index of a live replica of master ``i``."""
+        with self.nodes[i].probe() as c:
+            master_id = _text(c.execute_command("CLUSTER", "MYID"))
+        for j, node in enumerate(self.nodes):
+            if j != i and node.running:
+                with node.probe() as c:
+                    nodes = _text(c.execute_command("CLUSTER", "NODES"))
+                myself = next(line for line in nodes.splitlines() if "myself" in line.split()[2])
+                if myself.split()[3] == master_id:
+                    return j
+        raise RuntimeError(f"node {i} has no live replica")
+
+    def kill_master(self, i: int) -> int:
+        """SIGKILL master ``i`` (a crash); returns the index of its replica, which will take over."""
+        successor = self.replica_of(i)
+        self.nodes[i].kill()
+        return successor
+
+    def wait_promoted(self, successor: int, timeout_s: float = 20.0) -> None:
+        """Wait until node ``successor`` is a master and every live node reports every slot served."""
+
+        def promoted() -> bool:
+            if self.role(successor) != "master":
+                return False
+            for node in self.nodes:
+                if node.running:
+                    with node.probe() as c:
+                        info = c.cluster("info")
+                    if info.get("cluster_state") != "ok" or int(info.get("cluster_slots_ok", 0)) != 16384:
+                        return False
+            return True
+
+        wait_until(promoted, timeout_s, f"node {successor} promoted and the cluster ok")
 
     def stop_node(self, i: int) -> None:
         """Stop master ``i`` (SIGTERM); the other masters keep serving their slots."""
@@ -345,3 +401,167 @@ class RedisClusterProcs:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+class SentinelServer(RedisServer):
+    """One ``redis-server --sentinel`` process watching one master (its config file lives in its workdir)."""
+
+    def __init__(self, master_name: str, master_port: int, *, quorum: int, down_after_ms: int, failover_timeout_ms: int) -> None:
+        super().__init__()
+        self.master_name = master_name
+        self.master_port = master_port
+        self.quorum = quorum
+        self.down_after_ms = down_after_ms
+        self.failover_timeout_ms = failover_timeout_ms
+
+    @property
+    def url(self) -> str:
+        """``127.0.0.1:PORT`` (a sentinel address, as the host list of a ``redis+sentinel://`` URL)."""
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        """``redis-server sentinel.conf --sentinel``; the config is written (again) on each start."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed: run `make test`, which installs it")
+        conf = os.path.join(self.workdir, "sentinel.conf")
+        if not os.path.exists(conf):  # a restarted sentinel keeps what it learned (it rewrites the file)
+            with open(conf, "w") as f:
+                f.write(f"port {self.port}\nbind 127.0.0.1\ndaemonize no\ndir {self.workdir}\n"
+                        f"logfile {os.path.join(self.workdir, 'redis.log')}\n"
+                        f"sentinel monitor {self.master_name} 127.0.0.1 {self.master_port} {self.quorum}\n"
+                        f"sentinel down-after-milliseconds {self.master_name} {self.down_after_ms}\n"
+                        f"sentinel failover-timeout {self.master_name} {self.failover_timeout_ms}\n"
+                        f"sentinel parallel-syncs {self.master_name} 1\n")  # fmt: skip
+        return [binary, conf, "--sentinel"]
+
+
+class SentinelProcs:
+    """One master, ``replicas`` replicas and ``sentinels`` sentinels on loopback (call :meth:`start`).
+
+    ``down_after_ms`` is short (1 s) so that a killed master is failed over in about 2–4 s.
+    """
+
+    MASTER_NAME = "mymaster"
+    READY_TIMEOUT_S = 30.0
+
+    def __init__(self, *, replicas: int = 1, sentinels: int = 3, down_after_ms: int = 1000, failover_timeout_ms: int = 5000,
+                 extra_args: Sequence[str] = ()) -> None:  # fmt: skip
+        extra_args = ["--repl-diskless-sync-delay", "0", *extra_args]  # replicas sync at once, not after 5 s
+        self.servers: list[RedisServer] = [RedisServer(extra_args=extra_args)]
+        master_port = self.servers[0].port
+        self.servers += [RedisServer(extra_args=[*extra_args, "--replicaof", "127.0.0.1", str(master_port)])
+                         for _ in range(replicas)]  # fmt: skip
+        self.sentinels = [SentinelServer(self.MASTER_NAME, master_port, quorum=sentinels // 2 + 1, down_after_ms=down_after_ms,
+                                         failover_timeout_ms=failover_timeout_ms) for _ in range(sentinels)]  # fmt: skip
+
+    @property
+    def url(self) -> str:
+        """``redis+sentinel://127.0.0.1:s1,127.0.0.1:s2,127.0.0.1:s3/mymaster/0``."""
+        return "redis+sentinel://" + ",".join(s.url for s in self.sentinels) + f"/{self.MASTER_NAME}/0"
+
+    def master_port(self) -> int:
+        """The port of the master as the first live sentinel that answers sees it now."""
+        for s in self.sentinels:
+            if s.running:
+                with contextlib.suppress(redis.RedisError, OSError), s.probe() as c:
+                    addr = c.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.MASTER_NAME)
+                    if addr:
+                        return int(addr[1])
+        raise RuntimeError("no sentinel answers")
+
+    def server(self, port: int) -> RedisServer:
+        """The data server on ``port``."""
+        return next(s for s in self.servers if s.port == port)
+
+    @property
+    def master(self) -> RedisServer:
+        """The data server that is master now."""
+        return self.server(self.master_port())
+
+    @property
+    def replicas(self) -> list[RedisServer]:
+        """The data servers that are not master now."""
+        port = self.master_port()
+        return [s for s in self.servers if s.port != port]
+
+    def _ready(self) -> bool:
+        want_replicas = len(self.servers) - 1
+        master = self.master
+        with master.probe() as c:
+            info = c.info("replication")
+        if info.get("role") != "master" or int(info.get("connected_slaves", 0)) < want_replicas:
+            return False
+        for replica in self.replicas:
+            with replica.probe() as c:
+                if c.info("replication").get("master_link_status") != "up":
+                    return False
+        for s in self.sentinels:
+            with s.probe() as c:
+                state = _pairs(c.execute_command("SENTINEL", "MASTER", self.MASTER_NAME))
+            if int(state["num-other-sentinels"]) < len(self.sentinels) - 1 or int(state["num-slaves"]) < want_replicas:
+                return False
+            if "s_down" in state["flags"] or "o_down" in state["flags"]:
+                return False
+        return True
+
+    def wait_ready(self, timeout_s: float | None = None) -> None:
+        """Wait until the master has its replicas and every sentinel knows them all and the other sentinels."""
+        wait_until(self._ready, timeout_s or self.READY_TIMEOUT_S, "the sentinel topology to be ready")
+
+    def start(self) -> SentinelProcs:
+        """Start data servers, then sentinels, and wait until the topology is whole."""
+        try:
+            for s in [*self.servers, *self.sentinels]:
+                s.spawn()
+            for s in [*self.servers, *self.sentinels]:
+                s.finish_start()
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def kill_master(self) -> RedisServer:
+        """SIGKILL the current master (a crash); returns the killed server (restart it with ``start()``)."""
+        victim = self.master
+        victim.kill()
+        return victim
+
+    def wait_failover(self, old_port: int, timeout_s: float = 30.0) -> RedisServer:
+        """Wait until the sentinels name another master than ``old_port`` and it answers as master."""
+
+        def moved() -> bool:
+            port = self.master_port()
+            if port == old_port:
+                return False
+            with self.server(port).probe() as c:
+                return bool(c.info("replication").get("role") == "master")
+
+        wait_until(moved, timeout_s, "a sentinel failover")
+        return self.master
+
+    def stop(self) -> None:
+        """Stop every process (in parallel) and remove their data."""
+        everyone = [*self.sentinels, *self.servers]
+        for s in everyone:
+            s.terminate()
+        for s in everyone:
+            s.cleanup()
+
+    def __enter__(self) -> SentinelProcs:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _pairs(flat: Sequence[Any]) -> dict[str, str]:
+    """A flat ``[field, value, …]`` reply as a dict of str (a dict reply is returned as is)."""
+    if isinstance(flat, dict):
+        return {_text(k): _text(v) for k, v in flat.items()}
+    return {_text(k): _text(v) for k, v in zip(flat[::2], flat[1::2])}
