@@ -234,8 +234,9 @@ def _sentinel_client(parsed: SentinelURL, common: dict[str, Any]) -> Any:
                                        "ssl": parsed.tls, **tls}  # fmt: skip
     if parsed.options.get("sentinel_auth", "").lower() in ("1", "yes", "true"):
         sentinel_kwargs |= auth
-    sentinel = Sentinel(parsed.sentinels, sentinel_kwargs=sentinel_kwargs, ssl=parsed.tls, **tls, **auth, **common)
-    return sentinel.master_for(parsed.master_name, db=parsed.db, health_check_interval=30)
+    sentinel = Sentinel(parsed.sentinels, sentinel_kwargs=sentinel_kwargs, ssl=parsed.tls, **tls, **auth,  # type: ignore[no-untyped-call]
+                        **common)  # fmt: skip
+    return sentinel.master_for(parsed.master_name, db=parsed.db, health_check_interval=30)  # type: ignore[no-untyped-call]
 
 
 def _seed(hostport: str) -> ClusterNode:

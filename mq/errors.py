@@ -9,13 +9,16 @@ Every error the library raises on purpose derives from :class:`MQError`::
     │   ├── MessageTooLargeError the body or batch is over the size limit
     │   ├── QueueNotWritableError  the queue takes no new messages (write_queues shrank)
     │   └── FilterExpressionError  a TAG or SQL92 expression is malformed (has ``position``)
-    └── MQBrokerError            the store failed or cannot be reached: retrying later may help
+    ├── MQBrokerError            the store failed or cannot be reached: retrying later may help
+    └── ReplicaAckTimeout        stored on the master, not confirmed by enough replicas in time
 
 Redis exceptions are translated where they enter the library (``raise MQBrokerError(...) from e``),
 so callers never need to import redis to handle failures.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class MQError(Exception):
@@ -58,3 +61,21 @@ class MQBrokerError(MQError):
 
 class QueueNotWritableError(MQClientError):
     """The queue exists but does not take new messages (``write_queues`` shrank or perm lacks ``w``)."""
+
+
+class ReplicaAckTimeout(MQError):
+    """A write is stored on the master, but fewer replicas than asked confirmed it in time
+    [RocketMQ ``FLUSH_SLAVE_TIMEOUT``]: it may be lost if the master fails now. Not retried (that would
+    store it twice); a producer reports it as ``SendStatus.FLUSH_SLAVE_TIMEOUT``.
+
+    Attributes:
+        result: what the write returned (e.g. the offset), as if it had been confirmed.
+        acked: replicas that confirmed.
+        wanted: replicas asked for.
+    """
+
+    def __init__(self, message: str, *, result: Any, acked: int, wanted: int) -> None:
+        super().__init__(message)
+        self.result = result
+        self.acked = acked
+        self.wanted = wanted

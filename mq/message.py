@@ -144,6 +144,9 @@ class SendStatus(str, Enum):
     """Outcome of a send [RocketMQ ``SendStatus``]."""
 
     SEND_OK = "SEND_OK"
+    #: Stored on the master, but fewer replicas than ``sync_replicas`` confirmed it in time: it can
+    #: be lost if the master fails before replicating it. Not retried (that would store it twice).
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ SCRIPT_COMMANDS = (
 CLIENT_COMMANDS = (
     "evalsha", "script|load", "hget", "hgetall", "hset", "hsetnx", "hdel", "sadd", "sismember", "smembers",
     "xack", "xadd", "xgroup|create", "xrange", "xread", "xreadgroup", "zadd", "zcard", "zrange", "zrangebylex",
-    "zrangebyscore", "zrem",
+    "zrangebyscore", "zrem", "wait",
 )  # fmt: skip
 #: Connection housekeeping redis-py performs (handshake, health checks, cluster topology).
 CONNECTION_COMMANDS = ("auth", "hello", "ping", "client|setname", "cluster|slots", "cluster|shards")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mq.errors import MQClientError
+from mq.store.replication import SyncReplicas
 from mq.timer import DEFAULT_MESSAGE_DELAY_LEVEL, parse_delay_levels
 
 
@@ -29,6 +30,10 @@ class BrokerConfig:
         health_timeout_s: a service silent this long counts as down (``mq broker --check``).
         cleanup_interval_s: how often dead clients are removed from group registries.
         stats_interval_s: how often the stats snapshot for ``Admin.broker_stats`` is taken.
+        sync_replicas: replicas that must confirm the service's own message writes (timer delivery, the
+            end of a transaction) [RocketMQ ``SYNC_MASTER`` when ≥ 1]; a write they do not confirm in
+            time is kept on the master and logged.
+        sync_replicas_timeout_ms: how long each such write waits for them, milliseconds.
     """
 
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
@@ -45,9 +50,12 @@ class BrokerConfig:
     health_timeout_s: float = 10.0
     cleanup_interval_s: float = 10.0
     stats_interval_s: float = 10.0
+    sync_replicas: int = 0
+    sync_replicas_timeout_ms: int = 1000
 
     def __post_init__(self) -> None:
         parse_delay_levels(self.message_delay_level)  # raises on a bad level
+        SyncReplicas(self.sync_replicas, self.sync_replicas_timeout_ms)  # raises on bad values
         for name in ("transaction_timeout_s", "transaction_check_interval_s", "transaction_reserve_h", "file_reserved_time_h",
                      "retention_interval_s", "timer_sweep_interval_s", "health_interval_s", "health_timeout_s",
                      "cleanup_interval_s", "stats_interval_s"):  # fmt: skip

@@ -33,7 +33,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from mq.connection import Connection, mask_url, translate_errors
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
 from mq.errors import MQError
+from mq.producer.producer import sync_socket_timeout_s
 from mq.store import Store, scripts
+from mq.store.replication import SyncReplicas
 from scheduler.config import BrokerConfig
 from scheduler.retention import apply_retention
 from scheduler.stats import read_figures, save_snapshot
@@ -55,8 +57,9 @@ class BrokerService:
     def __init__(self, url: str | None = None, namespace: str = "mq", config: BrokerConfig | None = None) -> None:
         self.config = config or BrokerConfig()
         self.id = f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:6]}"
-        self._conn = Connection(url, namespace)
-        self._store = Store(self._conn)
+        sync = SyncReplicas(self.config.sync_replicas, self.config.sync_replicas_timeout_ms)
+        self._conn = Connection(url, namespace, socket_timeout_s=sync_socket_timeout_s(sync))
+        self._store = Store(self._conn, sync=sync)
         self._stop = threading.Event()
         self.timers = TimerDelivery(self._store, poll_ms=self.config.timer_poll_ms, batch=self.config.timer_batch,
                                     stop=self._stop)  # fmt: skip

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from mq.errors import MQBrokerError
+from mq.errors import MQBrokerError, ReplicaAckTimeout
 from mq.message import Message, SendResult, SendStatus
 from mq.queue import MessageQueue
 from mq.store import Store
@@ -104,7 +104,9 @@ class AsyncSender:
             results = [e] * len(puts)
         for (mq, group), result in zip(groups.items(), results):
             for index, p in enumerate(group):
-                if not isinstance(result, Exception):
+                if isinstance(result, ReplicaAckTimeout):  # stored, not confirmed: not retried (no second copy)
+                    self._resolve(p, SendResult(SendStatus.FLUSH_SLAVE_TIMEOUT, p.msg_id, mq, result.result[0] + index))
+                elif not isinstance(result, Exception):
                     self._resolve(p, SendResult(SendStatus.SEND_OK, p.msg_id, mq, result[0] + index))
                 elif p.oneway or not isinstance(result, MQBrokerError):
                     self._fail(p, result)

@@ -10,8 +10,8 @@ from types import TracebackType
 from typing import Any
 
 from mq import metrics
-from mq.connection import Connection
-from mq.errors import MQBrokerError, MQClientError, QueueNotWritableError, TopicNotFoundError
+from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection
+from mq.errors import MQBrokerError, MQClientError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
 from mq.message import Message, SendResult, SendStatus
 from mq.msgid import new_msg_id
 from mq.producer.async_sender import AsyncSender, PendingSend
@@ -20,6 +20,7 @@ from mq.producer.route import RouteCache, TopicRoute
 from mq.producer.selectors import MessageQueueSelector
 from mq.queue import MessageQueue
 from mq.store import Store, codec
+from mq.store.replication import SyncReplicas
 from mq.timer import delay_levels, due_time_ms
 from mq.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
 
@@ -47,6 +48,11 @@ class Producer:
         retry_times_when_send_failed: extra attempts of a sync or async send with the default queue
             choice, preferring another node each time.
         max_message_size: largest body, and largest batch, in bytes.
+        sync_replicas: replicas that must confirm each send before it counts as sent [RocketMQ
+            ``SYNC_MASTER`` when ≥ 1]; ``WAIT`` goes in the same round trip as the write. When fewer
+            confirm in time the send returns ``SendStatus.FLUSH_SLAVE_TIMEOUT``: stored on the master,
+            not retried, and counted as a fault of that node, not as a sent message.
+        sync_replicas_timeout_ms: how long a send waits for those replicas, milliseconds.
 
     Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
     """
@@ -60,8 +66,11 @@ class Producer:
         send_latency_fault_enable: bool = False,
         retry_times_when_send_failed: int = DEFAULT_RETRY_TIMES,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        sync_replicas: int = 0,
+        sync_replicas_timeout_ms: int = 1000,
     ) -> None:
         self.group = check_group(group)
+        self.sync = SyncReplicas(sync_replicas, sync_replicas_timeout_ms)
         if not isinstance(retry_times_when_send_failed, int) or retry_times_when_send_failed < 0:
             raise MQClientError(f"retry_times_when_send_failed must be an int >= 0, got {retry_times_when_send_failed!r}")
         if not isinstance(max_message_size, int) or max_message_size < 1:
@@ -69,8 +78,8 @@ class Producer:
         self.send_latency_fault_enable = send_latency_fault_enable
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.max_message_size = max_message_size
-        self._conn = Connection(url, namespace)
-        self._store = Store(self._conn)
+        self._conn = Connection(url, namespace, socket_timeout_s=sync_socket_timeout_s(self.sync))
+        self._store = Store(self._conn, sync=self.sync)
         self._routes = RouteCache(self._store)
         self._fault = LatencyFaultTolerance()
         self._sender: AsyncSender | None = None
@@ -261,6 +270,10 @@ class Producer:
                 else:
                     self._store.put_delayed(topic, mq.queue_id, encoded[0], due_ms)
                     offset = -1
+            except ReplicaAckTimeout as e:  # stored on the master: a retry would store it twice
+                self._record(node, started, isolation=True)
+                log.warning("send of %s to %s: %s", msg_id, mq, e)
+                return SendResult(SendStatus.FLUSH_SLAVE_TIMEOUT, msg_id, mq, -1 if due_ms is not None else e.result[0])
             except (QueueNotWritableError, TopicNotFoundError) as e:
                 self._routes.invalidate(topic)  # the topic changed under us: re-read it and go on
                 if fixed is not None:
@@ -281,3 +294,9 @@ class Producer:
     def _record(self, node: str, started: float, *, isolation: bool = False) -> None:
         if self.send_latency_fault_enable:
             self._fault.update(node, (time.monotonic() - started) * 1000, isolation=isolation)
+
+
+def sync_socket_timeout_s(sync: SyncReplicas) -> float | None:
+    """A reply timeout long enough for ``WAIT`` (its timeout plus a second), or None for the default."""
+    needed = sync.timeout_ms / 1000 + 1.0
+    return needed if sync.enabled and needed > DEFAULT_SOCKET_TIMEOUT_S else None

@@ -24,7 +24,7 @@ from enum import Enum
 from typing import Any
 
 from mq.connection import REDIS_ERRORS, Connection, translate_errors
-from mq.errors import MQClientError, MQError
+from mq.errors import MQClientError, MQError, ReplicaAckTimeout
 from mq.message import Message, MessageExt, SendStatus
 from mq.msgid import new_msg_id
 from mq.producer.producer import DEFAULT_SEND_TIMEOUT_S, Producer
@@ -57,7 +57,8 @@ class TransactionSendResult:
     """What ``send_message_in_transaction`` returns [RocketMQ ``TransactionSendResult``].
 
     Attributes:
-        status: SEND_OK once the half message is stored.
+        status: SEND_OK once the half message is stored; FLUSH_SLAVE_TIMEOUT when ``sync_replicas``
+            replicas did not confirm it in time (it is then rolled back and the executor does not run).
         msg_id: the message id.
         message_queue: the queue it is (or will be) in.
         queue_offset: its offset once committed by the producer, else -1.
@@ -148,17 +149,28 @@ class TransactionProducer(Producer):
         msg_id = new_msg_id()
         encoded = codec.encode(msg, msg_id, system_properties={PGROUP: self.group})
         wait_ms = int((check_immunity_time_s if check_immunity_time_s is not None else self._timeout_s()) * 1000)
-        half_id = self._store.put_half(msg.topic, mq.queue_id, encoded, int(time.time() * 1000) + wait_ms)
-        state = self._run_local(executor, msg, arg)
+        status = SendStatus.SEND_OK
+        try:
+            half_id = self._store.put_half(msg.topic, mq.queue_id, encoded, int(time.time() * 1000) + wait_ms)
+        except ReplicaAckTimeout as e:
+            # As RocketMQ: a half message not confirmed by the replicas is rolled back and the local
+            # transaction does not run (the caller sees FLUSH_SLAVE_TIMEOUT and ROLLBACK_MESSAGE).
+            half_id, status = str(e.result), SendStatus.FLUSH_SLAVE_TIMEOUT
+            state = LocalTransactionState.ROLLBACK_MESSAGE
+        else:
+            state = self._run_local(executor, msg, arg)
         offset = -1
         if state is not LocalTransactionState.UNKNOW:
             commit = state is LocalTransactionState.COMMIT_MESSAGE
             try:
                 _, offset = self._store.end_transaction(msg.topic, mq.queue_id, half_id, commit)
+            except ReplicaAckTimeout as e:  # done on the master; if a failover loses it, check-back asks again
+                offset = e.result[1]
+                log.warning("ending transaction %s: %s (check-back resolves it if a failover loses it)", half_id, e)
             except MQError as e:  # the half message stays: check-back resolves it
                 log.warning("ending transaction %s failed, check-back will resolve it: %s", half_id, e)
         transaction_id = f"{mq.topic}:{mq.queue_id}:{half_id}"
-        return TransactionSendResult(SendStatus.SEND_OK, msg_id, mq, offset, transaction_id, state)
+        return TransactionSendResult(status, msg_id, mq, offset, transaction_id, state)
 
     def _timeout_s(self) -> float:
         if self._timeout_ms is None:
@@ -201,5 +213,7 @@ class TransactionProducer(Producer):
             state = self._run_local(self.checker, msg)
             if state is not LocalTransactionState.UNKNOW:
                 self._store.end_transaction(topic, qid, half_id, state is LocalTransactionState.COMMIT_MESSAGE)
+        except ReplicaAckTimeout as e:
+            log.warning("check-back of %s: %s", half_id, e)
         except MQError as e:
             log.warning("answering a check-back of %s failed (asked again next interval): %s", half_id, e)

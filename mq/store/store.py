@@ -14,25 +14,61 @@ from dataclasses import dataclass
 from typing import Any
 
 from mq.connection import Connection, translate_errors
-from mq.errors import MQBrokerError, QueueNotWritableError, TopicNotFoundError
+from mq.errors import MQBrokerError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
 from mq.keys import QueueKeys, key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
+from mq.store.replication import SyncReplicas, run_synced
 from mq.topic import QueueStats, TopicConfig
 
 log = logging.getLogger("mq.store")
 
 
 class Store:
-    """Typed operations on the Redis data of one namespace."""
+    """Typed operations on the Redis data of one namespace.
 
-    def __init__(self, connection: Connection) -> None:
+    Args:
+        connection: the client and key names.
+        sync: with ``sync.replicas`` ≥ 1, the message writes (:meth:`put`, :meth:`put_many`,
+            :meth:`put_delayed`, :meth:`put_half`, :meth:`end_transaction`, :meth:`deliver_due`) each
+            send ``WAIT`` in the same pipeline as the write, and raise :class:`ReplicaAckTimeout`
+            (carrying the write's result) when fewer replicas confirmed in time.
+    """
+
+    def __init__(self, connection: Connection, *, sync: SyncReplicas | None = None) -> None:
         self.conn = connection
         self.keys = connection.keys
         self._client = connection.client
+        self.sync = sync or SyncReplicas()
 
     def _errors(self, doing: str) -> Any:
         return translate_errors(self.conn.url, doing)
+
+    def _write_many(self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]],
+                    sync: SyncReplicas | None = None) -> list[Any]:  # fmt: skip
+        """Run write scripts in one pipeline (per node); with replicas to wait for, ``WAIT`` goes in
+        the same pipeline and a result short of confirmations becomes a :class:`ReplicaAckTimeout`."""
+        sync = sync or self.sync
+        if not sync.enabled:
+            return scripts.run_many(self._client, calls)
+        out: list[Any] = []
+        for result, acked in run_synced(self._client, calls, sync):
+            if isinstance(result, Exception) or acked >= sync.replicas:
+                out.append(result)
+            else:
+                out.append(ReplicaAckTimeout(
+                    f"stored on the master, but {acked} of {sync.replicas} replica(s) confirmed within "
+                    f"{sync.timeout_ms} ms", result=result, acked=acked, wanted=sync.replicas))  # fmt: skip
+        return out
+
+    def _write(self, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any:
+        """One write script; raises its error, or :class:`ReplicaAckTimeout` (see :meth:`_write_many`)."""
+        if not self.sync.enabled:
+            return scripts.run(self._client, name, keys, argv)
+        result = self._write_many([(name, keys, argv)])[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     def queue_keys(self, topic: str, queue_id: int) -> QueueKeys:
         """The keys of one queue."""
@@ -98,17 +134,25 @@ class Store:
         """
         argv = _put_argv(encoded)
         with self._errors(f"sending to {topic!r} queue {queue_id}"):
-            result = scripts.run(self._client, "put-messages", self.queue_keys(topic, queue_id).put(), argv)
+            try:
+                result = self._write("put-messages", self.queue_keys(topic, queue_id).put(), argv)
+            except ReplicaAckTimeout as e:
+                e.result = check_put_result(topic, queue_id, e.result)
+                raise
         return check_put_result(topic, queue_id, result)
 
     def put_many(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> list[tuple[int, int] | Exception]:
         """Several :meth:`put` calls in one pipeline; each slot holds a result or the exception."""
         calls = [("put-messages", self.queue_keys(t, q).put(), _put_argv(e)) for t, q, e in puts]
         with self._errors("sending a pipeline of messages"):
-            results = scripts.run_many(self._client, calls)
+            results = self._write_many(calls)
         out: list[tuple[int, int] | Exception] = []
         for (topic, qid, _), result in zip(puts, results):
             try:
+                if isinstance(result, ReplicaAckTimeout):
+                    result.result = check_put_result(topic, qid, result.result)
+                    out.append(result)
+                    continue
                 if isinstance(result, Exception):
                     with self._errors(f"sending to {topic!r} queue {qid}"):
                         raise result
@@ -136,9 +180,13 @@ class Store:
 
     def _put_pending(self, topic: str, queue_id: int, encoded: list[Any], at_ms: int, stream: str, schedule: str,
                      index: str) -> str:  # fmt: skip
+        unconfirmed: ReplicaAckTimeout | None = None
         with self._errors(f"storing a pending message in {topic!r} queue {queue_id}"):
-            result = scripts.run(self._client, "put-pending", [self.queue_keys(topic, queue_id).meta, stream, schedule],
-                                 [int(at_ms), *encoded[1:]])  # fmt: skip
+            try:
+                result = self._write("put-pending", [self.queue_keys(topic, queue_id).meta, stream, schedule],
+                                     [int(at_ms), *encoded[1:]])  # fmt: skip
+            except ReplicaAckTimeout as e:
+                result, unconfirmed = e.result, e
             if result in (scripts.QUEUE_MISSING, scripts.QUEUE_NOT_WRITABLE):
                 check_put_result(topic, queue_id, result)
         # Stored now: a failure of the index write (another slot) must not report it as not stored —
@@ -148,14 +196,22 @@ class Store:
                 self._client.zadd(index, {timer_member(topic, queue_id): int(at_ms)}, lt=True)
         except MQBrokerError as e:
             log.warning("message stored; its index entry was not (the broker's sweep adds it): %s", e)
-        return result.decode() if isinstance(result, bytes) else str(result)
+        pending_id = result.decode() if isinstance(result, bytes) else str(result)
+        if unconfirmed is not None:
+            unconfirmed.result = pending_id
+            raise unconfirmed
+        return pending_id
 
     def end_transaction(self, topic: str, queue_id: int, half_id: str, commit: bool) -> tuple[bool, int]:
         """Commit or roll back a half message; ``(changed, offset)`` (offset -1 unless committed now)."""
         keys = self.queue_keys(topic, queue_id)
         with self._errors(f"ending a transaction in {topic!r} queue {queue_id}"):
-            done, offset = scripts.run(self._client, "end-transaction", keys.end_transaction(),
-                                       ["commit" if commit else "rollback", half_id])  # fmt: skip
+            try:
+                done, offset = self._write("end-transaction", keys.end_transaction(),
+                                           ["commit" if commit else "rollback", half_id])  # fmt: skip
+            except ReplicaAckTimeout as e:
+                e.result = (bool(e.result[0]), int(e.result[1]))
+                raise
         return bool(done), int(offset)
 
     def read_half(self, topic: str, queue_id: int, half_id: str) -> MessageExt | None:
@@ -174,9 +230,12 @@ class Store:
             for t, q in queues
         ]
         with self._errors("checking half messages"):
-            replies = scripts.run_many(self._client, calls)
-            for r in replies:
-                if isinstance(r, Exception):
+            replies = self._write_many(calls)  # it rolls back the overdue ones: a write the replicas should confirm
+            for i, r in enumerate(replies):
+                if isinstance(r, ReplicaAckTimeout):
+                    log.warning("transaction check not confirmed by replicas: %s", r)
+                    replies[i] = r.result
+                elif isinstance(r, Exception):
                     raise r
         return [(int(r[0]), [(k.decode(), i.decode(), int(c)) for k, i, c in r[1:]]) for r in replies]
 
@@ -186,12 +245,15 @@ class Store:
             ("deliver-due", self.queue_keys(t, q).deliver(), [int(now_ms), int(limit)]) for t, q in queues
         ]
         with self._errors("delivering due messages"):
-            results = scripts.run_many(self._client, calls)
+            results = self._write_many(calls)
+        unconfirmed = [r for r in results if isinstance(r, ReplicaAckTimeout)]
         for r in results:
-            if isinstance(r, Exception):
+            if isinstance(r, Exception) and not isinstance(r, ReplicaAckTimeout):
                 with self._errors("delivering due messages"):
                     raise r
-        return [(int(r[0]), int(r[1])) for r in results]
+        if unconfirmed:  # moved on the master: carry on, and say the replicas may not have it
+            log.warning("timer delivery not confirmed by replicas: %s", unconfirmed[0])
+        return [(int(r[0]), int(r[1])) for r in (u.result if isinstance(u, ReplicaAckTimeout) else u for u in results)]
 
     def trim(self, topic: str, queue_id: int, cutoff_ms: int, limit: int = 1000) -> int:
         """Remove messages of a queue stored before ``cutoff_ms`` and their index entries; returns how many."""

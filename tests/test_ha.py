@@ -1,0 +1,265 @@
+"""High availability: Sentinel URLs, replicated clusters, failover, and sends confirmed by replicas."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from mq import (
+    Admin,
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    LocalTransactionState,
+    Message,
+    MessageQueue,
+    Producer,  # fmt: skip
+    PushConsumer,
+    SendStatus,
+    TransactionProducer,
+)
+from mq.connection import Connection, mask_url, parse_sentinel_url
+from mq.errors import MQBrokerError, MQClientError
+from mq.store import Store
+from scheduler import BrokerConfig, BrokerService
+from tests.procs import wait_for
+from tests.servers import RedisClusterProcs, SentinelProcs
+
+pytestmark = [pytest.mark.ha, pytest.mark.slow]
+
+
+# -- URL parsing (no server) ------------------------------------------------------------------------
+
+
+def test_sentinel_url_parts_and_masking() -> None:
+    url = "redis+sentinel://app:s3cret@10.0.0.1:26379,10.0.0.2:26380/orders/3?socket_timeout=2"
+    parsed = parse_sentinel_url(url)
+    assert parsed.sentinels == [("10.0.0.1", 26379), ("10.0.0.2", 26380)]
+    assert (parsed.master_name, parsed.db, parsed.username, parsed.password, parsed.tls) == ("orders", 3, "app", "s3cret", False)
+    assert "s3cret" not in repr(parsed) and "s3cret" not in mask_url(url)
+    assert parse_sentinel_url("rediss+sentinel://h:1/m").tls and parse_sentinel_url("redis+sentinel://h:1/m").db == 0
+
+
+@pytest.mark.parametrize("url, says", [
+    ("redis+sentinel:///mymaster", "no sentinel address"),
+    ("redis+sentinel://h:notaport/mymaster", "bad sentinel address"),
+    ("redis+sentinel://h:26379", "names no master"),
+    ("redis+sentinel://h:26379/m/x", "bad db"),
+    ("redis+sentinel://u:pw@h:26379/m/x", "bad db"),
+])  # fmt: skip
+def test_bad_sentinel_urls_are_refused_before_connecting(url: str, says: str) -> None:
+    with pytest.raises(MQClientError, match=says) as e:
+        Connection(url)
+    assert "pw@" not in str(e.value)
+
+
+@pytest.mark.parametrize("replicas, timeout_ms", [(-1, 1000), (1, 0), (1, -5), ("1", 1000), (True, 1000)])
+def test_bad_sync_replicas_are_refused(replicas: object, timeout_ms: int) -> None:
+    with pytest.raises(MQClientError, match="sync_replicas"):
+        Producer("p", "memory://", sync_replicas=replicas, sync_replicas_timeout_ms=timeout_ms)  # type: ignore[arg-type]
+    with pytest.raises(MQClientError, match="sync_replicas"):
+        BrokerConfig(sync_replicas=replicas, sync_replicas_timeout_ms=timeout_ms)  # type: ignore[arg-type]
+
+
+def test_memory_store_has_no_replicas_to_confirm(namespace: str) -> None:
+    Admin("memory://ha", namespace).create_topic("t")
+    with Producer("p", "memory://ha", namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=50) as p:
+        r = p.send(Message("t", b"x"))
+    assert r.status is SendStatus.FLUSH_SLAVE_TIMEOUT and r.queue_offset == 0  # stored, not confirmed
+
+
+# -- Sentinel ---------------------------------------------------------------------------------------
+
+
+def _collecting_consumer(url: str, ns: str, topic: str, seen: list[bytes]) -> PushConsumer:
+    consumer = PushConsumer("g", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe(topic, "*")
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        seen.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer.register_message_listener(listener)
+    return consumer
+
+
+def test_round_trip_through_sentinel_with_broker(sentinel: SentinelProcs, namespace: str) -> None:
+    url = sentinel.url
+    admin = Admin(url, namespace)
+    admin.create_topic("t", read_queues=2, write_queues=2)
+    seen: list[bytes] = []
+    config = BrokerConfig(sync_replicas=1, message_delay_level="100ms 200ms")
+    with BrokerService(url, namespace, config), _collecting_consumer(url, namespace, "t", seen), \
+            Producer("p", url, namespace=namespace, sync_replicas=1) as producer:  # fmt: skip
+        assert producer.send(Message("t", b"now")).status is SendStatus.SEND_OK
+        assert producer.send(Message("t", b"later", delay_level=1)).status is SendStatus.SEND_OK
+        wait_for(lambda: sorted(seen) == [b"later", b"now"], 15, "both messages consumed")
+    assert sum(s.max_offset for s in admin.topic_status("t").values()) == 2
+    # the writes are on the replica too (sync_replicas=1 confirmed them)
+    replica = sentinel.replicas[0]
+    with replica.client() as c:
+        assert sum(c.xlen(Store(Connection(url, namespace)).queue_keys("t", q).log) for q in range(2)) == 2
+    admin.close()
+
+
+def test_sync_replicas_with_the_replica_stopped_returns_flush_slave_timeout(sentinel: SentinelProcs, namespace: str) -> None:
+    url = sentinel.url
+    Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    with Producer("p", url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=300) as producer:
+        assert producer.send(Message("t", b"a")).status is SendStatus.SEND_OK
+        sentinel.replicas[0].stop()
+        started = time.monotonic()
+        result = producer.send(Message("t", b"b"))
+        took = time.monotonic() - started
+        assert result.status is SendStatus.FLUSH_SLAVE_TIMEOUT and result.queue_offset == 1
+        assert 0.3 <= took < 0.3 + 1.0, took  # waited for the timeout, not longer (and no retry)
+        future = producer.send_async(Message("t", b"c"))
+        assert future.result(5).status is SendStatus.FLUSH_SLAVE_TIMEOUT
+        stored = Store(Connection(url, namespace)).read("t", 0, 0, 10)
+        assert [m.body for m in stored] == [b"a", b"b", b"c"]  # stored once each on the master
+    with Producer("p0", url, namespace=namespace) as plain:  # sync_replicas=0 does not wait
+        assert plain.send(Message("t", b"d")).status is SendStatus.SEND_OK
+
+
+def test_transaction_half_not_confirmed_is_rolled_back(sentinel: SentinelProcs, namespace: str) -> None:
+    url = sentinel.url
+    Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    ran: list[bool] = []
+
+    def executor(msg, arg):  # type: ignore[no-untyped-def]
+        ran.append(True)
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    with TransactionProducer("tp", url, namespace=namespace, checker=lambda m: LocalTransactionState.COMMIT_MESSAGE,
+                             sync_replicas=1, sync_replicas_timeout_ms=200) as tp:  # fmt: skip
+        ok = tp.send_message_in_transaction(Message("t", b"ok"), executor)
+        assert ok.status is SendStatus.SEND_OK and ok.queue_offset == 0 and ran == [True]
+        sentinel.replicas[0].stop()
+        bad = tp.send_message_in_transaction(Message("t", b"unconfirmed"), executor)
+    assert bad.status is SendStatus.FLUSH_SLAVE_TIMEOUT
+    assert bad.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE and ran == [True]
+    assert [m.body for m in Store(Connection(url, namespace)).read("t", 0, 0, 10)] == [b"ok"]
+
+
+def _send_through(producer: Producer, topic: str, seconds: float, on_result: Callable[[str, float], None]) -> None:
+    """Send for ``seconds``, reporting each outcome (``ok``/``error``) and how long the call took."""
+    end = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < end:
+        started = time.monotonic()
+        try:
+            producer.send(Message(topic, b"m%d" % i))
+            on_result("ok", time.monotonic() - started)
+        except MQBrokerError:
+            on_result("error", time.monotonic() - started)
+            time.sleep(0.05)
+        i += 1
+
+
+def test_sentinel_failover_sends_never_hang_and_everything_works_after(sentinel: SentinelProcs, namespace: str) -> None:
+    url = sentinel.url
+    Admin(url, namespace).create_topic("t", read_queues=2, write_queues=2)
+    seen: list[bytes] = []
+    outcomes: list[tuple[str, float, float]] = []
+    with _collecting_consumer(url, namespace, "t", seen), Producer("p", url, namespace=namespace) as producer:
+        producer.send(Message("t", b"before"))
+        wait_for(lambda: b"before" in seen, 15, "the first message consumed")
+        sender = threading.Thread(target=_send_through, args=(producer, "t", 8.0,
+                                                              lambda what, took: outcomes.append((what, took, time.monotonic()))))
+        sender.start()
+        time.sleep(0.5)
+        old = sentinel.master.port
+        sentinel.kill_master()
+        killed_at = time.monotonic()
+        sentinel.wait_failover(old)
+        sender.join(30)
+        assert not sender.is_alive()
+        assert max(took for _, took, _ in outcomes) < 3.0 + 1.5  # the send budget (3 s) plus a reply timeout margin
+        assert any(what == "error" for what, _, at in outcomes if at > killed_at)  # the failover was felt
+        first_ok = min(at for what, _, at in outcomes if what == "ok" and at > killed_at)
+        assert first_ok - killed_at < 15
+        # after the failover, without a restart: send and consume
+        producer.send(Message("t", b"after"))
+        wait_for(lambda: b"after" in seen, 20, "a message sent after the failover consumed")
+
+
+# -- replicated cluster -----------------------------------------------------------------------------
+
+
+def _queues_by_node(url: str, ns: str, topic: str, queues: int) -> dict[str, list[int]]:
+    conn = Connection(url, ns)
+    store = Store(conn)
+    out: dict[str, list[int]] = {}
+    for q in range(queues):
+        out.setdefault(conn.node_of(store.queue_keys(topic, q).meta), []).append(q)
+    conn.close()
+    return out
+
+
+@pytest.mark.cluster
+def test_cluster_wait_reaches_the_node_that_served_the_write(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
+    cluster = replicated_cluster
+    url = cluster.url
+    Admin(url, namespace).create_topic("t", read_queues=12, write_queues=12)
+    by_node = _queues_by_node(url, namespace, "t", 12)
+    assert len(by_node) == 3
+
+    with Producer("p", url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=300) as producer:
+        for qids in by_node.values():
+            r = producer.send(Message("t", b"x"), queue=MessageQueue("t", "broker-a", qids[0]))
+            assert r.status is SendStatus.SEND_OK
+        # stop the replica of one master: only sends to that master go unconfirmed
+        victim_name = sorted(by_node)[0]
+        victim = next(i for i, n in enumerate(cluster.nodes) if f"127.0.0.1:{n.port}" == victim_name)
+        cluster.nodes[cluster.replica_of(victim)].stop()
+        for name, qids in by_node.items():
+            statuses = {producer.send(Message("t", b"y"), queue=MessageQueue("t", "broker-a", q)).status for q in qids}
+            want = SendStatus.FLUSH_SLAVE_TIMEOUT if name == victim_name else SendStatus.SEND_OK
+            assert statuses == {want}, name
+        # async sends go out in one pipeline per node, each with its own WAIT
+        futures = {q: producer.send_async(Message("t", b"z"), queue=MessageQueue("t", "broker-a", q)) for q in range(12)}
+        for q, f in futures.items():
+            want = SendStatus.FLUSH_SLAVE_TIMEOUT if q in by_node[victim_name] else SendStatus.SEND_OK
+            assert f.result(10).status is want, q
+
+
+@pytest.mark.cluster
+@pytest.mark.fault
+def test_cluster_failover_is_followed_without_restart(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
+    cluster = replicated_cluster
+    url = cluster.url
+    Admin(url, namespace).create_topic("t", read_queues=6, write_queues=6)
+    seen: list[bytes] = []
+    outcomes: list[tuple[str, float, float]] = []
+    with _collecting_consumer(url, namespace, "t", seen), Producer("p", url, namespace=namespace, sync_replicas=1) as synced, \
+            Producer("p0", url, namespace=namespace) as plain:  # fmt: skip
+        synced.send(Message("t", b"before"))
+        wait_for(lambda: b"before" in seen, 20, "the first message consumed")
+        sender = threading.Thread(target=_send_through, args=(plain, "t", 8.0,
+                                                              lambda what, took: outcomes.append((what, took, time.monotonic()))))
+        sender.start()
+        time.sleep(0.5)
+        successor = cluster.kill_master(cluster.masters - 1)
+        cluster.wait_promoted(successor)
+        sender.join(30)
+        assert not sender.is_alive()
+        assert max(took for _, took, _ in outcomes) < 3.0 + 1.5
+        # every queue takes sends again, on the plain and the synced producer (the promoted master has no
+        # replica now: synced sends to it are stored but not confirmed)
+        # A client that was idle meets the dead node once: that call fails fast (MQBrokerError) and
+        # re-reads the topology; from then on it serves from the promoted replica.
+        failures = {"plain": 0, "synced": 0}
+        for q in range(6):
+            for name, producer, body in (("plain", plain, b"after%d" % q), ("synced", synced, b"synced%d" % q)):
+                for _ in range(2):
+                    try:
+                        status = producer.send(Message("t", body), queue=MessageQueue("t", "broker-a", q)).status
+                    except MQBrokerError:
+                        failures[name] += 1
+                        continue
+                    assert status in (SendStatus.SEND_OK, SendStatus.FLUSH_SLAVE_TIMEOUT)
+                    break
+        assert failures["plain"] <= 1 and failures["synced"] <= 1, failures
+        wait_for(lambda: {b"after%d" % q for q in range(6)} <= set(seen), 30, "messages sent after the promotion consumed")
