@@ -79,6 +79,7 @@ class BrokerService:
                 "transaction_timeout_s": self.config.transaction_timeout_s,
             })  # fmt: skip
         self._beat()
+        self._check_store()
         c = self.config
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
         scheduler.add_job(self.timers.ensure_running, "interval", seconds=1.0, id="timer-delivery",
@@ -135,6 +136,15 @@ class BrokerService:
                 log.warning("broker job %s failed (retried at its next run): %s", getattr(fn, "__name__", fn), e)
 
         return job
+
+    def _check_store(self) -> None:
+        """Run ``mq doctor``'s checks once and log them (a FAIL is logged as an error; the service still starts)."""
+        from mq.doctor import check, log_findings
+
+        try:
+            log_findings(check(self._conn.url, self._conn.namespace), log, self._conn.url)
+        except MQError as e:
+            log.warning("store checks could not run: %s", e)
 
     def _snapshot(self) -> None:
         save_snapshot(self._store, read_figures(self._store), self.id)

@@ -80,7 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("broker", help="run the broker service (timers, retention, clean-up) or check its health")
     _common(b)
-    b.add_argument("--check", action="store_true", help="exit 0 when a broker service is healthy, else 1")
+    b.add_argument("--check", action="store_true",
+                   help="exit 0 when a broker service is healthy and mq doctor finds no FAIL, else 1")
+    b.add_argument("--sync-replicas", type=int, default=0,
+                   help="replicas that must confirm the service's writes (timer delivery, transactions); default 0")
+    b.add_argument("--sync-replicas-timeout-ms", type=int, default=1000, help="how long each write waits for them (ms)")
+
+    doc = sub.add_parser("doctor", help="check the store: eviction policy, persistence, replicas, sentinel, cluster, ACL")
+    _common(doc)
+    doc.add_argument("--acl-user", help="check this ACL user's commands (run as an admin); default: the URL's user")
     b.add_argument("--delay-levels", help='message_delay_level, e.g. "1s 5s 10s 30s 1m"')
     b.add_argument("--retention-h", type=float, help="file_reserved_time_h: hours messages are kept")
     b.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (/metrics)")
@@ -182,10 +190,15 @@ def _broker(args: argparse.Namespace) -> int:
     from scheduler import BrokerConfig, BrokerService, healthy_brokers
 
     if args.check:
+        from mq.doctor import FAIL, check
+
         alive = healthy_brokers(args.url, args.namespace)
         print(f"healthy: {', '.join(alive)}" if alive else "no healthy broker service")
-        return 0 if alive else 1
-    options: dict[str, Any] = {}
+        failed = [f for f in check(args.url, args.namespace) if f.level == FAIL]
+        for f in failed:
+            print(f)
+        return 0 if alive and not failed else 1
+    options: dict[str, Any] = {"sync_replicas": args.sync_replicas, "sync_replicas_timeout_ms": args.sync_replicas_timeout_ms}
     if args.delay_levels:
         options["message_delay_level"] = args.delay_levels
     if args.retention_h:
@@ -289,8 +302,14 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from mq.doctor import run
+
+    return run(args.url, args.namespace, acl_user=args.acl_user)
+
+
 _HANDLERS = {"topic": _topic, "group": _group, "broker": _broker, "dlq": _dlq, "tx": _tx, "analytics": _analytics,
-             "send": _send, "query": _query}  # fmt: skip
+             "send": _send, "query": _query, "doctor": _doctor}  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,224 @@
+"""``mq doctor``: check the store a deployment points at, one finding per line (OK / WARN / FAIL).
+
+Checks, on the master (each cluster primary):
+
+- ``maxmemory-policy``: anything but ``noeviction`` lets Redis evict messages silently → FAIL;
+- persistence: AOF off → WARN (a restart loses what the last snapshot missed); ``appendfsync``;
+- replicas connected, their state and lag; no replica → WARN (a lost server loses everything);
+- Sentinel (``redis+sentinel://``): each sentinel reachable, ``SENTINEL CKQUORUM`` → FAIL when no quorum;
+- cluster: state and slot coverage → FAIL unless ok and all 16384 slots served; masters without replica;
+- Redis version (and what ``sync_replicas`` uses: ``WAIT``; ``WAITAOF`` exists from 7.2);
+- the ACL user's missing commands (``ACL DRYRUN``) against the ``client`` role of :mod:`mq.security`.
+
+A fact the user may not read (``CONFIG`` refused, as on managed services and least-privilege users)
+is reported as "unknown" with WARN, never a crash. The broker service runs the same checks at start
+and logs them; ``mq broker --check`` fails when one is FAIL.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from mq.connection import REDIS_ERRORS, Connection, mask_url, parse_sentinel_url, translate_errors
+from mq.security import role_commands
+from mq.store.health import NOT_ALLOWED, Health, Node
+
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+#: Replica lag (seconds since its last acknowledgement) above which a replica is reported.
+MAX_REPLICA_LAG_S = 1
+#: The oldest Redis version the library is tested with.
+MIN_VERSION = (7, 0)
+#: The first Redis version with ``WAITAOF``.
+WAITAOF_VERSION = (7, 2)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report."""
+
+    level: str
+    check: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.level:<4} {self.check}: {self.text}"
+
+
+def _version(raw: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in raw.split(".")[:2] if p.isdigit())
+
+
+def _check_node(health: Health, node: Node, where: str, *, cluster: bool) -> list[Finding]:
+    out: list[Finding] = []
+    server = health.info(node, "server")
+    if server == NOT_ALLOWED or not isinstance(server, dict):
+        out.append(Finding(WARN, f"version{where}", "unknown (INFO is not allowed to this user)"))
+    else:
+        version = str(server.get("redis_version", "?"))
+        v = _version(version)
+        level = OK if v >= MIN_VERSION else WARN
+        wait = "WAITAOF available, sync_replicas uses WAIT (replica memory)" if v >= WAITAOF_VERSION else \
+            "sync_replicas uses WAIT (replica memory; WAITAOF needs Redis >= 7.2)"  # fmt: skip
+        out.append(Finding(level, f"version{where}", f"Redis {version}; {wait}" +
+                           ("" if level == OK else f"; tested from {'.'.join(map(str, MIN_VERSION))}")))  # fmt: skip
+    policy = health.config(node, "maxmemory-policy")
+    if policy == NOT_ALLOWED:
+        out.append(Finding(WARN, f"maxmemory-policy{where}", "unknown (CONFIG GET is not allowed to this user): "
+                           "make sure it is noeviction"))  # fmt: skip
+    elif policy != "noeviction":
+        out.append(Finding(FAIL, f"maxmemory-policy{where}", f"{policy}: Redis may evict messages silently; "
+                           "set maxmemory-policy noeviction"))  # fmt: skip
+    else:
+        out.append(Finding(OK, f"maxmemory-policy{where}", "noeviction"))
+    out.append(_persistence(health, node, where))
+    out += _replication(health, node, where, cluster=cluster)
+    return out
+
+
+def _persistence(health: Health, node: Node, where: str) -> Finding:
+    aof = health.config(node, "appendonly")
+    if aof == NOT_ALLOWED:
+        info = health.info(node, "persistence")
+        if isinstance(info, dict) and "aof_enabled" in info:
+            aof = "yes" if int(info["aof_enabled"]) else "no"
+        else:
+            return Finding(WARN, f"persistence{where}", "unknown (CONFIG GET and INFO are not allowed to this user)")
+    if aof != "yes":
+        return Finding(WARN, f"persistence{where}", "AOF off: a restart loses what the last RDB snapshot missed; "
+                       "set appendonly yes")  # fmt: skip
+    fsync = health.config(node, "appendfsync")
+    if fsync == NOT_ALLOWED:
+        return Finding(OK, f"persistence{where}", "AOF on (appendfsync unknown: CONFIG GET is not allowed to this user)")
+    if fsync == "no":
+        return Finding(WARN, f"persistence{where}", "AOF on, appendfsync no: the OS decides when data reaches the disk")
+    return Finding(OK, f"persistence{where}", f"AOF on, appendfsync {fsync}")
+
+
+def _replication(health: Health, node: Node, where: str, *, cluster: bool) -> list[Finding]:
+    info = health.info(node, "replication")
+    if not isinstance(info, dict):
+        return [Finding(WARN, f"replicas{where}", "unknown (INFO is not allowed to this user)")]
+    if info.get("role") != "master":
+        return [Finding(FAIL, f"replicas{where}", "this server is a replica: writes fail; point the URL at the master "
+                        "(or use redis+sentinel://)")]  # fmt: skip
+    replicas = [v for k, v in info.items() if k.startswith("slave") and k[5:].isdigit() and isinstance(v, dict)]
+    if not replicas:
+        hint = "add a replica to each master" if cluster else "add a replica (and Sentinel) for failover"
+        return [Finding(WARN, f"replicas{where}", f"none: losing this server loses its messages; {hint}")]
+    out = []
+    for r in replicas:
+        name = f"{r.get('ip')}:{r.get('port')}"
+        state, lag = r.get("state"), int(r.get("lag", 0))
+        if state != "online":
+            out.append(Finding(WARN, f"replicas{where}", f"{name} is {state} (not in sync)"))
+        elif lag > MAX_REPLICA_LAG_S:
+            out.append(Finding(WARN, f"replicas{where}", f"{name} online, lag {lag} s (over {MAX_REPLICA_LAG_S} s)"))
+        else:
+            out.append(Finding(OK, f"replicas{where}", f"{name} online, lag {lag} s"))
+    return out
+
+
+def _sentinels(health: Health) -> list[Finding]:
+    parsed = parse_sentinel_url(health.conn.url)
+    out: list[Finding] = []
+    reachable = 0
+    quorum: tuple[bool, str] | None = None
+    with health.sentinels() as clients:
+        for address, client in clients:
+            try:
+                client.ping()
+            except REDIS_ERRORS as e:
+                out.append(Finding(WARN, "sentinel", f"{address} unreachable: {e}"))
+                continue
+            reachable += 1
+            if quorum is None or not quorum[0]:
+                quorum = health.sentinel_quorum(client, parsed.master_name)
+    if reachable < 3:
+        out.append(Finding(WARN, "sentinel", f"{reachable} sentinel(s) reachable: run at least 3 for a safe majority"))
+    if quorum is None:
+        out.append(Finding(FAIL, "sentinel quorum", "no sentinel answers: no failover is possible"))
+    else:
+        out.append(Finding(OK if quorum[0] else FAIL, "sentinel quorum", quorum[1]))
+    return out
+
+
+def _cluster(health: Health) -> list[Finding]:
+    info = health.cluster_info()
+    if not isinstance(info, dict):
+        return [Finding(WARN, "cluster", "unknown (CLUSTER INFO is not allowed to this user)")]
+    state, slots_ok = info.get("cluster_state"), int(info.get("cluster_slots_ok", 0))
+    text = f"state {state}, {slots_ok}/16384 slots served, {info.get('cluster_size')} masters"
+    if state != "ok" or slots_ok != 16384:
+        return [Finding(FAIL, "cluster", text + ": some queues cannot be read or written")]
+    return [Finding(OK, "cluster", text)]
+
+
+def _acl(health: Health, node: Node, namespace: str, user: str | None) -> Finding:
+    missing = health.acl_missing(node, user, role_commands("client"), f"{{{namespace}}}:doctor")
+    if missing == NOT_ALLOWED:
+        return Finding(WARN, "acl", "unknown (ACL WHOAMI/DRYRUN are not allowed to this user; run mq doctor as an "
+                       "admin with --acl-user USER)")  # fmt: skip
+    if missing:
+        return Finding(FAIL, "acl", f"user {user or 'of the URL'} may not run: {', '.join(missing)} "
+                       "(see docs/security.md, mq.security.acl_setuser_args)")  # fmt: skip
+    return Finding(OK, "acl", f"user {user or 'of the URL'} may run every command of the client role")
+
+
+def check(url: str | None, namespace: str = "mq", *, acl_user: str | None = None) -> list[Finding]:
+    """Run every check on the store at ``url``; one :class:`Finding` each.
+
+    Raises:
+        MQBrokerError: the store cannot be reached at all (one FAIL line would hide nothing more).
+    """
+    conn = Connection(url, namespace)
+    try:
+        if conn.kind == "memory":
+            return [Finding(WARN, "store", "memory:// is the embedded in-process store: nothing survives the process")]
+        health = Health(conn)
+        cluster = conn.kind == "cluster"
+        out: list[Finding] = []
+        if conn.kind == "sentinel":
+            out += _sentinels(health)
+        with translate_errors(conn.url, "checking the store"):
+            if cluster:
+                out += _cluster(health)
+            else:
+                conn.client.ping()
+            masters = health.masters()
+        reachable = []
+        for node in masters:
+            where = f" [{node.name}]" if cluster else ""
+            try:
+                out += _check_node(health, node, where, cluster=cluster)
+                reachable.append(node)
+            except REDIS_ERRORS as e:  # one master down: say so, check the others
+                out.append(Finding(FAIL, f"reachable{where}", f"no answer: {e}"))
+        if reachable:
+            out.append(_acl(health, reachable[0], namespace, acl_user))
+        return out
+    finally:
+        conn.close()
+
+
+def worst(findings: list[Finding]) -> str:
+    """FAIL if any finding is FAIL, else WARN if any is, else OK."""
+    levels = {f.level for f in findings}
+    return FAIL if FAIL in levels else WARN if WARN in levels else OK
+
+
+def log_findings(findings: list[Finding], logger: logging.Logger, url: str) -> None:
+    """Log each finding at INFO (OK), WARNING (WARN) or ERROR (FAIL)."""
+    for f in findings:
+        level = {OK: logging.INFO, WARN: logging.WARNING}.get(f.level, logging.ERROR)
+        logger.log(level, "store check %s: %s", mask_url(url), f)
+
+
+def run(url: str | None, namespace: str, *, acl_user: str | None = None, out: Any = None) -> int:
+    """Print the findings (to ``out``, default stdout); return 1 when one is FAIL, else 0."""
+    findings = check(url, namespace, acl_user=acl_user)
+    for f in findings:
+        print(f, file=out or sys.stdout)
+    return 1 if worst(findings) == FAIL else 0
