@@ -263,3 +263,23 @@ def test_cluster_failover_is_followed_without_restart(replicated_cluster: RedisC
                     break
         assert failures["plain"] <= 1 and failures["synced"] <= 1, failures
         wait_for(lambda: {b"after%d" % q for q in range(6)} <= set(seen), 30, "messages sent after the promotion consumed")
+
+
+def test_compose_profile_ha_has_a_master_a_replica_and_three_sentinels() -> None:
+    import pathlib
+
+    import yaml
+
+    root = pathlib.Path(__file__).resolve().parent.parent / "docker"
+    services = yaml.safe_load((root / "docker-compose.yml").read_text())["services"]
+    ha = {name: s for name, s in services.items() if s.get("profiles") == ["ha"]}
+    replica = ha["redis-ha-replica"]["command"]
+    assert "--replicaof" in replica and replica[replica.index("--replicaof") + 1] == "redis-ha-master"
+    sentinels = [n for n, s in ha.items() if s["command"] == ["sh", "/usr/local/bin/sentinel.sh"]]
+    assert len(sentinels) == 3
+    script = (root / "sentinel.sh").read_text()
+    assert "sentinel monitor mymaster ${SENTINEL_MASTER_HOST:-redis-ha-master} 6379 2" in script and "--sentinel" in script
+    broker = ha["broker-ha"]["command"]
+    assert broker[2].startswith("redis+sentinel://") and broker[2].endswith("/mymaster/0")
+    assert broker[broker.index("--sync-replicas") + 1] == "1"
+    parse_sentinel_url(broker[2])  # a valid URL
