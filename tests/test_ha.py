@@ -268,10 +268,10 @@ def test_cluster_failover_is_followed_without_restart(replicated_cluster: RedisC
 def test_compose_profile_ha_has_a_master_a_replica_and_three_sentinels() -> None:
     import pathlib
 
-    import yaml
+    from scripts.compose_check import parse_yaml
 
     root = pathlib.Path(__file__).resolve().parent.parent / "docker"
-    services = yaml.safe_load((root / "docker-compose.yml").read_text())["services"]
+    services = parse_yaml((root / "docker-compose.yml").read_text())["services"]  # type: ignore[index]
     ha = {name: s for name, s in services.items() if s.get("profiles") == ["ha"]}
     replica = ha["redis-ha-replica"]["command"]
     assert "--replicaof" in replica and replica[replica.index("--replicaof") + 1] == "redis-ha-master"
