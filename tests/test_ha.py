@@ -283,3 +283,63 @@ def test_compose_profile_ha_has_a_master_a_replica_and_three_sentinels() -> None
     assert broker[2].startswith("redis+sentinel://") and broker[2].endswith("/mymaster/0")
     assert broker[broker.index("--sync-replicas") + 1] == "1"
     parse_sentinel_url(broker[2])  # a valid URL
+
+
+def test_orderly_lock_through_the_store_is_trusted_only_when_a_replica_has_it(sentinel: SentinelProcs, namespace: str) -> None:
+    """The store-level option orderly locks use (D23): lock-queue with WAIT 1 in the same pipeline."""
+    from mq.errors import ReplicaAckTimeout
+    from mq.store.replication import SyncReplicas
+
+    store = Store(Connection(sentinel.url, namespace))
+    lock = store.queue_keys("t", 0).lock("g")
+    call = ("lock-queue", [lock], ["client-a", 12_000])
+    sync = SyncReplicas(1, 200)
+    assert store.write_scripts([call], sync=sync) == [1]  # held and on the replica
+    with sentinel.replicas[0].client() as replica:
+        assert replica.get(lock) == b"client-a" and 0 < replica.pttl(lock) <= 12_000
+    sentinel.replicas[0].stop()
+    [renewed] = store.write_scripts([call], sync=sync)
+    assert isinstance(renewed, ReplicaAckTimeout) and renewed.result == 1  # renewed on the master, not trusted
+    assert store.write_scripts([call]) == [1]  # the store's own setting (0): no WAIT
+    store.conn.close()
+
+
+def test_sync_send_is_one_round_trip(sentinel: SentinelProcs, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import redis.connection
+
+    Admin(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    with Producer("p", sentinel.url, namespace=namespace, sync_replicas=1) as producer:
+        producer.send(Message("t", b"warm-up"))  # loads the script, opens the connection
+        writes: list[bytes] = []
+        original = redis.connection.AbstractConnection.send_packed_command
+
+        def counting(self, command, check_health=True):  # type: ignore[no-untyped-def]
+            writes.append(b"".join(command) if isinstance(command, list) else command)
+            return original(self, command, check_health)
+
+        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
+        assert producer.send(Message("t", b"x")).status is SendStatus.SEND_OK
+    monkeypatch.undo()
+    assert len(writes) == 1, writes  # EVALSHA and WAIT went out together
+    assert b"EVALSHA" in writes[0] and b"WAIT" in writes[0]
+
+
+def test_unconfirmed_send_counts_as_a_fault_of_its_node(sentinel: SentinelProcs, namespace: str) -> None:
+    Admin(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    with Producer("p", sentinel.url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=100,
+                  send_latency_fault_enable=True) as producer:  # fmt: skip
+        assert producer.send(Message("t", b"a")).status is SendStatus.SEND_OK
+        node = producer._conn.node_of(producer._store.queue_keys("t", 0).meta)
+        assert producer._fault.is_available(node)
+        sentinel.replicas[0].stop()
+        assert producer.send(Message("t", b"b")).status is SendStatus.FLUSH_SLAVE_TIMEOUT
+        assert not producer._fault.is_available(node)  # not counted as a good send
+
+
+def test_mq_command_takes_a_sentinel_url(sentinel: SentinelProcs, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from mq.cli.main import main
+
+    assert main(["topic", "create", "cli", "--url", sentinel.url, "--namespace", namespace]) == 0
+    assert main(["send", "cli", "hello", "--keys", "k1", "--url", sentinel.url, "--namespace", namespace]) == 0
+    assert main(["query", "cli", "--key", "k1", "--url", sentinel.url, "--namespace", namespace]) == 0
+    assert "hello" in capsys.readouterr().out

@@ -44,10 +44,17 @@ class Store:
     def _errors(self, doing: str) -> Any:
         return translate_errors(self.conn.url, doing)
 
-    def _write_many(self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]],
-                    sync: SyncReplicas | None = None) -> list[Any]:  # fmt: skip
-        """Run write scripts in one pipeline (per node); with replicas to wait for, ``WAIT`` goes in
-        the same pipeline and a result short of confirmations becomes a :class:`ReplicaAckTimeout`."""
+    def write_scripts(self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]], *,
+                      sync: SyncReplicas | None = None) -> list[Any]:  # fmt: skip
+        """Run write scripts ``(name, keys, argv)`` in one pipeline (one per node on a cluster).
+
+        With replicas to wait for (``sync``, default the store's own), ``WAIT`` goes in the same
+        pipeline, and a result that fewer replicas confirmed in time comes back as a
+        :class:`ReplicaAckTimeout` carrying it. Each slot holds the result or the exception.
+        Orderly locks use it with ``sync=SyncReplicas(1, …)`` so that a lock (and each renewal) is
+        trusted only once a replica has it: a failover then cannot hand the queue to a second member
+        while the first still consumes (docs/decisions.md D23).
+        """
         sync = sync or self.sync
         if not sync.enabled:
             return scripts.run_many(self._client, calls)
@@ -62,10 +69,10 @@ class Store:
         return out
 
     def _write(self, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any:
-        """One write script; raises its error, or :class:`ReplicaAckTimeout` (see :meth:`_write_many`)."""
+        """One write script; raises its error, or :class:`ReplicaAckTimeout` (see :meth:`write_scripts`)."""
         if not self.sync.enabled:
             return scripts.run(self._client, name, keys, argv)
-        result = self._write_many([(name, keys, argv)])[0]
+        result = self.write_scripts([(name, keys, argv)])[0]
         if isinstance(result, Exception):
             raise result
         return result
@@ -145,7 +152,7 @@ class Store:
         """Several :meth:`put` calls in one pipeline; each slot holds a result or the exception."""
         calls = [("put-messages", self.queue_keys(t, q).put(), _put_argv(e)) for t, q, e in puts]
         with self._errors("sending a pipeline of messages"):
-            results = self._write_many(calls)
+            results = self.write_scripts(calls)
         out: list[tuple[int, int] | Exception] = []
         for (topic, qid, _), result in zip(puts, results):
             try:
@@ -230,7 +237,7 @@ class Store:
             for t, q in queues
         ]
         with self._errors("checking half messages"):
-            replies = self._write_many(calls)  # it rolls back the overdue ones: a write the replicas should confirm
+            replies = self.write_scripts(calls)  # it rolls back the overdue ones: a write the replicas should confirm
             for i, r in enumerate(replies):
                 if isinstance(r, ReplicaAckTimeout):
                     log.warning("transaction check not confirmed by replicas: %s", r)
@@ -245,7 +252,7 @@ class Store:
             ("deliver-due", self.queue_keys(t, q).deliver(), [int(now_ms), int(limit)]) for t, q in queues
         ]
         with self._errors("delivering due messages"):
-            results = self._write_many(calls)
+            results = self.write_scripts(calls)
         unconfirmed = [r for r in results if isinstance(r, ReplicaAckTimeout)]
         for r in results:
             if isinstance(r, Exception) and not isinstance(r, ReplicaAckTimeout):
