@@ -3,8 +3,9 @@
 ===========================  =====================================================================
 option                       meaning
 ===========================  =====================================================================
-``url``                      store URL (``redis://``, ``rediss://``, ``redis+cluster://``); default
-                             ``$MQ_URL``. ``memory://`` is refused: Spark tasks run in other processes.
+``url``                      store URL (``redis://``, ``rediss://``, ``redis+cluster://``,
+                             ``redis+sentinel://``); default ``$MQ_URL``. ``memory://`` is refused:
+                             Spark tasks run in other processes.
 ``namespace``                key namespace (default ``mq``)
 ``topic``                    one topic or a comma list; an entry with ``*`` is a pattern
                              (``%DLQ%*``); default every user topic (no retry/DLQ/system topics)
