@@ -32,6 +32,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from mq import Admin, Message, Producer, SelectMessageQueueByHash, SendStatus
+from mq.connection import Connection
 from mq.consumer.locks import LOCK_TTL_S
 from mq.errors import MQError
 from tests.procs import ROOT, ConsumerProc, first_deliveries, wait_for
@@ -234,7 +235,8 @@ class HAReport:
     seconds: float = 0.0
     load_seconds: float = 0.0
     failover_s: float = 0.0
-    send_failure_window_s: dict[str, float] = field(default_factory=dict)
+    send_failure_window_s: dict[str, float] = field(default_factory=dict)  # kill → first SEND_OK on any queue
+    killed_node_window_s: dict[str, float] = field(default_factory=dict)
     acked: dict[str, int] = field(default_factory=dict)
     unconfirmed: dict[str, int] = field(default_factory=dict)
     lost: dict[str, int] = field(default_factory=dict)
@@ -297,6 +299,8 @@ class HAChaos:
         self.unconfirmed = Counter[str]()
         self.failures: dict[str, list[float]] = {"sync_replicas=0": [], "sync_replicas=1": []}
         self.successes: dict[str, list[float]] = {"sync_replicas=0": [], "sync_replicas=1": []}
+        self.queue_successes: dict[str, list[tuple[float, str, int]]] = {"sync_replicas=0": [], "sync_replicas=1": []}
+        self.killed_queues: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
         self.stop_sending = threading.Event()
         self.brokers: list[subprocess.Popen[bytes]] = []
@@ -350,6 +354,9 @@ class HAChaos:
             for mode in self.failures:
                 after = [t for t in self.successes[mode] if t > killed_at]
                 self.report.send_failure_window_s[mode] = round(after[0] - killed_at, 2) if after else -1.0
+                on_killed = [t for t, topic, q in self.queue_successes[mode]
+                             if t > killed_at and (topic, q) in self.killed_queues]  # fmt: skip
+                self.report.killed_node_window_s[mode] = round(on_killed[0] - killed_at, 2) if on_killed else -1.0
             self._drain()
             self._judge()
         finally:
@@ -360,6 +367,8 @@ class HAChaos:
     def _failover(self) -> float:
         """SIGKILL the (a) master, wait for the promotion, then restart the victim: it rejoins as a replica,
         so ``sync_replicas=1`` sends can be confirmed again."""
+        self.killed_queues = self._queues_on(f"127.0.0.1:{self.servers.nodes[0].port}") \
+            if isinstance(self.servers, RedisClusterProcs) else {(t, q) for t in self.TOPICS for q in range(6)}  # fmt: skip
         if isinstance(self.servers, SentinelProcs):
             old = self.servers.master.port
             victim = self.servers.kill_master()
@@ -414,13 +423,23 @@ class HAChaos:
                 self.unconfirmed[topic] += 1
                 self.failures[mode].append(time.monotonic())
                 continue
-            self.successes[mode].append(time.monotonic())
+            now = time.monotonic()
+            self.successes[mode].append(now)
+            self.queue_successes[mode].append((now, topic, result.message_queue.queue_id))
             with self._lock:
                 self.acked[topic].append(msg.body.decode())
             return
 
     def _consumed(self, topic: str) -> Counter[str]:
         return Counter(b for p in self.consumers[topic] for b in p.consumed())
+
+    def _queues_on(self, node: str) -> set[tuple[str, int]]:
+        """The (topic, queue id) pairs the cluster node ``node`` serves."""
+        conn = Connection(self.url, self.ns)
+        try:
+            return {(t, q) for t in self.TOPICS for q in range(6) if conn.node_of(conn.keys.queue(t, q).meta) == node}
+        finally:
+            conn.close()
 
     def _drain(self) -> None:
         for topic, acked in self.acked.items():

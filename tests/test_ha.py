@@ -226,6 +226,25 @@ def test_cluster_wait_reaches_the_node_that_served_the_write(replicated_cluster:
 
 
 @pytest.mark.cluster
+def test_round_trip_through_replicated_cluster_with_broker(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
+    url = replicated_cluster.url
+    Admin(url, namespace).create_topic("t", read_queues=6, write_queues=6)
+    seen: list[bytes] = []
+    config = BrokerConfig(sync_replicas=1, message_delay_level="100ms 200ms")
+    checker = lambda m: LocalTransactionState.COMMIT_MESSAGE  # noqa: E731
+    with BrokerService(url, namespace, config), _collecting_consumer(url, namespace, "t", seen), \
+            Producer("p", url, namespace=namespace, sync_replicas=1) as producer, \
+            TransactionProducer("tp", url, namespace=namespace, checker=checker, sync_replicas=1) as tp:  # fmt: skip
+        statuses = {producer.send(Message("t", b"now%d" % q), queue=MessageQueue("t", "broker-a", q)).status for q in range(6)}
+        assert statuses == {SendStatus.SEND_OK}
+        assert producer.send(Message("t", b"later", delay_level=1)).status is SendStatus.SEND_OK
+        assert tp.send_message_in_transaction(Message("t", b"tx"), lambda m, a: LocalTransactionState.COMMIT_MESSAGE).status \
+            is SendStatus.SEND_OK  # fmt: skip
+        wanted = {b"now%d" % q for q in range(6)} | {b"later", b"tx"}
+        wait_for(lambda: wanted <= set(seen), 20, "every message consumed")
+
+
+@pytest.mark.cluster
 @pytest.mark.fault
 def test_cluster_failover_is_followed_without_restart(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
     cluster = replicated_cluster

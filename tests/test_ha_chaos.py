@@ -21,6 +21,9 @@ def test_master_killed_under_load(topology: str, tmp_path: pathlib.Path) -> None
     assert report.ok
     # the failover happened under load and sends resumed on the promoted master
     assert report.failover_s > 0 and all(report.acked[t] > 0 for t in ("C0", "C1", "O", "D")), report
-    assert all(w > 0 for w in report.send_failure_window_s.values()), report
+    assert all(w >= 0 for w in report.send_failure_window_s.values()), report  # other masters may serve at once
+    # the killed master's queues take sends again once the replica is promoted (and, for
+    # sync_replicas=1, once a replica of the new master is back), within seconds
+    assert all(0 < w < report.failover_s + 20 for w in report.killed_node_window_s.values()), report
     # sync_replicas=0: the loss is measured, not asserted to be 0
     assert report.lost["C0"] >= 0
