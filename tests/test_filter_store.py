@@ -6,7 +6,7 @@ import pytest
 
 from mq import Admin, Message, MessageSelector, Producer
 from mq.connection import Connection
-from mq.consumer.core import filter_args
+from mq.consumer.puller import filter_args
 from mq.store import Store
 from mq.store.store import PullRequest
 
