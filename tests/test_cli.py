@@ -108,12 +108,16 @@ def queues(*ids: int, topic: str = TOPIC) -> set[MessageQueue]:
 
 
 def test_the_demos_split_is_settled_when_the_members_hold_every_queue_once(demo_admin: Admin) -> None:
-    assert split_settled(demo_admin, [queues(0, 1), queues(2, 3)])
-    assert not split_settled(demo_admin, [queues(0, 1, 2), queues(2, 3)])  # queue 2 during a hand-over
-    assert not split_settled(demo_admin, [queues(0, 1), queues(2)])  # queue 3 not taken yet
-    assert not split_settled(demo_admin, [queues(0, 1, 2, 3), set()])  # the second member has nothing yet
+    demo_admin.create_topic("Other", read_queues=1, write_queues=1)
+    other = queues(0, topic="Other")
+    assert split_settled(demo_admin, [queues(0, 1), queues(2, 3)], [TOPIC])
+    assert split_settled(demo_admin, [queues(0, 1) | other, queues(2, 3)], [TOPIC, "Other"])
+    assert not split_settled(demo_admin, [queues(0, 1), queues(2, 3)], [TOPIC, "Other"])  # Other's queue not taken yet
+    assert not split_settled(demo_admin, [queues(0, 1, 2), queues(2, 3)], [TOPIC])  # queue 2 during a hand-over
+    assert not split_settled(demo_admin, [queues(0, 1), queues(2)], [TOPIC])  # queue 3 not taken yet
+    assert not split_settled(demo_admin, [queues(0, 1, 2, 3), set()], [TOPIC])  # the second member has nothing yet
     demo_admin.update_topic(TOPIC, read_queues=2)
-    assert split_settled(demo_admin, [queues(0), queues(1)])  # only the readable queues count
+    assert split_settled(demo_admin, [queues(0), queues(1)], [TOPIC])  # only the readable queues count
     assert queue_names(queues(1, 0) | queues(0, topic="%RETRY%G")) == "DemoOrders:0, DemoOrders:1, %RETRY%G:0"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from mq.admin import Admin
 from mq.cli.common import Commands, add_leaf
@@ -22,6 +22,7 @@ from mq.filter import MessageSelector
 from mq.message import Message, MessageExt
 from mq.producer import LocalTransactionState, Producer, SelectMessageQueueByHash, TransactionProducer
 from mq.queue import MessageQueue
+from mq.validation import RETRY_PREFIX
 from scheduler import BrokerConfig, BrokerService
 
 #: The demo's topic.
@@ -125,8 +126,14 @@ def _consume(url: str, namespace: str, admin: Admin, producer: Producer) -> None
     sql = MessageSelector.by_sql("region = 'HZ' AND TAGS IN ('created', 'shipped')")
     consumers.append(_consumer(url, namespace, "DemoHangzhou", sql, hz))
     try:
-        settled = _wait(lambda: split_settled(admin, [c.assigned_queues() for c in consumers[:2]]))
-        shares = [queue_names(c.assigned_queues()) for c in consumers[:2]]
+        split: list[set[MessageQueue]] = []
+
+        def settled_now() -> bool:  # the two members split the demo's topic and the group's retry topic
+            split[:] = [c.assigned_queues() for c in consumers[:2]]
+            return split_settled(admin, split, (TOPIC, RETRY_PREFIX + "DemoGroup"))
+
+        settled = _wait(settled_now)
+        shares = [queue_names(share) for share in split]
         for i in range(40):
             producer.send(Message(TOPIC, f"ticket {i}".encode(), tags="ticket"))
         _wait(lambda: sum(len(m.bodies) for m in members) >= 40 and len(paid.bodies) >= 5 and len(hz.bodies) >= 6)
@@ -143,15 +150,15 @@ def _consume(url: str, namespace: str, admin: Admin, producer: Producer) -> None
     print(f"10. DemoGroup lag after consuming: {lag}")
 
 
-def split_settled(admin: Admin, shares: list[set[MessageQueue]]) -> bool:
+def split_settled(admin: Admin, shares: list[set[MessageQueue]], topics: Sequence[str]) -> bool:
     """Whether every member holds queues, no queue is held twice, and together they hold every readable
-    queue of each topic they consume (the demo's topic and the group's retry topic)."""
+    queue of ``topics`` (those the group consumes)."""
     if not all(shares):
         return False
     held = [q for share in shares for q in share]
     if len(held) != len(set(held)):
         return False
-    for topic in {TOPIC} | {q.topic for q in held}:
+    for topic in topics:
         config = admin.topic_config(topic)
         wanted = {q for q in range(config.read_queues) if config.readable(q)}
         if not wanted <= {q.queue_id for q in held if q.topic == topic}:
