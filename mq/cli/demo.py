@@ -36,8 +36,8 @@ SETTLE_TIMEOUT_S = 20.0
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     """Add ``mq demo``."""
-    add_leaf(commands, "demo", _demo, "run the end-to-end demo (on the embedded store unless --url or $MQ_URL names one)",
-             common)  # fmt: skip
+    about = "run the end-to-end demo (on the embedded store unless --url or $MQ_URL names one)"
+    add_leaf(commands, "demo", _demo, about, common)
 
 
 def _demo(args: argparse.Namespace) -> int:
