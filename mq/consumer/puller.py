@@ -153,7 +153,7 @@ class Puller:
             return
         if request.commit is not None:
             pq.stored_offset = request.commit
-        if pq.dropped or pq.next_offset != request.offset:  # released or seeked meanwhile
+        if pq.dropped or pq.next_offset != request.offset or not self._active():  # released, seeked or paused meanwhile
             return
         pq.add(result.messages, result.next_offset)
         if result.next_offset >= result.max_offset:
@@ -164,6 +164,8 @@ class Puller:
     def take(self, pq: ProcessQueue, start: int, msgs: list[MessageExt], end: int) -> None:
         """Deliver what a long poll read (``msgs`` up to offset ``end``), or pull it through the filter;
         hand over to the puller when the queue is busy or more is waiting."""
+        if not self._active():  # paused while the waiter blocked: read it again after the resume
+            return
         if self.flow_limited(pq) or not pq.pull_lock.acquire(blocking=False):
             pq.idle.clear()
             self._wake.set()
