@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from mq.connection import REDIS_ERRORS, Connection, mask_url, parse_sentinel_url, translate_errors
+from mq.connection import REDIS_ERRORS, Connection, mask_url, translate_errors
 from mq.security import role_commands
 from mq.store.health import NOT_ALLOWED, Health, Node
 
@@ -122,20 +122,16 @@ def _replication(health: Health, node: Node, where: str, *, cluster: bool) -> li
 
 
 def _sentinels(health: Health) -> list[Finding]:
-    parsed = parse_sentinel_url(health.conn.url)
     out: list[Finding] = []
     reachable = 0
     quorum: tuple[bool, str] | None = None
-    with health.sentinels() as clients:
-        for address, client in clients:
-            try:
-                client.ping()
-            except REDIS_ERRORS as e:
-                out.append(Finding(WARN, "sentinel", f"{address} unreachable: {e}"))
-                continue
-            reachable += 1
-            if quorum is None or not quorum[0]:
-                quorum = health.sentinel_quorum(client, parsed.master_name)
+    for state in health.sentinels():
+        if state.error is not None:
+            out.append(Finding(WARN, "sentinel", f"{state.address} unreachable: {state.error}"))
+            continue
+        reachable += 1
+        if quorum is None or not quorum[0]:
+            quorum = state.quorum
     if reachable < 3:
         out.append(Finding(WARN, "sentinel", f"{reachable} sentinel(s) reachable: run at least 3 for a safe majority"))
     if quorum is None:
@@ -186,7 +182,7 @@ def check(url: str | None, namespace: str = "mq", *, acl_user: str | None = None
             if cluster:
                 out += _cluster(health)
             else:
-                conn.client.ping()
+                health.ping()
             masters = health.masters()
         reachable = []
         for node in masters:

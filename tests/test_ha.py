@@ -287,10 +287,10 @@ def test_cluster_failover_is_followed_without_restart(replicated_cluster: RedisC
 def test_compose_profile_ha_has_a_master_a_replica_and_three_sentinels() -> None:
     import pathlib
 
-    from scripts.compose_check import parse_yaml
+    import yaml
 
     root = pathlib.Path(__file__).resolve().parent.parent / "docker"
-    services = parse_yaml((root / "docker-compose.yml").read_text())["services"]  # type: ignore[index]
+    services = yaml.safe_load((root / "docker-compose.yml").read_text())["services"]
     ha = {name: s for name, s in services.items() if s.get("profiles") == ["ha"]}
     replica = ha["redis-ha-replica"]["command"]
     assert "--replicaof" in replica and replica[replica.index("--replicaof") + 1] == "redis-ha-master"
@@ -305,7 +305,7 @@ def test_compose_profile_ha_has_a_master_a_replica_and_three_sentinels() -> None
 
 
 def test_orderly_lock_through_the_store_is_trusted_only_when_a_replica_has_it(sentinel: SentinelProcs, namespace: str) -> None:
-    """The store-level option orderly locks use (D23): lock-queue with WAIT 1 in the same pipeline."""
+    """The store-level option orderly locks use (D24): lock-queue with WAIT 1 in the same pipeline."""
     from mq.errors import ReplicaAckTimeout
     from mq.store.replication import SyncReplicas
 
@@ -320,6 +320,13 @@ def test_orderly_lock_through_the_store_is_trusted_only_when_a_replica_has_it(se
     [renewed] = store.write_scripts([call], sync=sync)
     assert isinstance(renewed, ReplicaAckTimeout) and renewed.result == 1  # renewed on the master, not trusted
     assert store.write_scripts([call]) == [1]  # the store's own setting (0): no WAIT
+    # the consumer's entry point: lock_queues(…, sync=…) counts an unconfirmed lock as not held
+    queue = MessageQueue("t", "broker-a", 1)
+    assert store.lock_queues("g", "client-a", [queue], 12_000, sync=sync) == [False]
+    assert store.lock_queues("g", "client-a", [queue], 12_000) == [True]  # taken on the master all the same
+    assert store.lock_queues("g", "client-b", [queue], 12_000, sync=sync) == [False]
+    sentinel.replicas[0].start()
+    wait_for(lambda: store.lock_queues("g", "client-a", [queue], 12_000, sync=sync) == [True], 15, "a confirmed renewal")
     store.conn.close()
 
 

@@ -7,7 +7,6 @@ Every call here only reads. A fact the user is not allowed to read comes back as
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,25 +113,37 @@ class Health:
         needed = arity if arity > 0 else max(-arity, len(base) + 1)
         return base + [key] * max(0, needed - len(base))
 
-    @contextlib.contextmanager
-    def sentinels(self) -> Iterator[list[tuple[str, Any]]]:
-        """``(address, client or the error text)`` of each sentinel of a ``redis+sentinel://`` URL."""
+    def ping(self) -> None:
+        """One round trip to the store (raises the redis-py error when it cannot be reached)."""
+        self.conn.client.ping()
+
+    def sentinels(self) -> list[SentinelState]:
+        """Each sentinel of a ``redis+sentinel://`` URL: reachable or not, and its ``SENTINEL CKQUORUM``."""
         parsed = parse_sentinel_url(self.conn.url)
-        clients: list[tuple[str, Any]] = []
-        try:
-            for host, port in parsed.sentinels:
-                c = redis.Redis(host=host, port=port, socket_timeout=1.0, socket_connect_timeout=1.0, ssl=parsed.tls)
-                clients.append((f"{host}:{port}", c))
-            yield clients
-        finally:
-            for _, c in clients:
+        out = []
+        for host, port in parsed.sentinels:
+            c: Any = redis.Redis(host=host, port=port, socket_timeout=1.0, socket_connect_timeout=1.0, ssl=parsed.tls)
+            try:
+                c.ping()
+            except REDIS_ERRORS as e:
+                c.close()
+                out.append(SentinelState(f"{host}:{port}", str(e), None))
+                continue
+            try:
+                quorum = (True, _text(c.execute_command("SENTINEL", "CKQUORUM", parsed.master_name)))
+            except REDIS_ERRORS as e:  # NOQUORUM and friends come back as errors
+                quorum = (False, str(e))
+            finally:
                 with contextlib.suppress(*REDIS_ERRORS):
                     c.close()
+            out.append(SentinelState(f"{host}:{port}", None, quorum))
+        return out
 
-    @staticmethod
-    def sentinel_quorum(client: Any, master_name: str) -> tuple[bool, str]:
-        """``SENTINEL CKQUORUM``: whether the sentinels can fail the master over, and their sentence."""
-        try:
-            return True, _text(client.execute_command("SENTINEL", "CKQUORUM", master_name))
-        except REDIS_ERRORS as e:
-            return False, str(e)
+
+@dataclass(frozen=True)
+class SentinelState:
+    """What one sentinel said: ``error`` when unreachable, else ``quorum`` = (ok, its sentence)."""
+
+    address: str
+    error: str | None
+    quorum: tuple[bool, str] | None

@@ -10,76 +10,33 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from mq.connection import Connection, translate_errors
 from mq.errors import MQBrokerError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
-from mq.keys import QueueKeys, key_index_range, stream_id, timer_member
+from mq.keys import key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
-from mq.store.replication import SyncReplicas, run_synced
+from mq.store.base import ScriptCall, all_or_raise
+from mq.store.broker import BrokerOps
+from mq.store.groups import GroupOps, PullRequest, PullResult
 from mq.topic import QueueStats, TopicConfig
 
 log = logging.getLogger("mq.store")
 
+__all__ = ["PullRequest", "PullResult", "Store", "check_put_result", "decode_half", "pairs"]
 
-class Store:
-    """Typed operations on the Redis data of one namespace.
+
+class Store(GroupOps, BrokerOps):
+    """Typed operations on the Redis data of one namespace: topics and messages here, consumer groups
+    in :class:`~mq.store.groups.GroupOps`, the broker service's in :class:`~mq.store.broker.BrokerOps`.
 
     Args:
         connection: the client and key names.
         sync: with ``sync.replicas`` ≥ 1, the message writes (:meth:`put`, :meth:`put_many`,
-            :meth:`put_delayed`, :meth:`put_half`, :meth:`end_transaction`, :meth:`deliver_due`) each
-            send ``WAIT`` in the same pipeline as the write, and raise :class:`ReplicaAckTimeout`
-            (carrying the write's result) when fewer replicas confirmed in time.
+            :meth:`put_delayed`, :meth:`put_half`, :meth:`end_transaction`, :meth:`deliver_due`,
+            :meth:`check_halves`) each send ``WAIT`` in the same pipeline as the write, and raise
+            :class:`ReplicaAckTimeout` (carrying the write's result) when fewer replicas confirmed in time.
     """
-
-    def __init__(self, connection: Connection, *, sync: SyncReplicas | None = None) -> None:
-        self.conn = connection
-        self.keys = connection.keys
-        self._client = connection.client
-        self.sync = sync or SyncReplicas()
-
-    def _errors(self, doing: str) -> Any:
-        return translate_errors(self.conn.url, doing)
-
-    def write_scripts(self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]], *,
-                      sync: SyncReplicas | None = None) -> list[Any]:  # fmt: skip
-        """Run write scripts ``(name, keys, argv)`` in one pipeline (one per node on a cluster).
-
-        With replicas to wait for (``sync``, default the store's own), ``WAIT`` goes in the same
-        pipeline, and a result that fewer replicas confirmed in time comes back as a
-        :class:`ReplicaAckTimeout` carrying it. Each slot holds the result or the exception.
-        Orderly locks use it with ``sync=SyncReplicas(1, …)`` so that a lock (and each renewal) is
-        trusted only once a replica has it: a failover then cannot hand the queue to a second member
-        while the first still consumes (docs/decisions.md D23).
-        """
-        sync = sync or self.sync
-        if not sync.enabled:
-            return scripts.run_many(self._client, calls)
-        out: list[Any] = []
-        for result, acked in run_synced(self._client, calls, sync):
-            if isinstance(result, Exception) or acked >= sync.replicas:
-                out.append(result)
-            else:
-                out.append(ReplicaAckTimeout(
-                    f"stored on the master, but {acked} of {sync.replicas} replica(s) confirmed within "
-                    f"{sync.timeout_ms} ms", result=result, acked=acked, wanted=sync.replicas))  # fmt: skip
-        return out
-
-    def _write(self, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any:
-        """One write script; raises its error, or :class:`ReplicaAckTimeout` (see :meth:`write_scripts`)."""
-        if not self.sync.enabled:
-            return scripts.run(self._client, name, keys, argv)
-        result = self.write_scripts([(name, keys, argv)])[0]
-        if isinstance(result, Exception):
-            raise result
-        return result
-
-    def queue_keys(self, topic: str, queue_id: int) -> QueueKeys:
-        """The keys of one queue."""
-        return self.keys.queue(topic, queue_id)
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -317,36 +274,12 @@ class Store:
             found = pipe.execute()
         return [(qid, int(m.rpartition(b"\x1f")[2])) for qid, members in zip(queue_ids, found) for m in members]
 
-    def pull_many(self, pulls: Sequence[PullRequest]) -> list[PullResult | Exception]:
-        """Run ``pull-messages`` for several queues in one pipeline (filtering in the store)."""
-        calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
-            ("pull-messages", self.queue_keys(p.topic, p.queue_id).read(),
-             [p.offset, p.max_messages, p.max_scan, p.filter_type, p.filter_data])
-            for p in pulls
-        ]  # fmt: skip
-        with self._errors("pulling messages"):
-            replies = scripts.run_many(self._client, calls)
-        out: list[PullResult | Exception] = []
-        for p, reply in zip(pulls, replies):
-            if isinstance(reply, Exception):
-                out.append(MQBrokerError(f"pulling {p.topic!r} queue {p.queue_id} failed: {reply}"))
-                continue
-            msgs = [codec.decode(p.topic, p.queue_id, e[0], pairs(e[1])) for e in reply[2:]]
-            out.append(PullResult(msgs, int(reply[0]), int(reply[1])))
-        return out
-
     # -- offsets --------------------------------------------------------------------------------
 
     def queue_stats(self, topic: str, queue_ids: Sequence[int]) -> dict[int, QueueStats]:
         """Min/max offset and last store time of each queue."""
-        calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
-            ("queue-stats", self.queue_keys(topic, q).read(), []) for q in queue_ids
-        ]
-        with self._errors(f"reading offsets of {topic!r}"):
-            results = scripts.run_many(self._client, calls)
-            for r in results:
-                if isinstance(r, Exception):
-                    raise r
+        calls: list[ScriptCall] = [("queue-stats", self.queue_keys(topic, q).read(), []) for q in queue_ids]
+        results = all_or_raise(self._scripts(calls, f"reading offsets of {topic!r}"))
         return {q: QueueStats(int(r[0]), int(r[1]), int(r[2])) for q, r in zip(queue_ids, results)}
 
     def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
@@ -357,28 +290,6 @@ class Store:
         if result < 0:
             raise TopicNotFoundError(f"queue {queue_id} of topic {topic!r} does not exist")
         return result
-
-
-@dataclass(frozen=True)
-class PullRequest:
-    """One queue to pull from: where, how much, and the store-side filter (see pull-messages.lua)."""
-
-    topic: str
-    queue_id: int
-    offset: int
-    max_messages: int
-    max_scan: int
-    filter_type: str = ""
-    filter_data: str = ""
-
-
-@dataclass(frozen=True)
-class PullResult:
-    """What a pull found: matching messages, where to pull next, and the queue's max offset."""
-
-    messages: list[MessageExt]
-    next_offset: int
-    max_offset: int
 
 
 def decode_half(topic: str, queue_id: int, half_id: str, fields: dict[bytes, bytes]) -> MessageExt:
