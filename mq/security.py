@@ -32,6 +32,10 @@ CLIENT_COMMANDS = (
 )  # fmt: skip
 #: Connection housekeeping redis-py performs (handshake, health checks, cluster topology).
 CONNECTION_COMMANDS = ("auth", "hello", "ping", "client|setname", "cluster|slots", "cluster|shards")
+#: Read-only probes of the store checks (``mq doctor``, and the broker service once at start). In no
+#: role: ``CONFIG GET`` can read passwords. Without them a check says "unknown" (and Redis's ACL LOG
+#: records the refused probe); run ``mq doctor`` as an admin to see everything.
+CHECK_COMMANDS = ("info", "config|get", "acl|whoami", "acl|dryrun", "command|info", "cluster|info")
 #: Extra commands of the admin role.
 ADMIN_COMMANDS = ("unlink",)
 

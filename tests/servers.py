@@ -307,10 +307,30 @@ class RedisClusterProcs:
             if done.returncode != 0:
                 raise RuntimeError(f"redis-cli --cluster create failed:\n{done.stdout}\n{done.stderr}")
             self.wait_ok()
+            if self.replicas:
+                self.wait_replicated()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def wait_replicated(self, timeout_s: float = 10.0) -> None:
+        """Write a probe key on each master and ``WAIT`` until its replicas acknowledge it, so the first
+        ``sync_replicas`` write of a test does not race the replicas' first acknowledgements."""
+        with self.client(retry=NO_RETRY, socket_timeout=timeout_s + 1) as rc:
+            probes: dict[str, str] = {}
+            for i in range(1000):
+                node = rc.get_node_from_key(f"probe:{i}")
+                probes.setdefault(node.name, f"probe:{i}")
+                if len(probes) == self.masters:
+                    break
+            for name, key in probes.items():
+                host, _, port = name.rpartition(":")
+                with redis.Redis(host=host, port=int(port), socket_timeout=timeout_s + 1) as c:
+                    c.set(key, "1")
+                    acked = int(c.execute_command("WAIT", self.replicas, int(timeout_s * 1000)))
+                    if acked < self.replicas:
+                        raise TimeoutError(f"the replicas of {name} did not acknowledge a write within {timeout_s} s")
 
     def _node_ok(self, node: RedisServer) -> bool:
         """Whether ``node`` reports the cluster ok, with every master known and every slot served and healthy."""
@@ -510,8 +530,13 @@ class SentinelProcs:
         return True
 
     def wait_ready(self, timeout_s: float | None = None) -> None:
-        """Wait until the master has its replicas and every sentinel knows them all and the other sentinels."""
+        """Wait until the master has its replicas and every sentinel knows them all and the other sentinels,
+        and the replicas acknowledge a write (``WAIT``)."""
         wait_until(self._ready, timeout_s or self.READY_TIMEOUT_S, "the sentinel topology to be ready")
+        with self.master.client(socket_timeout=11) as c:
+            c.set("probe", "1")
+            if int(c.execute_command("WAIT", len(self.servers) - 1, 10_000)) < len(self.servers) - 1:
+                raise TimeoutError("the replicas did not acknowledge a write within 10 s")
 
     def start(self) -> SentinelProcs:
         """Start data servers, then sentinels, and wait until the topology is whole."""
