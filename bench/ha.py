@@ -13,13 +13,10 @@ and ``bench/results/ha.json``.
 
 from __future__ import annotations
 
-import argparse
-import json
-import pathlib
 import statistics
 from collections.abc import Callable
 
-from bench.producer import BODY, rate
+from bench.producer import BODY, rate, rounds_main
 from mq import Admin, Message, Producer, SendStatus
 from tests.servers import SentinelProcs
 
@@ -78,18 +75,7 @@ def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=5_000, help="messages per case and round")
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    result = run(args.n, args.rounds)
-    for name, value in result["rates_per_s"].items():
-        print(f"{name:20} {value:>10,.0f} msg/s")
-    for name, value in result["ratios"].items():
-        print(f"{name:34} {value:5.2f}x")
-    out = pathlib.Path(__file__).parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "ha.json").write_text(json.dumps({"n": args.n, "rounds": args.rounds, **result}, indent=2))
+    rounds_main(__doc__ or "", run, "ha", 5_000)
 
 
 if __name__ == "__main__":

@@ -90,19 +90,25 @@ def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=20_000, help="messages per case and round")
+def rounds_main(doc: str, run_rounds: Callable[[int, int], dict[str, dict[str, float]]], name: str, default_n: int) -> None:
+    """The command line of a rates-and-ratios benchmark: ``-n``, ``--rounds``; prints the rates and ratios
+    and writes ``bench/results/<name>.json``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("-n", type=int, default=default_n, help="messages per case and round")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    result = run(args.n, args.rounds)
-    for name, value in result["rates_per_s"].items():
-        print(f"{name:20} {value:>10,.0f} msg/s")
-    for name, value in result["ratios"].items():
-        print(f"{name:34} {value:5.2f}x")
+    result = run_rounds(args.n, args.rounds)
+    for case, value in result["rates_per_s"].items():
+        print(f"{case:20} {value:>10,.0f} msg/s")
+    for ratio, value in result["ratios"].items():
+        print(f"{ratio:34} {value:5.2f}x")
     out = pathlib.Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
-    (out / "producer.json").write_text(json.dumps({"n": args.n, "rounds": args.rounds, **result}, indent=2))
+    (out / f"{name}.json").write_text(json.dumps({"n": args.n, "rounds": args.rounds, **result}, indent=2))
+
+
+def main() -> None:
+    rounds_main(__doc__ or "", run, "producer", 20_000)
 
 
 if __name__ == "__main__":

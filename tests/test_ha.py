@@ -158,25 +158,32 @@ def _send_through(producer: Producer, topic: str, seconds: float, on_result: Cal
         i += 1
 
 
+def _fail_over_under_load(producer: Producer, topic: str,
+                          fail_over: Callable[[], object]) -> tuple[list[tuple[str, float, float]], float]:  # fmt: skip
+    """Send from a thread for 8 s while ``fail_over()`` kills a master and waits for its successor;
+    returns each send's ``(outcome, seconds it took, when it ended)`` and when the kill began."""
+    outcomes: list[tuple[str, float, float]] = []
+    sender = threading.Thread(target=_send_through, args=(producer, topic, 8.0,
+                                                          lambda what, took: outcomes.append((what, took, time.monotonic()))))
+    sender.start()
+    time.sleep(0.5)
+    killed_at = time.monotonic()
+    fail_over()
+    sender.join(30)
+    assert not sender.is_alive()
+    assert max(took for _, took, _ in outcomes) < 3.0 + 1.5  # the send budget (3 s) plus a reply timeout margin
+    return outcomes, killed_at
+
+
 def test_sentinel_failover_sends_never_hang_and_everything_works_after(sentinel: SentinelProcs, namespace: str) -> None:
     url = sentinel.url
     Admin(url, namespace).create_topic("t", read_queues=2, write_queues=2)
     seen: list[bytes] = []
-    outcomes: list[tuple[str, float, float]] = []
     with _collecting_consumer(url, namespace, "t", seen), Producer("p", url, namespace=namespace) as producer:
         producer.send(Message("t", b"before"))
         wait_for(lambda: b"before" in seen, 15, "the first message consumed")
-        sender = threading.Thread(target=_send_through, args=(producer, "t", 8.0,
-                                                              lambda what, took: outcomes.append((what, took, time.monotonic()))))
-        sender.start()
-        time.sleep(0.5)
         old = sentinel.master.port
-        sentinel.kill_master()
-        killed_at = time.monotonic()
-        sentinel.wait_failover(old)
-        sender.join(30)
-        assert not sender.is_alive()
-        assert max(took for _, took, _ in outcomes) < 3.0 + 1.5  # the send budget (3 s) plus a reply timeout margin
+        outcomes, killed_at = _fail_over_under_load(producer, "t", lambda: (sentinel.kill_master(), sentinel.wait_failover(old)))
         assert any(what == "error" for what, _, at in outcomes if at > killed_at)  # the failover was felt
         first_ok = min(at for what, _, at in outcomes if what == "ok" and at > killed_at)
         assert first_ok - killed_at < 15
@@ -251,20 +258,11 @@ def test_cluster_failover_is_followed_without_restart(replicated_cluster: RedisC
     url = cluster.url
     Admin(url, namespace).create_topic("t", read_queues=6, write_queues=6)
     seen: list[bytes] = []
-    outcomes: list[tuple[str, float, float]] = []
     with _collecting_consumer(url, namespace, "t", seen), Producer("p", url, namespace=namespace, sync_replicas=1) as synced, \
             Producer("p0", url, namespace=namespace) as plain:  # fmt: skip
         synced.send(Message("t", b"before"))
         wait_for(lambda: b"before" in seen, 20, "the first message consumed")
-        sender = threading.Thread(target=_send_through, args=(plain, "t", 8.0,
-                                                              lambda what, took: outcomes.append((what, took, time.monotonic()))))
-        sender.start()
-        time.sleep(0.5)
-        successor = cluster.kill_master(cluster.masters - 1)
-        cluster.wait_promoted(successor)
-        sender.join(30)
-        assert not sender.is_alive()
-        assert max(took for _, took, _ in outcomes) < 3.0 + 1.5
+        _fail_over_under_load(plain, "t", lambda: cluster.wait_promoted(cluster.kill_master(cluster.masters - 1)))
         # every queue takes sends again, on the plain and the synced producer (the promoted master has no
         # replica now: synced sends to it are stored but not confirmed)
         # A client that was idle meets the dead node once: that call fails fast (MQBrokerError) and
