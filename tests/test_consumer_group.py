@@ -155,7 +155,7 @@ def test_killed_member_redelivers_at_most_one_pull_batch_per_queue(redis_server,
     sender = threading.Thread(target=produce)
     sender.start()
     try:
-        time.sleep(4)
+        time.sleep(8)  # the kill lands late in a 5 s persist interval: what an interval-only commit would lose most
         victim = procs[0]
         held = victim.assigned() or set()
         victim.kill()
