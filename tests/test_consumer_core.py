@@ -285,3 +285,24 @@ def test_bad_group_configs_are_refused_before_anything_is_written(redis_server, 
     assert admin.delete_group("cfg") is False
     with pytest.raises(MQClientError):
         admin.group_config("cfg")
+
+
+def test_retry_due_times_follow_the_servers_clock_not_a_skewed_host(
+    backend_url: str, namespace: str, admin: Admin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mq.consumer.retry import SendBack, retry_topic
+
+    admin.create_topic("K", read_queues=1, write_queues=1)
+    _fill(backend_url, namespace, "K", 1)
+    store = Store(Connection(backend_url, namespace))
+    msg = store.read("K", 0, 0, 1)[0]
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600)  # this host runs an hour ahead
+    SendBack(store, "kg", 16).send_back(msg, delay_level=1)  # level 1 = 1 s
+    monkeypatch.undo()
+    timer = store.queue_keys(retry_topic("kg"), 0).timer
+    client = raw_client(backend_url)
+    [(_, due)] = client.zrange(timer, 0, -1, withscores=True)
+    server_ms = store.server_time_ms()
+    client.close()
+    assert 0 <= due - server_ms <= 1500, due - server_ms  # one second ahead of the server, not an hour
