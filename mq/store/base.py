@@ -35,7 +35,8 @@ class StoreBase:
         """The Redis server's clock, epoch ms (``TIME``; on a cluster, the node serving the namespace's keys)."""
         with self._errors("reading the server time"):
             if self.conn.kind == "cluster":
-                seconds, micros = self._client.execute_command("TIME", target_nodes=self._client.get_node_from_key(self.keys.config))
+                node = self._client.get_node_from_key(self.keys.config)
+                seconds, micros = self._client.execute_command("TIME", target_nodes=node)
             else:
                 seconds, micros = self._client.time()
         return int(seconds) * 1000 + int(micros) // 1000
