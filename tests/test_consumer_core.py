@@ -128,13 +128,16 @@ def test_undecodable_entries_are_skipped_by_every_consumer(
     good = _with_bad_entries(backend_url, namespace, "U")
     got: list[bytes] = []
     with caplog.at_level(logging.ERROR, logger="mq.store"):
-        push = PushConsumer("u-push", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+        first = ConsumeFromWhere.FIRST_OFFSET
+        push = PushConsumer("u-push", backend_url, namespace=namespace, consume_from_where=first)
         push.subscribe("U")
-        push.register_message_listener(lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+        push.register_message_listener(
+            lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        )
         with push:
             wait_for(lambda: sorted(got) == sorted(good), 15, "push consumer got the ten good ones")
         pulled: list[bytes] = []
-        pc = PullConsumer("u-pull", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+        pc = PullConsumer("u-pull", backend_url, namespace=namespace, consume_from_where=first)
         pc.subscribe("U")
         with pc:
             deadline = time.monotonic() + 15
@@ -162,7 +165,8 @@ def test_a_consumer_that_lost_its_queue_never_moves_the_new_owners_offset_back(
     got: list[int] = []
     consumer = PushConsumer("lg", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
     consumer.subscribe("L")
-    consumer.register_message_listener(lambda msgs, ctx: got.extend(m.queue_offset for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    ok = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    consumer.register_message_listener(lambda msgs, ctx: got.extend(m.queue_offset for m in msgs) or ok)
     store = Store(Connection(backend_url, namespace))
     q = MessageQueue("L", "broker-a", 0)
     client = raw_client(backend_url)
@@ -202,7 +206,8 @@ def test_group_pause_and_resume_reach_push_pull_and_simple_consumers(backend_url
     pushed: list[bytes] = []
     push = PushConsumer("g-push", backend_url, namespace=namespace)
     push.subscribe("G")
-    push.register_message_listener(lambda msgs, ctx: pushed.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    ok = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    push.register_message_listener(lambda msgs, ctx: pushed.extend(m.body for m in msgs) or ok)
     pull = PullConsumer("g-pull", backend_url, namespace=namespace)
     pull.subscribe("G")
     simple = SimpleConsumer("g-simple", backend_url, namespace=namespace, subscriptions={"G": "*"}, await_duration_s=0.5)
@@ -215,26 +220,27 @@ def test_group_pause_and_resume_reach_push_pull_and_simple_consumers(backend_url
             received.append(v.body)
             simple.ack(v)
 
-    with push, pull, simple:
-        with Producer("p", backend_url, namespace=namespace) as producer:
-            producer.send(Message("G", b"before"))
-            wait_for(lambda: (drain_pull_and_simple(), b"before" in pushed and b"before" in pulled and b"before" in received)[1],
-                     15, "the first message everywhere")  # fmt: skip
-            for group in ("g-push", "g-pull", "g-simple"):
-                admin.update_group(group, consume_enable=False)
-            time.sleep(2.5)  # one heartbeat (1 s) and a margin
-            producer.send(Message("G", b"paused"))
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:
-                drain_pull_and_simple()
-            assert b"paused" not in pushed + pulled + received
-            for group in ("g-push", "g-pull", "g-simple"):
-                admin.update_group(group, consume_enable=True)
-            wait_for(lambda: (drain_pull_and_simple(), b"paused" in pushed and b"paused" in pulled and b"paused" in received)[1],
-                     15, "the paused message after resume")  # fmt: skip
+    with push, pull, simple, Producer("p", backend_url, namespace=namespace) as producer:
+        producer.send(Message("G", b"before"))
+        wait_for(lambda: (drain_pull_and_simple(), b"before" in pushed and b"before" in pulled and b"before" in received)[1],
+                 15, "the first message everywhere")  # fmt: skip
+        for group in ("g-push", "g-pull", "g-simple"):
+            admin.update_group(group, consume_enable=False)
+        time.sleep(2.5)  # one heartbeat (1 s) and a margin
+        producer.send(Message("G", b"paused"))
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            drain_pull_and_simple()
+        assert b"paused" not in pushed + pulled + received
+        for group in ("g-push", "g-pull", "g-simple"):
+            admin.update_group(group, consume_enable=True)
+        wait_for(lambda: (drain_pull_and_simple(), b"paused" in pushed and b"paused" in pulled and b"paused" in received)[1],
+                 15, "the paused message after resume")  # fmt: skip
 
 
-def test_simple_consumer_of_a_first_offset_group_starts_at_the_first_message(backend_url: str, namespace: str, admin: Admin) -> None:
+def test_simple_consumer_of_a_first_offset_group_starts_at_the_first_message(
+    backend_url: str, namespace: str, admin: Admin
+) -> None:
     admin.create_topic("F", read_queues=2, write_queues=2)
     _fill(backend_url, namespace, "F", 5)
     admin.create_group("fresh", consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
@@ -279,3 +285,24 @@ def test_bad_group_configs_are_refused_before_anything_is_written(redis_server, 
     assert admin.delete_group("cfg") is False
     with pytest.raises(MQClientError):
         admin.group_config("cfg")
+
+
+def test_retry_due_times_follow_the_servers_clock_not_a_skewed_host(
+    backend_url: str, namespace: str, admin: Admin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mq.consumer.retry import SendBack, retry_topic
+
+    admin.create_topic("K", read_queues=1, write_queues=1)
+    _fill(backend_url, namespace, "K", 1)
+    store = Store(Connection(backend_url, namespace))
+    msg = store.read("K", 0, 0, 1)[0]
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600)  # this host runs an hour ahead
+    SendBack(store, "kg", 16).send_back(msg, delay_level=1)  # level 1 = 1 s
+    monkeypatch.undo()
+    timer = store.queue_keys(retry_topic("kg"), 0).timer
+    client = raw_client(backend_url)
+    [(_, due)] = client.zrange(timer, 0, -1, withscores=True)
+    server_ms = store.server_time_ms()
+    client.close()
+    assert 0 <= due - server_ms <= 1500, due - server_ms  # one second ahead of the server, not an hour
