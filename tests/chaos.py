@@ -150,7 +150,7 @@ class Chaos(LoadRun):
     @property
     def url(self) -> str:
         """The AOF server's URL."""
-        return self.url
+        return self.redis.url
 
     # -- the run --------------------------------------------------------------------------------
 
