@@ -193,7 +193,10 @@ def check(url: str | None, namespace: str = "mq", *, acl_user: str | None = None
             except REDIS_ERRORS as e:  # one master down: say so, check the others
                 out.append(Finding(FAIL, f"reachable{where}", f"no answer: {e}"))
         if reachable:
-            out.append(_acl(health, reachable[0], namespace, acl_user))
+            try:
+                out.append(_acl(health, reachable[0], namespace, acl_user))
+            except REDIS_ERRORS as e:
+                out.append(Finding(WARN, "acl", f"unknown ({e})"))
         return out
     finally:
         conn.close()

@@ -139,7 +139,7 @@ class BrokerService:
 
         try:
             log_findings(check(self._conn.url, self._conn.namespace), log, self._conn.url)
-        except MQError as e:
+        except Exception as e:  # a check never keeps the service from starting
             log.warning("store checks could not run: %s", e)
 
     def _snapshot(self) -> None:
