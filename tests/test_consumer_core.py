@@ -306,3 +306,39 @@ def test_retry_due_times_follow_the_servers_clock_not_a_skewed_host(
     server_ms = store.server_time_ms()
     client.close()
     assert 0 <= due - server_ms <= 1500, due - server_ms  # one second ahead of the server, not an hour
+
+
+def test_reset_offset_reaches_running_members_and_refuses_unknown_groups(backend_url: str, namespace: str, admin: Admin) -> None:
+    admin.create_topic("R", read_queues=2, write_queues=2)
+    _fill(backend_url, namespace, "R", 20, queue=0)
+    _fill(backend_url, namespace, "R", 20, queue=1)
+    got: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            got.extend((m.queue_id, m.queue_offset) for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("rg", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("R")
+    consumer.register_message_listener(listener)
+    with consumer:
+        wait_for(lambda: len(got) >= 40, 15, "everything consumed once")
+        wait_for(lambda: all(p.consumer_offset == 20 for p in admin.consumer_progress("rg", "R")), 15, "offsets at 20")
+        with lock:
+            got.clear()
+        admin.reset_offset_by_time("rg", "R", 0)  # back to the start of both queues, while running
+        wait_for(lambda: len(got) >= 40, 15, "the running member to consume again from the reset offsets")
+        assert sorted(set(got)) == [(q, o) for q in (0, 1) for o in range(20)]
+        with lock:
+            got.clear()
+        q1 = MessageQueue("R", "broker-a", 1)
+        assert admin.reset_offset("rg", q1, 15) == 15
+        wait_for(lambda: len(got) >= 5, 15, "the tail of queue 1 again")
+        assert sorted(set(got)) == [(1, o) for o in range(15, 20)]
+        wait_for(lambda: all(p.consumer_offset == 20 for p in admin.consumer_progress("rg", "R")), 15, "committed again")
+    with pytest.raises(MQClientError, match="unknown group"):
+        admin.reset_offset_by_time("rg-typo", "R", 0)
+    assert "rg-typo" not in admin.groups()
+    assert admin.reset_offset_by_time("rg-typo", "R", 0, force=True)
