@@ -1,4 +1,4 @@
-"""``mq send`` and ``mq query``: one message in, messages out."""
+"""``mq send``, ``mq query`` and ``mq msg``: one message in, messages out."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 
-from mq.cli.common import Commands, add_leaf, admin, message_dict, warn_if_memory
+from mq.admin import MAX_RANGE_READ
+from mq.cli.common import Commands, add_leaf, admin, message_dict, parse_property, print_json_lines, warn_if_memory
 from mq.message import Message
 from mq.producer import Producer, SelectMessageQueueByHash
+from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 
 #: Messages ``mq query --key`` prints unless told otherwise.
 DEFAULT_QUERY_MAX = 64
@@ -22,7 +24,13 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     send.add_argument("--tags", default=None, help="the message's tag (default: none)")
     send.add_argument("--keys", default=None, help="business keys, separated by spaces (default: none)")
     send.add_argument(
-        "--property", "-p", action="append", default=[], metavar="NAME=VALUE", help="a user property, repeatable (default: none)"
+        "--property",
+        "-p",
+        action="append",
+        type=parse_property,
+        default=[],
+        metavar="NAME=VALUE",
+        help="a user property, repeatable (default: none)",
     )
     send.add_argument(
         "--sharding-key",
@@ -43,9 +51,43 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         help="most messages printed for --key (default: %(default)s)",
     )
 
+    msg = add_leaf(
+        commands,
+        "msg",
+        _msg,
+        "print messages by queue and offset range [mqadmin queryMsgByOffset/printMsg], or by id; one JSON object a line",
+        common,
+        epilog="examples: mq msg orders --queue 0 --from 10 --to 20; mq msg --id ID; mq msg orders --id ID",
+    )
+    msg.add_argument("topic", nargs="?", default=None, help="the topic (needed with --queue; optional with --id)")
+    msg.add_argument(
+        "--id",
+        dest="msg_id",
+        default=None,
+        help="print every stored copy of this message id; without TOPIC every topic's id index is searched "
+        "(one lookup per queue of the namespace, retry and dead-letter topics included) (default: by offset)",
+    )
+    msg.add_argument("--queue", type=int, default=None, help="queue id, with --from/--to (default: none; needed without --id)")
+    msg.add_argument("--from", type=int, default=0, dest="start", help="first offset printed (default: %(default)s)")
+    msg.add_argument(
+        "--to",
+        type=int,
+        default=None,
+        dest="end",
+        help="offset where printing stops, not printed: the range is half-open [from, to) (default: the queue's max offset)",
+    )
+    msg.add_argument(
+        "--max",
+        type=int,
+        default=64,
+        dest="max_num",
+        help=f"most messages printed, up to {MAX_RANGE_READ} (default: %(default)s)",
+    )
+
 
 def _send(args: argparse.Namespace) -> int:
-    props = dict(p.split("=", 1) for p in args.property if "=" in p)
+    warn_if_memory(args.url, writes=True)
+    props = dict(args.property)
     msg = Message(args.topic, args.body.encode(), tags=args.tags, keys=args.keys, properties=props)
     with Producer("mq-cli", args.url, namespace=args.namespace) as producer:
         selector = SelectMessageQueueByHash() if args.sharding_key else None
@@ -68,3 +110,27 @@ def _query(args: argparse.Namespace) -> int:
         print("no message found", file=sys.stderr)
         return 1
     return 0
+
+
+def _msg(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url)
+    if args.msg_id is None and (args.topic is None or args.queue is None):
+        print("mq: error: give TOPIC --queue N [--from A] [--to B], or --id ID [TOPIC]", file=sys.stderr)
+        return 2
+    with admin(args) as a:
+        if args.msg_id is not None:
+            messages = a.find_message(args.msg_id, args.topic)
+        else:
+            end = args.end
+            if end is None:
+                end = a.topic_status(args.topic)[_queue(args.topic, args.queue)].max_offset
+            messages = a.messages(args.topic, args.queue, args.start, max(end, args.start), max_num=args.max_num)
+    print_json_lines(messages)
+    if not messages:
+        print("no message found", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _queue(topic: str, queue_id: int) -> MessageQueue:
+    return MessageQueue(topic, DEFAULT_BROKER_NAME, queue_id)
