@@ -345,11 +345,14 @@ class Admin:
         """Whether ``topic`` exists (``mq topic create`` says "created" or "updated" by it)."""
         return self._store.topic(check_topic(topic)) is not None
 
-    def messages(self, topic: str, queue_id: int, start: int, end: int, *, max_num: int = MAX_RANGE_READ) -> list[MessageExt]:
+    def messages(
+        self, topic: str, queue_id: int, start: int, end: int | None = None, *, max_num: int = MAX_RANGE_READ
+    ) -> list[MessageExt]:
         """The messages of one queue at offsets ``[start, end)`` (half-open), oldest first
         [mqadmin ``queryMsgByOffset`` / ``printMsg``]. Offsets already removed by retention are skipped.
 
         Args:
+            end: None reads to the queue's max offset (the next message's).
             max_num: at most this many, the first ones (1..``MAX_RANGE_READ``).
 
         Raises:
@@ -359,6 +362,8 @@ class Admin:
         config = self._require(topic)
         if not isinstance(queue_id, int) or not 0 <= queue_id < config.queue_count:
             raise MQClientError(f"topic {topic!r} has queues 0..{config.queue_count - 1}, not {queue_id!r}")
+        if end is None:
+            end = max(start, self._store.queue_stats(topic, [queue_id])[queue_id].max_offset) if isinstance(start, int) else 0
         if not isinstance(start, int) or not isinstance(end, int) or not 0 <= start <= end:
             raise MQClientError(f"need offsets 0 <= start <= end, got start={start!r} end={end!r}")
         if not isinstance(max_num, int) or not 1 <= max_num <= MAX_RANGE_READ:
@@ -400,12 +405,14 @@ class Admin:
 
     def delete_namespace(self) -> int:
         """Delete every key of this namespace (topics and their messages, groups, offsets, settings);
-        returns how many keys were removed. Topics go through :meth:`delete_topic` and group configs
+        returns how many keys the namespace had. Topics go through :meth:`delete_topic` and group configs
         through :meth:`delete_group`; what is left is found by ``SCAN MATCH`` on the namespace's hash-tag
         prefixes. Stop the namespace's producers, consumers and broker services first, or they write
         their keys again."""
+        had = sum(1 for _ in self._store.namespace_keys())
         for config in self._store.topics():
             self._store.delete_topic(config.name)
         for group in self.groups():
             self._store.delete_group_config(group)
-        return self._store.drop_namespace()
+        self._store.drop_namespace()
+        return had

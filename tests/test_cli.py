@@ -45,7 +45,7 @@ def test_topic_send_query_round_trip(redis_server, namespace: str, capsys: pytes
     assert "cli" in capsys.readouterr().out
     assert main(["topic", "status", "cli", *common]) == 0
     status = capsys.readouterr().out.splitlines()
-    assert status[0].split() == ["QUEUE", "MIN", "MAX", "STORED", "LAST_STORE_MS"]
+    assert status[0].split() == ["QUEUE", "MIN", "MAX", "STORED", "LAST_STORE_TIME"]
     assert sum(int(line.split()[3]) for line in status[1:]) == 1
 
     assert main(["topic", "update", "cli", "--write-queues", "2", *common]) == 0
@@ -213,7 +213,8 @@ def leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Itera
 
 def test_every_command_and_option_has_help_with_its_default() -> None:
     commands = dict(leaves(build_parser()))
-    assert {"mq demo", "mq topic create", "mq group reset-offset", "mq dlq resend", "mq tx list", "mq broker"} <= set(commands)
+    assert {"mq demo", "mq topic create", "mq group reset-offset", "mq dlq resend", "mq tx list", "mq broker", "mq msg",
+            "mq stats"} <= set(commands)
     for command, parser in commands.items():
         assert callable(parser.get_default("func")), f"{command} has no handler"
         options = {s for a in parser._actions for s in a.option_strings}

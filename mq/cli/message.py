@@ -10,7 +10,6 @@ from mq.admin import MAX_RANGE_READ
 from mq.cli.common import Commands, add_leaf, admin, message_dict, parse_property, print_json_lines, warn_if_memory
 from mq.message import Message
 from mq.producer import Producer, SelectMessageQueueByHash
-from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 
 #: Messages ``mq query --key`` prints unless told otherwise.
 DEFAULT_QUERY_MAX = 64
@@ -121,16 +120,10 @@ def _msg(args: argparse.Namespace) -> int:
         if args.msg_id is not None:
             messages = a.find_message(args.msg_id, args.topic)
         else:
-            end = args.end
-            if end is None:
-                end = a.topic_status(args.topic)[_queue(args.topic, args.queue)].max_offset
-            messages = a.messages(args.topic, args.queue, args.start, max(end, args.start), max_num=args.max_num)
+            messages = a.messages(args.topic, args.queue, args.start, args.end, max_num=args.max_num)
     print_json_lines(messages)
     if not messages:
         print("no message found", file=sys.stderr)
         return 1
     return 0
 
-
-def _queue(topic: str, queue_id: int) -> MessageQueue:
-    return MessageQueue(topic, DEFAULT_BROKER_NAME, queue_id)

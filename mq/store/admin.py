@@ -4,7 +4,7 @@ stats snapshots (``Admin.stats`` rates), and removing every key of a namespace (
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from mq.store.base import StoreBase, all_or_raise, chunks
@@ -21,8 +21,9 @@ class AdminOps(StoreBase):
         (one ``HGET`` per queue, pipelined in batches of :data:`BATCH`)."""
         found: list[tuple[str, int, int]] = []
         for batch in chunks(queues, BATCH):
-            replies = all_or_raise(self._pipeline(lambda p, b=batch: [p.hget(self.queue_keys(t, q).ids, msg_id) for t, q in b],
-                                                  f"looking up msg id {msg_id!r}"))  # fmt: skip
+            lookups = [self.queue_keys(t, q).ids for t, q in batch]
+            build = _each(lookups, lambda p, key: p.hget(key, msg_id))
+            replies = all_or_raise(self._pipeline(build, f"looking up msg id {msg_id!r}"))
             found += [(t, q, int(off)) for (t, q), off in zip(batch, replies) if off is not None]
         return found
 
@@ -46,6 +47,16 @@ class AdminOps(StoreBase):
         keys = sorted(set(self.namespace_keys()))
         deleted = 0
         for batch in chunks(keys, BATCH):
-            replies = all_or_raise(self._pipeline(lambda p, b=batch: [p.delete(k) for k in b], "deleting the namespace"))
+            replies = all_or_raise(self._pipeline(_each(batch, lambda p, key: p.delete(key)), "deleting the namespace"))
             deleted += sum(int(r) for r in replies)
         return deleted
+
+
+def _each(keys: Sequence[str], command: Callable[[Any, str], object]) -> Callable[[Any], None]:
+    """A pipeline builder that queues ``command(pipe, key)`` for each of ``keys``."""
+
+    def build(pipe: Any) -> None:
+        for key in keys:
+            command(pipe, key)
+
+    return build
