@@ -281,21 +281,21 @@ def test_stats_rates_with_a_real_broker_service(redis_server, namespace: str, ca
 # -- removing a namespace -------------------------------------------------------------------------
 
 
-def test_delete_namespace_removes_every_key_of_it_and_no_other(redis_server, namespace: str) -> None:
-    url = redis_server.url
+def test_delete_namespace_removes_every_key_of_it_and_no_other(backend_url: str, namespace: str) -> None:
     neighbour = namespace + "x"  # a namespace whose name starts with this one's
     for ns in (namespace, neighbour):
-        with Admin(url, ns) as admin:
-            admin.create_topic("dn", read_queues=2, write_queues=2)
+        with Admin(backend_url, ns) as admin:
+            admin.create_topic("dn", read_queues=4, write_queues=4)  # queues spread over a cluster's masters
             admin.create_group("dng")
-        with Producer("p", url, namespace=ns) as producer:
-            producer.send(Message("dn", b"x", keys=["k"]))
-    client = redis_server.client()
-    mine = [k for k in client.scan_iter() if k.decode().startswith((f"{{{namespace}}}", f"{{{namespace}:"))]
-    theirs = sorted(k for k in client.scan_iter() if k.decode().startswith((f"{{{neighbour}}}", f"{{{neighbour}:")))
-    assert mine and theirs
-    with Admin(url, namespace) as admin:
-        assert admin.delete_namespace() >= 1
-        assert admin.topics() == [] and not admin.topic_exists("dn")
-    assert not [k for k in client.scan_iter() if k.decode().startswith((f"{{{namespace}}}", f"{{{namespace}:"))]
-    assert sorted(k for k in client.scan_iter() if k.decode().startswith((f"{{{neighbour}}}", f"{{{neighbour}:"))) == theirs
+        with Producer("p", backend_url, namespace=ns) as producer:
+            for _ in range(8):
+                producer.send(Message("dn", b"x", keys=["k"]))
+    with Admin(backend_url, namespace) as admin, Admin(backend_url, neighbour) as other:
+        mine, theirs = set(admin._store.namespace_keys()), set(other._store.namespace_keys())
+        assert mine and theirs and not mine & theirs
+        assert all(k.startswith((f"{{{namespace}}}", f"{{{namespace}:")) for k in mine)
+        assert {k.split(":")[1] for k in mine if k.startswith(f"{{{namespace}:dn:")} == {"dn"}
+        assert len({k.split("}")[0] for k in mine if ":dn:" in k}) == 4  # every queue's keys were found
+        assert admin.delete_namespace() == len(mine)
+        assert set(admin._store.namespace_keys()) == set() and admin.topics() == []
+        assert set(other._store.namespace_keys()) == theirs and len(other.query_messages_by_key("dn", "k")) == 8
