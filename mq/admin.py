@@ -416,3 +416,7 @@ class Admin:
             self._store.delete_group_config(group)
         self._store.drop_namespace()
         return had
+
+    def namespace_empty(self) -> bool:
+        """Whether no key of this namespace exists (``SCAN MATCH`` until the first one)."""
+        return next(self._store.namespace_keys(), None) is None

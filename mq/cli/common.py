@@ -26,8 +26,11 @@ Handler: TypeAlias = Callable[[argparse.Namespace], int]
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def connection_options() -> argparse.ArgumentParser:
-    """The parent parser of every leaf: ``--url`` and ``--namespace``."""
+def connection_options(
+    *, namespace_default: str | None = "mq", namespace_help: str = "key prefix of the deployment (default: %(default)s)"
+) -> argparse.ArgumentParser:
+    """The parent parser of every leaf: ``--url`` and ``--namespace`` (a command with a namespace of
+    its own, ``mq demo``, passes its default and help)."""
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("connection")
     group.add_argument(
@@ -36,7 +39,7 @@ def connection_options() -> argparse.ArgumentParser:
         help="store URL: redis://, rediss://, redis+cluster:// or memory:// (default: $MQ_URL, "
         "else memory://, an in-process store that lives as long as the command)",
     )
-    group.add_argument("--namespace", default="mq", help="key prefix of the deployment (default: %(default)s)")
+    group.add_argument("--namespace", default=namespace_default, help=namespace_help)
     return common
 
 
