@@ -299,3 +299,15 @@ def test_delete_namespace_removes_every_key_of_it_and_no_other(backend_url: str,
         assert admin.delete_namespace() == len(mine)
         assert set(admin._store.namespace_keys()) == set() and admin.topics() == []
         assert set(other._store.namespace_keys()) == theirs and len(other.query_messages_by_key("dn", "k")) == 8
+
+
+def test_the_stats_history_keeps_only_its_last_seconds(redis_server, namespace: str) -> None:
+    with Admin(redis_server.url, namespace) as admin:
+        store = admin._store
+        for at_ms in (1_000, 1_500, 2_500, 4_000):
+            store.save_stats({"taken_at_ms": at_ms, "topic_messages": {"t": at_ms}}, history_s=2.0)
+        assert [s["taken_at_ms"] for s in store.stats_history(0)] == [2_500, 4_000]  # 1 000 and 1 500: > 2 s older
+        assert [s["taken_at_ms"] for s in store.stats_history(3_000)] == [4_000]
+        assert store.stats() == {"taken_at_ms": 4_000, "topic_messages": {"t": 4_000}}
+        store.save_stats({"taken_at_ms": 9_000})  # no history asked: the snapshot only
+        assert [s["taken_at_ms"] for s in store.stats_history(0)] == [2_500, 4_000]

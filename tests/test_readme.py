@@ -38,8 +38,9 @@ def test_the_readme_snippets_run_as_written_and_print_what_it_says() -> None:
     text = README.read_text()
     program = "\n".join(python_blocks(text))
     with RedisServer() as server:
-        result = subprocess.run([sys.executable, "-c", program.replace(README_URL, server.url)], capture_output=True,
-                                text=True, timeout=RUN_TIMEOUT_S, cwd=README.parent, env={**os.environ, "MQ_URL": ""})  # fmt: skip
+        code = program.replace(README_URL, server.url)
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                                cwd=README.parent, env={**os.environ, "MQ_URL": ""})  # fmt: skip
         assert result.returncode == 0, result.stderr
         printed = result.stdout.splitlines()
     said = text_blocks(text)[0].splitlines()  # the README's "prints" block: same lines, ids and queues differ

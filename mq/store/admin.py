@@ -42,12 +42,12 @@ class AdminOps(StoreBase):
                     yield key.decode() if isinstance(key, bytes) else str(key)
 
     def drop_namespace(self) -> int:
-        """Delete every key of the namespace; returns how many were deleted. Clients still running in
-        the namespace write their keys again: stop them first."""
+        """Delete (``UNLINK``) every key of the namespace; returns how many were deleted. Clients still
+        running in the namespace write their keys again: stop them first."""
         keys = sorted(set(self.namespace_keys()))
         deleted = 0
         for batch in chunks(keys, BATCH):
-            replies = all_or_raise(self._pipeline(_each(batch, lambda p, key: p.delete(key)), "deleting the namespace"))
+            replies = all_or_raise(self._pipeline(_each(batch, lambda p, key: p.unlink(key)), "deleting the namespace"))
             deleted += sum(int(r) for r in replies)
         return deleted
 
