@@ -141,6 +141,20 @@ def test_reset_offset_takes_an_iso_time(redis_server, namespace: str, capsys: py
     assert "ISO 8601" in capsys.readouterr().err
 
 
+def test_query_by_key_takes_iso_bounds(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    url, common = redis_server.url, ["--url", redis_server.url, "--namespace", namespace]
+    Admin(url, namespace).create_topic("qb", read_queues=1, write_queues=1)
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(6):
+            producer.send(Message("qb", b"%d" % i, keys=["k"]))
+            time.sleep(0.02)
+    stored = [m.store_timestamp_ms for m in Admin(url, namespace).messages("qb", 0, 0)]
+    begin, end = format_ms(stored[2]), datetime.fromtimestamp(stored[4] / 1000).isoformat(timespec="milliseconds")
+    assert main(["query", "qb", "--key", "k", "--begin", begin, "--end", end, *common]) == 0
+    bodies = [json.loads(line)["body"] for line in capsys.readouterr().out.splitlines()]
+    assert bodies == [str(i) for i in range(6) if stored[2] <= stored[i] <= stored[4]] and "3" in bodies
+
+
 def test_status_and_connections_print_readable_times(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
     url, common = redis_server.url, ["--url", redis_server.url, "--namespace", namespace]
     Admin(url, namespace).create_topic("rt", read_queues=1, write_queues=1)

@@ -43,6 +43,7 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         "--timestamp",
         type=parse_time_ms,
         dest="timestamp_ms",
+        metavar="TIME",
         help=f"the time, as {TIME_FORMS}; 0 means from the beginning (this or --timestamp-ms is required)",
     )
     when.add_argument(

@@ -7,7 +7,17 @@ import json
 import sys
 
 from mq.admin import MAX_RANGE_READ
-from mq.cli.common import Commands, add_leaf, admin, message_dict, parse_property, print_json_lines, warn_if_memory
+from mq.cli.common import (
+    TIME_FORMS,
+    Commands,
+    add_leaf,
+    admin,
+    message_dict,
+    parse_property,
+    parse_time_ms,
+    print_json_lines,
+    warn_if_memory,
+)
 from mq.message import Message
 from mq.producer import Producer, SelectMessageQueueByHash
 
@@ -48,6 +58,22 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         default=DEFAULT_QUERY_MAX,
         dest="max_num",
         help="most messages printed for --key (default: %(default)s)",
+    )
+    query.add_argument(
+        "--begin",
+        type=parse_time_ms,
+        default=None,
+        dest="begin_ms",
+        metavar="TIME",
+        help=f"with --key: only messages stored at or after this time, {TIME_FORMS} (default: no bound)",
+    )
+    query.add_argument(
+        "--end",
+        type=parse_time_ms,
+        default=None,
+        dest="end_ms",
+        metavar="TIME",
+        help=f"with --key: only messages stored at or before this time, {TIME_FORMS} (default: no bound)",
     )
 
     msg = add_leaf(
@@ -102,7 +128,9 @@ def _query(args: argparse.Namespace) -> int:
             found = a.query_message(args.topic, args.msg_id)
             messages = [found] if found else []
         else:
-            messages = a.query_messages_by_key(args.topic, args.key, max_num=args.max_num)
+            messages = a.query_messages_by_key(
+                args.topic, args.key, max_num=args.max_num, begin_ms=args.begin_ms, end_ms=args.end_ms
+            )
     for m in messages:
         print(json.dumps(message_dict(m), ensure_ascii=False))
     if not messages:
@@ -126,4 +154,3 @@ def _msg(args: argparse.Namespace) -> int:
         print("no message found", file=sys.stderr)
         return 1
     return 0
-
