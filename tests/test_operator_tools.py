@@ -8,6 +8,7 @@ import argparse
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -229,6 +230,9 @@ def test_msg_finds_an_id_in_every_topic(redis_server, namespace: str, capsys: py
     assert {c["msg_id"] for c in copies} == {sent.msg_id} and {c["body"] for c in copies} == {"dead soon"}
     assert main(["msg", "fb", "--id", sent.msg_id, *common]) == 0  # with the topic: that topic only
     assert [json.loads(line)["topic"] for line in capsys.readouterr().out.splitlines()] == ["fb"]
+    assert main(["msg", "--id", sent.msg_id, "--topic", "fb", *common]) == 0
+    assert [json.loads(line)["topic"] for line in capsys.readouterr().out.splitlines()] == ["fb"]
+    assert main(["msg", "fa", "--id", sent.msg_id, "--topic", "fb", *common]) == 2
     assert main(["msg", "fa", "--id", sent.msg_id, *common]) == 1
     assert main(["msg", "--id", "0" * 32, *common]) == 1
 
@@ -279,10 +283,15 @@ def test_stats_rates_with_a_real_broker_service(redis_server, namespace: str, ca
         wait_for(lambda: len(got) >= 30, what="consumption")
         consumer.shutdown()  # commits the offsets
         wait_for(lambda: (admin.broker_stats() or {}).get("group_consumed", {}).get("stg/st") == 30, what="a snapshot")
-        until_ms = int(admin.broker_stats()["taken_at_ms"])  # type: ignore[index]
-        window_s = (until_ms - before_ms) / 1000
-        rates = admin.stats(window_s=window_s)
-        assert main(["stats", "--window-s", str(window_s), "--json", *common]) == 0
+    # the service is stopped: no newer snapshot moves the window while the rates are read
+    until_ms = int(admin.broker_stats()["taken_at_ms"])  # type: ignore[index]
+    window_s = (until_ms - before_ms) / 1000  # the window that starts at the last snapshot before sending
+    rates = admin.stats(window_s=window_s)
+    assert main(["stats", "--window-s", str(window_s), *common]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"over [\d.]+ s, from \S+ to \S+", table[0]) and table[2].split()[:2] == ["st", "30"]
+    assert table[table.index("") + 2].split()[:2] == ["stg", "30"]
+    assert main(["stats", "--window-s", str(window_s), "--json", *common]) == 0
     assert rates is not None and rates.since_ms <= before_ms
     assert rates.topics_in["st"].count == 30 and rates.topics_in["st"].per_s == pytest.approx(30 / rates.window_s)
     assert rates.groups_out["stg"].count == 30 and rates.group_topics_out[("stg", "st")].count == 30
@@ -290,6 +299,7 @@ def test_stats_rates_with_a_real_broker_service(redis_server, namespace: str, ca
     assert printed["topics_in"]["st"]["count"] == 30 and printed["groups_out"]["stg"]["count"] == 30
     with pytest.raises(MQClientError, match="window_s"):
         admin.stats(window_s=0)
+    admin.close()
 
 
 # -- removing a namespace -------------------------------------------------------------------------

@@ -82,9 +82,11 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         _msg,
         "print messages by queue and offset range [mqadmin queryMsgByOffset/printMsg], or by id; one JSON object a line",
         common,
-        epilog="examples: mq msg orders --queue 0 --from 10 --to 20; mq msg --id ID; mq msg orders --id ID",
+        epilog="examples: mq msg orders --queue 0 --from 10 --to 20 (offsets 10 to 19); mq msg --id ID; "
+        "mq msg --id ID --topic orders",
     )
     msg.add_argument("topic", nargs="?", default=None, help="the topic (needed with --queue; optional with --id)")
+    msg.add_argument("--topic", dest="topic_option", default=None, help="the topic, as TOPIC (default: TOPIC)")
     msg.add_argument(
         "--id",
         dest="msg_id",
@@ -141,6 +143,10 @@ def _query(args: argparse.Namespace) -> int:
 
 def _msg(args: argparse.Namespace) -> int:
     warn_if_memory(args.url)
+    if args.topic and args.topic_option and args.topic != args.topic_option:
+        print(f"mq: error: two topics given: {args.topic!r} and --topic {args.topic_option!r}", file=sys.stderr)
+        return 2
+    args.topic = args.topic or args.topic_option
     if args.msg_id is None and (args.topic is None or args.queue is None):
         print("mq: error: give TOPIC --queue N [--from A] [--to B], or --id ID [TOPIC]", file=sys.stderr)
         return 2
