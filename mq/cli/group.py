@@ -27,7 +27,9 @@ from mq.group import GroupConfig
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     """Add ``mq group`` and its actions."""
-    actions = add_family(commands, "group", "consumer groups: list, progress (lag), connections, reset offsets")
+    actions = add_family(
+        commands, "group", "consumer groups: list, progress (lag), connections, reset offsets, configs (create … show)"
+    )
     add_leaf(actions, "list", _list, "list the groups and their live member counts", common)
     progress = add_leaf(actions, "progress", _progress, "broker offset, consumer offset and lag per queue", common)
     progress.add_argument("group", help="consumer group")
