@@ -33,7 +33,7 @@ CLIENT_COMMANDS = (
 #: Connection housekeeping redis-py performs (handshake, health checks, cluster topology).
 CONNECTION_COMMANDS = ("auth", "hello", "ping", "client|setname", "cluster|slots", "cluster|shards")
 #: Extra commands of the admin role.
-ADMIN_COMMANDS = ("unlink",)
+ADMIN_COMMANDS = ("scan", "unlink")
 
 ROLES = ("client", "admin")
 

@@ -248,8 +248,16 @@ def leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Itera
 
 def test_every_command_and_option_has_help_with_its_default() -> None:
     commands = dict(leaves(build_parser()))
-    assert {"mq demo", "mq topic create", "mq group reset-offset", "mq dlq resend", "mq tx list", "mq broker", "mq msg",
-            "mq stats"} <= set(commands)
+    assert {
+        "mq demo",
+        "mq topic create",
+        "mq group reset-offset",
+        "mq dlq resend",
+        "mq tx list",
+        "mq broker",
+        "mq msg",
+        "mq stats",
+    } <= set(commands)
     for command, parser in commands.items():
         assert callable(parser.get_default("func")), f"{command} has no handler"
         options = {s for a in parser._actions for s in a.option_strings}
@@ -297,3 +305,32 @@ def test_group_config_commands(redis_server, namespace: str, capsys) -> None:  #
     assert main(["group", "delete", "cg", *common]) == 0
     assert main(["group", "delete", "cg", *common]) == 1
     assert main(["group", "show", "cg", *common]) == 1
+
+
+def test_group_status_shows_each_members_queues(redis_server, namespace: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+    from mq.cli import main
+
+    common = ["--url", redis_server.url, "--namespace", namespace]
+    Admin(redis_server.url, namespace).create_topic("gs", read_queues=2, write_queues=2)
+    with Producer("p", redis_server.url, namespace=namespace) as producer:
+        producer.send(Message("gs", b"x"))
+    consumer = PushConsumer(
+        "status-group", redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET
+    )
+    consumer.subscribe("gs")
+    consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    with consumer:
+        assert consumer._core is not None
+        time.sleep(1.5)
+        consumer._core.publish_status()
+        deadline = time.monotonic() + 5
+        out = ""
+        while "gs:1" not in out and time.monotonic() < deadline:
+            assert main(["group", "status", "status-group", *common]) == 0
+            out = capsys.readouterr().out
+            time.sleep(0.3)
+    assert "gs:0" in out and "gs:1" in out and "NEXT_OFFSET" in out and "msg/s consumed" in out
+    assert main(["group", "reset-offset", "no-such-group", "gs", "--timestamp-ms", "0", *common]) == 1
+    assert "unknown group" in capsys.readouterr().err
+    assert main(["group", "reset-offset", "no-such-group", "gs", "--timestamp-ms", "0", "--force", *common]) == 0

@@ -37,7 +37,16 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     connections = add_leaf(actions, "connections", _connections, "the group's live members and their subscriptions", common)
     connections.add_argument("group", help="consumer group")
     add_raw_ms(connections)
-    reset = add_leaf(actions, "reset-offset", _reset_offset, "move a (stopped) group's offsets to a time", common)
+    status = add_leaf(actions, "status", _status, "members' runtime state per queue [mqadmin consumerStatus]", common)
+    status.add_argument("group", help="consumer group")
+    add_raw_ms(status)
+    reset = add_leaf(
+        actions,
+        "reset-offset",
+        _reset_offset,
+        "move a group's offsets to a time (running members follow within a second)",
+        common,
+    )
     reset.add_argument("group", help="consumer group")
     reset.add_argument("topic", help="topic whose offsets move")
     when = reset.add_mutually_exclusive_group(required=True)
@@ -50,6 +59,9 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     )
     when.add_argument(
         "--timestamp-ms", type=int, dest="timestamp_ms", help="the time, epoch ms (this or --timestamp is required)"
+    )
+    reset.add_argument(
+        "--force", action="store_true", help="reset a group the namespace does not know (default: refused, to catch typos)"
     )
     create = add_leaf(actions, "create", _create, "create or replace a group's config [mqadmin updateSubGroup]", common)
     create.add_argument("group", help="consumer group")
@@ -168,9 +180,30 @@ def _connections(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url)
+    with admin(args) as a:
+        members = a.consumer_connections(args.group)
+    rows = []
+    for c in members:
+        status = c.status or {}
+        for queue, q in sorted((status.get("queues") or {}).items()):
+            rows.append((c.client_id, queue, q.get("cached", 0), q.get("cached_bytes", 0), q.get("next_offset", -1),
+                         q.get("committed", -1), format_ms(q.get("last_pull_ms", 0), raw=args.raw_ms)))  # fmt: skip
+        if not status.get("queues"):
+            rows.append((c.client_id, "-", 0, 0, "-", "-", "-"))
+    last_pull = "LAST_PULL_MS" if args.raw_ms else "LAST_PULL"
+    print_table(("CLIENT_ID", "QUEUE", "CACHED", "CACHED_BYTES", "NEXT_OFFSET", "COMMITTED", last_pull), rows)
+    for c in members:
+        status = c.status or {}
+        paused = " (group paused)" if status.get("paused") else ""
+        print(f"{c.client_id}: {c.kind}, {status.get('consume_tps', 0)} msg/s consumed{paused}")
+    return 0
+
+
 def _reset_offset(args: argparse.Namespace) -> int:
     warn_if_memory(args.url, writes=True)
     with admin(args) as a:
-        offsets = a.reset_offset_by_time(args.group, args.topic, args.timestamp_ms)
+        offsets = a.reset_offset_by_time(args.group, args.topic, args.timestamp_ms, force=args.force)
     print_table(("QUEUE", "NEW_OFFSET"), [(mq.queue_id, o) for mq, o in sorted(offsets.items())])
     return 0
