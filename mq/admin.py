@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
@@ -17,13 +18,18 @@ from mq.group import GroupConfig
 from mq.message import Message, MessageExt
 from mq.producer import Producer
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.rates import STATS_HISTORY_S, Rates, rates_over
 from mq.store import Store
 from mq.store.store import decode_half
 from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TopicConfig
-from mq.validation import check_group, check_topic, check_user_topic
+from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
 
 #: Most messages one key query returns (RocketMQ's ``maxNum`` cap).
 MAX_KEY_QUERY = 64
+#: Most messages :meth:`Admin.messages` returns from one offset range.
+MAX_RANGE_READ = 1024
+#: The window of :meth:`Admin.stats`, seconds.
+STATS_WINDOW_S = 60.0
 
 
 class Admin:
@@ -233,18 +239,47 @@ class Admin:
                 rows.append(QueueProgress(mq, s.max_offset, consumer, lag))
         return rows
 
-    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
-        """Set ``group``'s offsets on ``topic`` to the first message stored at or after ``timestamp_ms``.
+    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int, *, force: bool = False) -> dict[MessageQueue, int]:
+        """Set ``group``'s offsets on ``topic`` to the first message stored at or after ``timestamp_ms``
+        [mqadmin resetOffsetByTime]. Running members continue from the new offsets within one
+        heartbeat (their cached messages of the topic are dropped); stopped ones start there.
 
-        Live members keep their in-memory offsets; stop the group first (or restart it afterwards)
-        so the new offsets are what it resumes from. Returns the new offset of each queue.
+        Args:
+            force: reset a group the namespace does not know (never registered, no config).
+
+        Returns the new offset of each queue.
+
+        Raises:
+            MQClientError: an unknown group (a typo would create a phantom group) unless ``force``.
         """
         config = self._require(topic)
         offsets = {
             MessageQueue(topic, DEFAULT_BROKER_NAME, q): self._store.search_offset(topic, q, int(timestamp_ms))
             for q in range(config.queue_count)
         }
-        self._store.commit_offsets(check_group(group), offsets)
+        return self._reset(group, topic, offsets, force=force)
+
+    def reset_offset(self, group: str, queue: MessageQueue, offset: int, *, force: bool = False) -> int:
+        """Set ``group``'s offset of one queue (running members continue from it within one
+        heartbeat); an offset outside the stored range is clamped to it. Returns the offset set.
+
+        Raises:
+            MQClientError: an unknown group unless ``force``, or a bad offset.
+        """
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise MQClientError(f"offset must be an int, got {offset!r}")
+        self._require(queue.topic)
+        stats = self._store.queue_stats(queue.topic, [queue.queue_id])[queue.queue_id]
+        clamped = min(max(offset, stats.min_offset), stats.max_offset)
+        return self._reset(group, queue.topic, {queue: clamped}, force=force)[queue]
+
+    def _reset(self, group: str, topic: str, offsets: dict[MessageQueue, int], *, force: bool) -> dict[MessageQueue, int]:
+        check_group(group)
+        if not force and group not in self._store.groups():
+            raise MQClientError(f"unknown group {group!r} (it never registered and has no config): check the name, "
+                                "or pass force=True (mq: --force) to reset it anyway")  # fmt: skip
+        self._store.commit_offsets(group, offsets)
+        self._store.announce_reset(group, topic, {q.queue_id: o for q, o in offsets.items()})
         return offsets
 
     # -- dead letters ---------------------------------------------------------------------------
@@ -332,3 +367,85 @@ class Admin:
         if config is None:
             raise TopicNotFoundError(f"topic {topic!r} does not exist; create it with Admin.create_topic or `mq topic create`")
         return config
+
+    # -- operator tools (mq msg, mq stats, mq demo) ---------------------------------------------
+
+    def topic_exists(self, topic: str) -> bool:
+        """Whether ``topic`` exists (``mq topic create`` says "created" or "updated" by it)."""
+        return self._store.topic(check_topic(topic)) is not None
+
+    def messages(
+        self, topic: str, queue_id: int, start: int, end: int | None = None, *, max_num: int = MAX_RANGE_READ
+    ) -> list[MessageExt]:
+        """The messages of one queue at offsets ``[start, end)`` (half-open), oldest first
+        [mqadmin ``queryMsgByOffset`` / ``printMsg``]. Offsets already removed by retention are skipped.
+
+        Args:
+            end: None reads to the queue's max offset (the next message's).
+            max_num: at most this many, the first ones (1..``MAX_RANGE_READ``).
+
+        Raises:
+            TopicNotFoundError: the topic does not exist.
+            MQClientError: no such queue, or ``start`` / ``end`` / ``max_num`` out of range.
+        """
+        config = self._require(topic)
+        if not isinstance(queue_id, int) or not 0 <= queue_id < config.queue_count:
+            raise MQClientError(f"topic {topic!r} has queues 0..{config.queue_count - 1}, not {queue_id!r}")
+        if end is None:
+            end = max(start, self._store.queue_stats(topic, [queue_id])[queue_id].max_offset) if isinstance(start, int) else 0
+        if not isinstance(start, int) or not isinstance(end, int) or not 0 <= start <= end:
+            raise MQClientError(f"need offsets 0 <= start <= end, got start={start!r} end={end!r}")
+        if not isinstance(max_num, int) or not 1 <= max_num <= MAX_RANGE_READ:
+            raise MQClientError(f"max_num must be in 1..{MAX_RANGE_READ}, got {max_num!r}")
+        if start == end:
+            return []
+        return self._store.read(topic, queue_id, start, min(end - start, max_num))[: min(end - start, max_num)]
+
+    def find_message(self, msg_id: str, topic: str | None = None) -> list[MessageExt]:
+        """Every stored copy of message ``msg_id``: in ``topic`` only, or (None) in every topic of the
+        namespace, by the id index of each queue (one ``HGET`` per queue, pipelined: bounded by the
+        number of queues, never a scan of the messages). A message that was retried or dead-lettered
+        has copies with the same id in ``%RETRY%<group>`` and ``%DLQ%<group>``; user topics come first."""
+        if not isinstance(msg_id, str) or not msg_id:
+            raise MQClientError(f"msg_id must be a non-empty string, got {msg_id!r}")
+        configs = [self._require(topic)] if topic is not None else self._store.topics()
+        configs.sort(key=lambda c: (c.name.startswith((RETRY_PREFIX, DLQ_PREFIX)), c.name))
+        found = self._store.find_id_in([(c.name, q) for c in configs for q in range(c.queue_count)], msg_id)
+        out: list[MessageExt] = []
+        for name, qid, offset in found:
+            out += self._store.read_at(name, [(qid, offset)])
+        return out
+
+    def stats(self, *, window_s: float = STATS_WINDOW_S) -> Rates | None:
+        """Messages stored per topic (in) and consumed per group (out) over the last ``window_s`` seconds,
+        from the broker service's stats snapshots [mqadmin ``statsAll``]; None ("unknown") when no
+        broker service has taken snapshots that far back, or none recently (is ``mq broker`` running?).
+
+        Args:
+            window_s: the window, seconds; the rates span the snapshots closest to it (one stats
+                interval of the service, 10 s by default, of slack). At most the history kept (180 s).
+        """
+        if not isinstance(window_s, (int, float)) or not 0 < window_s <= STATS_HISTORY_S:
+            raise MQClientError(f"window_s must be in (0, {STATS_HISTORY_S:g}] seconds, got {window_s!r}")
+        history = self._store.stats_history(0)
+        if not history or int(history[-1]["taken_at_ms"]) < time.time() * 1000 - window_s * 1000:
+            return None
+        return rates_over(history, window_s)
+
+    def delete_namespace(self) -> int:
+        """Delete every key of this namespace (topics and their messages, groups, offsets, settings);
+        returns how many keys the namespace had. Topics go through :meth:`delete_topic` and group configs
+        through :meth:`delete_group`; what is left is found by ``SCAN MATCH`` on the namespace's hash-tag
+        prefixes. Stop the namespace's producers, consumers and broker services first, or they write
+        their keys again."""
+        had = sum(1 for _ in self._store.namespace_keys())
+        for config in self._store.topics():
+            self._store.delete_topic(config.name)
+        for group in self.groups():
+            self._store.delete_group_config(group)
+        self._store.drop_namespace()
+        return had
+
+    def namespace_empty(self) -> bool:
+        """Whether no key of this namespace exists (``SCAN MATCH`` until the first one)."""
+        return next(self._store.namespace_keys(), None) is None

@@ -18,6 +18,7 @@ key                             type        holds
 ``{ns}:config``                 hash        namespace-wide broker settings (``message_delay_level``)
 ``{ns}:brokers``                zset        broker service id → last health beat, ms
 ``{ns}:stats``                  string      the broker service's last stats snapshot (JSON)
+``{ns}:statshist``              zset        recent stats snapshots (JSON) → taken at, ms (``Admin.stats`` rates)
 ``{ns:%DLQ%G:0}:resent``        set         msg ids of dead letters already resent by an admin
 ``{ns:T:Q}:lock:G``             string      orderly lock of group G: holder client id, with a TTL
 ``{ns:T:Q}:half``               stream      transaction half messages (auto ids)
@@ -33,6 +34,8 @@ key                             type        holds
 ``{ns:g:G}:clients``            zset        client id → last heartbeat, ms (live = recent)
 ``{ns:g:G}:info``               hash        client id → ClientInfo JSON
 ``{ns:g:G}:config``             string      the group's config (GroupConfig JSON, ``Admin.create_group``)
+``{ns:g:G}:resets``             hash        topic → ``seq \x1f offsets JSON`` of the last offset reset (live members apply it)
+``{ns:g:G}:reset-seq``          string      counter of offset resets of the group (returned by every heartbeat)
 ==============================  ==========  ==================================================
 
 Everything one queue owns shares the tag ``{ns:T:Q}``, so every per-queue script touches one slot
@@ -117,6 +120,8 @@ class GroupKeys:
     txcheck: str
     since: str
     config: str
+    resets: str
+    reset_seq: str
 
 
 class Keys:
@@ -131,6 +136,13 @@ class Keys:
         self.brokers = f"{{{namespace}}}:brokers"
         self.halves = f"{{{namespace}}}:halves"
         self.stats = f"{{{namespace}}}:stats"
+        self.stats_history = f"{{{namespace}}}:statshist"
+
+    def patterns(self) -> list[str]:
+        """``SCAN MATCH`` patterns that select every key of the namespace and no other: the namespace's
+        own tag ``{ns}`` and the tags that start ``{ns:`` (queues, groups); glob characters escaped."""
+        escaped = "".join("\\" + c if c in "*?[]\\" else c for c in self.namespace)
+        return [f"{{{escaped}}}:*", f"{{{escaped}:*"]
 
     def queue(self, topic: str, queue_id: int) -> QueueKeys:
         """The keys of queue ``queue_id`` of ``topic``."""
@@ -148,7 +160,7 @@ class Keys:
         """The registry keys of ``group``."""
         tag = f"{{{self.namespace}:g:{group}}}"
         return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info", txcheck=f"{tag}:txcheck", since=f"{tag}:since",
-                         config=f"{tag}:config")
+                         config=f"{tag}:config", resets=f"{tag}:resets", reset_seq=f"{tag}:reset-seq")
 
 
 def stream_id(offset: int) -> str:

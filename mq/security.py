@@ -21,12 +21,12 @@ from __future__ import annotations
 
 #: Commands the Lua scripts run (see mq/store/lua): Redis checks them against the caller's ACL.
 SCRIPT_COMMANDS = (
-    "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "set", "time", "xadd", "xdel",
+    "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "incr", "set", "time", "xadd", "xdel",
     "xrange", "xrevrange", "xtrim", "zadd", "zrange", "zrangebyscore", "zrem", "zscore",
 )  # fmt: skip
 #: Commands the library sends itself.
 CLIENT_COMMANDS = (
-    "evalsha", "script|load", "hget", "hgetall", "hset", "hsetnx", "hdel", "sadd", "sismember", "smembers",
+    "evalsha", "script|load", "hget", "hgetall", "hset", "hsetnx", "hdel", "sadd", "sismember", "smembers", "srem",
     "xack", "xadd", "xgroup|create", "xrange", "xread", "xreadgroup", "zadd", "zcard", "zrange", "zrangebylex",
     "zrangebyscore", "zrem", "wait",
 )  # fmt: skip
@@ -37,7 +37,7 @@ CONNECTION_COMMANDS = ("auth", "hello", "ping", "client|setname", "cluster|slots
 #: records the refused probe); run ``mq doctor`` as an admin to see everything.
 CHECK_COMMANDS = ("info", "config|get", "acl|whoami", "acl|dryrun", "command|info", "cluster|info")
 #: Extra commands of the admin role.
-ADMIN_COMMANDS = ("unlink",)
+ADMIN_COMMANDS = ("scan", "unlink")
 
 ROLES = ("client", "admin")
 

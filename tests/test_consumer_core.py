@@ -306,3 +306,57 @@ def test_retry_due_times_follow_the_servers_clock_not_a_skewed_host(
     server_ms = store.server_time_ms()
     client.close()
     assert 0 <= due - server_ms <= 1500, due - server_ms  # one second ahead of the server, not an hour
+
+
+def test_reset_offset_reaches_running_members_and_refuses_unknown_groups(backend_url: str, namespace: str, admin: Admin) -> None:
+    admin.create_topic("R", read_queues=2, write_queues=2)
+    _fill(backend_url, namespace, "R", 20, queue=0)
+    _fill(backend_url, namespace, "R", 20, queue=1)
+    got: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            got.extend((m.queue_id, m.queue_offset) for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("rg", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("R")
+    consumer.register_message_listener(listener)
+    with consumer:
+        wait_for(lambda: len(got) >= 40, 15, "everything consumed once")
+        wait_for(lambda: all(p.consumer_offset == 20 for p in admin.consumer_progress("rg", "R")), 15, "offsets at 20")
+        with lock:
+            got.clear()
+        admin.reset_offset_by_time("rg", "R", 0)  # back to the start of both queues, while running
+        wait_for(lambda: len(got) >= 40, 15, "the running member to consume again from the reset offsets")
+        assert sorted(set(got)) == [(q, o) for q in (0, 1) for o in range(20)]
+        with lock:
+            got.clear()
+        q1 = MessageQueue("R", "broker-a", 1)
+        assert admin.reset_offset("rg", q1, 15) == 15
+        wait_for(lambda: len(got) >= 5, 15, "the tail of queue 1 again")
+        assert sorted(set(got)) == [(1, o) for o in range(15, 20)]
+        wait_for(lambda: all(p.consumer_offset == 20 for p in admin.consumer_progress("rg", "R")), 15, "committed again")
+    with pytest.raises(MQClientError, match="unknown group"):
+        admin.reset_offset_by_time("rg-typo", "R", 0)
+    assert "rg-typo" not in admin.groups()
+    assert admin.reset_offset_by_time("rg-typo", "R", 0, force=True)
+
+
+def test_members_publish_their_runtime_status(backend_url: str, namespace: str, admin: Admin) -> None:
+    admin.create_topic("ST", read_queues=2, write_queues=2)
+    _fill(backend_url, namespace, "ST", 10)
+    consumer = PushConsumer("stg", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("ST")
+    consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    with consumer:
+        assert consumer._core is not None
+        wait_for(lambda: admin.consumer_progress("stg", "ST")[0].consumer_offset == 10, 15, "queue 0 consumed")
+        consumer._core.publish_status()  # the 10 s job, now
+        wait_for(lambda: bool(admin.consumer_connections("stg")[0].status), 5, "the status with a heartbeat")
+        status = admin.consumer_connections("stg")[0].status
+    assert set(status["queues"]) == {"ST:0", "ST:1", "%RETRY%stg:0"}
+    q0 = status["queues"]["ST:0"]
+    assert (q0["cached"], q0["next_offset"], q0["committed"]) == (0, 10, 10)
+    assert q0["last_pull_ms"] > 0 and status["paused"] is False and status["consume_tps"] >= 0

@@ -7,7 +7,7 @@ import signal
 import threading
 from typing import Any
 
-from mq.cli.common import Commands, add_leaf
+from mq.cli.common import Commands, add_leaf, warn_if_memory
 from scheduler.config import BrokerConfig
 
 _DEFAULTS = BrokerConfig()
@@ -66,6 +66,7 @@ def _broker(args: argparse.Namespace) -> int:
         for f in failed:
             print(f)
         return 0 if alive and not failed else 1
+    warn_if_memory(args.url, writes=True)
     options: dict[str, Any] = {"sync_replicas": args.sync_replicas, "sync_replicas_timeout_ms": args.sync_replicas_timeout_ms}
     if args.delay_levels:
         options["message_delay_level"] = args.delay_levels

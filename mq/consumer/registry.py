@@ -16,7 +16,7 @@ import socket
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from mq.errors import MQBrokerError, MQClientError
 from mq.group import GroupConfig
@@ -30,6 +30,8 @@ HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_TIMEOUT_S = 6.0
 #: Seconds after which the client info is sent again even when unchanged (repairs a lost write).
 INFO_REFRESH_S = 30.0
+#: Seconds between refreshes of a member's published runtime state (``ClientInfo.status``).
+STATUS_INTERVAL_S = 10.0
 
 
 @dataclass
@@ -44,6 +46,10 @@ class ClientInfo:
         last_heartbeat_ms: server time of the last heartbeat, epoch ms.
         message_model: CLUSTERING or BROADCASTING.
         kind: "push", "pull", "simple" or "producer".
+        status: the member's runtime state, refreshed every ``STATUS_INTERVAL_S`` [RocketMQ
+            ``consumerStatus``]: per queue (``"topic:queue"``) the cached messages and bytes, next
+            offset, committed offset and last pull (epoch ms); the consume rate (msg/s) over the last
+            interval; whether the group is paused.
     """
 
     client_id: str
@@ -53,6 +59,7 @@ class ClientInfo:
     last_heartbeat_ms: int = 0
     message_model: str = "CLUSTERING"
     kind: str = "push"
+    status: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of_this_process(cls, client_id: str, **fields: Any) -> ClientInfo:
@@ -63,6 +70,14 @@ class ClientInfo:
 def new_client_id() -> str:
     """A client id unique across hosts and processes, readable in admin output."""
     return f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:8]}"
+
+
+class Beat(NamedTuple):
+    """What a heartbeat tells a member about its group."""
+
+    members: list[str]
+    config: GroupConfig | None
+    reset_seq: int
 
 
 class Registry:
@@ -77,8 +92,9 @@ class Registry:
         #: Server time of the last heartbeat, epoch ms.
         self.last_now_ms = 0
 
-    def heartbeat(self) -> tuple[list[str], GroupConfig | None]:
-        """Say this client is alive; returns every live client id (sorted) and the group's config.
+    def heartbeat(self) -> Beat:
+        """Say this client is alive; returns every live client id (sorted), the group's config and
+        its offset-reset counter.
 
         The client info travels only when it changed (or every ``INFO_REFRESH_S``).
         """
@@ -88,7 +104,7 @@ class Registry:
         if fresh:
             self._sent_info, self._sent_at = info, time.monotonic()
         self.last_now_ms = beat.now_ms
-        return beat.members, parse_group_config(self._group, beat.config)
+        return Beat(beat.members, parse_group_config(self._group, beat.config), beat.reset_seq)
 
     def unregister(self) -> None:
         """Leave the group at once (a clean shutdown), so the others rebalance without waiting."""
@@ -113,7 +129,8 @@ def group_clients(store: Store, group: str) -> list[ClientInfo]:
     oldest = time.time() * 1000 - HEARTBEAT_TIMEOUT_S * 1000
     clients = []
     for cid, value in raw.items():
-        info = ClientInfo(**json.loads(value))
+        data = json.loads(value)
+        info = ClientInfo(**{k: v for k, v in data.items() if k in ClientInfo.__dataclass_fields__})
         info.last_heartbeat_ms = last.get(cid, 0)
         if info.last_heartbeat_ms >= oldest:
             clients.append(info)
