@@ -12,7 +12,7 @@ Checks, on the master (each cluster primary):
 
 A fact the user may not read (``CONFIG`` refused, as on managed services and least-privilege users)
 is reported as "unknown" with WARN, never a crash. The broker service runs the same checks at start
-and logs them; ``mq broker --check`` fails when one is FAIL.
+and logs them (FAIL as errors, the rest at INFO); ``mq broker --check`` fails when one is FAIL.
 """
 
 from __future__ import annotations
@@ -209,10 +209,10 @@ def worst(findings: list[Finding]) -> str:
 
 
 def log_findings(findings: list[Finding], logger: logging.Logger, url: str) -> None:
-    """Log each finding at INFO (OK), WARNING (WARN) or ERROR (FAIL)."""
+    """Log each finding: OK and WARN at INFO (a development Redis without replicas or AOF is normal and
+    should not warn at every start; ``mq doctor`` shows them), FAIL at ERROR."""
     for f in findings:
-        level = {OK: logging.INFO, WARN: logging.WARNING}.get(f.level, logging.ERROR)
-        logger.log(level, "store check %s: %s", mask_url(url), f)
+        logger.log(logging.ERROR if f.level == FAIL else logging.INFO, "store check %s: %s", mask_url(url), f)
 
 
 def run(url: str | None, namespace: str, *, acl_user: str | None = None, out: Any = None) -> int:

@@ -120,6 +120,8 @@ def test_broker_logs_checks_at_start_and_check_fails_on_a_fail(caplog: pytest.Lo
             assert "FAIL maxmemory-policy: volatile-lru" in capsys.readouterr().out
         errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
         assert any("maxmemory-policy: volatile-lru" in m for m in errors)
+        infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+        assert any("WARN persistence: AOF off" in m for m in infos)  # a dev Redis does not warn at every start
         server.client().config_set("maxmemory-policy", "noeviction")
         with BrokerService(server.url, "mq"):
             assert main(["broker", "--check", "--url", server.url]) == 0
