@@ -267,7 +267,7 @@ class PushConsumer(QueueConsumer):
             pq.consuming[m.queue_offset] = began
         try:
             status = invoke(self.group, self._hooks, self._listener or _no_listener, pq.queue, msgs, ctx,
-                            ConsumeConcurrentlyStatus.RECONSUME_LATER)  # fmt: skip
+                            ConsumeConcurrentlyStatus.RECONSUME_LATER, namespace=self._conn.namespace)  # fmt: skip
         finally:
             for m in msgs:
                 pq.consuming.pop(m.queue_offset, None)
@@ -286,7 +286,7 @@ class PushConsumer(QueueConsumer):
     def _call_orderly(self, pq: ProcessQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
         # a running batch is marked by pq.consume_lock (held by OrderlyService), not pq.consuming
         return invoke(self.group, self._hooks, self._orderly_listener or _no_listener, pq.queue, msgs, ctx,
-                      ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)  # fmt: skip
+                      ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, namespace=self._conn.namespace)  # fmt: skip
 
     def _done(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         # The offset to commit is read from the process queue by the next pull or commit.
