@@ -19,7 +19,7 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
                         help="record traces for every producer and consumer of the namespace, seen within 30 s "
                              "(default: off; clients may also pass trace=True)")  # fmt: skip
     switch.add_argument("--disable", dest="enabled", action="store_const", const=False,
-                        help="stop recording traces for the namespace (clients with trace=True go on)")  # fmt: skip
+                        help="stop recording traces for the namespace; clients with trace=True go on (default: off)")  # fmt: skip
     add_raw_ms(leaf)
 
 
