@@ -20,6 +20,7 @@ from mq.store.admin import AdminOps
 from mq.store.base import ScriptCall, all_or_raise
 from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
+from mq.store.trace import TraceOps
 from mq.topic import QueueStats, TopicConfig
 
 log = logging.getLogger("mq.store")
@@ -27,10 +28,10 @@ log = logging.getLogger("mq.store")
 __all__ = ["PullRequest", "PullResult", "Store", "check_put_result", "decode_half", "pairs"]
 
 
-class Store(GroupOps, BrokerOps, AdminOps):
+class Store(GroupOps, BrokerOps, AdminOps, TraceOps):
     """Typed operations on the Redis data of one namespace: topics and messages here, consumer groups
     in :class:`~mq.store.groups.GroupOps`, the broker service's in :class:`~mq.store.broker.BrokerOps`, operator tools' in
-    :class:`~mq.store.admin.AdminOps`.
+    :class:`~mq.store.admin.AdminOps`, the message trace's in :class:`~mq.store.trace.TraceOps`.
 
     Args:
         connection: the client and key names.
