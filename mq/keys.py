@@ -34,9 +34,9 @@ key                             type        holds
 ``{ns}:groups``                 set         every consumer group that ever registered
 ``{ns:g:G}:clients``            zset        client id → last heartbeat, ms (live = recent)
 ``{ns:g:G}:info``               hash        client id → ClientInfo JSON
-``{ns:g:G}:config``             string      the group's config (GroupConfig JSON, ``Admin.create_group``)
+``{ns:g:G}:config``             hash        ``json`` → the group's config (GroupConfig JSON, ``Admin.create_group``);
+                                            ``reset_seq`` → counter of its offset resets (every heartbeat reads both)
 ``{ns:g:G}:resets``             hash        topic → ``seq \x1f offsets JSON`` of the last offset reset (live members apply it)
-``{ns:g:G}:reset-seq``          string      counter of offset resets of the group (returned by every heartbeat)
 ==============================  ==========  ==================================================
 
 Everything one queue owns shares the tag ``{ns:T:Q}``, so every per-queue script touches one slot
@@ -127,7 +127,6 @@ class GroupKeys:
     since: str
     config: str
     resets: str
-    reset_seq: str
 
 
 class Keys:
@@ -166,7 +165,7 @@ class Keys:
         """The registry keys of ``group``."""
         tag = f"{{{self.namespace}:g:{group}}}"
         return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info", txcheck=f"{tag}:txcheck", since=f"{tag}:since",
-                         config=f"{tag}:config", resets=f"{tag}:resets", reset_seq=f"{tag}:reset-seq")
+                         config=f"{tag}:config", resets=f"{tag}:resets")
 
 
 def stream_id(offset: int) -> str:
