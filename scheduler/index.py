@@ -49,6 +49,11 @@ class QueueIndex:
             pipe.execute()
         self.reindex(queues)
 
+    def postpone(self, queues: list[tuple[str, int]], at_ms: int) -> None:
+        """Look at ``queues`` again at ``at_ms`` (epoch ms), e.g. after a failure, without re-indexing them."""
+        with translate_errors(self._store.conn.url, "postponing queues in a broker index"):
+            self._store.conn.client.zadd(self.key, {timer_member(t, q): at_ms for t, q in queues})
+
     def reindex(self, queues: list[tuple[str, int]]) -> None:
         """Lower each queue's score to its earliest pending item (adding missing entries)."""
         client = self._store.conn.client

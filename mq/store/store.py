@@ -151,11 +151,18 @@ class Store:
         return result.decode() if isinstance(result, bytes) else str(result)
 
     def end_transaction(self, topic: str, queue_id: int, half_id: str, commit: bool) -> tuple[bool, int]:
-        """Commit or roll back a half message; ``(changed, offset)`` (offset -1 unless committed now)."""
+        """Commit or roll back a half message; ``(changed, offset)`` (offset -1 unless committed now).
+
+        A half message the log cannot take (malformed) is discarded to the queue's discarded-transactions
+        stream instead of committed: ``(True, -1)``, logged at ERROR.
+        """
         keys = self.queue_keys(topic, queue_id)
         with self._errors(f"ending a transaction in {topic!r} queue {queue_id}"):
             done, offset = scripts.run(self._client, "end-transaction", keys.end_transaction(),
                                        ["commit" if commit else "rollback", half_id])  # fmt: skip
+        if int(done) == END_DISCARDED:
+            log.error("half message %s of %r queue %d is malformed: discarded instead of committed "
+                      "(see Admin.discarded_transactions)", half_id, topic, queue_id)  # fmt: skip
         return bool(done), int(offset)
 
     def read_half(self, topic: str, queue_id: int, half_id: str) -> MessageExt | None:
@@ -180,18 +187,40 @@ class Store:
                     raise r
         return [(int(r[0]), [(k.decode(), i.decode(), int(c)) for k, i, c in r[1:]]) for r in replies]
 
-    def deliver_due(self, queues: Sequence[tuple[str, int]], now_ms: int, limit: int) -> list[tuple[int, int]]:
-        """Move due delayed messages of ``queues`` into their logs; ``(moved, next_due_ms or -1)`` each."""
+    def deliver_due(self, queues: Sequence[tuple[str, int]], now_ms: int, limit: int) -> list[DeliverResult | MQBrokerError]:
+        """Move due delayed messages of ``queues`` into their logs; per queue a result or its error.
+
+        A queue's error changed nothing in that queue (the script checks before it writes); the other
+        queues' results stand.
+        """
         calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
             ("deliver-due", self.queue_keys(t, q).deliver(), [int(now_ms), int(limit)]) for t, q in queues
         ]
         with self._errors("delivering due messages"):
             results = scripts.run_many(self._client, calls)
-        for r in results:
+        out: list[DeliverResult | MQBrokerError] = []
+        for (topic, qid), r in zip(queues, results):
             if isinstance(r, Exception):
-                with self._errors("delivering due messages"):
-                    raise r
-        return [(int(r[0]), int(r[1])) for r in results]
+                out.append(MQBrokerError(f"delivering due messages of {topic!r} queue {qid} failed: {r}"))
+            else:
+                out.append(DeliverResult(int(r[0]), int(r[1]), int(r[2])))
+        return out
+
+    def timer_dead_letters(self, topic: str, queue_id: int) -> list[tuple[str, str, MessageExt | None]]:
+        """Delayed messages of a queue the timer could not deliver: ``(delayed id, reason, message)``
+        (message None when its fields cannot even be decoded)."""
+        with self._errors(f"reading timer dead letters of {topic!r} queue {queue_id}"):
+            entries = self._client.xrange(self.queue_keys(topic, queue_id).timerdead)
+        out: list[tuple[str, str, MessageExt | None]] = []
+        for eid, fields in entries:
+            delayed_id = fields.pop(b"delayed_id", b"").decode(errors="replace")
+            reason = fields.pop(b"reason", b"").decode(errors="replace")
+            try:
+                msg: MessageExt | None = decode_half(topic, queue_id, delayed_id, fields)
+            except (KeyError, ValueError):
+                msg = None
+            out.append((delayed_id, reason, msg))
+        return out
 
     def trim(self, topic: str, queue_id: int, cutoff_ms: int, limit: int = 1000) -> int:
         """Remove messages of a queue stored before ``cutoff_ms`` and their index entries; returns how many."""
@@ -288,6 +317,21 @@ class Store:
         if result < 0:
             raise TopicNotFoundError(f"queue {queue_id} of topic {topic!r} does not exist")
         return result
+
+
+#: ``end-transaction``'s code for a half message discarded because the log could not take it.
+END_DISCARDED = -3
+
+
+@dataclass(frozen=True)
+class DeliverResult:
+    """What one ``deliver-due`` call did to a queue."""
+
+    moved: int
+    #: the earliest remaining due time, epoch ms; -1 when nothing waits
+    next_due_ms: int
+    #: messages moved to the queue's timer dead-letter stream (could not be delivered)
+    dead: int
 
 
 @dataclass(frozen=True)
