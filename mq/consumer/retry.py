@@ -9,14 +9,19 @@ from, so the listener sees the original topic and an admin can resend from the D
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
+from mq.connection import is_out_of_memory
+from mq.errors import MQBrokerError
 from mq.message import Message, MessageExt
 from mq.store import Store, codec
 from mq.timer import delay_levels
 from mq.topic import TopicConfig
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX
+
+log = logging.getLogger("mq.consumer")
 
 #: System property: the topic a retried or dead-lettered message was first sent to.
 RETRY_TOPIC = "RETRY_TOPIC"
@@ -55,8 +60,19 @@ class SendBack:
         self._lock = threading.Lock()
 
     def ensure_retry_topic(self) -> str:
-        """Create ``%RETRY%<group>`` (one queue) when missing; returns its name."""
-        return self._ensure(retry_topic(self._group))
+        """Create ``%RETRY%<group>`` (one queue) when missing; returns its name.
+
+        A full store (``OOM``) does not stop a consumer from starting: the topic is created with the
+        first message sent back (until then such a send fails and the message is consumed again locally).
+        """
+        name = retry_topic(self._group)
+        try:
+            return self._ensure(name)
+        except MQBrokerError as e:
+            if not is_out_of_memory(e):
+                raise
+            log.warning("retry topic %s not created, the store is full (OOM); starting anyway: %s", name, e)
+            return name
 
     def send_back(self, msg: MessageExt, delay_level: int = 0, reason: str = "max reconsume times") -> str:
         """Send a copy of ``msg`` for another try (or to the DLQ); returns the topic it went to.

@@ -70,17 +70,22 @@ class Store:
             self._client.hset(self.keys.topics, config.name, json.dumps(stored, separators=(",", ":")))
 
     def delete_topic(self, name: str) -> bool:
-        """Delete a topic and every message it stores. Returns False when it did not exist."""
+        """Delete a topic and every message it stores. Returns False when it did not exist.
+
+        The queues' keys go first, the config last: a caller without the permission (a ``client``
+        ACL user: no ``UNLINK``) is refused at the first command and nothing changes, and a failure
+        half-way leaves the config, so calling again finishes the job.
+        """
         with self._errors(f"deleting topic {name!r}"):
             raw = self._client.hget(self.keys.topics, name)
             if not raw:
                 return False
-            self._client.hdel(self.keys.topics, name)
             pipe = self._client.pipeline(transaction=False)
             for qid in range(_config_from_stored(raw)[1]):
                 for key in self.queue_keys(name, qid).all():  # one key per command: cluster pipelines need it
                     pipe.unlink(key)
             pipe.execute()
+            self._client.hdel(self.keys.topics, name)
         return True
 
     # -- messages -------------------------------------------------------------------------------
@@ -212,7 +217,7 @@ class Store:
         with self._errors(f"reading timer dead letters of {topic!r} queue {queue_id}"):
             entries = self._client.xrange(self.queue_keys(topic, queue_id).timerdead)
         out: list[tuple[str, str, MessageExt | None]] = []
-        for eid, fields in entries:
+        for _, fields in entries:
             delayed_id = fields.pop(b"delayed_id", b"").decode(errors="replace")
             reason = fields.pop(b"reason", b"").decode(errors="replace")
             try:
@@ -235,12 +240,24 @@ class Store:
                     return removed
 
     def ensure_topic(self, config: TopicConfig) -> TopicConfig:
-        """The topic's config, creating it with ``config`` when missing (system topics: retry, DLQ)."""
+        """The topic's config, creating it with ``config`` when missing (system topics: retry, DLQ).
+
+        Creation only adds (``HSETNX``): the ``client`` ACL role may create a missing topic this way
+        but never rewrite or delete an existing one.
+        """
         existing = self.topic(config.name)
         if existing is not None:
             return existing
-        self.save_topic(config)
-        return config
+        with self._errors(f"creating topic {config.name!r}"):
+            pipe = self._client.pipeline(transaction=False)
+            for qid in range(config.queue_count):
+                pipe.hset(self.queue_keys(config.name, qid).meta,
+                          mapping={"w": int(config.writable(qid)), "r": int(config.readable(qid))})  # fmt: skip
+            pipe.execute()
+            stored = json.loads(config.to_json()) | {"span": config.queue_count}
+            if self._client.hsetnx(self.keys.topics, config.name, json.dumps(stored, separators=(",", ":"))):
+                return config
+        return self.topic(config.name) or config
 
     def read(self, topic: str, queue_id: int, offset: int, count: int) -> list[MessageExt]:
         """Up to ``count`` messages of a queue from ``offset`` on (trimmed ones are skipped)."""
