@@ -97,7 +97,8 @@ def is_out_of_memory(error: BaseException) -> bool:
     """Whether ``error`` (or what it wraps) is Redis refusing a write at ``maxmemory`` (``OOM``)."""
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, redis.exceptions.OutOfMemoryError) or str(seen).startswith("OOM"):
+        text = str(seen)
+        if isinstance(seen, redis.exceptions.OutOfMemoryError) or text.startswith("OOM") or "> 'maxmemory'" in text:
             return True
         seen = seen.__cause__
     return False

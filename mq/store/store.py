@@ -56,7 +56,9 @@ class Store:
         """Create or update a topic: queue flags first, then the config producers read.
 
         Queues beyond the new counts keep their messages and offsets (they become unreadable and
-        unwritable), so shrinking loses nothing and growing back continues the offsets.
+        unwritable), so shrinking loses nothing and growing back continues the offsets. A new topic
+        is added with ``HSETNX`` (allowed to the ``client`` ACL role); changing an existing one needs
+        ``HSET`` on the topics hash (the ``admin`` role).
         """
         with self._errors(f"saving topic {config.name!r}"):
             raw = self._client.hget(self.keys.topics, config.name)
@@ -66,8 +68,10 @@ class Store:
                 flags = {"w": int(config.writable(qid)), "r": int(config.readable(qid))}
                 pipe.hset(self.queue_keys(config.name, qid).meta, mapping=flags)
             pipe.execute()
-            stored = json.loads(config.to_json()) | {"span": span}
-            self._client.hset(self.keys.topics, config.name, json.dumps(stored, separators=(",", ":")))
+            stored = json.dumps(json.loads(config.to_json()) | {"span": span}, separators=(",", ":"))
+            if raw is None and self._client.hsetnx(self.keys.topics, config.name, stored):
+                return
+            self._client.hset(self.keys.topics, config.name, stored)
 
     def delete_topic(self, name: str) -> bool:
         """Delete a topic and every message it stores. Returns False when it did not exist.
@@ -240,23 +244,11 @@ class Store:
                     return removed
 
     def ensure_topic(self, config: TopicConfig) -> TopicConfig:
-        """The topic's config, creating it with ``config`` when missing (system topics: retry, DLQ).
-
-        Creation only adds (``HSETNX``): the ``client`` ACL role may create a missing topic this way
-        but never rewrite or delete an existing one.
-        """
+        """The topic's config, creating it with ``config`` when missing (system topics: retry, DLQ)."""
         existing = self.topic(config.name)
         if existing is not None:
             return existing
-        with self._errors(f"creating topic {config.name!r}"):
-            pipe = self._client.pipeline(transaction=False)
-            for qid in range(config.queue_count):
-                pipe.hset(self.queue_keys(config.name, qid).meta,
-                          mapping={"w": int(config.writable(qid)), "r": int(config.readable(qid))})  # fmt: skip
-            pipe.execute()
-            stored = json.loads(config.to_json()) | {"span": config.queue_count}
-            if self._client.hsetnx(self.keys.topics, config.name, json.dumps(stored, separators=(",", ":"))):
-                return config
+        self.save_topic(config)  # a new topic: added with HSETNX, never rewriting one created meanwhile
         return self.topic(config.name) or config
 
     def read(self, topic: str, queue_id: int, offset: int, count: int) -> list[MessageExt]:

@@ -1,0 +1,346 @@
+"""Hardening (issue 13): limits checked before any write, scripts that never half-apply, movers that
+never store a message twice, a sender thread that never dies silently, secrets never printed."""
+
+from __future__ import annotations
+
+import logging
+import math
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from mq import Admin, Message, Producer
+from mq.connection import Connection, mask_url
+from mq.errors import MessageTooLargeError, MQBrokerError, MQClientError
+from mq.keys import timer_member
+from mq.producer import request as send_request
+from mq.producer.request import SendRequest
+from mq.queue import MessageQueue
+from mq.store import Store, codec, scripts
+from mq.validation import MAX_DELAY_MS, MAX_KEYS, MAX_PROPERTIES, MAX_USER_PROPERTY_SIZE
+from tests.helpers import raw_client, snapshot
+from tests.procs import ROOT, wait_for
+from tests.servers import RedisServer
+
+
+def _store(url: str, ns: str, topic: str = "h", queues: int = 1) -> Store:
+    Admin(url, ns).create_topic(topic, read_queues=queues, write_queues=queues)
+    return Store(Connection(url, ns))
+
+
+def _encoded(body: bytes = b"x", **fields: Any) -> list[Any]:
+    """A put-script message, bypassing the producer's checks (a careless or hostile client)."""
+    return codec.encode(Message("h", body), fields.pop("msg_id", "id-" + body.decode(errors="replace")), 1)
+
+
+def _with_keys(n: int) -> list[Any]:
+    items = ["i", f"id-{n}", "b", b"x", "bt", 1, "k", "\x1f".join(f"key{i}" for i in range(n))]
+    return [len(items), *items]
+
+
+# -- finding 1: a send that fails is stored three times -----------------------------------------
+
+
+def test_a_message_with_too_many_keys_is_refused_before_any_write(backend_url: str, namespace: str) -> None:
+    _store(backend_url, namespace)
+    before = snapshot(backend_url, namespace)
+    with Producer("p", backend_url, namespace=namespace) as producer, pytest.raises(MQClientError, match="keys"):
+        producer.send(Message("h", b"x", keys=[f"k{i}" for i in range(5000)]))
+    assert snapshot(backend_url, namespace) == before
+
+
+def test_put_script_refusing_a_message_leaves_the_queue_unchanged(backend_url: str, namespace: str) -> None:
+    store = _store(backend_url, namespace)
+    store.put("h", 0, [_encoded(b"ok")])
+    before = snapshot(backend_url, namespace)
+    for bad in ([_with_keys(5000)], [_encoded(b"a"), _with_keys(MAX_KEYS + 1)], [[3, "i", "x", "b"]], [["st", 1]]):
+        with pytest.raises(MQBrokerError, match="malformed"):
+            store.put("h", 0, bad)
+        assert snapshot(backend_url, namespace) == before, bad
+    assert store.put("h", 0, [_with_keys(MAX_KEYS)])[0] == 1  # at the limit: stored, next offset
+
+
+def test_a_corrupt_queue_is_refused_before_any_write(redis_server: RedisServer, namespace: str) -> None:
+    """The log holds entries beyond the queue's seq (e.g. seq rewritten by hand): the old script bumped
+    seq, then failed in XADD; now it refuses with every key as it was."""
+    url = redis_server.url
+    store = _store(url, namespace)
+    store.put("h", 0, [_encoded(b"a"), _encoded(b"b")])
+    raw_client(url).hset(store.queue_keys("h", 0).meta, "seq", 0)
+    before = snapshot(url, namespace)
+    with pytest.raises(MQBrokerError, match="corrupt queue"):
+        store.put("h", 0, [_encoded(b"c")])
+    assert snapshot(url, namespace) == before
+
+
+# -- finding 2: a delayed message is copied every second, forever -------------------------------
+
+
+def test_a_delayed_message_the_log_would_refuse_is_refused_when_sent(backend_url: str, namespace: str) -> None:
+    store = _store(backend_url, namespace)
+    before = snapshot(backend_url, namespace)
+    with pytest.raises(MQBrokerError, match="malformed"):
+        store.put_delayed("h", 0, _with_keys(5000), int(time.time() * 1000))
+    assert snapshot(backend_url, namespace) == before
+
+
+def test_the_timer_moves_each_message_once_and_dead_letters_what_it_cannot_store(
+    redis_server: RedisServer, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from scheduler.timers import TimerDelivery
+
+    url = redis_server.url
+    store = _store(url, namespace)
+    keys = store.queue_keys("h", 0)
+    now = int(time.time() * 1000)
+    store.put_delayed("h", 0, _encoded(b"good-1"), now - 10)
+    client = raw_client(url)  # written around the library (the client role has XADD): 5 000 keys
+    bad_id = client.xadd(keys.delayed, {"i": "bad", "b": b"x", "bt": 1, "k": "\x1f".join(f"k{i}" for i in range(5000))})
+    client.zadd(keys.timer, {bad_id: now - 5})
+    store.put_delayed("h", 0, _encoded(b"good-2"), now - 1)
+    client.zadd(store.keys.timers, {timer_member("h", 0): now - 10})
+    import threading
+
+    delivery = TimerDelivery(store, poll_ms=50, batch=100, stop=threading.Event())
+    with caplog.at_level(logging.ERROR, logger="scheduler.timers"):
+        for _ in range(3):
+            delivery.deliver_once()
+    assert [m.body for m in store.read("h", 0, 0, 10)] == [b"good-1", b"good-2"]  # each once, in due order
+    dead = store.timer_dead_letters("h", 0)
+    assert len(dead) == 1 and dead[0][0] == bad_id.decode() and "keys" in dead[0][1]
+    assert client.zcard(keys.timer) == 0 and client.xlen(keys.delayed) == 0
+    assert "could not be delivered" in caplog.text
+
+
+def test_a_half_message_that_cannot_be_committed_is_discarded_once(redis_server: RedisServer, namespace: str) -> None:
+    url = redis_server.url
+    store = _store(url, namespace)
+    keys = store.queue_keys("h", 0)
+    client = raw_client(url)
+    half = client.xadd(keys.half, {"i": "tx", "b": b"x", "bt": 1, "st": 5})  # "st" is the store's own field
+    client.zadd(keys.halfidx, {half: 1})
+    assert store.end_transaction("h", 0, half.decode(), True) == (True, -1)
+    assert store.end_transaction("h", 0, half.decode(), True) == (False, -1)
+    assert store.read("h", 0, 0, 10) == []
+    discarded = Admin(url, namespace).discarded_transactions("h")
+    assert [m.system_properties["DISCARD_REASON"] for m in discarded] == ["malformed: field st is the store time, set by the store"]
+
+
+SCRIPT_FAILURES = {
+    # script name -> (keys builder, argv) that make it fail; read-only scripts are included too
+    "put-messages": (lambda k, s: k.put(), [2, 4, "i", "a", "b", "x"]),
+    "put-pending": (lambda k, s: [k.meta, k.delayed, k.timer], ["soon", "i", "a", "b", "x"]),
+    "deliver-due": (lambda k, s: k.deliver(), ["now", 10]),
+    "end-transaction": (lambda k, s: k.end_transaction(), ["commit", "HALF"]),
+    "check-halves": (lambda k, s: k.check_halves(), [1, "x", 1, 1, 10]),
+    "trim-queue": (lambda k, s: [k.log, k.ids, k.keys], [10**15, "many"]),
+    "search-offset": (lambda k, s: k.read(), ["nan"]),
+    "queue-stats": (lambda k, s: [k.meta, s.keys.topics], []),
+    "remove-dead-clients": (lambda k, s: [s.keys.group("g").clients, s.keys.group("g").info], ["soon"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPT_FAILURES))
+def test_every_script_that_fails_leaves_the_store_as_it_was(redis_server: RedisServer, namespace: str, name: str) -> None:
+    url = redis_server.url
+    store = _store(url, namespace)
+    store.put("h", 0, [_encoded(b"a"), _encoded(b"b")])
+    keys = store.queue_keys("h", 0)
+    client = raw_client(url)
+    half = client.xadd(keys.half, {"i": "tx", "b": b"x"})
+    client.zadd(keys.halfidx, {half: 1})
+    client.zadd(keys.timer, {store.put_delayed("h", 0, _encoded(b"d"), 1) or "x": 1})
+    client.zadd(store.keys.group("g").clients, {"c1": 1})
+    client.hset(store.keys.group("g").info, "c1", "{}")
+    if name in ("deliver-due", "end-transaction"):
+        client.hset(keys.meta, "seq", 0)  # the log is ahead of seq: moving a message in must fail
+    build, argv = SCRIPT_FAILURES[name]
+    argv = [half.decode() if a == "HALF" else a for a in argv]
+    if name == "queue-stats":
+        client.set(keys.meta, "not a hash")
+    before = snapshot(url, namespace)
+    with pytest.raises(Exception):
+        scripts.run(store.conn.client, name, build(keys, store), argv)
+    assert snapshot(url, namespace) == before
+
+
+# -- finding 4: a lone surrogate kills the async sender -------------------------------------------
+
+
+def test_a_lone_surrogate_is_refused_by_every_send_path(redis_server: RedisServer, namespace: str) -> None:
+    url = redis_server.url
+    _store(url, namespace)
+    before = snapshot(url, namespace)
+    bad = Message("h", b"x", properties={"p": "\ud800"})
+    with Producer("p", url, namespace=namespace) as producer:
+        with pytest.raises(MQClientError, match="UTF-8"):
+            producer.send(bad)
+        with pytest.raises(MQClientError, match="UTF-8"):
+            producer.send_async(bad)
+        with pytest.raises(MQClientError, match="UTF-8"):
+            producer.send(Message("h", b"x", tags="\udfff"))
+        assert snapshot(url, namespace) == before
+        assert producer.send_async(Message("h", b"after")).result(timeout=10).queue_offset == 0
+
+
+def test_the_async_sender_survives_any_error_and_fails_only_the_sends_it_affects(
+    redis_server: RedisServer, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = redis_server.url
+    _store(url, namespace)
+    with Producer("p", url, namespace=namespace) as producer, caplog.at_level(logging.ERROR, logger="mq.producer"):
+        sender = producer._sender
+        assert sender is not None
+        # a request that got past every check (a bug): its encoding fails inside the sender thread
+        poisoned = SendRequest("h", [[4, "i", "x", "b", "\ud800"]], ["x"], Message("h", b"x"), time.monotonic() + 5)
+        sender.submit(poisoned)
+        with pytest.raises(Exception):
+            poisoned.future.result(timeout=10)
+        assert "async sender" in caplog.text and "x" in caplog.text
+        assert producer.send_async(Message("h", b"later")).result(timeout=10).queue_offset == 0
+
+
+# -- finding 7: passwords with reserved characters -------------------------------------------------
+
+
+@pytest.mark.parametrize("password", ["pa/ss", "pa#ss", "pa?ss", "a/b#c?d"])
+def test_a_password_with_reserved_characters_is_masked_and_refused(password: str, redis_server: RedisServer) -> None:
+    url = f"redis://user:{password}@127.0.0.1:{redis_server.port}/0"
+    assert password not in mask_url(url) and "pa" not in mask_url(url).partition("@")[0].partition(":")[2]
+    with pytest.raises(MQClientError, match="percent-encode") as info:
+        Admin(url)
+    assert password not in str(info.value)
+    r = subprocess.run([sys.executable, "-m", "mq", "topic", "list", "--url", url], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT)  # fmt: skip
+    assert r.returncode == 1 and "percent-encode" in r.stderr and password not in r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("query", ["socket_timeout=abc", "socket_timeout=-1", "socket_connect_timeout=nan",
+                                   "health_check_interval=zz"])  # fmt: skip
+def test_bad_url_parameters_raise_mq_client_error(query: str, redis_server: RedisServer) -> None:
+    with pytest.raises(MQClientError):
+        Admin(f"redis://:s3cret@127.0.0.1:{redis_server.port}/0?{query}")
+    with pytest.raises(MQClientError):
+        Admin(f"redis://127.0.0.1:notaport/0")
+
+
+# -- finding 11 ---------------------------------------------------------------------------------------
+
+
+def _refused(producer: Producer, msg: Message, match: str, error: type[Exception] = MQClientError) -> None:
+    with pytest.raises(error, match=match):
+        producer.send(msg)
+
+
+def test_message_limits(redis_server: RedisServer, namespace: str) -> None:
+    url = redis_server.url
+    _store(url, namespace)
+    before = snapshot(url, namespace)
+    now = int(time.time() * 1000)
+    with Producer("p", url, namespace=namespace, max_message_size=1024) as p:
+        _refused(p, Message("h", b"x" * 1000, tags="t" * 30), "1030 bytes", MessageTooLargeError)  # whole message
+        _refused(p, Message("h", b"x", properties={"a": "v" * 2000}), "limit is 1024", MessageTooLargeError)
+    with Producer("p", url, namespace=namespace) as p:
+        _refused(p, Message("h", b"x", tags="t" * (40 << 20)), str(MAX_USER_PROPERTY_SIZE), MessageTooLargeError)
+        _refused(p, Message("h", b"x", properties={"a": "v" * MAX_USER_PROPERTY_SIZE}), "limit", MessageTooLargeError)
+        _refused(p, Message("h", b"x", properties={f"p{i}": "v" for i in range(MAX_PROPERTIES + 1)}), "properties")
+        _refused(p, Message("h", b"x", keys=[f"k{i}" for i in range(MAX_KEYS + 1)]), "keys")
+        _refused(p, Message("h", b"x", delay_level=True), "delay_level")  # type: ignore[arg-type]
+        _refused(p, Message("h", b"x", deliver_time_ms=True), "deliver_time_ms")  # type: ignore[arg-type]
+        _refused(p, Message("h", b"x", deliver_time_ms=10**30), "MAX_DELAY_MS")
+        _refused(p, Message("h", b"x", deliver_time_ms=now + MAX_DELAY_MS + 60_000), "MAX_DELAY_MS")
+        _refused(p, Message("h", b"x", tags="a || b"), "'\\|'")
+        _refused(p, Message("h", b"x", tags="a b"), "whitespace")
+        for name in ("keys", "Keys", "tags", "Delay"):
+            _refused(p, Message("h", b"x", properties={name: "v"}), "reserved")
+        with pytest.raises(MQClientError, match="batch is"):
+            p.send_batch([Message("h", b"x" * 1000, properties={"a": "b" * 4000}) for _ in range(1100)])
+        assert snapshot(url, namespace) == before
+        assert p.send(Message("h", b"x", deliver_time_ms=now + MAX_DELAY_MS - 60_000)).queue_offset == -1
+        assert p.send(Message("h", b"x", keys=[f"k{i}" for i in range(MAX_KEYS)])).queue_offset == 0
+
+
+def test_admin_input_checks(redis_server: RedisServer, namespace: str) -> None:
+    url = redis_server.url
+    _store(url, namespace)
+    with Admin(url, namespace) as admin:
+        for bad in (math.nan, math.inf, True, "1"):
+            with pytest.raises(MQClientError, match="timestamp_ms"):
+                admin.reset_offset_by_time("g", "h", bad)  # type: ignore[arg-type]
+        with pytest.raises(MQClientError, match="timestamp_ms"):
+            admin.search_offset(MessageQueue("h", "broker-a", 0), math.nan)  # type: ignore[arg-type]
+        with pytest.raises(MQClientError, match="msg_ids"):
+            admin.resend_dlq("g", msg_ids="one-id")
+
+
+def test_resend_dlq_resends_each_letter_once_and_skips_letters_whose_topic_is_gone(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    from mq.consumer.retry import SendBack
+
+    url = redis_server.url
+    store = _store(url, namespace, "live")
+    Admin(url, namespace).create_topic("gone", read_queues=1, write_queues=1)
+    with Producer("p", url, namespace=namespace) as producer:
+        ids = {t: producer.send(Message(t, t.encode())).msg_id for t in ("live", "gone")}
+    back = SendBack(store, "g", max_reconsume_times=0)
+    for topic in ("gone", "live"):
+        back.dead_letter(store.read(topic, 0, 0, 1)[0], "test")
+    with Admin(url, namespace) as admin:
+        admin.delete_topic("gone")
+        assert admin.resend_dlq("g", msg_ids=[ids["live"]]) == 1
+        assert admin.resend_dlq("g", msg_ids=[ids["live"]]) == 0  # once, even when named again
+        assert admin.resend_dlq("g") == 0  # the letter of "gone" is skipped, every time, without failing
+        assert len(admin.last_resend_skipped) == 1 and ids["gone"] in admin.last_resend_skipped[0]
+        assert [m.body for m in store.read("live", 0, 0, 10)] == [b"live", b"live"]
+        admin.create_topic("gone", read_queues=1, write_queues=1)
+        assert admin.resend_dlq("g") == 1  # skipped letters stay unmarked: resent once the topic is back
+
+
+def test_a_big_batch_goes_out_in_bounded_script_calls(redis_server: RedisServer, namespace: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    url = redis_server.url
+    store = _store(url, namespace)
+    sizes: list[int] = []
+    real_run = scripts.run
+
+    def spy(client: Any, name: str, keys: Any, argv: Any) -> Any:
+        if name == "put-messages":
+            sizes.append(int(argv[0]))
+        return real_run(client, name, keys, argv)
+
+    monkeypatch.setattr(scripts, "run", spy)
+    n = 100_000
+    with Producer("p", url, namespace=namespace) as producer:
+        result = producer.send_batch([Message("h", b"%d" % i) for i in range(n)])
+    assert sum(sizes) == n and max(sizes) <= send_request.PUT_CALL_MAX_MESSAGES and len(sizes) >= n // 512
+    assert result.queue_offset == 0 and len(result.msg_ids) == n
+    stored = store.read("h", 0, n - 3, 5)
+    assert [m.body for m in stored] == [b"%d" % i for i in range(n - 3, n)]
+
+
+def test_a_full_store_still_lets_the_retry_topic_step_pass_and_names_oom_to_producers(
+    namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Creating a group's retry topic (a write, done when a consumer starts) is tolerated on a full
+    store; producers get an MQBrokerError naming OOM, at once (no futile retries)."""
+    from mq.consumer.retry import SendBack
+
+    with RedisServer(extra_args=["--maxmemory", "4mb", "--maxmemory-policy", "noeviction"]) as server:
+        url = server.url
+        store = _store(url, namespace)
+        client = server.client()
+        with pytest.raises(Exception, match="maxmemory"):
+            for i in range(10_000):
+                client.set(f"filler:{i}", b"x" * 65536)
+        with caplog.at_level(logging.WARNING, logger="mq.consumer"):
+            assert SendBack(store, "g", max_reconsume_times=1).ensure_retry_topic() == "%RETRY%g"
+        assert "OOM" in caplog.text and store.topic("%RETRY%g") is None
+        with Producer("p", url, namespace=namespace) as producer, pytest.raises(MQBrokerError, match="OOM") as info:
+            producer.send(Message("h", b"x"))
+        assert "maxmemory" in str(info.value) and "after 1 attempt(s)" in str(info.value)
+        client.close()
