@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+import redis
 
 from mq import Admin, Message, Producer
 from mq.connection import Connection, mask_url
@@ -22,7 +23,7 @@ from mq.queue import MessageQueue
 from mq.store import Store, codec, scripts
 from mq.validation import MAX_DELAY_MS, MAX_KEYS, MAX_PROPERTIES, MAX_USER_PROPERTY_SIZE
 from tests.helpers import raw_client, snapshot
-from tests.procs import ROOT, wait_for
+from tests.procs import ROOT
 from tests.servers import RedisServer
 
 
@@ -126,7 +127,8 @@ def test_a_half_message_that_cannot_be_committed_is_discarded_once(redis_server:
     assert store.end_transaction("h", 0, half.decode(), True) == (False, -1)
     assert store.read("h", 0, 0, 10) == []
     discarded = Admin(url, namespace).discarded_transactions("h")
-    assert [m.system_properties["DISCARD_REASON"] for m in discarded] == ["malformed: field st is the store time, set by the store"]
+    reasons = [m.system_properties["DISCARD_REASON"] for m in discarded]
+    assert reasons == ["malformed: field st is the store time, set by the store"]
 
 
 SCRIPT_FAILURES = {
@@ -162,7 +164,7 @@ def test_every_script_that_fails_leaves_the_store_as_it_was(redis_server: RedisS
     if name == "queue-stats":
         client.set(keys.meta, "not a hash")
     before = snapshot(url, namespace)
-    with pytest.raises(Exception):
+    with pytest.raises(redis.exceptions.ResponseError):
         scripts.run(store.conn.client, name, build(keys, store), argv)
     assert snapshot(url, namespace) == before
 
@@ -197,7 +199,7 @@ def test_the_async_sender_survives_any_error_and_fails_only_the_sends_it_affects
         # a request that got past every check (a bug): its encoding fails inside the sender thread
         poisoned = SendRequest("h", [[4, "i", "x", "b", "\ud800"]], ["x"], Message("h", b"x"), time.monotonic() + 5)
         sender.submit(poisoned)
-        with pytest.raises(Exception):
+        with pytest.raises(UnicodeEncodeError):
             poisoned.future.result(timeout=10)
         assert "async sender" in caplog.text and "x" in caplog.text
         assert producer.send_async(Message("h", b"later")).result(timeout=10).queue_offset == 0
@@ -225,7 +227,7 @@ def test_bad_url_parameters_raise_mq_client_error(query: str, redis_server: Redi
     with pytest.raises(MQClientError):
         Admin(f"redis://:s3cret@127.0.0.1:{redis_server.port}/0?{query}")
     with pytest.raises(MQClientError):
-        Admin(f"redis://127.0.0.1:notaport/0")
+        Admin("redis://127.0.0.1:notaport/0")
 
 
 # -- finding 11 ---------------------------------------------------------------------------------------
