@@ -346,3 +346,34 @@ def test_a_full_store_still_lets_the_retry_topic_step_pass_and_names_oom_to_prod
             producer.send(Message("h", b"x"))
         assert "maxmemory" in str(info.value) and "after 1 attempt(s)" in str(info.value)
         client.close()
+
+
+# -- finding 3: one filter expression freezes Redis --------------------------------------------------
+
+
+def test_filter_expressions_are_bounded_when_the_selector_is_built() -> None:
+    from mq.errors import FilterExpressionError
+    from mq.filter import MessageSelector, limits
+
+    reproduced = [
+        "a IN (" + ",".join(f"'{i}'" for i in range(20_000)) + ")",  # 2.5 s per pull before
+        " OR ".join(f"a = {i}" for i in range(20_000)),  # 11 s
+        "big CONTAINS '" + "x" * 20_000 + "'",  # 73 s against 200 KB property values
+        "a IN (" + ",".join(f"'{i}'" for i in range(limits.MAX_IN_ITEMS + 1)) + ")"[: limits.MAX_EXPRESSION_LENGTH],
+        " OR ".join(f"a = {i}" for i in range(100)),  # short, but over MAX_NODES
+        "NOT " * 1000 + "a = 1",  # deeper than the parser could follow
+        "big CONTAINS '" + "x" * (limits.MAX_LITERAL_LENGTH + 1) + "'",
+    ]
+    for expression in reproduced:
+        with pytest.raises(FilterExpressionError):
+            MessageSelector.by_sql(expression)
+    with pytest.raises(FilterExpressionError):
+        MessageSelector.by_tag(" || ".join(f"t{i}" for i in range(limits.MAX_IN_ITEMS + 1)))
+    at_limits = [
+        "a IN (" + ",".join(f"'{i}'" for i in range(limits.MAX_IN_ITEMS)) + ")",
+        " OR ".join(f"a = {i}" for i in range(40)),
+        "big CONTAINS '" + "x" * limits.MAX_LITERAL_LENGTH + "'",
+    ]
+    for expression in at_limits:
+        assert len(expression) <= limits.MAX_EXPRESSION_LENGTH
+        MessageSelector.by_sql(expression)
