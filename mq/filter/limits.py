@@ -24,7 +24,10 @@ MAX_DEPTH = 32
 MAX_IN_ITEMS = 256
 #: Longest string literal (``'…'``, a ``CONTAINS`` / ``STARTSWITH`` / ``ENDSWITH`` pattern, an ``IN``
 #: item, a tag), characters.
-MAX_LITERAL_LENGTH = 1024
+MAX_LITERAL_LENGTH = 256
+#: Most characters of all ``CONTAINS`` / ``STARTSWITH`` / ``ENDSWITH`` patterns of one expression
+#: together (a substring search costs up to pattern length × value length per message).
+MAX_PATTERN_CHARS = 512
 
 _TEXT_TESTS = {"contains", "starts_with", "ends_with", "not_contains", "not_starts_with", "not_ends_with"}
 
@@ -48,7 +51,7 @@ def check_tags(expression: str, tags: list[str]) -> None:
 
 def check_tree(expression: str, tree: list[Any]) -> None:
     """Refuse a SQL92 tree (the store's JSON form) over the node, depth, ``IN`` or literal bounds."""
-    nodes = 0
+    nodes = pattern_chars = 0
     stack: list[tuple[Any, int]] = [(tree, 1)]
     while stack:
         node, depth = stack.pop()
@@ -70,6 +73,10 @@ def check_tree(expression: str, tree: list[Any]) -> None:
                 _literal(expression, item)
         elif kind in _TEXT_TESTS:
             _literal(expression, node[2])
+            pattern_chars += len(node[2])
+            if pattern_chars > MAX_PATTERN_CHARS:
+                raise FilterExpressionError(f"CONTAINS/STARTSWITH/ENDSWITH patterns of more than {MAX_PATTERN_CHARS} "
+                                            "characters together", expression=expression[:64] + "…")  # fmt: skip
         stack.extend((child, depth + 1) for child in node[1:] if isinstance(child, list))
 
 

@@ -18,6 +18,8 @@ from mq.queue import MessageQueue
 PUT_CALL_MAX_MESSAGES = 512
 #: Most encoded bytes one put script call carries (a single message up to the size limit always fits).
 PUT_CALL_MAX_BYTES = 1024 * 1024
+#: Most message keys one put script call indexes (each is a ZADD member: a few microseconds).
+PUT_CALL_MAX_KEYS = 4096
 
 Selector = MessageQueueSelector | Callable[[Sequence[MessageQueue], Message, Any], MessageQueue | None]
 
@@ -57,28 +59,40 @@ class SendRequest:
         return ",".join(self.msg_ids)
 
     def chunks(self) -> list[list[list[Any]]]:
-        """``encoded`` split into put calls of at most :data:`PUT_CALL_MAX_MESSAGES` messages and
-        :data:`PUT_CALL_MAX_BYTES` bytes (one call unless the batch is big)."""
+        """``encoded`` split into put calls of at most :data:`PUT_CALL_MAX_MESSAGES` messages,
+        :data:`PUT_CALL_MAX_BYTES` bytes and :data:`PUT_CALL_MAX_KEYS` keys (one call unless the batch is big)."""
         return split_puts(self.encoded)
 
 
 def encoded_size(encoded: list[Any]) -> int:
-    """Approximate bytes of one encoded message (its field values)."""
-    return sum(len(v) if isinstance(v, (bytes, str)) else 8 for v in encoded[1:])
+    """Bytes of one encoded message's field values, as the put script counts them (numbers as digits)."""
+    return sum(len(v.encode()) if isinstance(v, str) else len(v) if isinstance(v, bytes) else len(str(v))
+               for v in encoded[2::2])  # fmt: skip
+
+
+def encoded_keys(encoded: list[Any]) -> int:
+    """How many message keys one encoded message carries (its ``k`` field)."""
+    items = encoded[1:]
+    for name, value in zip(items[::2], items[1::2]):
+        if name == "k":
+            return len([k for k in str(value).split("\x1f") if k])
+    return 0
 
 
 def split_puts(encoded: Sequence[list[Any]]) -> list[list[list[Any]]]:
     """Consecutive runs of ``encoded`` within the per-call bounds, in order."""
     out: list[list[list[Any]]] = []
     run: list[list[Any]] = []
-    run_bytes = 0
+    run_bytes = run_keys = 0
     for fields in encoded:
-        size = encoded_size(fields)
-        if run and (len(run) >= PUT_CALL_MAX_MESSAGES or run_bytes + size > PUT_CALL_MAX_BYTES):
+        size, keys = encoded_size(fields), encoded_keys(fields)
+        if run and (len(run) >= PUT_CALL_MAX_MESSAGES or run_bytes + size > PUT_CALL_MAX_BYTES
+                    or run_keys + keys > PUT_CALL_MAX_KEYS):  # fmt: skip
             out.append(run)
-            run, run_bytes = [], 0
+            run, run_bytes, run_keys = [], 0, 0
         run.append(fields)
         run_bytes += size
+        run_keys += keys
     if run:
         out.append(run)
     return out

@@ -18,7 +18,8 @@
   KEYS[7] queue timer dead-letter stream (fields: delayed_id, reason, then the message's fields)
 
   ARGV[1] now, epoch ms: messages due at or before it are delivered
-  ARGV[2] most messages to move in this call
+  ARGV[2] most messages to move in this call (it also stops at the per-call byte and key bounds of
+          includes/message.lua; what is left stays due for the next call)
 
   Returns {moved, next_due_ms, dead}: next_due_ms is the earliest remaining due time, -1 when
   none; dead is how many went to the dead-letter stream.
@@ -30,14 +31,25 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local entries, dead = {}, {}
+local taken, total_bytes, total_keys = 0, 0, 0
 for _, id in ipairs(due) do
   local e = redis.call('XRANGE', KEYS[6], id, id)
   if #e > 0 then
     local fields = e[1][2]
     local problem = append_problem(fields, 1, #fields)
-    if problem then dead[#dead + 1] = {id, problem, fields} else entries[#entries + 1] = {fields, 1, #fields} end
+    if problem then
+      dead[#dead + 1] = {id, problem, fields}
+    else
+      local bytes, keys = message_cost(fields, 1, #fields)
+      if #entries > 0 and (total_bytes + bytes > CALL_MAX_BYTES or total_keys + keys > CALL_MAX_KEYS) then break end
+      entries[#entries + 1] = {fields, 1, #fields}
+      total_bytes, total_keys = total_bytes + bytes, total_keys + keys
+    end
   end
+  taken = taken + 1
 end
+-- what is not taken now stays due: the next call moves it
+for i = #due, taken + 1, -1 do due[i] = nil end
 local plan, problem = nil, nil
 if #entries > 0 then
   plan, problem = append_plan(entries)

@@ -18,7 +18,8 @@
   Returns {first_offset, store_timestamp_ms} on success, or a negative code:
     -1 the queue does not exist (unknown topic or queue id)
     -2 the queue exists but is not writable (write_queues shrank, or perm lacks "w")
-  Raises "ERR malformed …" when ARGV does not hold N well-formed messages (nothing is written).
+  Raises "ERR malformed …" when ARGV does not hold N well-formed messages, or when several messages
+  exceed the bounds of one call (CALL_MAX_* in includes/message.lua: bounded work); nothing is written.
 ]]
 --@include append
 local writable = redis.call('HGET', KEYS[1], 'w')
@@ -29,6 +30,7 @@ local n = tonumber(ARGV[1])
 if n == nil or n < 1 then return redis.error_reply('ERR malformed put: message count ' .. tostring(ARGV[1])) end
 local entries = {}
 local p = 2
+local total_bytes, total_keys = 0, 0
 for m = 1, n do
   local count = tonumber(ARGV[p])
   if count == nil or p + count > #ARGV then
@@ -37,9 +39,16 @@ for m = 1, n do
   local problem = append_problem(ARGV, p + 1, p + count)
   if problem then return redis.error_reply('ERR malformed put: message ' .. m .. ': ' .. problem) end
   entries[m] = {ARGV, p + 1, p + count}
+  local bytes, keys = message_cost(ARGV, p + 1, p + count)
+  total_bytes, total_keys = total_bytes + bytes, total_keys + keys
   p = p + count + 1
 end
 if p ~= #ARGV + 1 then return redis.error_reply('ERR malformed put: items after message ' .. n) end
+if n > 1 and (n > CALL_MAX_MESSAGES or total_bytes > CALL_MAX_BYTES or total_keys > CALL_MAX_KEYS) then
+  return redis.error_reply('ERR malformed put: ' .. n .. ' messages, ' .. total_bytes .. ' bytes, ' .. total_keys ..
+    ' keys in one call; the bounds are ' .. CALL_MAX_MESSAGES .. ', ' .. CALL_MAX_BYTES .. ' and ' .. CALL_MAX_KEYS ..
+    ': split the batch (the producer does)')
+end
 local plan, problem = append_plan(entries)
 if not plan then return redis.error_reply('ERR corrupt queue: ' .. problem) end
 append_write(plan)

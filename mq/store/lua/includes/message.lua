@@ -7,6 +7,25 @@ local APPEND_MAX_KEYS = 64
 -- most field/value items of one entry (the codec writes at most 16; bounds unpack() in XADD)
 local APPEND_MAX_ITEMS = 64
 
+-- the bounds of one call that stores several messages (mq.producer.request.PUT_CALL_MAX_*): a put
+-- over them is refused, a deliver-due stops taking messages at them (a single message always passes)
+local CALL_MAX_MESSAGES = 512
+local CALL_MAX_BYTES = 1048576
+local CALL_MAX_KEYS = 4096
+
+-- the bytes of the values and the keys of the message in items[from..to] (as the producer counts them)
+local function message_cost(items, from, to)
+  local bytes, keys = 0, 0
+  for j = from + 1, to, 2 do
+    local v = items[j]
+    bytes = bytes + #tostring(v)
+    if items[j - 1] == 'k' then
+      for _ in string.gmatch(v, '[^\31]+') do keys = keys + 1 end
+    end
+  end
+  return bytes, keys
+end
+
 -- nil when items[from..to] are field/value pairs put-messages can store, else the reason
 local function append_problem(items, from, to)
   local count = to - from + 1
