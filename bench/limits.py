@@ -10,9 +10,10 @@ Scenarios (limits from mq/validation.py, mq/filter/limits.py, mq/producer/reques
 
 - ``batch``: one ``send_batch`` of 100 000 tiny messages (split into bounded put calls);
 - ``batch-keys``: a batch of 512 messages with 64 keys each (every key indexed);
-- ``filter``: a pull of 1 024 messages whose 16 KiB property defeats ``CONTAINS`` patterns of the
-  longest literal, within the expression-length limit (each pattern found nowhere);
-- ``pull``: a pull of 1 024 messages of 64 KiB (no filter);
+- ``filter``: a consumer's pull (its scan bounds: ``PULL_MAX_SCAN`` entries, ``PULL_MAX_BYTES``) over
+  1 024 messages whose 16 KiB property defeats ``CONTAINS`` patterns of the longest literal, as many
+  as the pattern bound allows (each pattern found nowhere);
+- ``pull``: a consumer's pull over 1 024 messages of 64 KiB (no filter);
 - ``timer``: one ``deliver-due`` moving ``timer_batch`` (1 000) due messages with 64 keys and 16 KiB
   of properties each;
 - ``check-halves``: one check-back round over 500 due half messages.
@@ -32,7 +33,7 @@ from typing import Any
 
 from mq import Admin, Message, Producer
 from mq.connection import Connection
-from mq.consumer.core import filter_args
+from mq.consumer.puller import PULL_MAX_BYTES, PULL_MAX_SCAN, filter_args
 from mq.filter import MessageSelector
 from mq.filter.limits import MAX_EXPRESSION_LENGTH, MAX_LITERAL_LENGTH, MAX_PATTERN_CHARS
 from mq.store import Store, codec
@@ -139,8 +140,8 @@ def main() -> None:
         ftype, fdata = filter_args(MessageSelector.by_sql(expression))
 
         def pull_filtered(ns: str, store: Store) -> None:
-            result = store.pull_many([PullRequest("L", 0, 0, 32, 1024, ftype, fdata)])[0]
-            assert not isinstance(result, Exception) and result.next_offset == 1024, result
+            result = store.pull_many([PullRequest("L", 0, 0, 32, PULL_MAX_SCAN, ftype, fdata, PULL_MAX_BYTES)])[0]
+            assert not isinstance(result, Exception) and result.messages == [], result
 
         results.append(scenario(server, "filter", fill_filter, pull_filtered,
                                 lambda c, store: c.xrange(store.queue_keys("L", 0).log, count=1024)))  # fmt: skip
@@ -154,7 +155,7 @@ def main() -> None:
             return store
 
         def pull_plain(ns: str, store: Store) -> None:
-            result = store.pull_many([PullRequest("L", 0, 0, 1024, 1024)])[0]
+            result = store.pull_many([PullRequest("L", 0, 0, 1024, PULL_MAX_SCAN, max_bytes=PULL_MAX_BYTES)])[0]
             assert not isinstance(result, Exception), result
 
         results.append(scenario(server, "pull", fill_pull, pull_plain,

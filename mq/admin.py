@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
-from mq.connection import Connection, translate_errors
+from mq.connection import Connection
 from mq.consumer import registry
-from mq.consumer.offsets import read_group_offsets, write_group_offsets
-from mq.consumer.registry import ClientInfo
+from mq.consumer.registry import ClientInfo, parse_group_config
 from mq.consumer.retry import dlq_topic, original_topic
+from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError, TopicNotFoundError
+from mq.group import GroupConfig
 from mq.message import Message, MessageExt
 from mq.producer import Producer
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
@@ -167,6 +167,54 @@ class Admin:
         """Every consumer group that ever registered in the namespace."""
         return registry.groups(self._store)
 
+    def create_group(self, group: str, *, consume_enable: bool = True, retry_max_times: int = 16,
+                     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
+                     fifo: bool = False) -> GroupConfig:  # fmt: skip
+        """Create or replace the config of consumer group ``group`` [mqadmin ``updateSubGroup``].
+
+        Args:
+            consume_enable: False pauses every member within one heartbeat (1 s); True resumes.
+            retry_max_times: retries before the DLQ for push consumers that do not set their own.
+            consume_from_where: where members start on queues the group has no offset for.
+            fifo: the group consumes message groups in order (RocketMQ 5 endpoint).
+
+        Raises:
+            InvalidNameError / MQClientError: a bad name or value (nothing is written).
+        """
+        config = GroupConfig(check_group(group), consume_enable, retry_max_times, consume_from_where, fifo)
+        self._store.save_group_config(config.group, config.to_json())
+        return config
+
+    def update_group(self, group: str, **changes: Any) -> GroupConfig:
+        """Change fields of a group's config (``consume_enable=False`` pauses it); the rest is kept.
+
+        Raises:
+            MQClientError: the group has no config (create it first), or a bad field or value.
+        """
+        current = self.group_config(group)
+        unknown = set(changes) - set(GroupConfig.__dataclass_fields__) | ({"group"} & set(changes))
+        if unknown:
+            raise MQClientError(f"unknown group setting(s) {sorted(unknown)}: use consume_enable, retry_max_times, "
+                                "consume_from_where or fifo")  # fmt: skip
+        config = dataclasses.replace(current, **changes)
+        self._store.save_group_config(config.group, config.to_json())
+        return config
+
+    def delete_group(self, group: str) -> bool:
+        """Delete a group's config (members keep running with their own settings); False when it had none."""
+        return self._store.delete_group_config(check_group(group))
+
+    def group_config(self, group: str) -> GroupConfig:
+        """The config of ``group``.
+
+        Raises:
+            MQClientError: the group has no config (``create_group`` makes one).
+        """
+        config = parse_group_config(group, self._store.group_config_json(check_group(group)))
+        if config is None:
+            raise MQClientError(f"group {group!r} has no config: create it with Admin.create_group or `mq group create`")
+        return config
+
     def consumer_connections(self, group: str) -> list[ClientInfo]:
         """The live members of ``group``: client id, host, pid, subscriptions, last heartbeat."""
         return registry.group_clients(self._store, check_group(group))
@@ -185,7 +233,7 @@ class Admin:
             qids = [q for q in range(config.read_queues) if config.readable(q)]
             stats = self._store.queue_stats(name, qids)
             queues = [MessageQueue(name, DEFAULT_BROKER_NAME, q) for q in qids]
-            committed = read_group_offsets(self._store, group, queues)
+            committed = self._store.read_offsets(group, queues)
             for mq in queues:
                 s = stats[mq.queue_id]
                 consumer = committed.get(mq, -1)
@@ -206,7 +254,7 @@ class Admin:
             MessageQueue(topic, DEFAULT_BROKER_NAME, q): self._store.search_offset(topic, q, timestamp_ms)
             for q in range(config.queue_count)
         }
-        write_group_offsets(self._store, check_group(group), offsets)
+        self._store.commit_offsets(check_group(group), offsets)
         return offsets
 
     # -- dead letters ---------------------------------------------------------------------------
@@ -241,8 +289,6 @@ class Admin:
         if self._store.topic(topic) is None:
             return 0
         wanted = set(msg_ids) if msg_ids is not None else None
-        resent_key = self._store.keys.dlq_resent(group)
-        client = self._conn.client
         count = 0
         skipped: list[str] = []
         stats = self._store.queue_stats(topic, [0])[0]
@@ -257,19 +303,16 @@ class Admin:
                     if wanted is not None and m.msg_id not in wanted:
                         continue
                     target = original_topic(m)
-                    with translate_errors(self._conn.url, "resending dead letters"):
-                        if not client.sadd(resent_key, m.msg_id):  # claimed first: resent at most once
-                            continue
+                    if not self._store.claim_resend(group, m.msg_id):  # claimed first: resent at most once
+                        continue
                     try:
                         producer.send(Message(target, m.body, m.tags, m.keys, m.properties))
                     except MQClientError as e:  # topic gone or not writable, or a message it refuses
                         skipped.append(f"{m.msg_id} ({target}: {e})")
-                        with translate_errors(self._conn.url, "resending dead letters"):
-                            client.srem(resent_key, m.msg_id)
+                        self._store.unclaim_resend(group, m.msg_id)
                         continue
                     except BaseException:
-                        with translate_errors(self._conn.url, "resending dead letters"):
-                            client.srem(resent_key, m.msg_id)
+                        self._store.unclaim_resend(group, m.msg_id)
                         raise
                     count += 1
         if skipped:
@@ -282,9 +325,7 @@ class Admin:
     def broker_stats(self) -> dict[str, Any] | None:
         """The last stats snapshot of a broker service (topic totals, lag per group/topic, DLQ sizes,
         timer and half-message backlogs, when and by whom), or None when no service has taken one."""
-        with translate_errors(self._conn.url, "reading broker stats"):
-            raw = self._conn.client.get(self._store.keys.stats)
-        return dict(json.loads(raw)) if raw else None
+        return self._store.stats()
 
     # -- transactions ---------------------------------------------------------------------------
 
@@ -294,18 +335,14 @@ class Admin:
         ``DISCARD_REASON`` and ``HALF_ID``."""
         configs = [self._require(topic)] if topic is not None else self._store.topics()
         out: list[MessageExt] = []
-        with translate_errors(self._conn.url, "reading discarded transactions"):
-            pipe = self._conn.client.pipeline(transaction=False)
-            locations = [(c.name, q) for c in configs for q in range(c.queue_count)]
-            for name, q in locations:
-                pipe.xrange(self._store.queue_keys(name, q).txdead)
-            for (name, q), entries in zip(locations, pipe.execute()):
-                for _, fields in entries:
-                    msg = decode_half(name, q, fields[b"half_id"].decode(), fields)
-                    msg.system_properties.update({"TRANSACTION_CHECK_TIMES": fields[b"checks"].decode(),
-                                                  "DISCARD_REASON": fields[b"reason"].decode(),
-                                                  "HALF_ID": fields[b"half_id"].decode()})  # fmt: skip
-                    out.append(msg)
+        locations = [(c.name, q) for c in configs for q in range(c.queue_count)]
+        for (name, q), entries in zip(locations, self._store.discarded_entries(locations)):
+            for _, fields in entries:
+                msg = decode_half(name, q, fields[b"half_id"].decode(), fields)
+                msg.system_properties.update({"TRANSACTION_CHECK_TIMES": fields[b"checks"].decode(),
+                                              "DISCARD_REASON": fields[b"reason"].decode(),
+                                              "HALF_ID": fields[b"half_id"].decode()})  # fmt: skip
+                out.append(msg)
         return sorted(out, key=lambda m: m.system_properties["HALF_ID"])
 
     def _group_topics(self, group: str) -> list[str]:
@@ -313,7 +350,7 @@ class Admin:
         with_offsets = set()
         for config in self._store.topics():
             queues = [MessageQueue(config.name, DEFAULT_BROKER_NAME, q) for q in range(config.queue_count)]
-            if read_group_offsets(self._store, group, queues):
+            if self._store.read_offsets(group, queues):
                 with_offsets.add(config.name)
         return sorted(subscribed | with_offsets)
 

@@ -33,6 +33,7 @@ key                             type        holds
 ``{ns}:groups``                 set         every consumer group that ever registered
 ``{ns:g:G}:clients``            zset        client id → last heartbeat, ms (live = recent)
 ``{ns:g:G}:info``               hash        client id → ClientInfo JSON
+``{ns:g:G}:config``             string      the group's config (GroupConfig JSON, ``Admin.create_group``)
 ==============================  ==========  ==================================================
 
 Everything one queue owns shares the tag ``{ns:T:Q}``, so every per-queue script touches one slot
@@ -87,6 +88,15 @@ class QueueKeys:
         tag = self.meta.removesuffix(":q")
         return [self.meta, self.log, self.offsets, f"{tag}:inv:{group}", f"{tag}:att:{group}"]
 
+    def guard(self, group: str, guard: str) -> str:
+        """The key a guarded offset commit checks: the owners hash (``"owner"``), the group's lock
+        (``"lock"``), or the offsets hash itself when nothing is checked (``""``)."""
+        return self.owners if guard == "owner" else self.lock(group) if guard == "lock" else self.offsets
+
+    def pull(self, group: str, guard: str) -> list[str]:
+        """The keys of ``pull-messages``."""
+        return [self.meta, self.log, self.offsets, self.guard(group, guard)]
+
     def deliver(self) -> list[str]:
         """The keys of ``deliver-due``: the put keys, the queue's timer and its dead-letter stream."""
         return [*self.put(), self.timer, self.delayed, self.timerdead]
@@ -108,6 +118,7 @@ class GroupKeys:
     info: str
     txcheck: str
     since: str
+    config: str
 
 
 class Keys:
@@ -139,7 +150,8 @@ class Keys:
     def group(self, group: str) -> GroupKeys:
         """The registry keys of ``group``."""
         tag = f"{{{self.namespace}:g:{group}}}"
-        return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info", txcheck=f"{tag}:txcheck", since=f"{tag}:since")
+        return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info", txcheck=f"{tag}:txcheck", since=f"{tag}:since",
+                         config=f"{tag}:config")
 
 
 def stream_id(offset: int) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import time
 
-from mq.connection import translate_errors
 from mq.errors import MQClientError
 from mq.message import Message
 from mq.store import Store
@@ -54,7 +53,5 @@ def due_time_ms(msg: Message, levels: tuple[int, ...], now_ms: int | None = None
 
 def delay_levels(store: Store) -> tuple[int, ...]:
     """The namespace's delay levels (set by the broker service's config), else the defaults."""
-    with translate_errors(store.conn.url, "reading the delay levels"):
-        raw = store.conn.client.hget(store.keys.config, "message_delay_level")
-    return parse_delay_levels(raw.decode() if raw else DEFAULT_MESSAGE_DELAY_LEVEL)
+    return parse_delay_levels(store.namespace_setting("message_delay_level") or DEFAULT_MESSAGE_DELAY_LEVEL)
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from mq.errors import MQClientError
-from mq.queue import MessageQueue
+from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 
 #: Default number of read and of write queues of a new topic (RocketMQ ``defaultTopicQueueNums``
 #: is 4 for auto-created topics; ``mqadmin updateTopic`` uses 8; the spec asks for 16).
@@ -55,6 +55,14 @@ class TopicConfig:
     def readable(self, queue_id: int) -> bool:
         """Whether consumers may read ``queue_id``."""
         return "r" in self.perm and queue_id < self.read_queues
+
+    def readable_queues(self, broker_name: str = DEFAULT_BROKER_NAME) -> list[MessageQueue]:
+        """The queues consumers read, by queue id."""
+        return [MessageQueue(self.name, broker_name, q) for q in range(self.read_queues) if self.readable(q)]
+
+    def writable_queues(self, broker_name: str = DEFAULT_BROKER_NAME) -> list[MessageQueue]:
+        """The queues producers send to, by queue id."""
+        return [MessageQueue(self.name, broker_name, q) for q in range(self.write_queues) if self.writable(q)]
 
     def to_json(self) -> str:
         """The stored form."""

@@ -13,8 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from mq.connection import translate_errors
-from mq.keys import QueueKeys, parse_timer_member, timer_member
+from mq.keys import QueueKeys
 from mq.store import Store
 
 #: Queues handled per round trip.
@@ -31,55 +30,34 @@ class QueueIndex:
 
     def due(self, now_ms: int, limit: int = QUEUES_PER_ROUND) -> list[tuple[str, int]]:
         """Queues whose earliest time has come."""
-        with translate_errors(self._store.conn.url, "reading a broker index"):
-            members = self._store.conn.client.zrangebyscore(self.key, "-inf", now_ms, start=0, num=limit)
-        return [parse_timer_member(m) for m in members]
+        return self._store.index_due(self.key, now_ms, limit)
 
     def write_back(self, queues: list[tuple[str, int]], next_ms: list[int]) -> None:
         """Record each queue's next time (-1: nothing pending), then re-index against races."""
-        client = self._store.conn.client
-        with translate_errors(self._store.conn.url, "updating a broker index"):
-            pipe = client.pipeline(transaction=False)
-            for (topic, qid), at in zip(queues, next_ms):
-                member = timer_member(topic, qid)
-                if at < 0:
-                    pipe.zrem(self.key, member)
-                else:
-                    pipe.zadd(self.key, {member: at})
-            pipe.execute()
+        self._store.index_set(self.key, list(zip(queues, next_ms)))
         self.reindex(queues)
 
     def postpone(self, queues: list[tuple[str, int]], at_ms: int) -> None:
         """Look at ``queues`` again at ``at_ms`` (epoch ms), e.g. after a failure, without re-indexing them."""
-        with translate_errors(self._store.conn.url, "postponing queues in a broker index"):
-            self._store.conn.client.zadd(self.key, {timer_member(t, q): at_ms for t, q in queues})
+        self._store.index_set(self.key, [(queue, at_ms) for queue in queues])
 
     def reindex(self, queues: list[tuple[str, int]]) -> None:
         """Lower each queue's score to its earliest pending item (adding missing entries)."""
-        client = self._store.conn.client
-        with translate_errors(self._store.conn.url, "re-reading queue schedules"):
-            pipe = client.pipeline(transaction=False)
-            for topic, qid in queues:
-                pipe.zrange(self._schedule(self._store.queue_keys(topic, qid)), 0, 0, withscores=True)
-            firsts = pipe.execute()
-            pipe = client.pipeline(transaction=False)
-            for (topic, qid), first in zip(queues, firsts):
-                if first:
-                    pipe.zadd(self.key, {timer_member(topic, qid): int(first[0][1])}, lt=True)
-            pipe.execute()
+        self._store.index_lower(self.key, queues, self._schedule)
 
     def sweep(self) -> None:
-        """Re-index every queue of every topic."""
-        queues = [(c.name, q) for c in self._store.topics() for q in range(c.queue_count)]
+        """Re-index every queue every topic ever had (its span: a shrunk topic keeps its high queues,
+        and what waits there must still be delivered)."""
+        queues = [(name, q) for name, (_, span) in sorted(self._store.topic_spans().items()) for q in range(span)]
         for i in range(0, len(queues), 512):
             self.reindex(queues[i : i + 512])
 
     def seconds_to_next(self, cap_s: float) -> float:
         """Seconds until the earliest score, at most ``cap_s`` (``cap_s`` when empty or unreadable)."""
         try:
-            first = self._store.conn.client.zrange(self.key, 0, 0, withscores=True)
+            first = self._store.index_first_ms(self.key)
         except Exception:  # the next round reports store errors
             return cap_s
-        if not first:
+        if first is None:
             return cap_s
-        return max(0.0, min(cap_s, float(first[0][1]) / 1000 - time.time()))
+        return max(0.0, min(cap_s, first / 1000 - time.time()))

@@ -30,10 +30,10 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from mq.connection import Connection, mask_url, translate_errors
+from mq.connection import Connection, mask_url
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
 from mq.errors import MQError
-from mq.store import Store, scripts
+from mq.store import Store
 from scheduler.config import BrokerConfig
 from scheduler.retention import apply_retention
 from scheduler.stats import read_figures, save_snapshot
@@ -70,11 +70,8 @@ class BrokerService:
         """Publish the namespace settings and start the jobs. Returns self."""
         if self._scheduler is not None:
             return self
-        with translate_errors(self._conn.url, "publishing broker settings"):
-            self._conn.client.hset(self._store.keys.config, mapping={
-                "message_delay_level": self.config.message_delay_level,
-                "transaction_timeout_s": self.config.transaction_timeout_s,
-            })  # fmt: skip
+        self._store.publish_settings({"message_delay_level": self.config.message_delay_level,
+                                      "transaction_timeout_s": self.config.transaction_timeout_s})  # fmt: skip
         self._beat()
         c = self.config
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
@@ -110,8 +107,7 @@ class BrokerService:
         self._scheduler = None
         self.timers.join()
         try:
-            with translate_errors(self._conn.url, "leaving the broker set"):
-                self._conn.client.zrem(self._store.keys.brokers, self.id)
+            self._store.leave_brokers(self.id)
         except MQError as e:
             log.warning("could not remove broker %s from the health set: %s", self.id, e)
         self._conn.close()
@@ -137,27 +133,18 @@ class BrokerService:
         save_snapshot(self._store, read_figures(self._store), self.id)
 
     def _beat(self) -> None:
-        with translate_errors(self._conn.url, "reporting health"):
-            self._conn.client.zadd(self._store.keys.brokers, {self.id: int(time.time() * 1000)})
+        self._store.beat(self.id, int(time.time() * 1000))
 
     def _remove_dead_clients(self) -> None:
         """Remove clients silent for the heartbeat timeout, by the Redis clock (remove-dead-clients.lua)."""
-        client = self._conn.client
-        with translate_errors(self._conn.url, "removing dead clients"):
-            groups = [self._store.keys.group(raw.decode()) for raw in client.smembers(self._store.keys.groups)]
-            calls = [("remove-dead-clients", [keys.clients, keys.info], [int(HEARTBEAT_TIMEOUT_S * 1000)]) for keys in groups]
-            failed = [r for r in scripts.run_many(client, calls) if isinstance(r, Exception)]
-            if failed:
-                raise failed[0]
+        self._store.remove_dead_clients(self._store.groups(), int(HEARTBEAT_TIMEOUT_S * 1000))
 
 
 def healthy_brokers(url: str | None, namespace: str, timeout_s: float = BrokerConfig.health_timeout_s) -> list[str]:
     """Ids of the broker services that reported within ``timeout_s``."""
     conn = Connection(url, namespace)
     try:
-        with translate_errors(conn.url, "reading broker health"):
-            cutoff = int((time.time() - timeout_s) * 1000)
-            return [m.decode() for m in conn.client.zrangebyscore(conn.keys.brokers, cutoff, "+inf")]
+        return Store(conn).brokers_since(int((time.time() - timeout_s) * 1000))
     finally:
         conn.close()
 

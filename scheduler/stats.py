@@ -3,11 +3,9 @@ broker service's stats job snapshots for ``Admin.broker_stats`` (``{ns}:stats``)
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 
-from mq.connection import translate_errors
 from mq.store import Store
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX
 
@@ -36,26 +34,17 @@ class Figures:
 def read_figures(store: Store) -> Figures:
     """Read every figure with one pipeline per topic."""
     figures = Figures(taken_at_ms=int(time.time() * 1000))
-    client = store.conn.client
     for config in store.topics():
         stats = store.queue_stats(config.name, list(range(config.queue_count)))
         if config.name.startswith(DLQ_PREFIX):
             figures.dlq_messages[config.name.removeprefix(DLQ_PREFIX)] = sum(s.max_offset - s.min_offset for s in stats.values())
         elif not config.name.startswith(RETRY_PREFIX):
             figures.topic_messages[config.name] = sum(s.max_offset for s in stats.values())
-        with translate_errors(store.conn.url, "reading figures"):
-            pipe = client.pipeline(transaction=False)
-            for q in range(config.queue_count):
-                keys = store.queue_keys(config.name, q)
-                pipe.zcard(keys.timer)
-                pipe.zcard(keys.halfidx)
-                pipe.hgetall(keys.offsets)
-            replies = pipe.execute()
-        figures.timer_backlog += sum(replies[0::3])
-        figures.half_backlog += sum(replies[1::3])
-        for q, committed in enumerate(replies[2::3]):
+        for q, (timers, halves, committed) in enumerate(store.queue_backlogs(config.name, range(config.queue_count))):
+            figures.timer_backlog += timers
+            figures.half_backlog += halves
             for group, offset in committed.items():
-                figures.lag[(group.decode(), config.name, q)] = stats[q].max_offset - max(int(offset), stats[q].min_offset)
+                figures.lag[(group, config.name, q)] = stats[q].max_offset - max(offset, stats[q].min_offset)
     return figures
 
 
@@ -70,8 +59,7 @@ def save_snapshot(store: Store, figures: Figures, broker_id: str) -> None:
         "timer_backlog": figures.timer_backlog,
         "half_backlog": figures.half_backlog,
     }
-    with translate_errors(store.conn.url, "saving broker stats"):
-        store.conn.client.set(store.keys.stats, json.dumps(summary))
+    store.save_stats(summary)
 
 
 def _lag_by_group_topic(lag: dict[tuple[str, str, int], int]) -> dict[str, int]:

@@ -15,10 +15,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
-from mq.connection import Connection, translate_errors
-from mq.keys import stream_id
+from mq.connection import Connection
 from mq.message import MessageExt
-from mq.store import codec
+from mq.store import Store
 from spark import plan
 from spark.options import ReadOptions
 from spark.plan import QueueRange
@@ -60,17 +59,12 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
     """
     conn = Connection(opts.url, opts.namespace)
     try:
-        log = conn.keys.queue(part.topic, part.queue_id).log
+        store = Store(conn)
         step = opts.page_size * PAGES_PER_ROUND_TRIP
         for low in range(part.start, part.end, step):
             high = min(low + step, part.end)
-            with translate_errors(conn.url, f"reading {part.topic!r} queue {part.queue_id}"):
-                pipe = conn.client.pipeline(transaction=False)
-                for first in range(low, high, opts.page_size):
-                    pipe.xrange(log, stream_id(first), stream_id(min(first + opts.page_size, high) - 1))
-                pages = pipe.execute()
-            decoded = (codec.decode(part.topic, part.queue_id, eid, fields) for page in pages for eid, fields in page)
-            messages = [m for m in decoded if _in_time(m, opts)]
+            pages = [(first, min(first + opts.page_size, high) - 1) for first in range(low, high, opts.page_size)]
+            messages = [m for m in store.read_pages(part.topic, part.queue_id, pages) if _in_time(m, opts)]
             if messages:
                 yield messages_batch(messages, schema)
     finally:

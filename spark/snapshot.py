@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from mq.connection import Connection, mask_url, translate_errors
+from mq.connection import Connection, mask_url
 from mq.errors import TopicNotFoundError
 from mq.store import Store
 from mq.topic import QueueStats, TopicConfig
@@ -58,14 +57,7 @@ def open_store(options: ReadOptions) -> Iterator[Store]:
 
 def list_topics(conn: Connection) -> dict[str, TopicInfo]:
     """Every topic of the namespace, system topics included, by name."""
-    with translate_errors(conn.url, "listing topics"):
-        raw = conn.client.hgetall(conn.keys.topics)
-    out = {}
-    for value in raw.values():
-        data = json.loads(value)
-        config = TopicConfig(**{k: v for k, v in data.items() if k in _CONFIG_FIELDS})
-        out[config.name] = TopicInfo(config, max(int(data.get("span", 0)), config.queue_count))
-    return out
+    return {name: TopicInfo(config, span) for name, (config, span) in Store(conn).topic_spans().items()}
 
 
 def resolve_topics(conn: Connection, selectors: Sequence[str]) -> list[TopicInfo]:
@@ -117,12 +109,7 @@ def topic_rows(store: Store, topics: Sequence[TopicInfo]) -> list[tuple[Any, ...
 def group_offsets(store: Store, topics: Sequence[TopicInfo]) -> dict[QueueId, dict[str, int]]:
     """Committed offset of every group on every queue of ``topics`` (``{queue: {group: offset}}``)."""
     queues = [(t.name, q) for t in topics for q in range(t.span)]
-    with translate_errors(store.conn.url, "reading committed offsets"):
-        pipe = store.conn.client.pipeline(transaction=False)
-        for topic, qid in queues:
-            pipe.hgetall(store.queue_keys(topic, qid).offsets)
-        replies = pipe.execute()
-    return {q: {g.decode(): int(o) for g, o in reply.items()} for q, reply in zip(queues, replies)}
+    return dict(zip(queues, store.group_offsets_of(queues)))
 
 
 def offset_rows(store: Store, topics: Sequence[TopicInfo]) -> list[tuple[Any, ...]]:

@@ -74,10 +74,9 @@ def put_dead_letters(url: str, namespace: str, group: str, origin: str, reasons:
 
 def commit(url: str, namespace: str, group: str, topic: str, offsets: dict[int, int]) -> None:
     """Commit ``group``'s offsets on queues of ``topic`` (as a consumer's persist does)."""
-    from mq.consumer.offsets import write_group_offsets
 
     conn = Connection(url, namespace)
     try:
-        write_group_offsets(Store(conn), group, {MessageQueue(topic, "broker-a", q): o for q, o in offsets.items()})
+        Store(conn).commit_offsets(group, {MessageQueue(topic, "broker-a", q): o for q, o in offsets.items()})
     finally:
         conn.close()

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 
 import pytest
 
-from mq.cli import main
+from mq import Admin, MessageQueue
+from mq.cli import build_parser, main
+from mq.cli.demo import TOPIC, queue_names, split_settled
 
 
 def run_mq(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -55,8 +61,14 @@ def test_errors_exit_non_zero_with_a_message(redis_server, namespace: str) -> No
     assert "nosuch" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_demo_runs_on_the_embedded_store() -> None:
-    result = run_mq("demo", env={"MQ_URL": ""})
+@pytest.fixture(scope="module")
+def embedded_demo() -> subprocess.CompletedProcess[str]:
+    """``mq demo`` on the embedded store, run once for the tests that read its output."""
+    return run_mq("demo", env={"MQ_URL": ""})
+
+
+def test_demo_runs_on_the_embedded_store(embedded_demo: subprocess.CompletedProcess[str]) -> None:
+    result = embedded_demo
     assert result.returncode == 0, result.stderr
     assert "memory://" in result.stdout
     assert "query by key order-1001: ['order-1001 created', 'order-1001 paid', 'order-1001 shipped']" in result.stdout
@@ -69,6 +81,44 @@ def test_demo_runs_on_the_embedded_store() -> None:
     assert "consumers saw ['order-3001 created', 'order-3003 created'] (the unknown one committed by check-back)" in result.stdout
     assert "run the demo on Redis to get it" in result.stdout
     assert "resend_dlq resent 1; after the fix: failed -> failed -> ok" in result.stdout
+
+
+def test_demo_step_7_prints_each_members_topic_queues_after_the_split(embedded_demo: subprocess.CompletedProcess[str]) -> None:
+    # the old line, "split the queues [2, 3] and [0, 0]", mixed the retry topic's queue 0 in without its topic
+    (line,) = [line for line in embedded_demo.stdout.splitlines() if line.startswith("7. ")]
+    found = re.fullmatch(r"7\. consumer group DemoGroup: two members split the queues \[(.+)\] and \[(.+)\], then", line)
+    assert found, line
+    shares = [part.split(", ") for part in found.groups()]
+    assert all(re.fullmatch(r"(DemoOrders|%RETRY%DemoGroup):\d+", name) for share in shares for name in share), line
+    held = shares[0] + shares[1]
+    assert len(held) == len(set(held)), line  # no queue held by both members
+    assert {name for name in held if name.startswith("DemoOrders:")} == {f"DemoOrders:{q}" for q in range(4)}, line
+    assert {name for name in held if name.startswith("%RETRY%")} == {"%RETRY%DemoGroup:0"}, line
+
+
+@pytest.fixture
+def demo_admin() -> Iterator[Admin]:
+    with Admin(f"memory://{uuid.uuid4().hex}", "demo") as admin:
+        admin.create_topic(TOPIC, read_queues=4, write_queues=4)
+        yield admin
+
+
+def queues(*ids: int, topic: str = TOPIC) -> set[MessageQueue]:
+    return {MessageQueue(topic, "broker-a", q) for q in ids}
+
+
+def test_the_demos_split_is_settled_when_the_members_hold_every_queue_once(demo_admin: Admin) -> None:
+    demo_admin.create_topic("Other", read_queues=1, write_queues=1)
+    other = queues(0, topic="Other")
+    assert split_settled(demo_admin, [queues(0, 1), queues(2, 3)], [TOPIC])
+    assert split_settled(demo_admin, [queues(0, 1) | other, queues(2, 3)], [TOPIC, "Other"])
+    assert not split_settled(demo_admin, [queues(0, 1), queues(2, 3)], [TOPIC, "Other"])  # Other's queue not taken yet
+    assert not split_settled(demo_admin, [queues(0, 1, 2), queues(2, 3)], [TOPIC])  # queue 2 during a hand-over
+    assert not split_settled(demo_admin, [queues(0, 1), queues(2)], [TOPIC])  # queue 3 not taken yet
+    assert not split_settled(demo_admin, [queues(0, 1, 2, 3), set()], [TOPIC])  # the second member has nothing yet
+    demo_admin.update_topic(TOPIC, read_queues=2)
+    assert split_settled(demo_admin, [queues(0), queues(1)], [TOPIC])  # only the readable queues count
+    assert queue_names(queues(1, 0) | queues(0, topic="%RETRY%G")) == "DemoOrders:0, DemoOrders:1, %RETRY%G:0"
 
 
 def test_demo_runs_on_redis(redis_server, namespace: str) -> None:
@@ -146,3 +196,47 @@ def test_analytics_command_writes_a_table_and_a_chart(redis_server, namespace: s
     pngs = list(tmp_path.rglob("*.png"))
     assert pngs and all(p.stat().st_size > 0 for p in pngs)
     assert list(tmp_path.rglob("*.csv")) or list(tmp_path.rglob("*.parquet"))
+
+
+def leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command of the parser that runs something, as (``mq topic create``, its parser)."""
+    subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subcommands:
+        yield " ".join(("mq", *path)), parser
+    for action in subcommands:
+        described = {choice.dest: choice.help for choice in action._choices_actions}
+        for name, sub in action.choices.items():
+            assert described.get(name), f"{' '.join(('mq', *path, name))} has no help in its parent's list"
+            assert sub.description, f"{' '.join(('mq', *path, name))} has no description"
+            yield from leaves(sub, (*path, name))
+
+
+def test_every_command_and_option_has_help_with_its_default() -> None:
+    commands = dict(leaves(build_parser()))
+    assert {"mq demo", "mq topic create", "mq group reset-offset", "mq dlq resend", "mq tx list", "mq broker"} <= set(commands)
+    for command, parser in commands.items():
+        assert callable(parser.get_default("func")), f"{command} has no handler"
+        options = {s for a in parser._actions for s in a.option_strings}
+        assert {"--url", "--namespace"} <= options, f"{command} lacks the shared options"
+        one_of = {a for g in parser._mutually_exclusive_groups if g.required for a in g._group_actions}
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            name = "/".join(action.option_strings) or action.dest
+            assert action.help, f"{command} {name} has no help"
+            if not action.option_strings:
+                continue  # a positional argument: always given
+            text = action.help % {**vars(action), "prog": parser.prog}  # as argparse expands it
+            if action.required or action in one_of:
+                assert "required" in text, f"{command} {name}: the help does not say it is required: {text!r}"
+            else:
+                assert "default" in text, f"{command} {name}: the help does not give the default: {text!r}"
+                if action.default not in (None, False, [], argparse.SUPPRESS):
+                    assert str(action.default) in text, f"{command} {name}: {text!r} does not say {action.default!r}"
+
+
+def test_an_unknown_option_is_refused_by_the_leaf_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["topic", "list", "--nope"])
+    assert info.value.code == 2
+    assert "unrecognized arguments: --nope" in capsys.readouterr().err

@@ -128,3 +128,46 @@ def test_killed_consumer_restarts_from_committed_offsets(redis_server, namespace
     redelivered = set(first) & set(second)
     assert len(second) - len(redelivered) == 4000 - len(set(first))  # the restart resumed where it was committed
     assert len(redelivered) < len(first)  # it did not start over from the beginning
+
+
+@pytest.mark.fault
+def test_killed_member_redelivers_at_most_one_pull_batch_per_queue(redis_server, namespace: str, tmp_path, procs) -> None:
+    """16 queues, three members, pull batches of 32, one SIGKILLed under load: offsets ride along with
+    every pull (and a waiter's wait), so duplicates stay within one batch per queue the victim held."""
+    url = redis_server.url
+    Admin(url, namespace).create_topic("Gdup", read_queues=16, write_queues=16)
+    procs += [ConsumerProc(url, namespace, "g", "Gdup", tmp_path / f"c{i}.log", "--first") for i in range(3)]
+    wait_for(lambda: _partitioned(procs, 16), 20, "three members to split 16 queues")
+    sent: list[int] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        with Producer("p", url, namespace=namespace) as producer:
+            i = 0
+            while not stop.is_set():
+                futures = [producer.send_async(Message("Gdup", b"%d" % (i + j))) for j in range(50)]
+                for f in futures:
+                    f.result(timeout=10)
+                sent.extend(range(i, i + 50))
+                i += 50
+                time.sleep(0.02)  # about 2 000 messages/s
+
+    sender = threading.Thread(target=produce)
+    sender.start()
+    try:
+        time.sleep(4)
+        victim = procs[0]
+        held = victim.assigned() or set()
+        victim.kill()
+        wait_for(lambda: _partitioned(procs[1:], 16), HEARTBEAT_TIMEOUT_S + 10, "the victim's queues to move")
+        time.sleep(2)
+    finally:
+        stop.set()
+        sender.join()
+    expected = {str(i) for i in sent}
+    wait_for(lambda: expected <= set(counts(procs)), 60, "every sent message consumed", poll_s=0.2)
+    seen = counts(procs)
+    assert set(seen) == expected  # nothing lost
+    duplicates = [b for b, n in seen.items() if n > 1]
+    print(f"\nkilled member held {len(held)} queues; {len(duplicates)} duplicates of {len(expected)} messages")
+    assert len(duplicates) <= 32 * len(held), (len(duplicates), len(held))

@@ -35,6 +35,7 @@ from mq.filter.sql92 import (
     parse,
     to_json,
 )
+from tests import sql92_rocketmq_cases as rocketmq
 
 T, F, N = True, False, None
 A1 = ["cmp", "=", ["prop", "a"], ["int", "1"]]
@@ -109,22 +110,43 @@ def test_identifiers(source: str, node: Any) -> None:
     assert parse(f"{source} IS NULL") == IsNull(node)
 
 
-@pytest.mark.parametrize(
-    ("lower", "upper"),
-    [
-        ("a between 1 and 2", "a BETWEEN 1 AND 2"),
-        ("a Not Between 1 And 2", "a NOT BETWEEN 1 AND 2"),
-        ("a not in ('x')", "a NOT IN ('x')"),
-        ("a is not null", "a IS NOT NULL"),
-        ("a contains 'x'", "a CONTAINS 'x'"),
-        ("a startsWith 'x' or a endswith 'y'", "a STARTSWITH 'x' OR a ENDSWITH 'y'"),
-        ("not a = true", "NOT a = TRUE"),
-        ("a = false", "a = FALSE"),
-        ("null is null", "NULL IS NULL"),
-    ],
-)
-def test_keywords_are_case_insensitive(lower: str, upper: str) -> None:
-    assert parse(lower) == parse(upper)
+SAME_EXPRESSION = [
+    # keywords are case-insensitive
+    ("a between 1 and 2", "a BETWEEN 1 AND 2"),
+    ("a Not Between 1 And 2", "a NOT BETWEEN 1 AND 2"),
+    ("a not in ('x')", "a NOT IN ('x')"),
+    ("a is not null", "a IS NOT NULL"),
+    ("a contains 'x'", "a CONTAINS 'x'"),
+    ("a startsWith 'x' or a endswith 'y'", "a STARTSWITH 'x' OR a ENDSWITH 'y'"),
+    ("not a = true", "NOT a = TRUE"),
+    ("a = false", "a = FALSE"),
+    ("null is null", "NULL IS NULL"),
+    # comments are skipped: -- to the end of the line or expression, /* */ anywhere between tokens
+    ("a = 1 -- one", "a = 1"),
+    ("a = 1 --", "a = 1"),
+    ("a = 1 -- one\n", "a = 1"),
+    ("a = 1 -- one\nAND b = 2", "a = 1 AND b = 2"),
+    ("a = 1 -- one\rAND b = 2", "a = 1 AND b = 2"),
+    ("a = 1 -- one\r\n-- two\n OR b = 2 -- three", "a = 1 OR b = 2"),
+    ("-- first line\na = 1", "a = 1"),
+    ("a--x\n=1", "a = 1"),
+    ("a = 1 -- AND b = 2", "a = 1"),
+    ("a = 1 -- it's", "a = 1"),
+    ("a = 1 /* one */", "a = 1"),
+    ("a /**/ = /* ** */ 1", "a = 1"),
+    ("a = 1 /* AND\nb = 2 */ OR c = 3", "a = 1 OR c = 3"),
+    ("a = 1 /* -- */ AND b = 2", "a = 1 AND b = 2"),
+    ("a = '-- x' -- y", "a = '-- x'"),
+    ("a = '/* x */'", "a = '/* x */'"),
+    ("a = - -5 -- spaced signs are two minuses", "a = 5"),
+    # blanks do not matter (RocketMQ's ParserTest.testEquals)
+    *rocketmq.PARSE_EQUAL,
+]
+
+
+@pytest.mark.parametrize(("spelling", "canonical"), SAME_EXPRESSION)
+def test_equivalent_spellings(spelling: str, canonical: str) -> None:
+    assert parse(spelling) == parse(canonical)
 
 
 @pytest.mark.parametrize("spaced", ["a=1", "a = 1", "  a\t=\n1  ", "\ra =\f1", "(a=1)", "((a = 1))"])
@@ -343,8 +365,15 @@ def test_is_null_is_never_null(expression: str, properties: dict[str, str], tags
         ("a ENDSWITH 'bc'", {}, F),
         ("a NOT ENDSWITH 'bc'", {"a": "bca"}, T),
         ("a NOT ENDSWITH 'bc'", {}, F),
-        ("a CONTAINS ''", {"a": "x"}, T),
-        ("a ENDSWITH ''", {"a": "x"}, T),
+        # an empty pattern never matches, in either form (as RocketMQ's ExpressionTest..._hasEmpty)
+        ("a CONTAINS ''", {"a": "x"}, F),
+        ("a STARTSWITH ''", {"a": "x"}, F),
+        ("a ENDSWITH ''", {"a": "x"}, F),
+        ("a CONTAINS ''", {"a": ""}, F),
+        ("a NOT CONTAINS ''", {"a": "x"}, F),
+        ("a NOT STARTSWITH ''", {"a": ""}, F),
+        ("a NOT ENDSWITH ''", {"a": "x"}, F),
+        ("NOT a CONTAINS ''", {"a": "x"}, T),  # logical NOT of FALSE
         ("a CONTAINS '%'", {"a": "50%"}, T),
         ("a STARTSWITH 'a%'", {"a": "abc"}, F),  # no wildcards
         ("TAGS CONTAINS 'x'", {}, F),
@@ -353,6 +382,15 @@ def test_is_null_is_never_null(expression: str, properties: dict[str, str], tags
 )
 def test_string_operators_are_never_null(expression: str, properties: dict[str, str], expected: bool) -> None:
     assert run(expression, properties) is expected
+
+
+# --- comments ------------------------------------------------------------------------------------
+
+
+def test_comment_text_is_not_evaluated() -> None:
+    assert run("a = 'x' -- ' OR TRUE", {"a": "y"}) is F
+    assert run("a = 'x' /* ') OR (TRUE */", {"a": "y"}) is F
+    assert run("a = '--'", {"a": "--"}) is T
 
 
 # --- three-valued logic --------------------------------------------------------------------------
@@ -551,6 +589,11 @@ REFUSALS = [
     ("a = 1 @ b", 6, "unexpected character '@'"),
     ("a = é", 4, "unexpected character 'é'"),
     ("a != 1", 2, "use <>"),
+    ("a = 1 /* x", 6, "unterminated comment"),
+    ("a = 1 /*/", 6, "unterminated comment"),
+    ("-- only a comment", 17, "expected a value, found the end"),
+    ("a = --5", 7, "expected a value, found the end"),  # -- starts a comment, also after an operator
+    ("a = 1 -- x\n b", 12, "unexpected 'b'"),
 ]
 
 
@@ -574,6 +617,29 @@ def test_selector_refuses_when_built(expression: str, position: int, fragment: s
 def test_non_string_expression_is_a_type_error() -> None:
     with pytest.raises(TypeError):
         parse(5)  # type: ignore[arg-type]
+
+
+# --- RocketMQ's own filter tests (data in tests/sql92_rocketmq_cases.py; Lua side in test_filter_store.py) ---
+
+
+@pytest.mark.parametrize("case", rocketmq.CASES, ids=lambda case: repr(case.expression)[:60])
+def test_rocketmq_expression_cases(case: rocketmq.Case) -> None:
+    assert MessageSelector.by_sql(case.expression).matches(case.properties, case.tags) is case.expected
+
+
+@pytest.mark.parametrize("expression", rocketmq.PARSE_VALID)
+def test_rocketmq_valid_expressions_parse(expression: str) -> None:
+    assert MessageSelector.by_sql(expression).expression == expression
+
+
+@pytest.mark.parametrize("expression", rocketmq.PARSE_INVALID, ids=lambda e: repr(e)[:40])
+def test_rocketmq_invalid_expressions_are_refused(expression: str) -> None:
+    with pytest.raises(FilterExpressionError):
+        parse(expression)
+
+
+def test_rocketmq_different_expressions_differ() -> None:
+    assert all(parse(a) != parse(b) for a, b in rocketmq.PARSE_NOT_EQUAL)
 
 
 # --- AST and JSON form ---------------------------------------------------------------------------

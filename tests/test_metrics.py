@@ -19,7 +19,6 @@ from mq import (
     TransactionProducer,
 )
 from mq.connection import Connection
-from mq.consumer.offsets import write_group_offsets
 from mq.metrics import enable_client_metrics
 from mq.store import Store
 from scheduler import BrokerConfig, BrokerService
@@ -41,7 +40,7 @@ def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> N
         for i in range(10):
             producer.send(Message("M", b"%d" % i), queue=MessageQueue("M", "broker-a", i % 2))
         producer.send(Message("M", b"later", deliver_time_ms=int(time.time() * 1000) + 3_600_000))  # timer backlog 1
-    write_group_offsets(Store(Connection(url, namespace)), "lagging", {MessageQueue("M", "broker-a", 0): 2,
+    Store(Connection(url, namespace)).commit_offsets("lagging", {MessageQueue("M", "broker-a", 0): 2,
                                                                       MessageQueue("M", "broker-a", 1): 5})  # fmt: skip
     failing = PushConsumer("dead-letters", url, namespace=namespace, max_reconsume_times=0)
     failing.subscribe("M", "*")
@@ -134,7 +133,7 @@ def test_broker_stats_snapshot_for_admins(redis_server, namespace: str) -> None:
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(4):
             producer.send(Message("St", b"%d" % i))
-    write_group_offsets(Store(Connection(url, namespace)), "g", {MessageQueue("St", "broker-a", 0): 0})
+    Store(Connection(url, namespace)).commit_offsets("g", {MessageQueue("St", "broker-a", 0): 0})
     with BrokerService(url, namespace, BrokerConfig(stats_interval_s=0.5)) as service:
         wait_for(lambda: admin.broker_stats() is not None, 5, "a stats snapshot")
     stats = admin.broker_stats()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from mq import Admin, Message, MessageSelector, Producer, PullConsumer
 from mq.connection import Connection
-from mq.consumer.core import filter_args
+from mq.consumer.puller import filter_args
 from mq.errors import MQClientError
 from mq.queue import MessageQueue
 from mq.store import Store

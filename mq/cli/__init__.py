@@ -1,5 +1,5 @@
 """The ``mq`` command line."""
 
-from mq.cli.main import main
+from mq.cli.main import build_parser, main
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from mq.admin import Admin
+from mq.cli.common import Commands, add_leaf
 from mq.connection import mask_url, resolve_url
 from mq.consumer import (
     ConsumeConcurrentlyContext,
@@ -19,6 +21,8 @@ from mq.consumer import (
 from mq.filter import MessageSelector
 from mq.message import Message, MessageExt
 from mq.producer import LocalTransactionState, Producer, SelectMessageQueueByHash, TransactionProducer
+from mq.queue import MessageQueue
+from mq.validation import RETRY_PREFIX
 from scheduler import BrokerConfig, BrokerService
 
 #: The demo's topic.
@@ -26,6 +30,18 @@ TOPIC = "DemoOrders"
 #: Orders the demo sends, each with a few events in order.
 ORDERS = ("order-1001", "order-1002", "order-1003", "order-1004", "order-1005")
 EVENTS = ("created", "paid", "shipped")
+#: Seconds the demo waits for consumers to split queues or receive what it sent.
+SETTLE_TIMEOUT_S = 20.0
+
+
+def register(commands: Commands, common: argparse.ArgumentParser) -> None:
+    """Add ``mq demo``."""
+    about = "run the end-to-end demo (on the embedded store unless --url or $MQ_URL names one)"
+    add_leaf(commands, "demo", _demo, about, common)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    return run(args.url, args.namespace)
 
 
 def run(url: str | None = None, namespace: str = "mq") -> int:
@@ -110,15 +126,22 @@ def _consume(url: str, namespace: str, admin: Admin, producer: Producer) -> None
     sql = MessageSelector.by_sql("region = 'HZ' AND TAGS IN ('created', 'shipped')")
     consumers.append(_consumer(url, namespace, "DemoHangzhou", sql, hz))
     try:
-        _wait(lambda: all(c.assigned_queues() for c in consumers[:2]))  # the two members split the queues
-        shares = [sorted(q.queue_id for q in c.assigned_queues()) for c in consumers[:2]]
+        split: list[set[MessageQueue]] = []
+
+        def settled_now() -> bool:  # the two members split the demo's topic and the group's retry topic
+            split[:] = [c.assigned_queues() for c in consumers[:2]]
+            return split_settled(admin, split, (TOPIC, RETRY_PREFIX + "DemoGroup"))
+
+        settled = _wait(settled_now)
+        shares = [queue_names(share) for share in split]
         for i in range(40):
             producer.send(Message(TOPIC, f"ticket {i}".encode(), tags="ticket"))
         _wait(lambda: sum(len(m.bodies) for m in members) >= 40 and len(paid.bodies) >= 5 and len(hz.bodies) >= 6)
     finally:
         for consumer in consumers:
             consumer.shutdown()
-    print(f"7. consumer group DemoGroup: two members split the queues {shares[0]} and {shares[1]}, then")
+    state = "" if settled else f" (still rebalancing after {SETTLE_TIMEOUT_S:g} s)"
+    print(f"7. consumer group DemoGroup: two members split the queues [{shares[0]}] and [{shares[1]}]{state}, then")
     print(f"   40 new tickets were sent: member 1 got {len(members[0].bodies)}, member 2 got {len(members[1].bodies)}, "
           f"none twice: {not set(members[0].bodies) & set(members[1].bodies)}")  # fmt: skip
     print(f"8. tag filter 'paid' (filtered in Redis): {sorted(paid.bodies)}")
@@ -127,10 +150,35 @@ def _consume(url: str, namespace: str, admin: Admin, producer: Producer) -> None
     print(f"10. DemoGroup lag after consuming: {lag}")
 
 
-def _wait(done: Callable[[], bool], timeout_s: float = 20.0) -> None:
+def split_settled(admin: Admin, shares: list[set[MessageQueue]], topics: Sequence[str]) -> bool:
+    """Whether every member holds queues, no queue is held twice, and together they hold every readable
+    queue of ``topics`` (those the group consumes)."""
+    if not all(shares):
+        return False
+    held = [q for share in shares for q in share]
+    if len(held) != len(set(held)):
+        return False
+    for topic in topics:
+        config = admin.topic_config(topic)
+        wanted = {q for q in range(config.read_queues) if config.readable(q)}
+        if not wanted <= {q.queue_id for q in held if q.topic == topic}:
+            return False
+    return True
+
+
+def queue_names(queues: set[MessageQueue]) -> str:
+    """``topic:queue`` of each queue, the demo's topic first: ``DemoOrders:0, DemoOrders:1, %RETRY%DemoGroup:0``."""
+    return ", ".join(f"{q.topic}:{q.queue_id}" for q in sorted(queues, key=lambda q: (q.topic != TOPIC, q.topic, q.queue_id)))
+
+
+def _wait(done: Callable[[], bool], timeout_s: float = SETTLE_TIMEOUT_S) -> bool:
+    """Poll ``done`` until it is true or ``timeout_s`` passed; returns its last answer."""
     deadline = time.monotonic() + timeout_s
-    while not done() and time.monotonic() < deadline:
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.05)
+    return True
 
 
 def _ordered(url: str, namespace: str, admin: Admin, producer: Producer) -> None:

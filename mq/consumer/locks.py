@@ -1,4 +1,5 @@
-"""Store-side queue locks of orderly consumption, and their timing [RocketMQ ``RebalanceLockManager``].
+"""The timing of the store-side queue locks of orderly consumption (taken and renewed by
+:class:`mq.consumer.ownership.Locked`) [RocketMQ ``RebalanceLockManager``].
 
 A client consumes a queue in order only while it holds the queue's lock. The timing keeps two
 clients from ever consuming one queue at once and still lets a crashed client's queues move fast:
@@ -15,37 +16,9 @@ clients from ever consuming one queue at once and still lets a crashed client's 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
-
-from mq.connection import translate_errors
-from mq.queue import MessageQueue
-from mq.store import Store, scripts
-
 #: Seconds a lock lives in Redis after a renewal.
 LOCK_TTL_S = 12.0
 #: Seconds between renewals of all held locks (one pipeline).
 LOCK_RENEW_INTERVAL_S = 4.0
 #: Seconds after sending a successful renewal that a client still trusts its lock.
 LOCAL_LOCK_EXPIRY_S = 8.0
-
-
-def try_lock(store: Store, group: str, client_id: str, queues: Sequence[MessageQueue]) -> tuple[float, set[MessageQueue]]:
-    """Take or renew the locks of ``queues``; returns when the request was sent (monotonic s) and the
-    queues the caller holds now."""
-    sent = time.monotonic()
-    if not queues:
-        return sent, set()
-    calls = [("lock-queue", [store.queue_keys(q.topic, q.queue_id).lock(group)], [client_id, int(LOCK_TTL_S * 1000)])
-             for q in queues]  # fmt: skip
-    with translate_errors(store.conn.url, "locking queues"):
-        results = scripts.run_many(store.conn.client, calls)
-    return sent, {q for q, r in zip(queues, results) if r == 1}
-
-
-def unlock(store: Store, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> bool:
-    """Release the caller's lock of ``queue``, committing ``offset`` with it; False when not held."""
-    keys = store.queue_keys(queue.topic, queue.queue_id)
-    with translate_errors(store.conn.url, f"unlocking {queue}"):
-        return bool(scripts.run(store.conn.client, "unlock-queue", [keys.lock(group), keys.offsets],
-                                [client_id, group, "" if offset is None else offset]))  # fmt: skip

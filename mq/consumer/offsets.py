@@ -1,8 +1,10 @@
 """Consumer offsets: in the store per (group, queue) for clustering, in a local file for broadcasting.
 
-The offset of a queue is the next offset to consume. Consumers keep offsets in memory and persist
-them every ``PERSIST_INTERVAL_S``, when a queue is taken away by rebalance, and at shutdown
-[RocketMQ ``persistConsumerOffsetInterval``].
+The offset of a queue is the next offset to consume. Consumers commit with every pull (the
+``pull-messages`` script stores the group's offset in the same call, as RocketMQ's
+``FLAG_COMMIT_OFFSET``), every ``PERSIST_INTERVAL_S`` for queues whose offset moved since, when a
+queue is given up, and at shutdown [RocketMQ ``persistConsumerOffsetInterval``]. A clustering commit
+is guarded: it is written only while the store still says the queue is this client's.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from mq.connection import translate_errors
 from mq.queue import MessageQueue
 from mq.store import Store
+from mq.store.groups import NO_GUARD
 
 #: Seconds between persisting offsets.
 PERSIST_INTERVAL_S = 5.0
@@ -28,94 +30,53 @@ DEFAULT_OFFSET_DIR = pathlib.Path.home() / ".rocketredis_offsets"
 
 
 class OffsetStore(Protocol):
-    """Where a consumer's offsets live."""
+    """Where a consumer's committed offsets live."""
+
+    #: Whether commits may ride along with pulls (the store's copy), or live elsewhere (a file).
+    in_store: bool
 
     def read(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        """Stored offsets of ``queues`` (queues without one are left out)."""
+        """Committed offsets of ``queues`` (queues without one are left out)."""
         ...
 
-    def update(self, queue: MessageQueue, offset: int) -> None:
-        """Remember ``offset`` for ``queue`` in memory."""
+    def commit(self, offsets: Mapping[MessageQueue, int]) -> set[MessageQueue]:
+        """Commit ``offsets`` now; returns the queues whose commit the store refused (no longer ours)."""
         ...
 
-    def persist(self, queues: Iterable[MessageQueue] | None = None) -> None:
-        """Write remembered offsets (of ``queues``, or all) to where they live."""
-        ...
-
-    def forget(self, queue: MessageQueue) -> None:
-        """Drop the in-memory offset of a queue no longer consumed here."""
-        ...
-
-    def seed(self, offsets: Mapping[MessageQueue, int]) -> None:
-        """Remember offsets known to be stored already (nothing to persist for them)."""
+    def seed(self, offsets: Mapping[MessageQueue, int]) -> dict[MessageQueue, int]:
+        """Fix starting offsets of queues that have none yet; returns the offsets in force."""
         ...
 
 
 class RemoteOffsetStore:
-    """Clustering offsets: field ``group`` of each queue's ``offsets`` hash, in the queue's slot."""
+    """Clustering offsets: field ``group`` of each queue's ``offsets`` hash, in the queue's slot.
 
-    def __init__(self, store: Store, group: str) -> None:
+    Commits carry ``guard`` (see :mod:`mq.consumer.ownership`): "" writes unconditionally (manual
+    assignment), "owner"/"lock" only while this client owns or locks the queue.
+    """
+
+    in_store = True
+
+    def __init__(self, store: Store, group: str, client_id: str = "", guard: str = NO_GUARD) -> None:
         self._store = store
         self._group = group
-        self._table: dict[MessageQueue, int] = {}
-        self._dirty: set[MessageQueue] = set()
-        self._lock = threading.Lock()
+        self._client_id = client_id
+        self.guard = guard
 
     def read(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
         """Stored offsets of ``queues``."""
-        return read_group_offsets(self._store, self._group, queues)
+        return self._store.read_offsets(self._group, queues)
 
-    def update(self, queue: MessageQueue, offset: int) -> None:
-        """Remember ``offset`` for ``queue``."""
-        with self._lock:
-            if self._table.get(queue) != offset:
-                self._table[queue] = offset
-                self._dirty.add(queue)
+    def commit(self, offsets: Mapping[MessageQueue, int]) -> set[MessageQueue]:
+        """One pipeline of guarded commits."""
+        if not offsets:
+            return set()
+        done = self._store.commit_offsets(self._group, offsets, guard=self.guard, client_id=self._client_id)
+        return {q for q, ok in done.items() if not ok}
 
-    def persist(self, queues: Iterable[MessageQueue] | None = None) -> None:
-        """One pipeline of HSETs for the offsets changed since the last persist."""
-        wanted = None if queues is None else set(queues)
-        with self._lock:
-            chosen = {q: self._table[q] for q in self._dirty if wanted is None or q in wanted}
-            self._dirty -= set(chosen)
-        if chosen:
-            try:
-                write_group_offsets(self._store, self._group, chosen)
-            except Exception:
-                with self._lock:
-                    self._dirty |= set(chosen)
-                raise
-
-    def forget(self, queue: MessageQueue) -> None:
-        """Drop the in-memory offset of ``queue``."""
-        with self._lock:
-            self._table.pop(queue, None)
-            self._dirty.discard(queue)
-
-    def seed(self, offsets: Mapping[MessageQueue, int]) -> None:
-        """Remember offsets known to be stored already."""
-        with self._lock:
-            self._table.update(offsets)
-
-
-def read_group_offsets(store: Store, group: str, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-    """Committed offsets of ``group`` on ``queues`` (queues without one are left out)."""
-    qs = list(queues)
-    with translate_errors(store.conn.url, f"reading offsets of group {group!r}"):
-        pipe = store.conn.client.pipeline(transaction=False)
-        for q in qs:
-            pipe.hget(store.queue_keys(q.topic, q.queue_id).offsets, group)
-        values = pipe.execute()
-    return {q: int(v) for q, v in zip(qs, values) if v is not None}
-
-
-def write_group_offsets(store: Store, group: str, offsets: Mapping[MessageQueue, int]) -> None:
-    """Store committed offsets of ``group``."""
-    with translate_errors(store.conn.url, f"committing offsets of group {group!r}"):
-        pipe = store.conn.client.pipeline(transaction=False)
-        for q, offset in offsets.items():
-            pipe.hset(store.queue_keys(q.topic, q.queue_id).offsets, group, int(offset))
-        pipe.execute()
+    def seed(self, offsets: Mapping[MessageQueue, int]) -> dict[MessageQueue, int]:
+        """``HSETNX`` each: the first member to start a queue fixes where the whole group starts."""
+        return self._store.seed_offsets(self._group, offsets) if offsets else {}
 
 
 class LocalFileOffsetStore:
@@ -124,6 +85,8 @@ class LocalFileOffsetStore:
     The file is ``$MQ_OFFSET_DIR/<namespace>/<group>/<client_id>.json`` (default folder
     ``~/.rocketredis_offsets``); a restarted client with the same ``client_id`` resumes from it.
     """
+
+    in_store = False
 
     def __init__(self, namespace: str, group: str, client_id: str) -> None:
         root = pathlib.Path(os.environ.get(OFFSET_DIR_ENV) or DEFAULT_OFFSET_DIR)
@@ -144,14 +107,10 @@ class LocalFileOffsetStore:
         with self._lock:
             return {q: self._table[q] for q in queues if q in self._table}
 
-    def update(self, queue: MessageQueue, offset: int) -> None:
-        """Remember ``offset`` for ``queue``."""
+    def commit(self, offsets: Mapping[MessageQueue, int]) -> set[MessageQueue]:
+        """Remember ``offsets`` and write every remembered offset to the file (atomically)."""
         with self._lock:
-            self._table[queue] = offset
-
-    def persist(self, queues: Iterable[MessageQueue] | None = None) -> None:
-        """Write every remembered offset to the file (all queues, whatever ``queues`` says)."""
-        with self._lock:
+            self._table.update(offsets)
             rows = [{"topic": q.topic, "broker_name": q.broker_name, "queue_id": q.queue_id, "offset": o}
                     for q, o in sorted(self._table.items())]  # fmt: skip
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,11 +120,11 @@ class LocalFileOffsetStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        return set()
 
-    def forget(self, queue: MessageQueue) -> None:
-        """Broadcasting keeps every queue's offset: nothing to drop."""
-
-    def seed(self, offsets: Mapping[MessageQueue, int]) -> None:
-        """Remember starting offsets (written to the file at the next persist)."""
+    def seed(self, offsets: Mapping[MessageQueue, int]) -> dict[MessageQueue, int]:
+        """Remember starting offsets of queues without one (written at the next commit)."""
         with self._lock:
-            self._table.update({q: o for q, o in offsets.items() if q not in self._table})
+            for q, o in offsets.items():
+                self._table.setdefault(q, o)
+            return {q: self._table[q] for q in offsets}

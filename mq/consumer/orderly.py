@@ -99,7 +99,7 @@ class OrderlyService:
         whether the task stops now)."""
         if pq.dropped or pq.releasing:
             return None, True
-        if not self._core.lock_valid(pq):
+        if not self._core.ownership.may_consume(pq):
             return LOCK_RETRY_S, True  # not (or no longer) sure of the lock: wait for its renewal
         if time.monotonic() - began > MAX_TIME_CONSUME_CONTINUOUSLY_S:
             return 0.01, True  # let other queues have the worker
@@ -109,10 +109,9 @@ class OrderlyService:
         ctx = ConsumeOrderlyContext(pq.queue, suspend_current_queue_time_ms=self._suspend_ms)
         status = self._call(pq, msgs, ctx)
         if status is ConsumeOrderlyStatus.SUCCESS:
-            self._core.offsets.update(pq.queue, pq.remove(msgs))
+            pq.remove(msgs)  # the next pull or commit stores the offset
             return None, False
-        for m in msgs:
-            m.reconsume_times += 1
+        msgs = pq.tried_again(msgs)
         dead = [m for m in msgs if 0 <= self._max < m.reconsume_times]
         if dead and self._dead_letter(pq, dead):
             return None, False
@@ -126,5 +125,5 @@ class OrderlyService:
         except MQError as e:
             log.warning("moving poison messages of %s to the DLQ failed, retrying: %s", pq.queue, e)
             return False
-        self._core.offsets.update(pq.queue, pq.remove(dead))
+        pq.remove(dead)
         return True

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -40,6 +41,8 @@ class ProcessQueue:
         self._lock = threading.Lock()
         self.pull_lock = threading.Lock()  # one pull of this queue at a time (puller or its waiter)
         self.consuming: dict[int, float] = {}  # concurrent: offset -> monotonic time its listener call began
+        #: the offset the store holds as committed for this queue, as far as this client knows (-1: unknown)
+        self.stored_offset = -1
         self.lock_sent_s = 0.0  # orderly: when the last successful lock request was sent (monotonic)
         self.orderly_active = False  # orderly: a consume task for this queue is scheduled or running
         #: orderly: held around each batch [RocketMQ ``consumeLock``]; the queue is given up only
@@ -68,6 +71,18 @@ class ProcessQueue:
         # Pulls add offsets in increasing order and a dict keeps insertion order, so the first key is
         # the smallest and the last the largest: O(1), under the lock.
         return next(iter(self._msgs)) if self._msgs else self.next_offset
+
+    def tried_again(self, msgs: list[MessageExt]) -> list[MessageExt]:
+        """Count one more try of each cached message of ``msgs`` (orderly retries in place): the cache
+        holds copies with ``reconsume_times + 1``, which are returned; handed-out objects are not changed."""
+        with self._lock:
+            out = []
+            for m in msgs:
+                again = dataclasses.replace(m, reconsume_times=m.reconsume_times + 1)
+                if m.queue_offset in self._msgs:
+                    self._msgs[m.queue_offset] = again
+                out.append(again)
+            return out
 
     def overdue(self, timeout_s: float) -> list[MessageExt]:
         """Cached messages whose listener call began more than ``timeout_s`` ago."""

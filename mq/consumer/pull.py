@@ -1,8 +1,10 @@
 """``PullConsumer``: the application polls for messages [RocketMQ ``DefaultLitePullConsumer``].
 
 Either ``subscribe`` (queues shared in the group by rebalance) or ``assign`` (exactly the queues
-given, with ``seek``). Polled messages count as consumed: with ``auto_commit`` their offsets are
-committed every 5 s and at shutdown; otherwise call :meth:`commit`.
+given, with ``seek``). A queue's *position* is where the application's next message comes from:
+past the last message :meth:`poll` returned, or where :meth:`seek` moved it. With ``auto_commit``
+positions are committed with the next pulls, every 5 s and at shutdown; otherwise only
+:meth:`commit` commits them, and nothing else ever moves the group's offset.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 from types import TracebackType
 
 from mq.consumer.allocate import AllocateMessageQueueStrategy
-from mq.consumer.core import ConsumerCore
+from mq.consumer.base import QueueConsumer
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.types import ConsumeFromWhere, MessageModel
 from mq.errors import MQClientError
@@ -25,7 +27,7 @@ from mq.queue import MessageQueue
 DEFAULT_POLL_TIMEOUT_S = 5.0
 
 
-class PullConsumer:
+class PullConsumer(QueueConsumer):
     """Polls messages of subscribed or assigned queues.
 
     Args:
@@ -33,8 +35,10 @@ class PullConsumer:
         url: store URL; None uses ``$MQ_URL`` or ``memory://``.
         namespace: key prefix of the deployment.
         message_model: CLUSTERING (default) or BROADCASTING.
-        consume_from_where: where a queue without a stored offset starts.
-        auto_commit: commit polled offsets every 5 s and at shutdown.
+        consume_from_where: where a queue without a stored offset starts (the group's config wins).
+        consume_timestamp_ms: start time for TIMESTAMP, epoch ms.
+        auto_commit: commit positions automatically (with pulls, every 5 s, at shutdown); without
+            it only :meth:`commit` commits.
         pull_batch_size: most messages one :meth:`poll` returns.
         allocate_strategy: how subscribed queues are shared in the group.
         client_id: this member's id.
@@ -54,49 +58,48 @@ class PullConsumer:
         allocate_strategy: AllocateMessageQueueStrategy | None = None,
         client_id: str | None = None,
     ) -> None:
+        if not isinstance(auto_commit, bool):
+            raise MQClientError(f"auto_commit must be True or False, got {auto_commit!r}")
+        super().__init__(group, url, namespace=namespace, message_model=message_model,
+                         consume_from_where=consume_from_where, consume_timestamp_ms=consume_timestamp_ms,
+                         allocate_strategy=allocate_strategy, pull_batch_size=pull_batch_size, client_id=client_id,
+                         kind="pull")  # fmt: skip
         self.auto_commit = auto_commit
         self.pull_batch_size = pull_batch_size
         self._buffer: queue.Queue[tuple[ProcessQueue, int, MessageExt]] = queue.Queue()
-        self._core = ConsumerCore(
-            group, url, namespace=namespace, message_model=message_model, consume_from_where=consume_from_where,
-            consume_timestamp_ms=consume_timestamp_ms, allocate_strategy=allocate_strategy,
-            pull_batch_size=pull_batch_size, client_id=client_id, kind="pull", deliver=self._deliver, max_span=None,
-            track_offsets=False,
-        )  # fmt: skip
-        self._polled: dict[MessageQueue, int] = {}
-        self._committed: dict[MessageQueue, int] = {}  # by commit(), when auto_commit is off
+        self._assigned: list[MessageQueue] | None = None
+        self._positions: dict[ProcessQueue, int] = {}  # where the application's next message of a queue is
         self._lock = threading.Lock()
-        if not self.auto_commit:
-            self._core.release_offset = self._release_offset
-
-    def __repr__(self) -> str:
-        return f"PullConsumer(group={self._core.group!r}, client_id={self._core.client_id!r}, {self._core.conn!r})"
+        # what the core needs to know of this kind of consumption (see mq.consumer.core.Consumption)
+        self.max_span: int | None = None
+        self.drains_on_release = True  # a queue taken away waits a little for the application to poll
+        self.seeds_start = auto_commit  # without auto-commit only commit() stores offsets
 
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         """Consume ``topic`` with automatic rebalance in the group."""
-        if self._core._assigned is not None:
+        if self._assigned is not None:
             raise MQClientError("this consumer uses assign(); subscribe() and assign() do not mix")
-        self._core.subscribe(topic, expression)
+        super().subscribe(topic, expression)
 
     def assign(self, queues: list[MessageQueue]) -> None:
         """Consume exactly ``queues`` (no rebalance)."""
-        if self._core.subscriptions:
+        if self._subscriptions:
             raise MQClientError("this consumer uses subscribe(); subscribe() and assign() do not mix")
-        self._core.assign(queues)
+        self._assigned = sorted(set(queues))
+        if self._core is not None:
+            self._core.assign(self._assigned)
 
     def start(self) -> PullConsumer:
         """Start pulling in the background. Returns self."""
-        if not self._core.running:
-            if not self._core.subscriptions and self._core._assigned is None:
+        if self._core is None or not self._core.running:
+            if not self._subscriptions and self._assigned is None:
                 raise MQClientError("subscribe() or assign() before start()")
-            self._core.start()
+            self._build_core(self, assigned=self._assigned).start()
         return self
 
     def shutdown(self) -> None:
         """Commit (with auto_commit), release queues and leave the group."""
-        if self._core.running:
-            if self.auto_commit:
-                self._apply_polled()
+        if self._core is not None and self._core.running:
             self._core.shutdown()
 
     def __enter__(self) -> PullConsumer:
@@ -106,73 +109,84 @@ class PullConsumer:
         self.shutdown()
 
     def poll(self, timeout_s: float = DEFAULT_POLL_TIMEOUT_S) -> list[MessageExt]:
-        """Up to ``pull_batch_size`` messages, waiting up to ``timeout_s`` seconds for the first."""
+        """Up to ``pull_batch_size`` messages, waiting up to ``timeout_s`` seconds for the first
+        (nothing while the group is paused)."""
+        core = self._core
+        if core is None or not core.running:
+            raise MQClientError("the pull consumer is not started: call start() or use it as a context manager")
         out: list[MessageExt] = []
         deadline = time.monotonic() + timeout_s
         while len(out) < self.pull_batch_size:
+            if not core.active():
+                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+                if time.monotonic() >= deadline:
+                    break
+                continue
             wait = deadline - time.monotonic() if not out else 0
             try:
                 pq, generation, msg = self._buffer.get(timeout=wait) if wait > 0 else self._buffer.get_nowait()
             except queue.Empty:
                 break
-            if pq.dropped or generation != pq.generation:
-                continue  # released or seeked away since it was pulled
-            pq.remove([msg])
             with self._lock:
-                self._polled[pq.queue] = max(self._polled.get(pq.queue, 0), msg.queue_offset + 1)
+                if pq.dropped or generation != pq.generation:
+                    continue  # released or seeked away since it was pulled
+                pq.remove([msg])
+                self._positions[pq] = msg.queue_offset + 1
             out.append(msg)
         if out:
-            self._core.wake()
-            if self.auto_commit:
-                self._apply_polled()  # persisted by the 5 s job and at shutdown
+            core.puller.wake()
         return out
 
     def commit(self) -> None:
-        """Commit the offsets of everything polled so far (one round trip)."""
-        applied = self._apply_polled()
-        self._core.offsets.persist()
+        """Commit every held queue's position now (one round trip)."""
+        core = self._core
+        if core is None:
+            return
         with self._lock:
-            self._committed.update(applied)
+            positions = {pq.queue: o for pq, o in self._positions.items() if not pq.dropped}
+        if positions:
+            lost = core.offsets.commit(positions)
+            for pq in list(self._positions):
+                if pq.queue in positions and pq.queue not in lost:
+                    pq.stored_offset = positions[pq.queue]
 
     def committed(self, queue: MessageQueue) -> int:
         """The committed offset of ``queue`` in the store (or local file), -1 when none."""
-        return self._core.offsets.read([queue]).get(queue, -1)
+        offsets = self._core.offsets if self._core is not None else None
+        if offsets is None:
+            return self._store.read_offsets(self.group, [queue]).get(queue, -1)
+        return offsets.read([queue]).get(queue, -1)
 
     def seek(self, queue: MessageQueue, offset: int) -> None:
-        """Continue ``queue`` from ``offset``."""
+        """Continue ``queue`` from ``offset`` (its position; committed by the next commit)."""
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise MQClientError(f"offset must be a non-negative int, got {offset!r}")
+        core = self._core
+        if core is None or queue not in core.process_queues:
+            raise MQClientError(f"{queue} is not assigned to this consumer (start it, and assign or wait for rebalance)")
         with self._lock:
-            self._polled.pop(queue, None)
-        self._core.seek(queue, offset)
+            pq = core.process_queues[queue]
+            core.seek(queue, offset)
+            self._positions[pq] = offset
 
     def seek_to_begin(self, queue: MessageQueue) -> None:
         """Continue ``queue`` from its oldest stored message."""
-        self.seek(queue, self._core.store.queue_stats(queue.topic, [queue.queue_id])[queue.queue_id].min_offset)
+        self.seek(queue, self._store.queue_stats(queue.topic, [queue.queue_id])[queue.queue_id].min_offset)
 
     def seek_to_end(self, queue: MessageQueue) -> None:
         """Continue ``queue`` with messages stored from now on."""
-        self.seek(queue, self._core.store.queue_stats(queue.topic, [queue.queue_id])[queue.queue_id].max_offset)
+        self.seek(queue, self._store.queue_stats(queue.topic, [queue.queue_id])[queue.queue_id].max_offset)
 
-    def assigned_queues(self) -> set[MessageQueue]:
-        """The queues this consumer reads now."""
-        return {mq for mq, pq in self._core.process_queues.items() if not pq.releasing}
+    # -- what the core asks (see mq.consumer.core.Consumption) ----------------------------------
 
-    def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Buffer pulled messages for :meth:`poll`."""
         for m in msgs:
             self._buffer.put((pq, pq.generation, m))
 
-    def _apply_polled(self) -> dict[MessageQueue, int]:
-        """Move the in-memory offsets past everything polled (the next persist stores them)."""
+    def commit_offset(self, pq: ProcessQueue) -> int | None:
+        """With auto-commit: the queue's position (None before the first poll or seek); else None."""
+        if not self.auto_commit:
+            return None
         with self._lock:
-            polled, self._polled = self._polled, {}
-        applied = {}
-        for mq, offset in polled.items():
-            pq = self._core.process_queues.get(mq)
-            applied[mq] = pq.commit_offset() if pq else offset
-            self._core.offsets.update(mq, applied[mq])
-        return applied
-
-    def _release_offset(self, pq: ProcessQueue) -> int:
-        """Without auto-commit a released queue keeps what ``commit()`` stored (or where we began):
-        messages polled but not committed are delivered again to whoever reads the queue next."""
-        with self._lock:
-            return self._committed.pop(pq.queue, pq.start_offset)
+            return self._positions.get(pq)

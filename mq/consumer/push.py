@@ -3,26 +3,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any
 
-from mq import metrics
 from mq.consumer.allocate import AllocateMessageQueueStrategy
-from mq.consumer.core import ConsumerCore
+from mq.consumer.base import QueueConsumer
+from mq.consumer.core import SHUTDOWN_TIMEOUT_S
+from mq.consumer.listener import invoke
 from mq.consumer.orderly import OrderlyService
 from mq.consumer.process_queue import ProcessQueue
+from mq.consumer.puller import CONSUME_CONCURRENTLY_MAX_SPAN
 from mq.consumer.retry import SendBack, original_topic
 from mq.consumer.types import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     ConsumeHook,
-    ConsumeMessageContext,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
     MessageModel,
@@ -30,7 +31,6 @@ from mq.consumer.types import (
 from mq.errors import MQClientError, MQError
 from mq.filter import MessageSelector
 from mq.message import MessageExt
-from mq.queue import MessageQueue
 from mq.validation import RETRY_PREFIX
 
 log = logging.getLogger("mq.consumer")
@@ -49,7 +49,7 @@ DEFAULT_CONSUME_TIMEOUT_MIN = 15.0
 #: [RocketMQ's local fallback when sending back to the retry topic fails].
 LOCAL_RECONSUME_DELAY_S = 5.0
 
-#: Listener calls one worker task makes in turn (see ``PushConsumer._deliver``).
+#: Listener calls one worker task makes in turn (see ``PushConsumer.deliver``).
 BATCHES_PER_TASK = 8
 
 #: Default pause of a suspended orderly queue, ms [RocketMQ ``suspendCurrentQueueTimeMillis``].
@@ -59,7 +59,7 @@ Listener = Callable[[list[MessageExt], ConsumeConcurrentlyContext], ConsumeConcu
 OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
 
 
-class PushConsumer:
+class PushConsumer(QueueConsumer):
     """Consumes the subscribed topics with a listener on a pool of worker threads.
 
     Args:
@@ -68,14 +68,15 @@ class PushConsumer:
         url: store URL; None uses ``$MQ_URL`` or ``memory://``.
         namespace: key prefix of the deployment.
         message_model: CLUSTERING (default) or BROADCASTING.
-        consume_from_where: where a group without a stored offset starts (LAST_OFFSET: new messages only).
+        consume_from_where: where a group without a stored offset starts (LAST_OFFSET: new messages
+            only); the group's config (``Admin.create_group``) wins when it has one.
         consume_timestamp_ms: start time for TIMESTAMP, epoch ms (default: 30 minutes before start).
         allocate_strategy: how queues are shared (default ``AllocateMessageQueueAveragely``).
         consume_thread_max: worker threads running the listener.
         pull_batch_size: messages pulled per queue per round trip.
         consume_message_batch_max_size: messages per listener call.
-        max_reconsume_times: retries before the dead-letter queue (None: 16 concurrently, unlimited
-            (-1) orderly).
+        max_reconsume_times: retries before the dead-letter queue (None: the group's
+            ``retry_max_times``, else 16 concurrently; unlimited (-1) orderly).
         client_id: this member's id (default ``host@pid@random``); keep it stable across restarts in
             BROADCASTING mode to resume from the local offsets.
         consume_timeout_min: a listener call running longer than this (minutes) has its messages
@@ -103,58 +104,37 @@ class PushConsumer:
         consume_timeout_min: float = DEFAULT_CONSUME_TIMEOUT_MIN,
         suspend_current_queue_time_ms: int = DEFAULT_SUSPEND_MS,
     ) -> None:
-        if consume_timeout_min <= 0:
+        if not isinstance(consume_timeout_min, (int, float)) or consume_timeout_min <= 0:
             raise MQClientError(f"consume_timeout_min must be positive, got {consume_timeout_min!r}")
         if not isinstance(consume_thread_max, int) or consume_thread_max < 1:
             raise MQClientError(f"consume_thread_max must be a positive int, got {consume_thread_max!r}")
         if not isinstance(consume_message_batch_max_size, int) or not 1 <= consume_message_batch_max_size <= 1024:
             raise MQClientError(f"consume_message_batch_max_size must be in 1..1024, got {consume_message_batch_max_size!r}")
-        self._core = ConsumerCore(
-            group, url, namespace=namespace, message_model=message_model, consume_from_where=consume_from_where,
-            consume_timestamp_ms=consume_timestamp_ms, allocate_strategy=allocate_strategy,
-            pull_batch_size=pull_batch_size, client_id=client_id, kind="push", deliver=self._deliver,
-        )  # fmt: skip
+        if max_reconsume_times is not None and (not isinstance(max_reconsume_times, int) or max_reconsume_times < -1):
+            raise MQClientError(f"max_reconsume_times must be None, -1 (unlimited) or a count, got {max_reconsume_times!r}")
+        super().__init__(group, url, namespace=namespace, message_model=message_model,
+                         consume_from_where=consume_from_where, consume_timestamp_ms=consume_timestamp_ms,
+                         allocate_strategy=allocate_strategy, pull_batch_size=pull_batch_size, client_id=client_id,
+                         kind="push")  # fmt: skip
         self.consume_thread_max = consume_thread_max
         self.consume_message_batch_max_size = consume_message_batch_max_size
+        self.consume_timeout_min = consume_timeout_min
+        self.suspend_current_queue_time_ms = suspend_current_queue_time_ms
         self._max_reconsume_times = max_reconsume_times
         self._listener: Listener | None = None
         self._orderly_listener: OrderlyListener | None = None
         self._orderly: OrderlyService | None = None
-        self.suspend_current_queue_time_ms = suspend_current_queue_time_ms
         self._hooks: list[ConsumeHook] = []
         self._executor: ThreadPoolExecutor | None = None
-        self._send_back = SendBack(self._core.store, self._core.group, DEFAULT_MAX_RECONSUME_TIMES)
-        self.consume_timeout_min = consume_timeout_min
-        self._core.add_job(self._send_back_overdue, min(60.0, consume_timeout_min * 60 / 4), "consume-timeout")
+        self._send_back = SendBack(self._store, self.group, DEFAULT_MAX_RECONSUME_TIMES)
         self._in_flight = 0
         self._in_flight_cv = threading.Condition()
-
-    def __repr__(self) -> str:
-        return f"PushConsumer(group={self.group!r}, client_id={self.client_id!r}, {self._core.conn!r})"
-
-    @property
-    def group(self) -> str:
-        """The consumer group."""
-        return self._core.group
-
-    @property
-    def client_id(self) -> str:
-        """This member's client id."""
-        return self._core.client_id
+        # what the core needs to know of this kind of consumption (see mq.consumer.core.Consumption)
+        self.max_span: int | None = CONSUME_CONCURRENTLY_MAX_SPAN
+        self.drains_on_release = True  # orderly releases between two batches instead
+        self.seeds_start = True
 
     # -- configuration --------------------------------------------------------------------------
-
-    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
-        """Consume ``topic`` filtered by a tag expression (``"*"``, ``"A || B"``) or a MessageSelector.
-
-        Raises:
-            FilterExpressionError: the expression is malformed (with its position).
-        """
-        self._core.subscribe(topic, expression)
-
-    def unsubscribe(self, topic: str) -> None:
-        """Stop consuming ``topic``."""
-        self._core.unsubscribe(topic)
 
     def register_message_listener(self, listener: Listener) -> None:
         """Set the concurrent listener: ``listener(msgs, ctx) -> ConsumeConcurrentlyStatus``.
@@ -171,20 +151,22 @@ class PushConsumer:
         A listener that raises counts as SUSPEND_CURRENT_QUEUE_A_MOMENT.
         """
         self._orderly_listener = listener
-        self._core.orderly = True
 
     def register_consume_hook(self, hook: ConsumeHook) -> None:
         """Add a hook whose ``before``/``after`` run around every listener call."""
         self._hooks.append(hook)
-
-    # -- lifecycle ------------------------------------------------------------------------------
 
     @property
     def max_reconsume_times(self) -> int:
         """Retries before the DLQ (-1: unlimited)."""
         if self._max_reconsume_times is not None:
             return self._max_reconsume_times
-        return -1 if self._orderly_listener is not None else DEFAULT_MAX_RECONSUME_TIMES
+        if self._orderly_listener is not None:
+            return -1
+        config = self._core.group_config if self._core is not None else None
+        return config.retry_max_times if config is not None else DEFAULT_MAX_RECONSUME_TIMES
+
+    # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> PushConsumer:
         """Register in the group and start consuming. Returns self."""
@@ -192,28 +174,41 @@ class PushConsumer:
             raise MQClientError("register a listener (register_message_listener or register_orderly_listener) before start()")
         if self._listener is not None and self._orderly_listener is not None:
             raise MQClientError("register either a concurrent or an orderly listener, not both")
-        if not self._core.subscriptions:
+        if not self._subscriptions:
             raise MQClientError("subscribe to at least one topic before start()")
-        self._send_back = SendBack(self._core.store, self._core.group, self.max_reconsume_times)
-        if self._orderly_listener is not None:
-            self._orderly = OrderlyService(self._core, lambda: self._executor, self._call_orderly, self._send_back,
+        if self._executor is not None:
+            return self
+        orderly = self._orderly_listener is not None
+        if orderly:
+            self.max_span, self.drains_on_release = None, False
+        elif self.message_model is MessageModel.CLUSTERING:  # retries come back through the group's retry topic
+            self._subscriptions[self._send_back.ensure_retry_topic()] = MessageSelector.by_tag("*")
+        core = self._build_core(self, orderly=orderly)
+        if orderly:
+            self._orderly = OrderlyService(core, lambda: self._executor, self._call_orderly, self._send_back,
                                            batch_size=self.consume_message_batch_max_size,
                                            max_reconsume_times=self.max_reconsume_times,
                                            suspend_ms=self.suspend_current_queue_time_ms)  # fmt: skip
-        if self._executor is None:
-            if self._core.message_model is MessageModel.CLUSTERING and self._orderly is None:  # retries come back
-                self._core.subscribe(self._send_back.ensure_retry_topic(), "*")
-            self._executor = ThreadPoolExecutor(self.consume_thread_max, thread_name_prefix=f"mq-consume-{self.group}")
-            self._core.start()
+        self._executor = ThreadPoolExecutor(self.consume_thread_max, thread_name_prefix=f"mq-consume-{self.group}")
+        core.start(jobs=[(self._send_back_overdue, min(60.0, self.consume_timeout_min * 60 / 4), "consume-timeout")])
+        self._send_back.max_reconsume_times = self.max_reconsume_times  # the group's config is known now
         return self
 
-    def shutdown(self) -> None:
-        """Finish the messages being consumed, commit offsets, release queues and leave the group."""
-        if self._executor is None:
-            return
-        self._core.shutdown(wait_consumed=self._drain)
-        self._executor.shutdown(wait=True)
+    def shutdown(self, *, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> bool:
+        """Stop fetching, let in-flight messages finish within ``timeout_s`` seconds, commit offsets,
+        release queues and leave the group.
+
+        Returns False when listener calls were still running at the bound: they are left running in
+        their threads, their messages are not committed (they are delivered again), and a warning
+        says how many.
+        """
+        executor, core = self._executor, self._core
+        if executor is None or core is None:
+            return True
+        clean = core.shutdown(wait_consumed=self._drain, timeout_s=timeout_s)
+        executor.shutdown(wait=False, cancel_futures=True)
         self._executor = None
+        return clean
 
     def __enter__(self) -> PushConsumer:
         return self.start()
@@ -221,22 +216,24 @@ class PushConsumer:
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.shutdown()
 
-    def assigned_queues(self) -> set[MessageQueue]:
-        """The queues this member consumes now."""
-        return {mq for mq, pq in self._core.process_queues.items() if not pq.releasing}
-
     # -- consumption ----------------------------------------------------------------------------
 
-    def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def commit_offset(self, pq: ProcessQueue) -> int | None:
+        """What may be committed for ``pq``: the smallest offset still in flight (or the next one)."""
+        return pq.commit_offset()
+
+    def deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Hand pulled messages to the worker threads (orderly: to the queue's consume task)."""
         executor = self._executor
         if executor is None:
             return
         if self._orderly is not None:
             self._orderly.deliver(pq, msgs)
             return
-        if pq.queue.topic.startswith(RETRY_PREFIX):
-            for m in msgs:  # the listener sees the topic the message was sent to
-                m.topic = original_topic(m)
+        if not msgs:
+            return
+        if pq.queue.topic.startswith(RETRY_PREFIX):  # the listener sees the topic the message was sent to
+            msgs = [dataclasses.replace(m, topic=original_topic(m)) for m in msgs]
         size = self.consume_message_batch_max_size
         batches = [msgs[i : i + size] for i in range(0, len(msgs), size)]
         # One task runs up to BATCHES_PER_TASK listener calls in turn: handing each message to a
@@ -252,74 +249,52 @@ class PushConsumer:
             for msgs in batches:
                 if pq.dropped:
                     return  # taken over after a failure: the new owner consumes the rest
-                ctx = ConsumeConcurrentlyContext(pq.queue)
-                began = time.monotonic()
-                for m in msgs:
-                    pq.consuming[m.queue_offset] = began
                 try:
-                    status = self._call_listener(pq.queue, msgs, ctx)
-                finally:
-                    for m in msgs:
-                        pq.consuming.pop(m.queue_offset, None)
-                if self._core.message_model is MessageModel.BROADCASTING:
-                    self._done(pq, msgs)  # broadcasting does not retry, as in RocketMQ
-                    continue
-                # success covers msgs[: ack_index + 1]; the rest is retried [RocketMQ processConsumeResult]
-                success = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-                ack = max(-1, min(ctx.ack_index, len(msgs) - 1)) if success else -1
-                ok, failed = msgs[: ack + 1], msgs[ack + 1 :]
-                if ok:
-                    self._done(pq, ok)
-                if failed:
-                    self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
+                    self._consume_batch(pq, msgs)
+                except Exception:  # our own handling failed: never leave the messages stuck in flight
+                    log.exception("handling the listener's answer for %d message(s) of %s failed; they are "
+                                  "consumed again here in %s s", len(msgs), pq.queue, LOCAL_RECONSUME_DELAY_S)  # fmt: skip
+                    self._reconsume_here(pq, msgs)
         finally:
             with self._in_flight_cv:
                 self._in_flight -= 1
                 self._in_flight_cv.notify_all()
 
-    def _call_listener(self, mq: MessageQueue, msgs: list[MessageExt], ctx: Any) -> ConsumeConcurrentlyStatus:
-        status = self._invoke(self._listener, mq, msgs, ctx, ConsumeConcurrentlyStatus.RECONSUME_LATER)
-        return ConsumeConcurrentlyStatus(status)
+    def _consume_batch(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        ctx = ConsumeConcurrentlyContext(pq.queue)
+        began = time.monotonic()
+        for m in msgs:
+            pq.consuming[m.queue_offset] = began
+        try:
+            status = invoke(self.group, self._hooks, self._listener or _no_listener, pq.queue, msgs, ctx,
+                            ConsumeConcurrentlyStatus.RECONSUME_LATER)  # fmt: skip
+        finally:
+            for m in msgs:
+                pq.consuming.pop(m.queue_offset, None)
+        if self.message_model is MessageModel.BROADCASTING:
+            self._done(pq, msgs)  # broadcasting does not retry, as in RocketMQ
+            return
+        # success covers msgs[: ack_index + 1]; the rest is retried [RocketMQ processConsumeResult]
+        success = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        ack = max(-1, min(ctx.ack_index, len(msgs) - 1)) if success else -1
+        ok, failed = msgs[: ack + 1], msgs[ack + 1 :]
+        if ok:
+            self._done(pq, ok)
+        if failed:
+            self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
 
     def _call_orderly(self, pq: ProcessQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
         # a running batch is marked by pq.consume_lock (held by OrderlyService), not pq.consuming
-        status = self._invoke(self._orderly_listener, pq.queue, msgs, ctx, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
-        return ConsumeOrderlyStatus(status)
-
-    def _invoke(self, listener: Callable[..., Any] | None, mq: MessageQueue, msgs: list[MessageExt], ctx: Any,
-                failure: ConsumeConcurrentlyStatus | ConsumeOrderlyStatus) -> Any:  # fmt: skip
-        """Call a listener between the hooks; an exception (or a bad answer) counts as ``failure``."""
-        hook_ctx = ConsumeMessageContext(self.group, mq, msgs)
-        self._run_hooks("before", hook_ctx)
-        started = time.perf_counter()
-        status: Any = failure
-        try:
-            if listener is not None:
-                status = type(failure)(listener(msgs, ctx))
-        except Exception as e:  # the listener's failure means "later", never a lost message
-            hook_ctx.error = e
-            log.warning("listener of %s raised on %d message(s) from %s: %r", self.group, len(msgs), mq, e)
-        hook_ctx.duration_ms = (time.perf_counter() - started) * 1000
-        if metrics.CLIENT_METRICS is not None:
-            metrics.CLIENT_METRICS.consume_latency.labels(self.group, mq.topic).observe(hook_ctx.duration_ms / 1000)
-        hook_ctx.status = status.value
-        hook_ctx.success = status is not failure
-        self._run_hooks("after", hook_ctx)
-        return status
-
-    def _run_hooks(self, phase: str, ctx: ConsumeMessageContext) -> None:
-        for hook in self._hooks:
-            try:
-                getattr(hook, phase)(ctx)
-            except Exception as e:
-                log.warning("consume hook %r.%s raised: %r", hook, phase, e)
+        return invoke(self.group, self._hooks, self._orderly_listener or _no_listener, pq.queue, msgs, ctx,
+                      ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)  # fmt: skip
 
     def _done(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        # The offset to commit is read from the process queue when offsets are persisted.
-        limited = self._core.flow_limited(pq)
+        # The offset to commit is read from the process queue by the next pull or commit.
+        assert self._core is not None
+        limited = self._core.puller.flow_limited(pq)
         pq.remove(msgs)
         if limited:
-            self._core.wake()
+            self._core.puller.wake()
 
     def _reconsume_later(self, pq: ProcessQueue, msgs: list[MessageExt], delay_level: int) -> None:
         """Send each message back (retry topic, or the DLQ past ``max_reconsume_times``); a message
@@ -335,15 +310,18 @@ class PushConsumer:
         failed_ids = {id(m) for m in failed}
         self._done(pq, [m for m in msgs if id(m) not in failed_ids])
         if failed:
-            for m in failed:
-                m.reconsume_times += 1
-            timer = threading.Timer(LOCAL_RECONSUME_DELAY_S, self._deliver, args=(pq, failed))
-            timer.daemon = True
-            timer.start()
+            self._reconsume_here(pq, failed)
+
+    def _reconsume_here(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Deliver ``msgs`` again to this consumer after ``LOCAL_RECONSUME_DELAY_S`` (their offsets stay held)."""
+        again = [dataclasses.replace(m, reconsume_times=m.reconsume_times + 1) for m in msgs]
+        timer = threading.Timer(LOCAL_RECONSUME_DELAY_S, self.deliver, args=(pq, again))
+        timer.daemon = True
+        timer.start()
 
     def _send_back_overdue(self) -> None:
         """Send back messages whose listener call exceeded ``consume_timeout_min`` [RocketMQ ``cleanExpiredMsg``]."""
-        if self._core.message_model is not MessageModel.CLUSTERING or self._orderly is not None:
+        if self.message_model is not MessageModel.CLUSTERING or self._orderly is not None or self._core is None:
             return  # orderly: a slow batch holds its queue by design
         for pq in list(self._core.process_queues.values()):
             overdue = pq.overdue(self.consume_timeout_min * 60)
@@ -352,6 +330,15 @@ class PushConsumer:
                             len(overdue), pq.queue, self.consume_timeout_min)  # fmt: skip
                 self._reconsume_later(pq, overdue, 0)
 
-    def _drain(self) -> None:
+    def _drain(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the listener calls in flight; False when some still run."""
         with self._in_flight_cv:
-            self._in_flight_cv.wait_for(lambda: self._in_flight == 0, timeout=30)
+            done = self._in_flight_cv.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
+            if not done:
+                log.warning("%d listener task(s) of %s still run after %.1f s: their messages are not committed and are "
+                            "delivered again", self._in_flight, self.group, timeout_s)  # fmt: skip
+            return bool(done)
+
+
+def _no_listener(msgs: list[MessageExt], ctx: object) -> None:
+    raise MQClientError("no listener registered")

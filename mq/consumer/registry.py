@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import time
@@ -17,9 +18,11 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mq.connection import translate_errors
-from mq.errors import MQBrokerError
-from mq.store import Store, scripts
+from mq.errors import MQBrokerError, MQClientError
+from mq.group import GroupConfig
+from mq.store import Store
+
+log = logging.getLogger("mq.consumer")
 
 #: Seconds between heartbeats (each also reads the group's live members).
 HEARTBEAT_INTERVAL_S = 1.0
@@ -69,59 +72,54 @@ class Registry:
         self._store = store
         self._group = group
         self.info = info
-        self._keys = store.keys.group(group)
         self._sent_info = ""
         self._sent_at = 0.0
+        #: Server time of the last heartbeat, epoch ms.
+        self.last_now_ms = 0
 
-    def heartbeat(self) -> tuple[int, list[str]]:
-        """Say this client is alive; returns the server time (ms) and every live client id, sorted.
+    def heartbeat(self) -> tuple[list[str], GroupConfig | None]:
+        """Say this client is alive; returns every live client id (sorted) and the group's config.
 
         The client info travels only when it changed (or every ``INFO_REFRESH_S``).
         """
         info = json.dumps({k: v for k, v in asdict(self.info).items() if k != "last_heartbeat_ms"})
         fresh = info != self._sent_info or time.monotonic() - self._sent_at > INFO_REFRESH_S
-        argv = [self.info.client_id, info if fresh else "", int(HEARTBEAT_TIMEOUT_S * 1000)]
-        with translate_errors(self._store.conn.url, f"heartbeat of group {self._group!r}"):
-            reply = scripts.run(self._store.conn.client, "heartbeat", [self._keys.clients, self._keys.info], argv)
+        beat = self._store.heartbeat(self._group, self.info.client_id, info if fresh else "", int(HEARTBEAT_TIMEOUT_S * 1000))
         if fresh:
             self._sent_info, self._sent_at = info, time.monotonic()
-        return int(reply[0]), sorted(c.decode() if isinstance(c, bytes) else str(c) for c in reply[1:])
-
-    def register(self) -> tuple[int, list[str]]:
-        """First heartbeat, and record the group's name for ``mq group list``."""
-        with translate_errors(self._store.conn.url, f"registering in group {self._group!r}"):
-            self._store.conn.client.sadd(self._store.keys.groups, self._group)
-        return self.heartbeat()
+        self.last_now_ms = beat.now_ms
+        return beat.members, parse_group_config(self._group, beat.config)
 
     def unregister(self) -> None:
         """Leave the group at once (a clean shutdown), so the others rebalance without waiting."""
-        with contextlib.suppress(MQBrokerError), translate_errors(self._store.conn.url, "unregistering"):
-            pipe = self._store.conn.client.pipeline(transaction=False)
-            pipe.zrem(self._keys.clients, self.info.client_id)
-            pipe.hdel(self._keys.info, self.info.client_id)
-            pipe.execute()
+        with contextlib.suppress(MQBrokerError):
+            self._store.unregister_client(self._group, self.info.client_id)
+
+
+def parse_group_config(group: str, raw: str | None) -> GroupConfig | None:
+    """A stored group config, or None (absent, or unreadable: logged, and the consumer's own settings apply)."""
+    if not raw:
+        return None
+    try:
+        return GroupConfig.from_json(raw)
+    except (ValueError, TypeError, MQClientError) as e:
+        log.error("the stored config of group %s cannot be read (%s); the consumers' own settings apply", group, e)
+        return None
 
 
 def group_clients(store: Store, group: str) -> list[ClientInfo]:
     """The live clients of ``group`` (heartbeat within the timeout), sorted by client id."""
-    keys = store.keys.group(group)
-    with translate_errors(store.conn.url, f"reading clients of group {group!r}"):
-        pipe = store.conn.client.pipeline(transaction=False)
-        pipe.hgetall(keys.info)
-        pipe.zrange(keys.clients, 0, -1, withscores=True)
-        raw, beats = pipe.execute()
+    raw, last = store.group_clients_raw(group)
     oldest = time.time() * 1000 - HEARTBEAT_TIMEOUT_S * 1000
-    last = {cid.decode(): int(score) for cid, score in beats}
     clients = []
     for cid, value in raw.items():
         info = ClientInfo(**json.loads(value))
-        info.last_heartbeat_ms = last.get(cid.decode(), 0)
+        info.last_heartbeat_ms = last.get(cid, 0)
         if info.last_heartbeat_ms >= oldest:
             clients.append(info)
     return sorted(clients, key=lambda c: c.client_id)
 
 
 def groups(store: Store) -> list[str]:
-    """Every group that ever registered in the namespace, sorted."""
-    with translate_errors(store.conn.url, "listing groups"):
-        return sorted(g.decode() for g in store.conn.client.smembers(store.keys.groups))
+    """Every group that ever registered (or was created) in the namespace, sorted."""
+    return store.groups()

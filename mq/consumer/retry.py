@@ -31,6 +31,8 @@ ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 DLQ_REASON = "DLQ_REASON"
 #: The first retry's delay level is this plus reconsume times [RocketMQ: 3 + reconsumeTimes].
 RETRY_BASE_LEVEL = 3
+#: Seconds the namespace's delay levels are cached (the broker service may publish new ones).
+DELAY_LEVELS_TTL_S = 30.0
 
 
 def retry_topic(group: str) -> str:
@@ -54,8 +56,10 @@ class SendBack:
     def __init__(self, store: Store, group: str, max_reconsume_times: int) -> None:
         self._store = store
         self._group = group
-        self._max = max_reconsume_times
-        self._levels: tuple[int, ...] | None = None
+        #: Retries before the DLQ (-1: unlimited).
+        self.max_reconsume_times = max_reconsume_times
+        self._levels: tuple[int, ...] = ()
+        self._levels_read_s = 0.0
         self._ensured: set[str] = set()
         self._lock = threading.Lock()
 
@@ -77,10 +81,13 @@ class SendBack:
     def send_back(self, msg: MessageExt, delay_level: int = 0, reason: str = "max reconsume times") -> str:
         """Send a copy of ``msg`` for another try (or to the DLQ); returns the topic it went to.
 
+        ``delay_level`` -1 sends it straight to the DLQ, 0 lets the broker choose (3 + reconsume times).
+
         Raises:
             MQBrokerError: the store failed (the caller consumes it again locally instead).
         """
-        return self._copy(msg, delay_level, reason, to_dlq=msg.reconsume_times >= self._max)
+        to_dlq = delay_level < 0 or 0 <= self.max_reconsume_times <= msg.reconsume_times
+        return self._copy(msg, delay_level, "delay level -1" if delay_level < 0 else reason, to_dlq=to_dlq)
 
     def dead_letter(self, msg: MessageExt, reason: str) -> str:
         """Put a copy of ``msg`` into the group's DLQ; returns the DLQ topic."""
@@ -104,8 +111,8 @@ class SendBack:
         return topic
 
     def _delay_levels(self) -> tuple[int, ...]:
-        if self._levels is None:
-            self._levels = delay_levels(self._store)
+        if not self._levels or time.monotonic() - self._levels_read_s > DELAY_LEVELS_TTL_S:
+            self._levels, self._levels_read_s = delay_levels(self._store), time.monotonic()
         return self._levels
 
     def _ensure(self, topic: str) -> str:

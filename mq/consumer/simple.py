@@ -15,18 +15,18 @@ import time
 from collections.abc import Mapping
 from types import TracebackType
 
-from mq.connection import Connection, translate_errors
-from mq.consumer.core import filter_args
-from mq.consumer.offsets import read_group_offsets
-from mq.consumer.registry import ClientInfo, Registry, new_client_id
+from mq.connection import Connection
+from mq.consumer.puller import filter_args
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, ClientInfo, Registry, new_client_id
 from mq.consumer.retry import DLQ_REASON, ORIGIN_MESSAGE_ID, RETRY_TOPIC, dlq_topic
+from mq.consumer.start import DEFAULT_CONSUME_TIMESTAMP_AGO_MS
+from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
-from mq.keys import stream_id
+from mq.group import GroupConfig
 from mq.message import Message, MessageExt
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
-from mq.store import Store, codec, scripts
-from mq.store.store import pairs
+from mq.store import Store, codec
 from mq.topic import TopicConfig
 from mq.validation import check_group, check_topic
 
@@ -40,6 +40,8 @@ MAX_RECEIVE = 32
 QUEUE_REFRESH_S = 5.0
 #: Entries a receive may scan per queue past non-matching ones.
 RECEIVE_MAX_SCAN = 1024
+#: Longest ``await_duration_s``, seconds.
+MAX_AWAIT_S = 60.0
 #: Longest single block while waiting for messages, seconds (so expiring invisibility is noticed).
 WAIT_SLICE_S = 1.0
 
@@ -58,6 +60,7 @@ class MessageView(MessageExt):
 
 
 def _view(msg: MessageExt, attempt: int, visible_at: int) -> MessageView:
+    """``msg`` as a received view with a receipt ``queue_id:offset:visible_at_ms:topic``."""
     view = MessageView.__new__(MessageView)
     view.__dict__.update(msg.__dict__)
     view.delivery_attempt = attempt
@@ -88,35 +91,56 @@ class SimpleConsumer:
         await_duration_s: float = 5.0,
         max_delivery_attempts: int = 16,
         client_id: str | None = None,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
     ) -> None:
         self.group = check_group(group)
         if not subscriptions:
             raise MQClientError("a SimpleConsumer needs at least one subscription")
-        if max_delivery_attempts < 1:
-            raise MQClientError(f"max_delivery_attempts must be at least 1, got {max_delivery_attempts!r}")
+        if not isinstance(max_delivery_attempts, int) or isinstance(max_delivery_attempts, bool) or max_delivery_attempts < 1:
+            raise MQClientError(f"max_delivery_attempts must be an int of at least 1, got {max_delivery_attempts!r}")
+        wait = await_duration_s
+        if not isinstance(wait, (int, float)) or isinstance(wait, bool) or not 0 <= wait <= MAX_AWAIT_S:
+            raise MQClientError(f"await_duration_s must be in 0..{MAX_AWAIT_S:g} seconds, got {wait!r}")
+        try:
+            self.consume_from_where = ConsumeFromWhere(consume_from_where)
+        except ValueError:
+            raise MQClientError(f"consume_from_where must be a ConsumeFromWhere, got {consume_from_where!r}") from None
         self.subscriptions = {check_topic(t): MessageSelector.parse(e) for t, e in subscriptions.items()}
         self.await_duration_s = await_duration_s
         self.max_delivery_attempts = max_delivery_attempts
         self._conn = Connection(url, namespace)
         self._poll = Connection(url, namespace, socket_timeout_s=WAIT_SLICE_S + 5)
         self._store = Store(self._conn)
+        self._poll_store = Store(self._poll)
         info = ClientInfo.of_this_process(client_id or new_client_id(), kind="simple",
                                           subscriptions={t: s.expression for t, s in self.subscriptions.items()})  # fmt: skip
         self._registry = Registry(self._store, self.group, info)
         self._queues: list[MessageQueue] = []
         self._refreshed_s = 0.0
+        self._beat_s = 0.0
         self._turn = itertools.count()
         self._started = False
+        #: The group's config as of the last heartbeat (None: the group has none).
+        self.group_config: GroupConfig | None = None
 
     def __repr__(self) -> str:
         return f"SimpleConsumer(group={self.group!r}, {self._conn!r})"
 
     def start(self) -> SimpleConsumer:
-        """Register and fix the group's starting point on every queue it has not read yet: new
-        messages only for a group new to a topic, the queue's first message for a queue added to a
-        topic the group already reads."""
-        self._registry.register()
-        self._refresh_queues()
+        """Register and fix the group's starting point on every queue it has not read yet: where
+        ``consume_from_where`` says (the group's config wins) for a group new to a topic, the queue's
+        first message for a queue added to a topic the group already reads.
+
+        Raises:
+            MQClientError: a subscribed topic does not exist (nothing is registered then).
+        """
+        self._heartbeat()  # reads the group's config first
+        try:
+            self._store.register_group(self.group)
+            self._refresh_queues()
+        except BaseException:
+            self._registry.unregister()
+            raise
         self._started = True
         return self
 
@@ -146,13 +170,19 @@ class SimpleConsumer:
         _check_invisible(invisible_duration_s)
         deadline = time.monotonic() + self.await_duration_s
         while True:
+            if time.monotonic() - self._beat_s >= HEARTBEAT_INTERVAL_S:
+                self._heartbeat()
             if time.monotonic() - self._refreshed_s >= QUEUE_REFRESH_S:
                 self._refresh_queues()
-            views = self._receive_once(max_messages, int(invisible_duration_s * 1000))
+            paused = self.group_config is not None and not self.group_config.consume_enable
+            views = [] if paused else self._receive_once(max_messages, int(invisible_duration_s * 1000))
             remaining = deadline - time.monotonic()
             if views or remaining <= 0:
                 return views
-            self._wait(min(remaining, WAIT_SLICE_S))
+            if paused:
+                time.sleep(min(remaining, HEARTBEAT_INTERVAL_S))
+            else:
+                self._wait(min(remaining, WAIT_SLICE_S))
 
     def ack(self, view: MessageView) -> None:
         """Acknowledge ``view``: it is done and never handed out again.
@@ -160,7 +190,7 @@ class SimpleConsumer:
         Raises:
             MQClientError: the receipt expired (the message was handed out again meanwhile).
         """
-        if not self._ack_script(view, ""):
+        if not self._ack_receipt(view, None):
             raise MQClientError(f"receipt of {view.msg_id} expired: it was handed out again after its invisible time")
 
     def change_invisible_duration(self, view: MessageView, invisible_duration_s: float) -> MessageView:
@@ -171,11 +201,16 @@ class SimpleConsumer:
         """
         _check_invisible(invisible_duration_s)
         visible_at = int(time.time() * 1000 + invisible_duration_s * 1000)
-        if not self._ack_script(view, str(visible_at)):
+        if not self._ack_receipt(view, visible_at):
             raise MQClientError(f"receipt of {view.msg_id} expired: it was handed out again after its invisible time")
         return _view(view, view.delivery_attempt, visible_at)
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _heartbeat(self) -> None:
+        """Say this member is alive (``Admin.consumer_connections``) and read the group's config."""
+        _, self.group_config = self._registry.heartbeat()
+        self._beat_s = time.monotonic()
 
     def _refresh_queues(self) -> None:
         queues = []
@@ -183,7 +218,7 @@ class SimpleConsumer:
             config = self._store.topic(topic)
             if config is None:
                 raise MQClientError(f"topic {topic!r} does not exist; create it with Admin.create_topic")
-            queues += [MessageQueue(topic, DEFAULT_BROKER_NAME, q) for q in range(config.read_queues) if config.readable(q)]
+            queues += config.readable_queues()
         if set(queues) - set(self._queues):
             self._seed_cursors(queues)
         self._queues = queues
@@ -191,20 +226,27 @@ class SimpleConsumer:
 
     def _seed_cursors(self, queues: list[MessageQueue]) -> None:
         """Give the group a cursor on every queue of ``queues`` it has none on (``HSETNX``, so
-        members starting together agree): the queue's end when the group reads none of the topic's
-        queues yet, else the queue's start — a topic that grew keeps nothing from the group."""
-        with translate_errors(self._conn.url, "starting a simple consumer"):
-            cursors = read_group_offsets(self._store, self.group, queues)
-            pipe = self._conn.client.pipeline(transaction=False)
-            for topic in self.subscriptions:
-                missing = [q.queue_id for q in queues if q.topic == topic and q not in cursors]
-                if not missing:
-                    continue
-                reading = any(q.topic == topic for q in cursors)
-                for qid, stats in self._store.queue_stats(topic, missing).items():
-                    offsets = self._store.queue_keys(topic, qid).offsets
-                    pipe.hsetnx(offsets, self.group, stats.min_offset if reading else stats.max_offset)
-            pipe.execute()
+        members starting together agree): where ``consume_from_where`` says when the group reads none
+        of the topic's queues yet, else the queue's start — a topic that grew keeps nothing from the group."""
+        cursors = self._store.read_offsets(self.group, queues)
+        where = self.group_config.consume_from_where if self.group_config is not None else self.consume_from_where
+        seeds: dict[MessageQueue, int] = {}
+        for topic in self.subscriptions:
+            missing = [q.queue_id for q in queues if q.topic == topic and q not in cursors]
+            if not missing:
+                continue
+            from_start = where is ConsumeFromWhere.FIRST_OFFSET or any(q.topic == topic for q in cursors)
+            for qid, stats in self._store.queue_stats(topic, missing).items():
+                mq = MessageQueue(topic, queues[0].broker_name, qid)
+                if from_start:
+                    seeds[mq] = stats.min_offset
+                elif where is ConsumeFromWhere.TIMESTAMP:
+                    ts = int(time.time() * 1000) - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
+                    seeds[mq] = max(stats.min_offset, self._store.search_offset(topic, qid, ts))
+                else:
+                    seeds[mq] = stats.max_offset
+        if seeds:
+            self._store.seed_offsets(self.group, seeds)
 
     def _receive_once(self, want: int, invisible_ms: int) -> list[MessageView]:
         views: list[MessageView] = []
@@ -212,15 +254,15 @@ class SimpleConsumer:
         for i in range(len(self._queues)):  # one queue at a time: nothing handed out beyond ``want``
             q = self._queues[(start + i) % len(self._queues)]
             ftype, fdata = filter_args(self.subscriptions[q.topic])
-            argv = [self.group, int(time.time() * 1000), invisible_ms, want - len(views), self.max_delivery_attempts,
-                    ftype, fdata, RECEIVE_MAX_SCAN]  # fmt: skip
-            keys = self._store.queue_keys(q.topic, q.queue_id).simple(self.group)
-            with translate_errors(self._conn.url, f"receiving from {q}"):
-                reply = scripts.run(self._conn.client, "receive-simple", keys, argv)
-            for kind, offset, attempt, visible_at, fields in reply:
-                msg = codec.decode(q.topic, q.queue_id, stream_id(int(offset)).encode(), pairs(fields))
-                view = _view(msg, int(attempt), int(visible_at))
-                if kind == b"d":
+            handed = self._store.receive_simple(self.group, q, now_ms=int(time.time() * 1000), invisible_ms=invisible_ms,
+                                                max_messages=want - len(views), max_attempts=self.max_delivery_attempts,
+                                                filter_type=ftype, filter_data=fdata, max_scan=RECEIVE_MAX_SCAN)  # fmt: skip
+            for d in handed:
+                if d.message is None:  # not a message (logged when decoding): acked so it is never handed out again
+                    self._store.ack_simple(self.group, q, d.offset, d.visible_at_ms, None)
+                    continue
+                view = _view(d.message, d.attempt, d.visible_at_ms)
+                if d.dead:
                     self._dead_letter(view)
                 else:
                     views.append(view)
@@ -235,30 +277,33 @@ class SimpleConsumer:
         copy = Message(topic, view.body, view.tags, view.keys, view.properties)
         self._store.put(topic, 0, [codec.encode(copy, view.msg_id, view.born_timestamp_ms,
                                                 reconsume_times=view.delivery_attempt, system_properties=system)])  # fmt: skip
-        self._ack_script(view, "")
+        self._ack_receipt(view, None)
         log.info("message %s of %s went to %s after %d attempts", view.msg_id, view.topic, topic, view.delivery_attempt)
 
-    def _ack_script(self, view: MessageView, new_visible_at: str) -> bool:
-        qid, offset, visible_at, topic = view.receipt_handle.split(":", 3)
-        keys = self._store.queue_keys(topic, int(qid)).simple(self.group)[3:]
-        with translate_errors(self._conn.url, f"acknowledging {view.msg_id}"):
-            return bool(scripts.run(self._conn.client, "ack-simple", keys, [offset, visible_at, new_visible_at]))
+    def _ack_receipt(self, view: MessageView, new_visible_at_ms: int | None) -> bool:
+        queue, offset, visible_at = parse_receipt(view.receipt_handle)
+        return self._store.ack_simple(self.group, queue, offset, visible_at, new_visible_at_ms)
 
     def _wait(self, seconds: float) -> None:
         """Block until a queue may have news, ``seconds`` at most (standalone: one XREAD over all logs)."""
-        with translate_errors(self._conn.url, "waiting for messages"):
-            cursors = self._cursors()
-            if self._conn.kind == "cluster":  # one XREAD cannot span slots: short pauses instead
-                time.sleep(min(seconds, 0.05))
-                return
-            streams = {self._store.queue_keys(q.topic, q.queue_id).log: stream_id(c - 1) for q, c in cursors.items()}
-            self._poll.client.xread(streams, count=1, block=max(1, int(seconds * 1000)))
+        if self._conn.kind == "cluster":  # one XREAD cannot span slots: short pauses instead
+            time.sleep(min(seconds, 0.05))
+            return
+        cursors = self._store.read_offsets(self.group, self._queues)
+        self._poll_store.wait_for_any({q: cursors.get(q, 0) for q in self._queues}, int(seconds * 1000))
 
-    def _cursors(self) -> dict[MessageQueue, int]:
-        pipe = self._conn.client.pipeline(transaction=False)
-        for q in self._queues:
-            pipe.hget(self._store.queue_keys(q.topic, q.queue_id).offsets, self.group)
-        return {q: int(c or 0) for q, c in zip(self._queues, pipe.execute())}
+
+def parse_receipt(handle: str) -> tuple[MessageQueue, int, int]:
+    """The queue, offset and visible-at time (ms) a receipt handle names.
+
+    Raises:
+        MQClientError: ``handle`` is not a receipt handle this library issued.
+    """
+    try:
+        qid, offset, visible_at, topic = handle.split(":", 3)
+        return MessageQueue(check_topic(topic), DEFAULT_BROKER_NAME, int(qid)), int(offset), int(visible_at)
+    except (ValueError, AttributeError, MQClientError):
+        raise MQClientError(f"malformed receipt handle {handle!r}: pass the receipt_handle of a received MessageView") from None
 
 
 def _check_invisible(seconds: float) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
+from mq.errors import MQClientError
 from mq.message import MessageExt
 from mq.queue import MessageQueue
 
@@ -50,7 +52,9 @@ class ConsumeConcurrentlyContext:
     Attributes:
         message_queue: the queue the batch came from.
         delay_level_when_next_consume: the delay level of the retry when the listener returns
-            RECONSUME_LATER; 0 lets the broker choose (3 + reconsume times).
+            RECONSUME_LATER; 0 lets the broker choose (3 + reconsume times), -1 sends the messages
+            straight to the dead-letter queue. Setting anything else raises ``MQClientError`` in the
+            listener (which then counts as RECONSUME_LATER with the broker's choice).
         ack_index: with CONSUME_SUCCESS, the index of the last message consumed successfully; the
             messages after it are retried like RECONSUME_LATER (clustering; broadcasting drops them).
     """
@@ -58,6 +62,16 @@ class ConsumeConcurrentlyContext:
     message_queue: MessageQueue
     delay_level_when_next_consume: int = 0
     ack_index: int = 2**31 - 1
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "delay_level_when_next_consume" and (not isinstance(value, int) or isinstance(value, bool) or value < -1):
+            raise MQClientError(
+                f"ctx.delay_level_when_next_consume must be an int: -1 (dead-letter queue), 0 (the broker's choice) "
+                f"or a delay level 1..N, got {value!r}"
+            )
+        if name == "ack_index" and (not isinstance(value, int) or isinstance(value, bool)):
+            raise MQClientError(f"ctx.ack_index must be an int (index of the last message consumed), got {value!r}")
+        super().__setattr__(name, value)
 
 
 @dataclass

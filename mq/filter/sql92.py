@@ -21,8 +21,14 @@ Evaluation (semantics §7), as the Lua side must reproduce it:
   ``NOT BETWEEN``: "that comparison does not match" in both spellings. Logical ``NOT`` is plain
   three-valued logic, so ``NOT (a = 1)`` is TRUE where ``a <> 1`` is FALSE for ``a = 'x'``.
 - BETWEEN is one comparison (``lo <= v <= hi``), not ``v >= lo AND v <= hi``.
-- IS [NOT] NULL and [NOT] CONTAINS/STARTSWITH/ENDSWITH are never NULL: the text tests are FALSE on NULL.
+- IS [NOT] NULL and [NOT] CONTAINS/STARTSWITH/ENDSWITH are never NULL: the text tests are FALSE on NULL,
+  and FALSE with an empty pattern (``a CONTAINS ''`` and ``a NOT CONTAINS ''`` alike), as in RocketMQ.
 - AND/OR/NOT are Kleene logic; only TRUE matches.
+
+Comments are skipped as RocketMQ's grammar skips them: ``--`` to the end of the line (or of the
+expression) and ``/* ... */`` (not nested; an unterminated one is refused). ``--`` always starts a
+comment, also right after an operator: ``a = --5`` is ``a =`` and a comment, an error (RocketMQ's
+comment rule needs a line end, so at the very end of its input it reads ``--5`` as two minus signs).
 
 Parse-time refusals beyond the grammar (all raise :class:`FilterExpressionError` with the 0-based
 position of the offending token): a bare value where a condition is expected (``a``, ``NOT a``; only
@@ -120,6 +126,7 @@ class Token(NamedTuple):
 _TOKEN_RE = re.compile(
     r"""
       (?P<space>[ \t\r\n\f]+)
+    | (?P<comment>--[^\n\r]*|/\*[\s\S]*?\*/)
     | (?P<hex>0[xX][0-9A-Za-z]*)
     | (?P<float>(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)
     | (?P<int>[0-9]+[lL]?)
@@ -145,15 +152,17 @@ def _error(message: str, expression: str, pos: int) -> FilterExpressionError:
 
 
 def tokenize(expression: str) -> list[Token]:
-    """The tokens of ``expression`` (without spaces), ending with an ``eof`` token."""
+    """The tokens of ``expression`` (without spaces and comments), ending with an ``eof`` token."""
     tokens: list[Token] = []
     pos = 0
     while pos < len(expression):
         match = _TOKEN_RE.match(expression, pos)
+        if match is None and expression.startswith("/*", pos):
+            raise _error("unterminated comment: /* without */", expression, pos)
         if match is None:
             raise _error(_BAD_CHARS.get(expression[pos], f"unexpected character {expression[pos]!r}"), expression, pos)
         kind, text = str(match.lastgroup), match.group()
-        if kind != "space":
+        if kind not in ("space", "comment"):
             tokens.append(_checked_token(kind, text, pos, expression))
         pos = match.end()
     return [*tokens, Token("eof", "", len(expression))]

@@ -130,7 +130,8 @@ class _Evaluator:
                 return (self.value(value) is None) != negated
             case TextTest(op, value, pattern, negated):
                 text = self.value(value)
-                return isinstance(text, str) and _TEXT_TESTS[op](text, pattern) != negated
+                # an empty pattern never matches, in either form (RocketMQ's ContainsExpression & co.)
+                return isinstance(text, str) and pattern != "" and _TEXT_TESTS[op](text, pattern) != negated
         raise TypeError(f"not a filter condition: {node!r}")
 
 

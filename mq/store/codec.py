@@ -18,11 +18,15 @@ Fields of an entry (short names keep entries small; absent fields are omitted):
 from __future__ import annotations
 
 import json
+import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from mq.keys import KEY_SEPARATOR, offset_of
 from mq.message import Message, MessageExt
+
+log = logging.getLogger("mq.store")
 
 
 def encode(
@@ -69,3 +73,25 @@ def decode(topic: str, queue_id: int, entry_id: bytes, fields: dict[bytes, bytes
         reconsume_times=int(fields.get(b"r", 0)),
         system_properties=json.loads(system) if system else None,
     )
+
+
+def decode_entries(topic: str, queue_id: int, entries: Iterable[tuple[bytes, Any]]) -> list[MessageExt]:
+    """Decode stream entries ``(entry_id, fields)`` (fields a dict or a flat list); an entry that is not
+    a message (written by something else, or corrupted) is skipped with one logged error — it never
+    stops the messages around it."""
+    out = []
+    for entry_id, fields in entries:
+        try:
+            out.append(decode(topic, queue_id, entry_id, fields if isinstance(fields, dict) else _pairs(fields)))
+        except (KeyError, ValueError, TypeError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
+            log.error("skipping entry %s of %r queue %d: it is not a message this library wrote (%s: %s); "
+                      "consumers pass it by", _text(entry_id), topic, queue_id, type(e).__name__, e)  # fmt: skip
+    return out
+
+
+def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
+    return dict(zip(flat[::2], flat[1::2]))
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode(errors="replace") if isinstance(raw, bytes) else raw

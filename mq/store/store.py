@@ -13,30 +13,24 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mq.connection import Connection, translate_errors
 from mq.errors import MQBrokerError, QueueNotWritableError, TopicNotFoundError
-from mq.keys import QueueKeys, key_index_range, stream_id, timer_member
+from mq.keys import key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
+from mq.store.base import ScriptCall, all_or_raise
+from mq.store.broker import BrokerOps
+from mq.store.groups import GroupOps, PullRequest, PullResult
+from mq.store.transactions import TransactionOps
 from mq.topic import QueueStats, TopicConfig
 
 log = logging.getLogger("mq.store")
 
+__all__ = ["PullRequest", "PullResult", "Store", "check_put_result", "decode_half", "pairs"]
 
-class Store:
-    """Typed operations on the Redis data of one namespace."""
 
-    def __init__(self, connection: Connection) -> None:
-        self.conn = connection
-        self.keys = connection.keys
-        self._client = connection.client
-
-    def _errors(self, doing: str) -> Any:
-        return translate_errors(self.conn.url, doing)
-
-    def queue_keys(self, topic: str, queue_id: int) -> QueueKeys:
-        """The keys of one queue."""
-        return self.keys.queue(topic, queue_id)
+class Store(GroupOps, BrokerOps, TransactionOps):
+    """Typed operations on the Redis data of one namespace: topics and messages here, consumer groups
+    in :class:`~mq.store.groups.GroupOps`, the broker service's in :class:`~mq.store.broker.BrokerOps`."""
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -286,36 +280,12 @@ class Store:
             found = pipe.execute()
         return [(qid, int(m.rpartition(b"\x1f")[2])) for qid, members in zip(queue_ids, found) for m in members]
 
-    def pull_many(self, pulls: Sequence[PullRequest]) -> list[PullResult | Exception]:
-        """Run ``pull-messages`` for several queues in one pipeline (filtering in the store)."""
-        calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
-            ("pull-messages", self.queue_keys(p.topic, p.queue_id).read(),
-             [p.offset, p.max_messages, p.max_scan, p.filter_type, p.filter_data])
-            for p in pulls
-        ]  # fmt: skip
-        with self._errors("pulling messages"):
-            replies = scripts.run_many(self._client, calls)
-        out: list[PullResult | Exception] = []
-        for p, reply in zip(pulls, replies):
-            if isinstance(reply, Exception):
-                out.append(MQBrokerError(f"pulling {p.topic!r} queue {p.queue_id} failed: {reply}"))
-                continue
-            msgs = [codec.decode(p.topic, p.queue_id, e[0], pairs(e[1])) for e in reply[2:]]
-            out.append(PullResult(msgs, int(reply[0]), int(reply[1])))
-        return out
-
     # -- offsets --------------------------------------------------------------------------------
 
     def queue_stats(self, topic: str, queue_ids: Sequence[int]) -> dict[int, QueueStats]:
         """Min/max offset and last store time of each queue."""
-        calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
-            ("queue-stats", self.queue_keys(topic, q).read(), []) for q in queue_ids
-        ]
-        with self._errors(f"reading offsets of {topic!r}"):
-            results = scripts.run_many(self._client, calls)
-            for r in results:
-                if isinstance(r, Exception):
-                    raise r
+        calls: list[ScriptCall] = [("queue-stats", self.queue_keys(topic, q).read(), []) for q in queue_ids]
+        results = all_or_raise(self._scripts(calls, f"reading offsets of {topic!r}"))
         return {q: QueueStats(int(r[0]), int(r[1]), int(r[2])) for q, r in zip(queue_ids, results)}
 
     def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
@@ -341,28 +311,6 @@ class DeliverResult:
     next_due_ms: int
     #: messages moved to the queue's timer dead-letter stream (could not be delivered)
     dead: int
-
-
-@dataclass(frozen=True)
-class PullRequest:
-    """One queue to pull from: where, how much, and the store-side filter (see pull-messages.lua)."""
-
-    topic: str
-    queue_id: int
-    offset: int
-    max_messages: int
-    max_scan: int
-    filter_type: str = ""
-    filter_data: str = ""
-
-
-@dataclass(frozen=True)
-class PullResult:
-    """What a pull found: matching messages, where to pull next, and the queue's max offset."""
-
-    messages: list[MessageExt]
-    next_offset: int
-    max_offset: int
 
 
 def decode_half(topic: str, queue_id: int, half_id: str, fields: dict[bytes, bytes]) -> MessageExt:

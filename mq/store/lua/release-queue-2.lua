@@ -8,11 +8,11 @@
 
   ARGV[1] group
   ARGV[2] client id of the caller
-  ARGV[3] offset to commit
+  ARGV[3] offset to commit, or "" to commit nothing
 
   Returns 1 when committed and released, 0 when the caller did not own the queue.
 ]]
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) end
 redis.call('HDEL', KEYS[1], ARGV[1])
 return 1

@@ -90,10 +90,11 @@ local function sql92_kleene(node, msg, decisive)
   return not decisive
 end
 
+-- pattern is not empty (an empty one never matches, in either form: the caller checks)
 local function sql92_text_test(op, text, pattern)
   if op == 'contains' then return string.find(text, pattern, 1, true) ~= nil end
   if op == 'starts_with' then return string.sub(text, 1, #pattern) == pattern end
-  return #pattern == 0 or string.sub(text, -#pattern) == pattern
+  return string.sub(text, -#pattern) == pattern
 end
 
 sql92_condition = function(node, msg)
@@ -151,7 +152,7 @@ sql92_condition = function(node, msg)
   local negated = string.sub(t, 1, 4) == 'not_'
   local op = negated and string.sub(t, 5) or t
   local kv, v = sql92_value(node[2], msg)
-  if kv ~= 'str' then return false end
+  if kv ~= 'str' or node[3] == '' then return false end
   return sql92_text_test(op, v, node[3]) ~= negated
 end
 

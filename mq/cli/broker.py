@@ -1,0 +1,73 @@
+"""``mq broker``: run the broker service (timers, retention, clean-up) or check its health."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from typing import Any
+
+from mq.cli.common import Commands, add_leaf
+from scheduler.config import BrokerConfig
+
+_DEFAULTS = BrokerConfig()
+
+
+def register(commands: Commands, common: argparse.ArgumentParser) -> None:
+    """Add ``mq broker``."""
+    b = add_leaf(commands, "broker", _broker, "run the broker service (timers, retention, clean-up) or check its health", common)
+    b.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 0 when a broker service is healthy, else 1, instead of running one (default: run one)",
+    )
+    b.add_argument(
+        "--delay-levels",
+        default=None,
+        help=f'message_delay_level, e.g. "1s 5s 10s 30s 1m" (default: "{_DEFAULTS.message_delay_level}")',
+    )
+    b.add_argument(
+        "--retention-h",
+        type=float,
+        default=None,
+        help=f"file_reserved_time_h: hours messages are kept (default: {_DEFAULTS.file_reserved_time_h:g})",
+    )
+    b.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics on this port (/metrics) (default: no metrics endpoint)",
+    )
+    b.add_argument("--metrics-addr", default="127.0.0.1", help="address of the metrics endpoint (default: %(default)s)")
+
+
+def _broker(args: argparse.Namespace) -> int:
+    from scheduler import BrokerService, healthy_brokers
+
+    if args.check:
+        alive = healthy_brokers(args.url, args.namespace)
+        print(f"healthy: {', '.join(alive)}" if alive else "no healthy broker service")
+        return 0 if alive else 1
+    options: dict[str, Any] = {}
+    if args.delay_levels:
+        options["message_delay_level"] = args.delay_levels
+    if args.retention_h:
+        options["file_reserved_time_h"] = args.retention_h
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with BrokerService(args.url, args.namespace, BrokerConfig(**options)) as service:
+        if args.metrics_port:
+            from scheduler.metrics import serve_metrics
+
+            serve_metrics(
+                args.metrics_port,
+                args.url,
+                args.namespace,
+                health_timeout_s=service.config.health_timeout_s,
+                addr=args.metrics_addr,
+            )
+            print(f"metrics on http://{args.metrics_addr}:{args.metrics_port}/metrics", flush=True)
+        print(f"{service!r} running; Ctrl-C to stop", flush=True)
+        stop.wait()
+    return 0

@@ -1,0 +1,86 @@
+"""``mq topic create|update|delete|list|status``."""
+
+from __future__ import annotations
+
+import argparse
+
+from mq.cli.common import Commands, add_family, add_leaf, admin, print_table, warn_if_memory
+from mq.topic import DEFAULT_QUEUE_NUMS, TopicConfig
+
+PERMS = ("rw", "r", "w")
+
+
+def register(commands: Commands, common: argparse.ArgumentParser) -> None:
+    """Add ``mq topic`` and its actions."""
+    actions = add_family(commands, "topic", "create, update, delete, list topics and show their queues")
+    create = add_leaf(actions, "create", _create, "create a topic (or update it when it exists, as mqadmin updateTopic)", common)
+    create.add_argument("topic", help="topic name")
+    create.add_argument(
+        "--read-queues", type=int, default=DEFAULT_QUEUE_NUMS, help="queues consumers read (default: %(default)s)"
+    )
+    create.add_argument(
+        "--write-queues", type=int, default=DEFAULT_QUEUE_NUMS, help="queues producers write (default: %(default)s)"
+    )
+    create.add_argument("--perm", choices=PERMS, default="rw", help="r: readable, w: writable (default: %(default)s)")
+    create.add_argument("--order", action="store_true", help="mark the topic as ordered (default: not ordered)")
+
+    update = add_leaf(actions, "update", _update, "change an existing topic's queue counts or perm", common)
+    update.add_argument("topic", help="topic name")
+    update.add_argument("--read-queues", type=int, default=None, help="queues consumers read (default: unchanged)")
+    update.add_argument("--write-queues", type=int, default=None, help="queues producers write (default: unchanged)")
+    update.add_argument("--perm", choices=PERMS, default=None, help="r: readable, w: writable (default: unchanged)")
+
+    delete = add_leaf(actions, "delete", _delete, "delete a topic and every message it stores", common)
+    delete.add_argument("topic", help="topic name")
+    add_leaf(actions, "list", _list, "list the topics of the namespace", common)
+    status = add_leaf(actions, "status", _status, "show each queue's offsets and last store time", common)
+    status.add_argument("topic", help="topic name")
+
+
+def _describe(verb: str, c: TopicConfig) -> None:
+    print(f"{verb} {c.name}: read_queues={c.read_queues} write_queues={c.write_queues} perm={c.perm}")
+
+
+def _create(args: argparse.Namespace) -> int:
+    queues = {"read_queues": args.read_queues, "write_queues": args.write_queues}
+    with admin(args) as a:
+        _describe("created", a.create_topic(args.topic, **queues, perm=args.perm, order=args.order))
+    return 0
+
+
+def _update(args: argparse.Namespace) -> int:
+    queues = {"read_queues": args.read_queues, "write_queues": args.write_queues}
+    with admin(args) as a:
+        _describe("updated", a.update_topic(args.topic, **queues, perm=args.perm))
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    with admin(args) as a:
+        a.delete_topic(args.topic)
+    print(f"deleted {args.topic}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url)
+    with admin(args) as a:
+        topics = a.topics()
+    print_table(
+        ("TOPIC", "READ", "WRITE", "PERM", "ORDER"),
+        [(c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "") for c in topics],
+    )
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    with admin(args) as a:
+        status = a.topic_status(args.topic)
+    print_table(
+        ("QUEUE", "MIN", "MAX", "STORED", "LAST_STORE_MS"),
+        [
+            (mq.queue_id, s.min_offset, s.max_offset, s.max_offset - s.min_offset, s.last_store_timestamp_ms)
+            for mq, s in sorted(status.items())
+        ],
+    )
+    return 0

@@ -1,0 +1,55 @@
+"""Calling a listener: consume hooks around it, its time measured, and any failure — an exception,
+even ``SystemExit`` or ``KeyboardInterrupt``, or an answer that is not a status — turned into the
+"try later" status, logged, never a lost message or a dead worker thread."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from mq import metrics
+from mq.consumer.types import ConsumeHook, ConsumeMessageContext
+from mq.message import MessageExt
+from mq.queue import MessageQueue
+
+log = logging.getLogger("mq.consumer")
+
+S = TypeVar("S")
+
+
+def invoke(group: str, hooks: Sequence[ConsumeHook], listener: Callable[..., Any], mq: MessageQueue,
+           msgs: list[MessageExt], ctx: Any, failure: S) -> S:  # fmt: skip
+    """``listener(msgs, ctx)`` between the hooks; returns its status, or ``failure`` when it failed."""
+    hook_ctx = ConsumeMessageContext(group, mq, msgs)
+    run_hooks(hooks, "before", hook_ctx)
+    started = time.perf_counter()
+    status: Any = failure
+    try:
+        status = type(failure)(listener(msgs, ctx))  # type: ignore[call-arg]
+    except ValueError as e:
+        hook_ctx.error = e
+        log.error("listener of %s returned something that is not a %s on %d message(s) from %s (%s): they are "
+                  "consumed again later", group, type(failure).__name__, len(msgs), mq, e)  # fmt: skip
+    except BaseException as e:  # a listener's failure means "later", never a lost message
+        hook_ctx.error = e
+        level = logging.WARNING if isinstance(e, Exception) else logging.ERROR
+        log.log(level, "listener of %s raised on %d message(s) from %s: %r; they are consumed again later",
+                group, len(msgs), mq, e)  # fmt: skip
+    hook_ctx.duration_ms = (time.perf_counter() - started) * 1000
+    if metrics.CLIENT_METRICS is not None:
+        metrics.CLIENT_METRICS.consume_latency.labels(group, mq.topic).observe(hook_ctx.duration_ms / 1000)
+    hook_ctx.status = getattr(status, "value", str(status))
+    hook_ctx.success = status != failure
+    run_hooks(hooks, "after", hook_ctx)
+    return status  # type: ignore[no-any-return]
+
+
+def run_hooks(hooks: Sequence[ConsumeHook], phase: str, ctx: ConsumeMessageContext) -> None:
+    """Run every hook's ``phase``; a hook's error is logged and changes nothing."""
+    for hook in hooks:
+        try:
+            getattr(hook, phase)(ctx)
+        except Exception as e:
+            log.warning("consume hook %r.%s raised: %r", hook, phase, e)

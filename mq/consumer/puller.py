@@ -1,0 +1,185 @@
+"""The puller [RocketMQ ``PullMessageService``]: one thread pulls every queue that has something new,
+all in one pipelined round trip of ``pull-messages`` scripts (the filter runs in the store, and each
+pull commits the group's offset of its queue), and hands the messages to the consumer. Flow control
+pauses a queue with too much cached; a caught-up queue is left to its long-poll waiter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from mq.consumer.process_queue import ProcessQueue
+from mq.errors import MQBrokerError
+from mq.filter import MessageSelector
+from mq.message import MessageExt
+from mq.store import Store
+from mq.store.groups import PullRequest, PullResult
+
+log = logging.getLogger("mq.consumer")
+
+#: Messages cached per queue before pulling pauses [RocketMQ ``pullThresholdForQueue``].
+PULL_THRESHOLD_FOR_QUEUE = 1000
+#: Body bytes cached per queue before pulling pauses [RocketMQ ``pullThresholdSizeForQueue`` 100 MiB].
+PULL_THRESHOLD_SIZE_FOR_QUEUE = 100 * 1024 * 1024
+#: Offset span of cached messages before pulling pauses (concurrent) [RocketMQ ``consumeConcurrentlyMaxSpan``].
+CONSUME_CONCURRENTLY_MAX_SPAN = 2000
+#: Entries a pull may scan past without a match before it returns (bounds work under a filter).
+PULL_MAX_SCAN = 1024
+#: Bytes of entries one pull may scan (at least one entry): bounds the script's time and memory.
+PULL_MAX_BYTES = 4 * 1024 * 1024
+#: Seconds the puller pauses after a failed round.
+RETRY_PAUSE_S = 1.0
+
+#: The subscription of a topic with no expression: every message.
+MATCH_ALL = MessageSelector.by_tag("*")
+
+Deliver = Callable[[ProcessQueue, list[MessageExt]], None]
+
+
+def filter_args(selector: MessageSelector) -> tuple[str, str]:
+    """The store-side filter type and data of a subscription (see pull-messages-4.lua)."""
+    wire = selector.to_wire()
+    if wire["type"] == "SQL92":
+        return "SQL92", json.dumps(wire["ast"], separators=(",", ":"))
+    tags = wire["tags"]
+    return ("", "") if tags == ["*"] else ("TAG", "\x1f".join(tags))
+
+
+class Puller:
+    """Pulls the queues of one consumer (see the module docstring).
+
+    Args:
+        store: the consumer's store.
+        group, client_id, guard: who commits, and what the store checks first (see ownership.py).
+        batch: messages per pull per queue.
+        max_span: flow-control offset span (None: no span limit).
+        selector: the subscription of a topic.
+        queues: the consumer's process queues now.
+        deliver: hands pulled messages on.
+        commit_offset: what may be committed for a queue now (None: nothing rides along with pulls).
+        on_lost: a queue the store says is no longer this client's.
+        active: False while the group is paused (nothing is pulled).
+        stopped: set at shutdown.
+    """
+
+    def __init__(self, store: Store, *, group: str, client_id: str, guard: str, batch: int, max_span: int | None,
+                 selector: Callable[[str], MessageSelector], queues: Callable[[], Sequence[ProcessQueue]],
+                 deliver: Deliver, commit_offset: Callable[[ProcessQueue], int | None],
+                 on_lost: Callable[[ProcessQueue], None], active: Callable[[], bool],
+                 stopped: threading.Event) -> None:  # fmt: skip
+        self._store = store
+        self._group, self._client_id, self._guard = group, client_id, guard
+        self.batch = batch
+        self._max_span = max_span
+        self._selector = selector
+        self._queues = queues
+        self._deliver = deliver
+        self._commit_offset = commit_offset
+        self._on_lost = on_lost
+        self._active = active
+        self._stopped = stopped
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, name: str) -> None:
+        """Start the pull thread."""
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def join(self, timeout_s: float) -> None:
+        """Wait for the pull thread to end (after ``stopped`` was set)."""
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def wake(self) -> None:
+        """Make the puller look again (consumption freed room, an offset moved, a queue was added)."""
+        self._wake.set()
+
+    def flow_limited(self, pq: ProcessQueue) -> bool:
+        """Whether pulling ``pq`` pauses because too much of it is cached."""
+        return (pq.count > PULL_THRESHOLD_FOR_QUEUE or pq.size_bytes > PULL_THRESHOLD_SIZE_FOR_QUEUE
+                or (self._max_span is not None and pq.span > self._max_span))  # fmt: skip
+
+    def unfiltered(self, pq: ProcessQueue) -> bool:
+        """Whether ``pq``'s subscription takes every message (its waiter may deliver what it read)."""
+        return filter_args(self._selector(pq.queue.topic))[0] == ""
+
+    def _loop(self) -> None:
+        while not self._stopped.is_set():
+            self._wake.clear()
+            try:
+                pqs = list(self._queues())
+                ready = [pq for pq in pqs if not (pq.releasing or pq.idle.is_set() or self.flow_limited(pq))]
+                if not ready or not self._active():
+                    self._wake.wait(0.05 if any(self.flow_limited(pq) for pq in pqs) else 1.0)
+                    continue
+                self.pull(ready)
+            except Exception as e:  # the puller never dies: every queue would stall
+                level = logging.WARNING if isinstance(e, MQBrokerError) else logging.ERROR
+                log.log(level, "pull round of %s failed, retrying in %s s: %r", self._group, RETRY_PAUSE_S, e,
+                        exc_info=level == logging.ERROR)  # fmt: skip
+                self._stopped.wait(RETRY_PAUSE_S)
+
+    def pull(self, ready: Sequence[ProcessQueue]) -> None:
+        """One pipelined pull of every queue in ``ready`` that no waiter is pulling right now."""
+        locked = [pq for pq in ready if pq.pull_lock.acquire(blocking=False)]
+        try:
+            requests = [self._request(pq) for pq in locked]
+            for pq, request, result in zip(locked, requests, self._store.pull_many(requests)):
+                self._apply(pq, request, result)
+        finally:
+            for pq in locked:
+                pq.pull_lock.release()
+
+    def _request(self, pq: ProcessQueue) -> PullRequest:
+        ftype, fdata = filter_args(self._selector(pq.queue.topic))
+        return PullRequest(pq.queue.topic, pq.queue.queue_id, pq.next_offset, self.batch, PULL_MAX_SCAN, ftype, fdata,
+                           PULL_MAX_BYTES, self._group, self._commit_due(pq), self._guard, self._client_id)  # fmt: skip
+
+    def _commit_due(self, pq: ProcessQueue) -> int | None:
+        offset = self._commit_offset(pq)
+        return None if offset is None or offset == pq.stored_offset else offset
+
+    def _apply(self, pq: ProcessQueue, request: PullRequest, result: PullResult | MQBrokerError) -> None:
+        if isinstance(result, MQBrokerError):
+            log.warning("pull of %s failed: %s", pq.queue, result)
+            return
+        if not result.held:
+            self._on_lost(pq)
+            return
+        if request.commit is not None:
+            pq.stored_offset = request.commit
+        if pq.dropped or pq.next_offset != request.offset or not self._active():  # released, seeked or paused meanwhile
+            return
+        pq.add(result.messages, result.next_offset)
+        if result.next_offset >= result.max_offset:
+            pq.idle.set()  # caught up: its waiter blocks in the store until something arrives
+        if result.messages:
+            self._deliver(pq, result.messages)
+
+    def take(self, pq: ProcessQueue, start: int, msgs: list[MessageExt], end: int) -> None:
+        """Deliver what a long poll read (``msgs`` up to offset ``end``), or pull it through the filter;
+        hand over to the puller when the queue is busy or more is waiting."""
+        if not self._active():  # paused while the waiter blocked: read it again after the resume
+            return
+        if self.flow_limited(pq) or not pq.pull_lock.acquire(blocking=False):
+            pq.idle.clear()
+            self._wake.set()
+            return
+        try:
+            if self.unfiltered(pq):
+                # a full batch may have more behind it: stay "caught up" so the waiter reads on at once
+                request = PullRequest(pq.queue.topic, pq.queue.queue_id, start, 0, 0)
+                self._apply(pq, request, PullResult(msgs, end, end))
+            else:
+                pq.idle.clear()
+                request = self._request(pq)
+                self._apply(pq, request, self._store.pull_many([request])[0])
+        finally:
+            pq.pull_lock.release()
+        if not pq.idle.is_set():
+            self._wake.set()  # more than one pull's worth arrived: the puller continues

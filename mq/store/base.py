@@ -1,0 +1,80 @@
+"""What every part of :class:`~mq.store.Store` shares: the client, the keys, error translation and
+pipelined batches with one way of handling a failed slot."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from mq.connection import Connection, translate_errors
+from mq.errors import MQBrokerError
+from mq.keys import QueueKeys
+from mq.store import scripts
+
+#: One script call of a pipelined batch: ``(script name, keys, argv)``.
+ScriptCall = tuple[str, Sequence[str], Sequence[Any]]
+
+
+class StoreBase:
+    """The connection-level helpers the store's operation groups build on."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.conn = connection
+        self.keys = connection.keys
+        self._client = connection.client
+
+    def _errors(self, doing: str) -> AbstractContextManager[None]:
+        return translate_errors(self.conn.url, doing)
+
+    def queue_keys(self, topic: str, queue_id: int) -> QueueKeys:
+        """The keys of one queue."""
+        return self.keys.queue(topic, queue_id)
+
+    def _script(self, name: str, keys: Sequence[str], argv: Sequence[Any], doing: str) -> Any:
+        """Run one script; store failures raise :class:`MQBrokerError` saying what was being done."""
+        with self._errors(doing):
+            return scripts.run(self._client, name, keys, argv)
+
+    def _scripts(self, calls: Sequence[ScriptCall], doing: str) -> list[Any]:
+        """Several script calls in one pipeline; each slot holds its reply or an :class:`MQBrokerError`."""
+        if not calls:
+            return []
+        with self._errors(doing):
+            replies = scripts.run_many(self._client, calls)
+        return [self._slot(r, doing) for r in replies]
+
+    def _pipeline(self, build: Callable[[Any], object], doing: str) -> list[Any]:
+        """Queue commands with ``build(pipe)`` and run them in one round trip; each slot holds its reply
+        or an :class:`MQBrokerError`."""
+        with self._errors(doing):
+            pipe = self._client.pipeline(transaction=False)
+            build(pipe)
+            replies = pipe.execute(raise_on_error=False)
+        return [self._slot(r, doing) for r in replies]
+
+    def _slot(self, reply: Any, doing: str) -> Any:
+        """The one place a failed slot of a pipelined batch becomes an :class:`MQBrokerError`."""
+        if not isinstance(reply, Exception) or isinstance(reply, MQBrokerError):
+            return reply
+        try:
+            with self._errors(doing):
+                raise reply
+        except MQBrokerError as e:
+            return e
+        except Exception as e:  # not a redis error: still the store's failure for this slot
+            return MQBrokerError(f"store error while {doing}: {e!r}")
+
+
+def all_or_raise(replies: Sequence[Any]) -> list[Any]:
+    """``replies`` when no slot failed; else raise the first slot's :class:`MQBrokerError`."""
+    for r in replies:
+        if isinstance(r, MQBrokerError):
+            raise r
+    return list(replies)
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """``items`` in slices of at most ``size``."""
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

@@ -1,0 +1,140 @@
+"""Store operations of the broker service and of namespace-wide views: published settings, health
+beats, the stats snapshot, the broker's per-namespace to-do indexes, backlog figures, and bulk reads
+(discarded transactions, Spark pages, committed offsets of every group)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mq.keys import QueueKeys, parse_timer_member, stream_id, timer_member
+from mq.message import MessageExt
+from mq.store import codec
+from mq.store.base import StoreBase, all_or_raise
+from mq.topic import TopicConfig
+
+
+class BrokerOps(StoreBase):
+    """Namespace settings, health, stats, indexes and bulk reads."""
+
+    # -- namespace settings ---------------------------------------------------------------------
+
+    def namespace_setting(self, name: str) -> str | None:
+        """One setting the broker service published in ``{ns}:config`` (None when unset)."""
+        with self._errors(f"reading the namespace setting {name!r}"):
+            raw = self._client.hget(self.keys.config, name)
+        return raw.decode() if isinstance(raw, bytes) else raw
+
+    def publish_settings(self, settings: Mapping[str, Any]) -> None:
+        """Publish namespace settings (``message_delay_level``, ``transaction_timeout_s``, …)."""
+        with self._errors("publishing broker settings"):
+            self._client.hset(self.keys.config, mapping=dict(settings))
+
+    # -- health and stats -----------------------------------------------------------------------
+
+    def beat(self, broker_id: str, now_ms: int) -> None:
+        """Record a broker service's health beat."""
+        with self._errors("reporting health"):
+            self._client.zadd(self.keys.brokers, {broker_id: int(now_ms)})
+
+    def leave_brokers(self, broker_id: str) -> None:
+        """Remove a broker service from the health set."""
+        with self._errors("leaving the broker set"):
+            self._client.zrem(self.keys.brokers, broker_id)
+
+    def brokers_since(self, cutoff_ms: int) -> list[str]:
+        """Ids of the broker services that beat at or after ``cutoff_ms``."""
+        with self._errors("reading broker health"):
+            return [m.decode() for m in self._client.zrangebyscore(self.keys.brokers, int(cutoff_ms), "+inf")]
+
+    def save_stats(self, snapshot: Mapping[str, Any]) -> None:
+        """Store the broker's stats snapshot (``Admin.broker_stats``)."""
+        with self._errors("saving stats"):
+            self._client.set(self.keys.stats, json.dumps(snapshot))
+
+    def stats(self) -> dict[str, Any] | None:
+        """The last stats snapshot, or None."""
+        with self._errors("reading broker stats"):
+            raw = self._client.get(self.keys.stats)
+        return dict(json.loads(raw)) if raw else None
+
+    # -- the broker's to-do indexes (``{ns}:timers``, ``{ns}:halves``) --------------------------
+
+    def index_due(self, index: str, now_ms: int, limit: int) -> list[tuple[str, int]]:
+        """Queues of ``index`` whose earliest time is at or before ``now_ms``."""
+        with self._errors("reading a broker index"):
+            members = self._client.zrangebyscore(index, "-inf", int(now_ms), start=0, num=limit)
+        return [parse_timer_member(m) for m in members]
+
+    def index_set(self, index: str, scores: Sequence[tuple[tuple[str, int], int]]) -> None:
+        """Set each queue's score in ``index`` (a score below 0 removes the queue)."""
+
+        def build(p: Any) -> None:
+            for (topic, qid), at in scores:
+                member = timer_member(topic, qid)
+                p.zrem(index, member) if at < 0 else p.zadd(index, {member: int(at)})
+
+        all_or_raise(self._pipeline(build, "updating a broker index"))
+
+    def index_lower(self, index: str, queues: Sequence[tuple[str, int]], schedule: Callable[[QueueKeys], str]) -> None:
+        """Lower each queue's score in ``index`` to the earliest item of its schedule zset
+        (``schedule(queue keys)``: the timer or the half-message index), adding missing entries."""
+        firsts = all_or_raise(self._pipeline(
+            lambda p: [p.zrange(schedule(self.queue_keys(t, q)), 0, 0, withscores=True) for t, q in queues],
+            "re-reading queue schedules"))  # fmt: skip
+        lowered = [(q, int(first[0][1])) for q, first in zip(queues, firsts) if first]
+        all_or_raise(self._pipeline(lambda p: [p.zadd(index, {timer_member(*q): at}, lt=True) for q, at in lowered],
+                                    "re-indexing queues"))  # fmt: skip
+
+    def index_first_ms(self, index: str) -> int | None:
+        """The earliest score of ``index`` (ms), or None when it is empty."""
+        with self._errors("reading a broker index"):
+            first = self._client.zrange(index, 0, 0, withscores=True)
+        return int(first[0][1]) if first else None
+
+    # -- bulk views -----------------------------------------------------------------------------
+
+    def topic_spans(self) -> dict[str, tuple[TopicConfig, int]]:
+        """Every topic with its span (queues ever created: shrunk topics keep their old queues)."""
+        with self._errors("listing topics"):
+            raw = self._client.hgetall(self.keys.topics)
+        out = {}
+        for value in raw.values():
+            data = json.loads(value)
+            span = int(data.pop("span", 0))
+            config = TopicConfig(**{k: v for k, v in data.items() if k in TopicConfig.__dataclass_fields__})
+            out[config.name] = (config, max(span, config.queue_count))
+        return out
+
+    def queue_backlogs(self, topic: str, queue_ids: Sequence[int]) -> list[tuple[int, int, dict[str, int]]]:
+        """Per queue: delayed messages waiting, half messages unresolved, committed offset per group."""
+
+        def build(p: Any) -> None:
+            for q in queue_ids:
+                keys = self.queue_keys(topic, q)
+                p.zcard(keys.timer)
+                p.zcard(keys.halfidx)
+                p.hgetall(keys.offsets)
+
+        r = all_or_raise(self._pipeline(build, f"reading backlogs of {topic!r}"))
+        return [(int(r[i]), int(r[i + 1]), {g.decode(): int(o) for g, o in r[i + 2].items()}) for i in range(0, len(r), 3)]
+
+    def group_offsets_of(self, queues: Sequence[tuple[str, int]]) -> list[dict[str, int]]:
+        """Committed offset of every group on each queue ``(topic, queue_id)``."""
+        replies = all_or_raise(self._pipeline(lambda p: [p.hgetall(self.queue_keys(t, q).offsets) for t, q in queues],
+                                              "reading committed offsets"))  # fmt: skip
+        return [{g.decode(): int(o) for g, o in reply.items()} for reply in replies]
+
+    def discarded_entries(self, queues: Sequence[tuple[str, int]]) -> list[list[tuple[bytes, dict[bytes, bytes]]]]:
+        """The raw ``txdead`` entries of each queue (half messages rolled back after too many checks)."""
+        return all_or_raise(self._pipeline(lambda p: [p.xrange(self.queue_keys(t, q).txdead) for t, q in queues],
+                                           "reading discarded transactions"))  # fmt: skip
+
+    def read_pages(self, topic: str, queue_id: int, pages: Sequence[tuple[int, int]]) -> list[MessageExt]:
+        """The messages at offsets ``[first, last]`` of each page, one round trip for all pages."""
+        log = self.queue_keys(topic, queue_id).log
+        replies = all_or_raise(self._pipeline(lambda p: [p.xrange(log, stream_id(a), stream_id(b)) for a, b in pages],
+                                              f"reading {topic!r} queue {queue_id}"))  # fmt: skip
+        return codec.decode_entries(topic, queue_id, (entry for page in replies for entry in page))
+

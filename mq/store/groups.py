@@ -1,0 +1,293 @@
+"""Store operations of consumer groups: the registry, queue ownership (claims and orderly locks),
+committed offsets, pulls, long-poll reads, simple-consumer receipts and group configs.
+
+Every per-queue operation runs in the queue's hash slot (one script, or one pipeline grouped by
+node on a cluster); the registry and a group's config live in the group's slot.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mq.errors import MQBrokerError
+from mq.keys import offset_of, stream_id
+from mq.message import MessageExt
+from mq.queue import MessageQueue
+from mq.store import codec
+from mq.store.base import ScriptCall, StoreBase, all_or_raise
+
+#: Guards a committing call can ask the store to check (see commit-offset-2.lua).
+NO_GUARD, OWNER_GUARD, LOCK_GUARD = "", "owner", "lock"
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    """One queue to pull from: where, how much, the store-side filter (see pull-messages-4.lua), and
+    the group's offset to commit in the same call.
+
+    Attributes:
+        max_bytes: most bytes of entries the call scans (at least one entry is read).
+        commit: offset to commit for ``group`` (None: commit nothing).
+        guard: ``""``, ``"owner"`` or ``"lock"``: what must hold for the commit and the read.
+    """
+
+    topic: str
+    queue_id: int
+    offset: int
+    max_messages: int
+    max_scan: int
+    filter_type: str = ""
+    filter_data: str = ""
+    max_bytes: int = 4 * 1024 * 1024
+    group: str = ""
+    commit: int | None = None
+    guard: str = NO_GUARD
+    client_id: str = ""
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """What a pull found: matching messages, where to pull next, the queue's max offset, and whether
+    the caller still holds the queue (False: nothing was read or committed)."""
+
+    messages: list[MessageExt]
+    next_offset: int
+    max_offset: int
+    held: bool = True
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A heartbeat's answer: the server time (ms), the group's live client ids (sorted) and its config
+    JSON ("" when it has none)."""
+
+    now_ms: int
+    members: list[str]
+    config: str = ""
+
+
+@dataclass(frozen=True)
+class SimpleDelivery:
+    """One message handed out by ``receive-simple``: ``dead`` when its attempts are used up; ``message``
+    None when the entry could not be decoded (it is acked and passed by)."""
+
+    offset: int
+    attempt: int
+    visible_at_ms: int
+    dead: bool
+    message: MessageExt | None = field(default=None)
+
+
+class GroupOps(StoreBase):
+    """Registry, ownership, offsets, pulls and simple-consumer operations."""
+
+    # -- registry -------------------------------------------------------------------------------
+
+    def heartbeat(self, group: str, client_id: str, info_json: str, timeout_ms: int) -> Heartbeat:
+        """Say ``client_id`` is alive (sending ``info_json`` unless ""), drop clients silent for
+        ``timeout_ms``; returns the live members and the group's config."""
+        keys = self.keys.group(group)
+        reply = self._script("heartbeat", [keys.clients, keys.info, keys.config], [client_id, info_json, int(timeout_ms)],
+                             f"heartbeat of group {group!r}")  # fmt: skip
+        config = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1] or "")
+        return Heartbeat(int(reply[0]), sorted(_text(c) for c in reply[2:]), config)
+
+    def register_group(self, group: str) -> None:
+        """Record ``group`` in the namespace's group list (``mq group list``)."""
+        with self._errors(f"registering group {group!r}"):
+            self._client.sadd(self.keys.groups, group)
+
+    def unregister_client(self, group: str, client_id: str) -> None:
+        """Remove a client from its group at once (a clean shutdown)."""
+        keys = self.keys.group(group)
+        all_or_raise(self._pipeline(lambda p: (p.zrem(keys.clients, client_id), p.hdel(keys.info, client_id)),
+                                    "unregistering"))  # fmt: skip
+
+    def group_clients_raw(self, group: str) -> tuple[dict[str, str], dict[str, int]]:
+        """The registry of ``group``: client id → info JSON, and client id → last heartbeat (server ms)."""
+        keys = self.keys.group(group)
+        info, beats = all_or_raise(self._pipeline(
+            lambda p: (p.hgetall(keys.info), p.zrange(keys.clients, 0, -1, withscores=True)),
+            f"reading clients of group {group!r}"))  # fmt: skip
+        return {_text(k): _text(v) for k, v in info.items()}, {_text(c): int(s) for c, s in beats}
+
+    def groups(self) -> list[str]:
+        """Every group that registered or was created in the namespace, sorted."""
+        with self._errors("listing groups"):
+            return sorted(_text(g) for g in self._client.smembers(self.keys.groups))
+
+    def remove_dead_clients(self, groups: Sequence[str], timeout_ms: int) -> int:
+        """Remove the clients of ``groups`` silent for ``timeout_ms`` (Redis clock); returns how many."""
+        calls: list[ScriptCall] = [
+            ("remove-dead-clients", [self.keys.group(g).clients, self.keys.group(g).info], [int(timeout_ms)]) for g in groups
+        ]
+        return sum(int(r) for r in all_or_raise(self._scripts(calls, "removing dead clients")))
+
+    # -- group configs --------------------------------------------------------------------------
+
+    def group_config_json(self, group: str) -> str | None:
+        """The stored config JSON of ``group``, or None."""
+        with self._errors(f"reading the config of group {group!r}"):
+            raw = self._client.get(self.keys.group(group).config)
+        return _text(raw) if raw is not None else None
+
+    def save_group_config(self, group: str, config_json: str) -> bool:
+        """Store the config of ``group`` (and list the group); True when it was new."""
+        key = self.keys.group(group).config
+        existed, *_ = all_or_raise(self._pipeline(
+            lambda p: (p.exists(key), p.set(key, config_json), p.sadd(self.keys.groups, group)),
+            f"saving the config of group {group!r}"))  # fmt: skip
+        return not existed
+
+    def delete_group_config(self, group: str) -> bool:
+        """Delete the config of ``group`` and drop it from the group list; False when it had none."""
+        key = self.keys.group(group).config
+        deleted, _ = all_or_raise(self._pipeline(lambda p: (p.delete(key), p.srem(self.keys.groups, group)),
+                                                 f"deleting group {group!r}"))  # fmt: skip
+        return bool(deleted)
+
+    # -- ownership ------------------------------------------------------------------------------
+
+    def claim_queues(self, group: str, client_id: str, members: Sequence[str], queues: Sequence[MessageQueue]) -> list[bool]:
+        """Take each queue unless a live member (of ``members``) owns it (claim-queue.lua)."""
+        live = "\x1f".join(members)
+        calls: list[ScriptCall] = [
+            ("claim-queue", [self.queue_keys(q.topic, q.queue_id).owners], [group, client_id, live]) for q in queues
+        ]
+        return [r == 1 for r in all_or_raise(self._scripts(calls, "claiming queues"))]
+
+    def release_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> bool:
+        """Commit ``offset`` (None: nothing) and give ``queue`` up, if the caller owns it (release-queue.lua)."""
+        keys = self.queue_keys(queue.topic, queue.queue_id)
+        return bool(self._script("release-queue", [keys.owners, keys.offsets],
+                                 [group, client_id, "" if offset is None else int(offset)], f"releasing {queue}"))  # fmt: skip
+
+    def lock_queues(self, group: str, client_id: str, queues: Sequence[MessageQueue], ttl_ms: int) -> list[bool]:
+        """Take or renew the orderly locks of ``queues`` (lock-queue.lua); True where the caller holds it."""
+        calls: list[ScriptCall] = [
+            ("lock-queue", [self.queue_keys(q.topic, q.queue_id).lock(group)], [client_id, int(ttl_ms)]) for q in queues
+        ]
+        return [r == 1 for r in all_or_raise(self._scripts(calls, "locking queues"))]
+
+    def unlock_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> bool:
+        """Release the caller's lock of ``queue``, committing ``offset`` (None: nothing) with it."""
+        keys = self.queue_keys(queue.topic, queue.queue_id)
+        return bool(self._script("unlock-queue", [keys.lock(group), keys.offsets],
+                                 [client_id, group, "" if offset is None else int(offset)], f"unlocking {queue}"))  # fmt: skip
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    def read_offsets(self, group: str, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+        """Committed offsets of ``group`` on ``queues`` (queues without one are left out)."""
+        qs = list(queues)
+        values = all_or_raise(self._pipeline(
+            lambda p: [p.hget(self.queue_keys(q.topic, q.queue_id).offsets, group) for q in qs],
+            f"reading offsets of group {group!r}"))  # fmt: skip
+        return {q: int(v) for q, v in zip(qs, values) if v is not None}
+
+    def commit_offsets(self, group: str, offsets: Mapping[MessageQueue, int], *, guard: str = NO_GUARD,
+                       client_id: str = "") -> dict[MessageQueue, bool]:  # fmt: skip
+        """Commit offsets of ``group``, each only while ``guard`` holds for ``client_id``
+        (commit-offset.lua); False for a queue whose guard did not hold (nothing written there)."""
+        qs = list(offsets)
+        keys = [self.queue_keys(q.topic, q.queue_id) for q in qs]
+        calls: list[ScriptCall] = [
+            ("commit-offset", [k.offsets, k.guard(group, guard)], [group, int(offsets[q]), guard, client_id])
+            for q, k in zip(qs, keys)
+        ]
+        return {q: r == 1 for q, r in zip(qs, all_or_raise(self._scripts(calls, f"committing offsets of group {group!r}")))}
+
+    def seed_offsets(self, group: str, offsets: Mapping[MessageQueue, int]) -> dict[MessageQueue, int]:
+        """Store each offset unless the group has one on that queue already (``HSETNX``, so members
+        starting together agree); returns the offsets stored now."""
+        qs = list(offsets)
+
+        def build(p: Any) -> None:
+            for q in qs:
+                key = self.queue_keys(q.topic, q.queue_id).offsets
+                p.hsetnx(key, group, int(offsets[q]))
+                p.hget(key, group)
+
+        replies = all_or_raise(self._pipeline(build, f"fixing where group {group!r} starts"))
+        return {q: int(v) for q, v in zip(qs, replies[1::2])}
+
+    def group_since(self, group: str, topic: str, now_ms: int) -> int:
+        """When ``group`` first consumed ``topic`` (ms): ``now_ms`` unless a member recorded it before."""
+        key = self.keys.group(group).since
+        _, since = all_or_raise(self._pipeline(lambda p: (p.hsetnx(key, topic, int(now_ms)), p.hget(key, topic)),
+                                               f"reading when group {group!r} began on {topic!r}"))  # fmt: skip
+        return int(since)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def pull_many(self, pulls: Sequence[PullRequest]) -> list[PullResult | MQBrokerError]:
+        """Run ``pull-messages`` for several queues in one pipeline (filtering in the store, committing
+        each request's offset); each slot holds a result or the store's error for that queue."""
+        calls: list[ScriptCall] = [
+            ("pull-messages", self.queue_keys(p.topic, p.queue_id).pull(p.group, p.guard),
+             [p.offset, p.max_messages, p.max_scan, p.filter_type, p.filter_data, p.max_bytes, p.group,
+              "" if p.commit is None else int(p.commit), p.guard, p.client_id])
+            for p in pulls
+        ]  # fmt: skip
+        out: list[PullResult | MQBrokerError] = []
+        for p, reply in zip(pulls, self._scripts(calls, "pulling messages")):
+            if isinstance(reply, MQBrokerError):
+                out.append(reply)
+                continue
+            msgs = codec.decode_entries(p.topic, p.queue_id, ((e[0], e[1]) for e in reply[3:]))
+            out.append(PullResult(msgs, int(reply[0]), int(reply[1]), reply[2] == 1))
+        return out
+
+    def wait_for_messages(self, queue: MessageQueue, offset: int, count: int,
+                          block_ms: int) -> tuple[list[MessageExt], int] | None:  # fmt: skip
+        """Block up to ``block_ms`` until ``queue`` has a message at or after ``offset``; returns up to
+        ``count`` of them unfiltered with the offset after the last entry read, or None when none
+        arrived (``XREAD BLOCK``; use a connection whose reply timeout is longer than ``block_ms``)."""
+        log_key = self.queue_keys(queue.topic, queue.queue_id).log
+        with self._errors(f"waiting for messages of {queue}"):
+            reply = self._client.xread({log_key: stream_id(offset - 1)}, count=count, block=block_ms)
+        if not reply or not reply[0][1]:
+            return None
+        entries = reply[0][1]
+        return codec.decode_entries(queue.topic, queue.queue_id, entries), offset_of(entries[-1][0]) + 1
+
+    def wait_for_any(self, cursors: Mapping[MessageQueue, int], block_ms: int) -> None:
+        """Block up to ``block_ms`` until any queue of ``cursors`` has an entry at or after its cursor
+        (one ``XREAD`` over every stream: standalone only, the streams are in different slots)."""
+        streams = {self.queue_keys(q.topic, q.queue_id).log: stream_id(c - 1) for q, c in cursors.items()}
+        with self._errors("waiting for messages"):
+            self._client.xread(streams, count=1, block=max(1, int(block_ms)))
+
+    # -- simple consumers -----------------------------------------------------------------------
+
+    def receive_simple(self, group: str, queue: MessageQueue, *, now_ms: int, invisible_ms: int, max_messages: int,
+                       max_attempts: int, filter_type: str, filter_data: str, max_scan: int) -> list[SimpleDelivery]:  # fmt: skip
+        """Hand out messages of one queue to a simple-consumer group (receive-simple.lua)."""
+        keys = self.queue_keys(queue.topic, queue.queue_id).simple(group)
+        argv = [group, int(now_ms), int(invisible_ms), int(max_messages), int(max_attempts), filter_type, filter_data,
+                int(max_scan)]  # fmt: skip
+        reply = self._script("receive-simple", keys, argv, f"receiving from {queue}")
+        out = []
+        for kind, offset, attempt, visible_at, fields in reply:
+            decoded = codec.decode_entries(queue.topic, queue.queue_id, [(stream_id(int(offset)).encode(), fields)])
+            out.append(SimpleDelivery(int(offset), int(attempt), int(visible_at), kind == b"d", decoded[0] if decoded else None))
+        return out
+
+    def ack_simple(self, group: str, queue: MessageQueue, offset: int, visible_at_ms: int, new_visible_at_ms: int | None) -> bool:
+        """Acknowledge (``new_visible_at_ms`` None) or re-time a handed-out message; False when the
+        receipt expired (ack-simple.lua)."""
+        keys = self.queue_keys(queue.topic, queue.queue_id).simple(group)[3:]
+        argv = [int(offset), int(visible_at_ms), "" if new_visible_at_ms is None else int(new_visible_at_ms)]
+        return bool(self._script("ack-simple", keys, argv, f"acknowledging offset {offset} of {queue}"))
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def parse_json_object(raw: str) -> dict[str, Any]:
+    """A stored JSON object (an empty dict for "")."""
+    return dict(json.loads(raw)) if raw else {}

@@ -1,0 +1,280 @@
+"""The consumer core's loss and duplicate fixes (issue 12), on standalone Redis and on the cluster."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mq import (
+    Admin,
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+    SimpleConsumer,
+)
+from mq.connection import Connection
+from mq.consumer.types import ConsumeConcurrentlyContext
+from mq.errors import MQClientError
+from mq.store import Store
+from tests.helpers import raw_client
+from tests.procs import wait_for
+
+
+@pytest.fixture
+def admin(backend_url: str, namespace: str) -> Iterator[Admin]:
+    with Admin(backend_url, namespace) as a:
+        yield a
+
+
+def _fill(url: str, namespace: str, topic: str, n: int, queue: int = 0) -> None:
+    mq = MessageQueue(topic, "broker-a", queue)
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(0, n, 256):
+            producer.send_batch([Message(topic, b"%d" % j) for j in range(i, min(n, i + 256))], queue=mq)
+
+
+def test_pull_consumer_commits_only_what_commit_commits(backend_url: str, namespace: str, admin: Admin) -> None:
+    """seek(0), poll 128, seek(100), commit(), shutdown: the group's offset is 100, not 2 000."""
+    admin.create_topic("P", read_queues=1, write_queues=1)
+    _fill(backend_url, namespace, "P", 2000)
+    q = MessageQueue("P", "broker-a", 0)
+    pc = PullConsumer("pg", backend_url, namespace=namespace, auto_commit=False)
+    pc.assign([q])
+    with pc:
+        assert pc.committed(q) == -1  # nothing committed before commit()
+        pc.seek(q, 0)
+        polled: list[int] = []
+        deadline = time.monotonic() + 20
+        while len(polled) < 128 and time.monotonic() < deadline:
+            polled += [m.queue_offset for m in pc.poll(timeout_s=1.0)]
+        assert polled[:128] == list(range(128))
+        assert pc.committed(q) == -1
+        pc.seek(q, 100)
+        pc.commit()
+        assert pc.committed(q) == 100
+    progress = {p.message_queue: p for p in admin.consumer_progress("pg", "P")}
+    assert progress[q].consumer_offset == 100
+    assert progress[q].lag == 1900
+
+
+def test_a_bad_retry_delay_level_is_a_clear_error_and_wedges_nothing(
+    backend_url: str, namespace: str, admin: Admin, caplog: pytest.LogCaptureFixture
+) -> None:
+    admin.create_topic("W", read_queues=1, write_queues=1)
+    got: list[bytes] = []
+    lock = threading.Lock()
+    failed_once: set[bytes] = set()
+
+    def listener(msgs, ctx: ConsumeConcurrentlyContext):  # type: ignore[no-untyped-def]
+        with lock:
+            got.extend(m.body for m in msgs)
+        if msgs[0].body == b"3" and b"3" not in failed_once:
+            failed_once.add(b"3")
+            ctx.delay_level_when_next_consume = "x"  # type: ignore[assignment]
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("wg", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("W")
+    consumer.register_message_listener(listener)
+    _fill(backend_url, namespace, "W", 10)
+    with caplog.at_level(logging.WARNING, logger="mq.consumer"), consumer:
+        wait_for(lambda: {b"%d" % i for i in range(10)} <= set(got), 15, "all ten delivered")
+        # the failed one is retried through the retry topic (level 3 = 10 s is not awaited here);
+        # the group's offset moves past every message
+        wait_for(lambda: admin.consumer_progress("wg", "W")[0].consumer_offset == 10, 15, "offset 10")
+    assert any("delay_level_when_next_consume must be an int" in r.getMessage() for r in caplog.records)
+
+
+def test_context_refuses_bad_values_at_once() -> None:
+    ctx = ConsumeConcurrentlyContext(MessageQueue("t", "broker-a", 0))
+    for bad in ("x", 1.5, True, -2, None):
+        with pytest.raises(MQClientError, match="delay_level_when_next_consume"):
+            ctx.delay_level_when_next_consume = bad  # type: ignore[assignment]
+    ctx.delay_level_when_next_consume = -1
+    ctx.delay_level_when_next_consume = 5
+    with pytest.raises(MQClientError, match="ack_index"):
+        ctx.ack_index = "0"  # type: ignore[assignment]
+
+
+def _with_bad_entries(url: str, namespace: str, topic: str) -> list[bytes]:
+    """5 good messages, one entry without the expected fields and one with non-UTF-8 tags (raw XADD),
+    then 5 more; returns the good bodies."""
+    _fill(url, namespace, topic, 5)
+    client = raw_client(url)
+    keys = Connection(url, namespace).keys.queue(topic, 0)
+    seq = int(client.hget(keys.meta, "seq"))
+    client.xadd(keys.log, {"junk": "1"}, id=f"0-{seq + 1}")
+    client.xadd(keys.log, {"i": "x", "b": "y", "bt": "1", "st": "1", "t": b"\xff\xfe"}, id=f"0-{seq + 2}")
+    client.hset(keys.meta, "seq", seq + 2)
+    client.close()
+    with Producer("p", url, namespace=namespace) as producer:
+        producer.send_batch([Message(topic, b"%d" % j) for j in range(5, 10)], queue=MessageQueue(topic, "broker-a", 0))
+    return [b"%d" % i for i in range(10)]
+
+
+def test_undecodable_entries_are_skipped_by_every_consumer(
+    backend_url: str, namespace: str, admin: Admin, caplog: pytest.LogCaptureFixture
+) -> None:
+    admin.create_topic("U", read_queues=1, write_queues=1)
+    good = _with_bad_entries(backend_url, namespace, "U")
+    got: list[bytes] = []
+    with caplog.at_level(logging.ERROR, logger="mq.store"):
+        push = PushConsumer("u-push", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+        push.subscribe("U")
+        push.register_message_listener(lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+        with push:
+            wait_for(lambda: sorted(got) == sorted(good), 15, "push consumer got the ten good ones")
+        pulled: list[bytes] = []
+        pc = PullConsumer("u-pull", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+        pc.subscribe("U")
+        with pc:
+            deadline = time.monotonic() + 15
+            while len(pulled) < 10 and time.monotonic() < deadline:
+                pulled += [m.body for m in pc.poll(timeout_s=1.0)]
+        assert sorted(pulled) == sorted(good)
+        received: list[bytes] = []
+        with SimpleConsumer("u-simple", backend_url, namespace=namespace, subscriptions={"U": "*"},
+                            consume_from_where=ConsumeFromWhere.FIRST_OFFSET, await_duration_s=1) as sc:  # fmt: skip
+            deadline = time.monotonic() + 15
+            while len(received) < 10 and time.monotonic() < deadline:
+                for view in sc.receive(max_messages=16):
+                    received.append(view.body)
+                    sc.ack(view)
+            assert not sc.receive(max_messages=16)  # the bad entries are never handed out
+        assert sorted(received) == sorted(good)
+    assert any("not a message this library wrote" in r.getMessage() for r in caplog.records)
+
+
+def test_a_consumer_that_lost_its_queue_never_moves_the_new_owners_offset_back(
+    backend_url: str, namespace: str, admin: Admin, caplog: pytest.LogCaptureFixture
+) -> None:
+    admin.create_topic("L", read_queues=1, write_queues=1)
+    _fill(backend_url, namespace, "L", 50)
+    got: list[int] = []
+    consumer = PushConsumer("lg", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("L")
+    consumer.register_message_listener(lambda msgs, ctx: got.extend(m.queue_offset for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    store = Store(Connection(backend_url, namespace))
+    q = MessageQueue("L", "broker-a", 0)
+    client = raw_client(backend_url)
+    with caplog.at_level(logging.WARNING, logger="mq.consumer"), consumer:
+        wait_for(lambda: len(got) >= 50, 15, "fifty consumed")
+        # another member takes the queue over (as after a missed heartbeat) and commits further on
+        client.hset(store.queue_keys("L", 0).owners, "lg", "someone-else")
+        client.hset(store.queue_keys("L", 0).offsets, "lg", 70)
+        _fill(backend_url, namespace, "L", 30)  # the old owner's next pull or commit meets the guard
+        wait_for(lambda: any("lost" in r.getMessage() and str(q) in r.getMessage() for r in caplog.records), 15,
+                 "the old owner notices it lost the queue")  # fmt: skip
+        seen = []
+        deadline = time.monotonic() + 6  # more than a persist interval: a stale commit would land now
+        while time.monotonic() < deadline:
+            seen.append(int(client.hget(store.queue_keys("L", 0).offsets, "lg")))
+            time.sleep(0.05)
+        # "someone-else" is no live member, so the old owner may claim the queue back: from 70 on
+        assert min(seen) >= 70, seen
+    client.close()
+
+
+def test_timer_retention_and_sweep_cover_queues_of_a_shrunk_topic(backend_url: str, namespace: str, admin: Admin) -> None:
+    from scheduler.retention import apply_retention
+
+    admin.create_topic("S", read_queues=4, write_queues=4)
+    _fill(backend_url, namespace, "S", 3, queue=3)
+    admin.update_topic("S", read_queues=2, write_queues=2)
+    store = Store(Connection(backend_url, namespace))
+    time.sleep(0.01)
+    assert apply_retention(store, reserved_time_h=0) == 3  # the messages on queue 3 are trimmed too
+
+
+def test_group_pause_and_resume_reach_push_pull_and_simple_consumers(backend_url: str, namespace: str, admin: Admin) -> None:
+    admin.create_topic("G", read_queues=2, write_queues=2)
+    for group in ("g-push", "g-pull", "g-simple"):
+        admin.create_group(group, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    pushed: list[bytes] = []
+    push = PushConsumer("g-push", backend_url, namespace=namespace)
+    push.subscribe("G")
+    push.register_message_listener(lambda msgs, ctx: pushed.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    pull = PullConsumer("g-pull", backend_url, namespace=namespace)
+    pull.subscribe("G")
+    simple = SimpleConsumer("g-simple", backend_url, namespace=namespace, subscriptions={"G": "*"}, await_duration_s=0.5)
+    pulled: list[bytes] = []
+    received: list[bytes] = []
+
+    def drain_pull_and_simple() -> None:
+        pulled.extend(m.body for m in pull.poll(timeout_s=0.2))
+        for v in simple.receive(max_messages=16):
+            received.append(v.body)
+            simple.ack(v)
+
+    with push, pull, simple, Producer("p", backend_url, namespace=namespace) as producer:
+        producer.send(Message("G", b"before"))
+        wait_for(lambda: (drain_pull_and_simple(), b"before" in pushed and b"before" in pulled and b"before" in received)[1],
+                 15, "the first message everywhere")  # fmt: skip
+        for group in ("g-push", "g-pull", "g-simple"):
+            admin.update_group(group, consume_enable=False)
+        time.sleep(2.5)  # one heartbeat (1 s) and a margin
+        producer.send(Message("G", b"paused"))
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            drain_pull_and_simple()
+        assert b"paused" not in pushed + pulled + received
+        for group in ("g-push", "g-pull", "g-simple"):
+            admin.update_group(group, consume_enable=True)
+        wait_for(lambda: (drain_pull_and_simple(), b"paused" in pushed and b"paused" in pulled and b"paused" in received)[1],
+                 15, "the paused message after resume")  # fmt: skip
+
+
+def test_simple_consumer_of_a_first_offset_group_starts_at_the_first_message(backend_url: str, namespace: str, admin: Admin) -> None:
+    admin.create_topic("F", read_queues=2, write_queues=2)
+    _fill(backend_url, namespace, "F", 5)
+    admin.create_group("fresh", consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    with SimpleConsumer("fresh", backend_url, namespace=namespace, subscriptions={"F": "*"}, await_duration_s=1) as sc:
+        views = sc.receive(max_messages=16)
+        assert sorted(v.body for v in views) == [b"%d" % i for i in range(5)]
+    with SimpleConsumer("new-by-default", backend_url, namespace=namespace, subscriptions={"F": "*"}, await_duration_s=0.2) as sc:
+        assert sc.receive(max_messages=16) == []  # LAST_OFFSET: new messages only
+
+
+def test_bad_group_configs_are_refused_before_anything_is_written(redis_server, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers import snapshot
+
+    url = redis_server.url
+    admin = Admin(url, namespace)
+    before = snapshot(url, namespace)
+    bad = [
+        {"consume_enable": "yes"},
+        {"retry_max_times": -1},
+        {"retry_max_times": 1000},
+        {"retry_max_times": True},
+        {"consume_from_where": "SOMEWHERE"},
+        {"fifo": 1},
+    ]
+    for kwargs in bad:
+        with pytest.raises(MQClientError):
+            admin.create_group("cfg", **kwargs)
+    with pytest.raises(MQClientError):
+        admin.create_group("bad group name!")
+    with pytest.raises(MQClientError, match="no config"):
+        admin.update_group("cfg", consume_enable=False)
+    assert snapshot(url, namespace) == before
+    admin.create_group("cfg", retry_max_times=3, fifo=True)
+    with pytest.raises(MQClientError, match="unknown group setting"):
+        admin.update_group("cfg", colour="blue")
+    with pytest.raises(MQClientError):
+        admin.update_group("cfg", retry_max_times="3")
+    config = admin.group_config("cfg")
+    assert (config.retry_max_times, config.fifo, config.consume_enable) == (3, True, True)
+    assert "cfg" in admin.groups()
+    assert admin.delete_group("cfg") is True
+    assert admin.delete_group("cfg") is False
+    with pytest.raises(MQClientError):
+        admin.group_config("cfg")
