@@ -11,8 +11,9 @@ Scenarios (limits from mq/validation.py, mq/filter/limits.py, mq/producer/reques
 - ``batch``: one ``send_batch`` of 100 000 tiny messages (split into bounded put calls);
 - ``batch-keys``: a batch of 512 messages with 64 keys each (every key indexed);
 - ``filter``: a consumer's pull (its scan bounds: ``PULL_MAX_SCAN`` entries, ``PULL_MAX_BYTES``) over
-  1 024 messages whose 16 KiB property defeats ``CONTAINS`` patterns of the longest literal, as many
-  as the pattern bound allows (each pattern found nowhere);
+  1 024 messages whose 16 KiB property defeats ``CONTAINS`` patterns: as many tests as allowed, the
+  pattern characters shared among them, each pattern found nowhere;
+- ``filter-1MiB``: the same with a 1 MiB scan bound per pull;
 - ``pull``: a consumer's pull over 1 024 messages of 64 KiB (no filter);
 - ``timer``: one ``deliver-due`` moving ``timer_batch`` (1 000) due messages with 64 keys and 16 KiB
   of properties each;
@@ -35,7 +36,7 @@ from mq import Admin, Message, Producer
 from mq.connection import Connection
 from mq.consumer.puller import PULL_MAX_BYTES, PULL_MAX_SCAN, filter_args
 from mq.filter import MessageSelector
-from mq.filter.limits import MAX_EXPRESSION_LENGTH, MAX_LITERAL_LENGTH, MAX_PATTERN_CHARS
+from mq.filter.limits import MAX_LITERAL_LENGTH, MAX_PATTERN_CHARS, MAX_TEXT_TESTS
 from mq.store import Store, codec
 from mq.store.store import PullRequest
 from mq.validation import MAX_KEYS, MAX_USER_PROPERTY_SIZE
@@ -131,20 +132,25 @@ def main() -> None:
                     p.send_batch([Message("L", b"x", properties={"big": BIG_PROP}) for _ in range(128)])
             return store
 
-        pattern = "a" * (MAX_LITERAL_LENGTH - 1) + "b"
-        terms, expression = [], ""
-        while (len(" OR ".join([*terms, f"big CONTAINS '{pattern}'"])) <= MAX_EXPRESSION_LENGTH
-               and len(pattern) * (len(terms) + 1) <= MAX_PATTERN_CHARS):  # fmt: skip
-            terms.append(f"big CONTAINS '{pattern}'")
-            expression = " OR ".join(terms)
+        # as many CONTAINS tests as allowed, each with an equal share of the pattern characters, none found
+        width = min(MAX_LITERAL_LENGTH, MAX_PATTERN_CHARS // MAX_TEXT_TESTS)
+        expression = " OR ".join(f"big CONTAINS '{'a' * (width - 1)}{i % 10}'" for i in range(MAX_TEXT_TESTS))
         ftype, fdata = filter_args(MessageSelector.by_sql(expression))
 
-        def pull_filtered(ns: str, store: Store) -> None:
-            result = store.pull_many([PullRequest("L", 0, 0, 32, PULL_MAX_SCAN, ftype, fdata, PULL_MAX_BYTES)])[0]
-            assert not isinstance(result, Exception) and result.messages == [], result
+        scanned = {"filter": 0, "pull": 0}
 
-        results.append(scenario(server, "filter", fill_filter, pull_filtered,
-                                lambda c, store: c.xrange(store.queue_keys("L", 0).log, count=1024)))  # fmt: skip
+        def pull_filtered(max_bytes: int) -> Callable[[str, Store], None]:
+            def pull(ns: str, store: Store) -> None:
+                result = store.pull_many([PullRequest("L", 0, 0, 32, PULL_MAX_SCAN, ftype, fdata, max_bytes)])[0]
+                assert not isinstance(result, Exception) and result.messages == [], result
+                scanned["filter"] = result.next_offset
+
+            return pull
+
+        # the raw equivalent reads the same entries the pull scanned
+        for label, max_bytes in (("filter", PULL_MAX_BYTES), ("filter-1MiB", 1 << 20)):
+            results.append(scenario(server, label, fill_filter, pull_filtered(max_bytes),
+                                    lambda c, store: c.xrange(store.queue_keys("L", 0).log, count=scanned["filter"])))
 
         # pull: 1 024 messages of 64 KiB, no filter
         def fill_pull(ns: str) -> Store:
@@ -157,9 +163,10 @@ def main() -> None:
         def pull_plain(ns: str, store: Store) -> None:
             result = store.pull_many([PullRequest("L", 0, 0, 1024, PULL_MAX_SCAN, max_bytes=PULL_MAX_BYTES)])[0]
             assert not isinstance(result, Exception), result
+            scanned["pull"] = result.next_offset
 
         results.append(scenario(server, "pull", fill_pull, pull_plain,
-                                lambda c, store: c.xrange(store.queue_keys("L", 0).log, count=1024)))  # fmt: skip
+                                lambda c, store: c.xrange(store.queue_keys("L", 0).log, count=scanned["pull"])))  # fmt: skip
 
         # timer: one deliver-due moving 1 000 due messages with 64 keys and 16 KiB properties each
         def fill_timer(ns: str) -> Store:

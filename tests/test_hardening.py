@@ -362,7 +362,9 @@ def test_filter_expressions_are_bounded_when_the_selector_is_built() -> None:
         "a IN (" + ",".join(f"'{i}'" for i in range(limits.MAX_IN_ITEMS + 1)) + ")"[: limits.MAX_EXPRESSION_LENGTH],
         " OR ".join(f"a = {i}" for i in range(100)),  # short, but over MAX_NODES
         "NOT " * 1000 + "a = 1",  # deeper than the parser could follow
-        "big CONTAINS '" + "x" * (limits.MAX_LITERAL_LENGTH + 1) + "'",
+        "big = '" + "x" * (limits.MAX_LITERAL_LENGTH + 1) + "'",
+        "big CONTAINS '" + "x" * 100 + "' OR big ENDSWITH '" + "y" * (limits.MAX_PATTERN_CHARS - 99) + "'",
+        " OR ".join(f"big CONTAINS 'ab{i}'" for i in range(limits.MAX_TEXT_TESTS + 1)),
     ]
     for expression in reproduced:
         with pytest.raises(FilterExpressionError):
@@ -372,7 +374,9 @@ def test_filter_expressions_are_bounded_when_the_selector_is_built() -> None:
     at_limits = [
         "a IN (" + ",".join(f"'{i}'" for i in range(limits.MAX_IN_ITEMS)) + ")",
         " OR ".join(f"a = {i}" for i in range(40)),
-        "big CONTAINS '" + "x" * limits.MAX_LITERAL_LENGTH + "'",
+        "big CONTAINS '" + "x" * limits.MAX_PATTERN_CHARS + "'",
+        " OR ".join(f"big CONTAINS 'ab{i}'" for i in range(limits.MAX_TEXT_TESTS)),
+        "big = '" + "x" * limits.MAX_LITERAL_LENGTH + "'",
     ]
     for expression in at_limits:
         assert len(expression) <= limits.MAX_EXPRESSION_LENGTH

@@ -25,9 +25,11 @@ MAX_IN_ITEMS = 256
 #: Longest string literal (``'…'``, a ``CONTAINS`` / ``STARTSWITH`` / ``ENDSWITH`` pattern, an ``IN``
 #: item, a tag), characters.
 MAX_LITERAL_LENGTH = 256
-#: Most characters of all ``CONTAINS`` / ``STARTSWITH`` / ``ENDSWITH`` patterns of one expression
-#: together (a substring search costs up to pattern length × value length per message).
-MAX_PATTERN_CHARS = 512
+#: Most ``CONTAINS`` / ``STARTSWITH`` / ``ENDSWITH`` tests of one expression: each may search every
+#: byte of a property value, so a pull's cost grows with tests × bytes scanned (bench/limits.py).
+MAX_TEXT_TESTS = 2
+#: Most characters of all those tests' patterns together.
+MAX_PATTERN_CHARS = 128
 
 _TEXT_TESTS = {"contains", "starts_with", "ends_with", "not_contains", "not_starts_with", "not_ends_with"}
 
@@ -51,7 +53,7 @@ def check_tags(expression: str, tags: list[str]) -> None:
 
 def check_tree(expression: str, tree: list[Any]) -> None:
     """Refuse a SQL92 tree (the store's JSON form) over the node, depth, ``IN`` or literal bounds."""
-    nodes = pattern_chars = 0
+    nodes = pattern_chars = text_tests = 0
     stack: list[tuple[Any, int]] = [(tree, 1)]
     while stack:
         node, depth = stack.pop()
@@ -73,6 +75,10 @@ def check_tree(expression: str, tree: list[Any]) -> None:
                 _literal(expression, item)
         elif kind in _TEXT_TESTS:
             _literal(expression, node[2])
+            text_tests += 1
+            if text_tests > MAX_TEXT_TESTS:
+                raise FilterExpressionError(f"more than {MAX_TEXT_TESTS} CONTAINS/STARTSWITH/ENDSWITH tests",
+                                            expression=expression[:64] + "…")  # fmt: skip
             pattern_chars += len(node[2])
             if pattern_chars > MAX_PATTERN_CHARS:
                 raise FilterExpressionError(f"CONTAINS/STARTSWITH/ENDSWITH patterns of more than {MAX_PATTERN_CHARS} "
