@@ -95,7 +95,15 @@ def _raw_xadd(client: Any, entries: list[list[Any]], key: str = "raw:log") -> No
 
 
 def _raw_put(client: Any, msgs: list[Message]) -> None:
-    _raw_xadd(client, [codec.encode(m, "id%d" % i, 1) for i, m in enumerate(msgs)])
+    """What a put stores, as raw commands in one pipeline: the entry, its id and its keys."""
+    pipe = client.pipeline(transaction=False)
+    for i, m in enumerate(msgs):
+        pipe.execute_command("XADD", "raw:log", "*", *codec.encode(m, "id%d" % i, 1)[1:])
+        pipe.hset("raw:ids", "id%d" % i, i)
+        if m.keys:
+            pipe.zadd("raw:keys", {f"{k}\x1f{i:020d}": 0 for k in m.keys})
+    pipe.execute()
+    client.delete("raw:log", "raw:ids", "raw:keys")
 
 
 def main() -> None:

@@ -381,3 +381,28 @@ def test_filter_expressions_are_bounded_when_the_selector_is_built() -> None:
     for expression in at_limits:
         assert len(expression) <= limits.MAX_EXPRESSION_LENGTH
         MessageSelector.by_sql(expression)
+
+
+def test_the_scripts_and_the_producer_agree_on_the_bounds() -> None:
+    import re
+
+    source = (ROOT / "mq" / "store" / "lua" / "includes" / "message.lua").read_text()
+    lua = {name: int(value) for name, value in re.findall(r"local (\w+) = (\d+)", source)}
+    assert lua["APPEND_MAX_KEYS"] == MAX_KEYS
+    assert lua["CALL_MAX_MESSAGES"] == send_request.PUT_CALL_MAX_MESSAGES
+    assert lua["CALL_MAX_BYTES"] == send_request.PUT_CALL_MAX_BYTES
+    assert lua["CALL_MAX_KEYS"] == send_request.PUT_CALL_MAX_KEYS
+
+
+def test_a_put_call_over_the_per_call_bounds_is_refused_unchanged(redis_server: RedisServer, namespace: str) -> None:
+    """A client calling the script directly cannot make one call do unbounded work."""
+    url = redis_server.url
+    store = _store(url, namespace)
+    before = snapshot(url, namespace)
+    too_many = [_encoded(b"%d" % i) for i in range(send_request.PUT_CALL_MAX_MESSAGES + 1)]
+    too_keyed = [_with_keys(MAX_KEYS) for _ in range(send_request.PUT_CALL_MAX_KEYS // MAX_KEYS + 1)]
+    for calls in (too_many, too_keyed):
+        with pytest.raises(MQBrokerError, match="split the batch"):
+            store.put("h", 0, calls)
+        assert snapshot(url, namespace) == before
+    assert store.put("h", 0, too_many[:-1])[0] == 0  # at the bound: one call

@@ -19,7 +19,7 @@ PUT_CALL_MAX_MESSAGES = 512
 #: Most encoded bytes one put script call carries (a single message up to the size limit always fits).
 PUT_CALL_MAX_BYTES = 1024 * 1024
 #: Most message keys one put script call indexes (each is a ZADD member: a few microseconds).
-PUT_CALL_MAX_KEYS = 4096
+PUT_CALL_MAX_KEYS = 2048
 
 Selector = MessageQueueSelector | Callable[[Sequence[MessageQueue], Message, Any], MessageQueue | None]
 

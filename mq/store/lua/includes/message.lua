@@ -11,7 +11,7 @@ local APPEND_MAX_ITEMS = 64
 -- over them is refused, a deliver-due stops taking messages at them (a single message always passes)
 local CALL_MAX_MESSAGES = 512
 local CALL_MAX_BYTES = 1048576
-local CALL_MAX_KEYS = 4096
+local CALL_MAX_KEYS = 2048
 
 -- the bytes of the values and the keys of the message in items[from..to] (as the producer counts them)
 local function message_cost(items, from, to)
