@@ -27,9 +27,29 @@ from tests.procs import ROOT
 from tests.servers import RedisServer
 
 
+_OPENED: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_opened() -> Any:
+    """Close every store and raw client a test opened (the suite turns unclosed sockets into errors)."""
+    yield
+    while _OPENED:
+        _OPENED.pop().close()
+
+
 def _store(url: str, ns: str, topic: str = "h", queues: int = 1) -> Store:
-    Admin(url, ns).create_topic(topic, read_queues=queues, write_queues=queues)
-    return Store(Connection(url, ns))
+    with Admin(url, ns) as admin:
+        admin.create_topic(topic, read_queues=queues, write_queues=queues)
+    store = Store(Connection(url, ns))
+    _OPENED.append(store.conn)
+    return store
+
+
+def _raw(url: str) -> Any:
+    client = raw_client(url)
+    _OPENED.append(client)
+    return client
 
 
 def _encoded(body: bytes = b"x", **fields: Any) -> list[Any]:
@@ -70,7 +90,7 @@ def test_a_corrupt_queue_is_refused_before_any_write(redis_server: RedisServer, 
     url = redis_server.url
     store = _store(url, namespace)
     store.put("h", 0, [_encoded(b"a"), _encoded(b"b")])
-    raw_client(url).hset(store.queue_keys("h", 0).meta, "seq", 0)
+    _raw(url).hset(store.queue_keys("h", 0).meta, "seq", 0)
     before = snapshot(url, namespace)
     with pytest.raises(MQBrokerError, match="corrupt queue"):
         store.put("h", 0, [_encoded(b"c")])
@@ -98,7 +118,7 @@ def test_the_timer_moves_each_message_once_and_dead_letters_what_it_cannot_store
     keys = store.queue_keys("h", 0)
     now = int(time.time() * 1000)
     store.put_delayed("h", 0, _encoded(b"good-1"), now - 10)
-    client = raw_client(url)  # written around the library (the client role has XADD): 5 000 keys
+    client = _raw(url)  # written around the library (the client role has XADD): 5 000 keys
     bad_id = client.xadd(keys.delayed, {"i": "bad", "b": b"x", "bt": 1, "k": "\x1f".join(f"k{i}" for i in range(5000))})
     client.zadd(keys.timer, {bad_id: now - 5})
     store.put_delayed("h", 0, _encoded(b"good-2"), now - 1)
@@ -120,13 +140,14 @@ def test_a_half_message_that_cannot_be_committed_is_discarded_once(redis_server:
     url = redis_server.url
     store = _store(url, namespace)
     keys = store.queue_keys("h", 0)
-    client = raw_client(url)
+    client = _raw(url)
     half = client.xadd(keys.half, {"i": "tx", "b": b"x", "bt": 1, "st": 5})  # "st" is the store's own field
     client.zadd(keys.halfidx, {half: 1})
     assert store.end_transaction("h", 0, half.decode(), True) == (True, -1)
     assert store.end_transaction("h", 0, half.decode(), True) == (False, -1)
     assert store.read("h", 0, 0, 10) == []
-    discarded = Admin(url, namespace).discarded_transactions("h")
+    with Admin(url, namespace) as admin:
+        discarded = admin.discarded_transactions("h")
     reasons = [m.system_properties["DISCARD_REASON"] for m in discarded]
     assert reasons == ["malformed: field st is the store time, set by the store"]
 
@@ -151,7 +172,7 @@ def test_every_script_that_fails_leaves_the_store_as_it_was(redis_server: RedisS
     store = _store(url, namespace)
     store.put("h", 0, [_encoded(b"a"), _encoded(b"b")])
     keys = store.queue_keys("h", 0)
-    client = raw_client(url)
+    client = _raw(url)
     half = client.xadd(keys.half, {"i": "tx", "b": b"x"})
     client.zadd(keys.halfidx, {half: 1})
     store.put_delayed("h", 0, _encoded(b"d"), 1)
@@ -213,7 +234,7 @@ def test_a_password_with_reserved_characters_is_masked_and_refused(password: str
     url = f"redis://user:{password}@127.0.0.1:{redis_server.port}/0"
     assert password not in mask_url(url) and "pa" not in mask_url(url).partition("@")[0].partition(":")[2]
     with pytest.raises(MQClientError, match="percent-encode") as info:
-        Admin(url)
+        Admin(url).close()
     assert password not in str(info.value)
     r = subprocess.run([sys.executable, "-m", "mq", "topic", "list", "--url", url], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)  # fmt: skip
@@ -225,9 +246,9 @@ def test_a_password_with_reserved_characters_is_masked_and_refused(password: str
                                    "health_check_interval=zz"])  # fmt: skip
 def test_bad_url_parameters_raise_mq_client_error(query: str, redis_server: RedisServer) -> None:
     with pytest.raises(MQClientError):
-        Admin(f"redis://:s3cret@127.0.0.1:{redis_server.port}/0?{query}")
+        Admin(f"redis://:s3cret@127.0.0.1:{redis_server.port}/0?{query}").close()
     with pytest.raises(MQClientError):
-        Admin("redis://127.0.0.1:notaport/0")
+        Admin("redis://127.0.0.1:notaport/0").close()
 
 
 # -- finding 11 ---------------------------------------------------------------------------------------
@@ -286,7 +307,8 @@ def test_resend_dlq_resends_each_letter_once_and_skips_letters_whose_topic_is_go
 
     url = redis_server.url
     store = _store(url, namespace, "live")
-    Admin(url, namespace).create_topic("gone", read_queues=1, write_queues=1)
+    with Admin(url, namespace) as admin:
+        admin.create_topic("gone", read_queues=1, write_queues=1)
     with Producer("p", url, namespace=namespace) as producer:
         ids = {t: producer.send(Message(t, t.encode())).msg_id for t in ("live", "gone")}
     back = SendBack(store, "g", max_reconsume_times=0)

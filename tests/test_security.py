@@ -251,7 +251,9 @@ def test_the_client_role_cannot_delete_or_rewrite_topic_configs(redis_server: Re
             with pytest.raises(MQBrokerError, match="permission"):
                 admin.update_topic("keep", write_queues=4)  # rewriting a config needs the admin role
             assert admin.topic_config("keep").write_queues == 1
-            assert [m.body for m in Store(Connection(url, namespace)).read("keep", 0, 0, 5)] == [b"x"]
+            store = Store(Connection(url, namespace))
+            assert [m.body for m in store.read("keep", 0, 0, 5)] == [b"x"]
+            store.conn.close()
         raw = redis.Redis.from_url(url)
         for command in (("DEL", f"{{{namespace}}}:topics"), ("HDEL", f"{{{namespace}}}:topics", "keep"),
                         ("HSET", f"{{{namespace}}}:topics", "keep", "{}"), ("UNLINK", f"{{{namespace}:keep:0}}:log"),
