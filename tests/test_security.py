@@ -248,9 +248,11 @@ def test_the_client_role_cannot_delete_or_rewrite_topic_configs(redis_server: Re
             producer.send(Message("keep", b"x"))
             with pytest.raises(MQBrokerError, match="permission"):
                 admin.delete_topic("keep")
+            flags_before = redis.Redis.from_url(url).hgetall(f"{{{namespace}:keep:0}}:q")
             with pytest.raises(MQBrokerError, match="permission"):
-                admin.update_topic("keep", write_queues=4)  # rewriting a config needs the admin role
+                admin.update_topic("keep", write_queues=4, perm="r")  # rewriting a config needs the admin role
             assert admin.topic_config("keep").write_queues == 1
+            assert redis.Redis.from_url(url).hgetall(f"{{{namespace}:keep:0}}:q") == flags_before  # refused before any write
             store = Store(Connection(url, namespace))
             assert [m.body for m in store.read("keep", 0, 0, 5)] == [b"x"]
             store.conn.close()

@@ -25,6 +25,9 @@ from mq.topic import QueueStats, TopicConfig
 
 log = logging.getLogger("mq.store")
 
+#: A field of the topics hash no topic can have (":" is not allowed in names): the permission probe.
+TOPICS_PROBE_FIELD = ":permission-probe"
+
 __all__ = ["PullRequest", "PullResult", "Store", "check_put_result", "decode_half", "pairs"]
 
 
@@ -56,6 +59,8 @@ class Store(GroupOps, BrokerOps, TransactionOps):
         """
         with self._errors(f"saving topic {config.name!r}"):
             raw = self._client.hget(self.keys.topics, config.name)
+            if raw is not None:
+                self._probe_topics_write()  # an update: refused here, before any queue flag changes
             span = max(config.queue_count, _config_from_stored(raw)[1] if raw else 0)
             pipe = self._client.pipeline(transaction=False)
             for qid in range(span):
@@ -66,6 +71,11 @@ class Store(GroupOps, BrokerOps, TransactionOps):
             if raw is None and self._client.hsetnx(self.keys.topics, config.name, stored):
                 return
             self._client.hset(self.keys.topics, config.name, stored)
+
+    def _probe_topics_write(self) -> None:
+        """Fail with the caller's missing permission before an admin change writes anything: ``HDEL`` of a
+        field no topic can have is a write that changes nothing (the ``client`` role may not write there)."""
+        self._client.hdel(self.keys.topics, TOPICS_PROBE_FIELD)
 
     def delete_topic(self, name: str) -> bool:
         """Delete a topic and every message it stores. Returns False when it did not exist.
@@ -78,6 +88,7 @@ class Store(GroupOps, BrokerOps, TransactionOps):
             raw = self._client.hget(self.keys.topics, name)
             if not raw:
                 return False
+            self._probe_topics_write()
             pipe = self._client.pipeline(transaction=False)
             for qid in range(_config_from_stored(raw)[1]):
                 for key in self.queue_keys(name, qid).all():  # one key per command: cluster pipelines need it
