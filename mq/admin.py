@@ -241,11 +241,18 @@ class Admin:
                 rows.append(QueueProgress(mq, s.max_offset, consumer, lag))
         return rows
 
-    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
-        """Set ``group``'s offsets on ``topic`` to the first message stored at or after ``timestamp_ms``.
+    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int, *, force: bool = False) -> dict[MessageQueue, int]:
+        """Set ``group``'s offsets on ``topic`` to the first message stored at or after ``timestamp_ms``
+        [mqadmin resetOffsetByTime]. Running members continue from the new offsets within one
+        heartbeat (their cached messages of the topic are dropped); stopped ones start there.
 
-        Live members keep their in-memory offsets; stop the group first (or restart it afterwards)
-        so the new offsets are what it resumes from. Returns the new offset of each queue.
+        Args:
+            force: reset a group the namespace does not know (never registered, no config).
+
+        Returns the new offset of each queue.
+
+        Raises:
+            MQClientError: an unknown group (a typo would create a phantom group) unless ``force``.
         """
         timestamp_ms = _check_timestamp(timestamp_ms)
         config = self._require(topic)
@@ -254,7 +261,29 @@ class Admin:
             MessageQueue(topic, DEFAULT_BROKER_NAME, q): self._store.search_offset(topic, q, timestamp_ms)
             for q in range(config.queue_count)
         }
-        self._store.commit_offsets(check_group(group), offsets)
+        return self._reset(group, topic, offsets, force=force)
+
+    def reset_offset(self, group: str, queue: MessageQueue, offset: int, *, force: bool = False) -> int:
+        """Set ``group``'s offset of one queue (running members continue from it within one
+        heartbeat); an offset outside the stored range is clamped to it. Returns the offset set.
+
+        Raises:
+            MQClientError: an unknown group unless ``force``, or a bad offset.
+        """
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise MQClientError(f"offset must be an int, got {offset!r}")
+        self._require(queue.topic)
+        stats = self._store.queue_stats(queue.topic, [queue.queue_id])[queue.queue_id]
+        clamped = min(max(offset, stats.min_offset), stats.max_offset)
+        return self._reset(group, queue.topic, {queue: clamped}, force=force)[queue]
+
+    def _reset(self, group: str, topic: str, offsets: dict[MessageQueue, int], *, force: bool) -> dict[MessageQueue, int]:
+        check_group(group)
+        if not force and group not in self._store.groups():
+            raise MQClientError(f"unknown group {group!r} (it never registered and has no config): check the name, "
+                                "or pass force=True (mq: --force) to reset it anyway")  # fmt: skip
+        self._store.commit_offsets(group, offsets)
+        self._store.announce_reset(group, topic, {q.queue_id: o for q, o in offsets.items()})
         return offsets
 
     # -- dead letters ---------------------------------------------------------------------------

@@ -34,6 +34,8 @@ key                             type        holds
 ``{ns:g:G}:clients``            zset        client id → last heartbeat, ms (live = recent)
 ``{ns:g:G}:info``               hash        client id → ClientInfo JSON
 ``{ns:g:G}:config``             string      the group's config (GroupConfig JSON, ``Admin.create_group``)
+``{ns:g:G}:resets``             hash        topic → ``seq \x1f offsets JSON`` of the last offset reset (live members apply it)
+``{ns:g:G}:reset-seq``          string      counter of offset resets of the group (returned by every heartbeat)
 ==============================  ==========  ==================================================
 
 Everything one queue owns shares the tag ``{ns:T:Q}``, so every per-queue script touches one slot
@@ -119,6 +121,8 @@ class GroupKeys:
     txcheck: str
     since: str
     config: str
+    resets: str
+    reset_seq: str
 
 
 class Keys:
@@ -151,7 +155,7 @@ class Keys:
         """The registry keys of ``group``."""
         tag = f"{{{self.namespace}:g:{group}}}"
         return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info", txcheck=f"{tag}:txcheck", since=f"{tag}:since",
-                         config=f"{tag}:config")
+                         config=f"{tag}:config", resets=f"{tag}:resets", reset_seq=f"{tag}:reset-seq")
 
 
 def stream_id(offset: int) -> str:

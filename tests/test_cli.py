@@ -240,3 +240,24 @@ def test_an_unknown_option_is_refused_by_the_leaf_command(capsys: pytest.Capture
         main(["topic", "list", "--nope"])
     assert info.value.code == 2
     assert "unrecognized arguments: --nope" in capsys.readouterr().err
+
+
+def test_group_config_commands(redis_server, namespace: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from mq.cli import main
+
+    common = ["--url", redis_server.url, "--namespace", namespace]
+    assert main(["group", "create", "cg", "--retry-max-times", "3", "--consume-from-where", "FIRST_OFFSET", *common]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert (created["retry_max_times"], created["consume_from_where"], created["consume_enable"]) == (3, "FIRST_OFFSET", True)
+    assert main(["group", "update", "cg", "--consume-enable", "false", *common]) == 0
+    capsys.readouterr()
+    assert main(["group", "show", "cg", *common]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["consume_enable"], shown["retry_max_times"]) == (False, 3)
+    assert main(["group", "update", "cg", "--retry-max-times", "500", *common]) == 1  # refused by the library
+    assert "retry_max_times" in capsys.readouterr().err
+    assert main(["group", "delete", "cg", *common]) == 0
+    assert main(["group", "delete", "cg", *common]) == 1
+    assert main(["group", "show", "cg", *common]) == 1

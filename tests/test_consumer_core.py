@@ -128,13 +128,16 @@ def test_undecodable_entries_are_skipped_by_every_consumer(
     good = _with_bad_entries(backend_url, namespace, "U")
     got: list[bytes] = []
     with caplog.at_level(logging.ERROR, logger="mq.store"):
-        push = PushConsumer("u-push", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+        first = ConsumeFromWhere.FIRST_OFFSET
+        push = PushConsumer("u-push", backend_url, namespace=namespace, consume_from_where=first)
         push.subscribe("U")
-        push.register_message_listener(lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+        push.register_message_listener(
+            lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        )
         with push:
             wait_for(lambda: sorted(got) == sorted(good), 15, "push consumer got the ten good ones")
         pulled: list[bytes] = []
-        pc = PullConsumer("u-pull", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+        pc = PullConsumer("u-pull", backend_url, namespace=namespace, consume_from_where=first)
         pc.subscribe("U")
         with pc:
             deadline = time.monotonic() + 15
@@ -162,7 +165,8 @@ def test_a_consumer_that_lost_its_queue_never_moves_the_new_owners_offset_back(
     got: list[int] = []
     consumer = PushConsumer("lg", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
     consumer.subscribe("L")
-    consumer.register_message_listener(lambda msgs, ctx: got.extend(m.queue_offset for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    ok = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    consumer.register_message_listener(lambda msgs, ctx: got.extend(m.queue_offset for m in msgs) or ok)
     store = Store(Connection(backend_url, namespace))
     q = MessageQueue("L", "broker-a", 0)
     client = raw_client(backend_url)
@@ -202,7 +206,8 @@ def test_group_pause_and_resume_reach_push_pull_and_simple_consumers(backend_url
     pushed: list[bytes] = []
     push = PushConsumer("g-push", backend_url, namespace=namespace)
     push.subscribe("G")
-    push.register_message_listener(lambda msgs, ctx: pushed.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    ok = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    push.register_message_listener(lambda msgs, ctx: pushed.extend(m.body for m in msgs) or ok)
     pull = PullConsumer("g-pull", backend_url, namespace=namespace)
     pull.subscribe("G")
     simple = SimpleConsumer("g-simple", backend_url, namespace=namespace, subscriptions={"G": "*"}, await_duration_s=0.5)
@@ -233,7 +238,9 @@ def test_group_pause_and_resume_reach_push_pull_and_simple_consumers(backend_url
                  15, "the paused message after resume")  # fmt: skip
 
 
-def test_simple_consumer_of_a_first_offset_group_starts_at_the_first_message(backend_url: str, namespace: str, admin: Admin) -> None:
+def test_simple_consumer_of_a_first_offset_group_starts_at_the_first_message(
+    backend_url: str, namespace: str, admin: Admin
+) -> None:
     admin.create_topic("F", read_queues=2, write_queues=2)
     _fill(backend_url, namespace, "F", 5)
     admin.create_group("fresh", consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
@@ -278,3 +285,60 @@ def test_bad_group_configs_are_refused_before_anything_is_written(redis_server, 
     assert admin.delete_group("cfg") is False
     with pytest.raises(MQClientError):
         admin.group_config("cfg")
+
+
+def test_retry_due_times_follow_the_servers_clock_not_a_skewed_host(
+    backend_url: str, namespace: str, admin: Admin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mq.consumer.retry import SendBack, retry_topic
+
+    admin.create_topic("K", read_queues=1, write_queues=1)
+    _fill(backend_url, namespace, "K", 1)
+    store = Store(Connection(backend_url, namespace))
+    msg = store.read("K", 0, 0, 1)[0]
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600)  # this host runs an hour ahead
+    SendBack(store, "kg", 16).send_back(msg, delay_level=1)  # level 1 = 1 s
+    monkeypatch.undo()
+    timer = store.queue_keys(retry_topic("kg"), 0).timer
+    client = raw_client(backend_url)
+    [(_, due)] = client.zrange(timer, 0, -1, withscores=True)
+    server_ms = store.server_time_ms()
+    client.close()
+    assert 0 <= due - server_ms <= 1500, due - server_ms  # one second ahead of the server, not an hour
+
+
+def test_reset_offset_reaches_running_members_and_refuses_unknown_groups(backend_url: str, namespace: str, admin: Admin) -> None:
+    admin.create_topic("R", read_queues=2, write_queues=2)
+    _fill(backend_url, namespace, "R", 20, queue=0)
+    _fill(backend_url, namespace, "R", 20, queue=1)
+    got: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            got.extend((m.queue_id, m.queue_offset) for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("rg", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("R")
+    consumer.register_message_listener(listener)
+    with consumer:
+        wait_for(lambda: len(got) >= 40, 15, "everything consumed once")
+        wait_for(lambda: all(p.consumer_offset == 20 for p in admin.consumer_progress("rg", "R")), 15, "offsets at 20")
+        with lock:
+            got.clear()
+        admin.reset_offset_by_time("rg", "R", 0)  # back to the start of both queues, while running
+        wait_for(lambda: len(got) >= 40, 15, "the running member to consume again from the reset offsets")
+        assert sorted(set(got)) == [(q, o) for q in (0, 1) for o in range(20)]
+        with lock:
+            got.clear()
+        q1 = MessageQueue("R", "broker-a", 1)
+        assert admin.reset_offset("rg", q1, 15) == 15
+        wait_for(lambda: len(got) >= 5, 15, "the tail of queue 1 again")
+        assert sorted(set(got)) == [(1, o) for o in range(15, 20)]
+        wait_for(lambda: all(p.consumer_offset == 20 for p in admin.consumer_progress("rg", "R")), 15, "committed again")
+    with pytest.raises(MQClientError, match="unknown group"):
+        admin.reset_offset_by_time("rg-typo", "R", 0)
+    assert "rg-typo" not in admin.groups()
+    assert admin.reset_offset_by_time("rg-typo", "R", 0, force=True)

@@ -23,6 +23,42 @@ def _partitioned(procs: list[ConsumerProc], n: int) -> bool:
     return union == set(range(n)) and sum(len(s) for s in sets) == n  # type: ignore[arg-type]
 
 
+class Load:
+    """Sends numbered messages to ``topic`` from a thread until stopped: ``batch`` at a time (async),
+    pausing ``pause_s`` between batches; ``sent`` lists what was acknowledged."""
+
+    def __init__(self, url: str, namespace: str, topic: str, *, batch: int = 1, pause_s: float = 0.001) -> None:
+        self.sent: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(url, namespace, topic, batch, pause_s))
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self, url: str, namespace: str, topic: str, batch: int, pause_s: float) -> None:
+        with Producer("p", url, namespace=namespace) as producer:
+            i = 0
+            while not self._stop.is_set():
+                futures = [producer.send_async(Message(topic, b"%d" % (i + j))) for j in range(batch)]
+                for f in futures:
+                    f.result(timeout=10)
+                self.sent.extend(range(i, i + batch))
+                i += batch
+                time.sleep(pause_s)
+
+
+def _three_members(url: str, namespace: str, topic: str, tmp_path, procs: list[ConsumerProc], *extra: str) -> None:  # type: ignore[no-untyped-def]
+    """A 16-queue topic and three consumer processes that have split it."""
+    Admin(url, namespace).create_topic(topic, read_queues=16, write_queues=16)
+    procs += [ConsumerProc(url, namespace, "g", topic, tmp_path / f"c{i}.log", *extra) for i in range(3)]
+    wait_for(lambda: _partitioned(procs, 16), 20, "three members to split 16 queues")
+
+
 @pytest.fixture
 def procs(tmp_path) -> Iterator[list[ConsumerProc]]:
     started: list[ConsumerProc] = []
@@ -34,9 +70,7 @@ def procs(tmp_path) -> Iterator[list[ConsumerProc]]:
 
 def test_three_processes_consume_20k_exactly_once(backend_url: str, namespace: str, tmp_path, procs) -> None:
     url = backend_url
-    Admin(url, namespace).create_topic("G20k", read_queues=16, write_queues=16)
-    procs += [ConsumerProc(url, namespace, "g", "G20k", tmp_path / f"c{i}.log") for i in range(3)]
-    wait_for(lambda: _partitioned(procs, 16), 20, "three members to split 16 queues")
+    _three_members(url, namespace, "G20k", tmp_path, procs)
     with Producer("p", url, namespace=namespace) as producer:
         futures = [producer.send_async(Message("G20k", b"%d" % i)) for i in range(20_000)]
         assert all(f.result(timeout=60) for f in futures)
@@ -50,25 +84,8 @@ def test_three_processes_consume_20k_exactly_once(backend_url: str, namespace: s
 
 def test_join_leave_and_crash(redis_server, namespace: str, tmp_path, procs) -> None:
     url = redis_server.url
-    Admin(url, namespace).create_topic("Gjoin", read_queues=16, write_queues=16)
-    procs += [ConsumerProc(url, namespace, "g", "Gjoin", tmp_path / f"c{i}.log") for i in range(3)]
-    wait_for(lambda: _partitioned(procs, 16), 20, "three members to split 16 queues")
-
-    sent: list[int] = []
-    stop = threading.Event()
-
-    def produce() -> None:
-        with Producer("p", url, namespace=namespace) as producer:
-            i = 0
-            while not stop.is_set():
-                producer.send(Message("Gjoin", b"%d" % i))
-                sent.append(i)
-                i += 1
-                time.sleep(0.001)
-
-    sender = threading.Thread(target=produce)
-    sender.start()
-    try:
+    _three_members(url, namespace, "Gjoin", tmp_path, procs)
+    with Load(url, namespace, "Gjoin") as load:
         # a fourth member joins: it owns queues within 2 s of registering
         procs.append(ConsumerProc(url, namespace, "g", "Gjoin", tmp_path / "c3.log"))
         wait_for(lambda: procs[3].assigned_at() is not None, 20, "the fourth member to get queues")
@@ -93,11 +110,7 @@ def test_join_leave_and_crash(redis_server, namespace: str, tmp_path, procs) -> 
         took = wait_for(lambda: _partitioned(rest, 16), HEARTBEAT_TIMEOUT_S + 10, "queues of the killed member to move")
         assert took <= HEARTBEAT_TIMEOUT_S + 2.0
         time.sleep(1.0)
-    finally:
-        stop.set()
-        sender.join()
-
-    expected = {str(i) for i in sent}
+    expected = {str(i) for i in load.sent}
     wait_for(lambda: expected <= set(counts(procs)), 30, "every sent message consumed", poll_s=0.2)
     seen = counts(procs)
     assert set(seen) == expected  # nothing lost, nothing invented
@@ -135,36 +148,15 @@ def test_killed_member_redelivers_at_most_one_pull_batch_per_queue(redis_server,
     """16 queues, three members, pull batches of 32, one SIGKILLed under load: offsets ride along with
     every pull (and a waiter's wait), so duplicates stay within one batch per queue the victim held."""
     url = redis_server.url
-    Admin(url, namespace).create_topic("Gdup", read_queues=16, write_queues=16)
-    procs += [ConsumerProc(url, namespace, "g", "Gdup", tmp_path / f"c{i}.log", "--first") for i in range(3)]
-    wait_for(lambda: _partitioned(procs, 16), 20, "three members to split 16 queues")
-    sent: list[int] = []
-    stop = threading.Event()
-
-    def produce() -> None:
-        with Producer("p", url, namespace=namespace) as producer:
-            i = 0
-            while not stop.is_set():
-                futures = [producer.send_async(Message("Gdup", b"%d" % (i + j))) for j in range(50)]
-                for f in futures:
-                    f.result(timeout=10)
-                sent.extend(range(i, i + 50))
-                i += 50
-                time.sleep(0.02)  # about 2 000 messages/s
-
-    sender = threading.Thread(target=produce)
-    sender.start()
-    try:
-        time.sleep(4)
+    _three_members(url, namespace, "Gdup", tmp_path, procs, "--first")
+    with Load(url, namespace, "Gdup", batch=50, pause_s=0.02) as load:  # about 2 000 messages/s
+        time.sleep(8)  # the kill lands late in a 5 s persist interval: what an interval-only commit would lose most
         victim = procs[0]
         held = victim.assigned() or set()
         victim.kill()
         wait_for(lambda: _partitioned(procs[1:], 16), HEARTBEAT_TIMEOUT_S + 10, "the victim's queues to move")
         time.sleep(2)
-    finally:
-        stop.set()
-        sender.join()
-    expected = {str(i) for i in sent}
+    expected = {str(i) for i in load.sent}
     wait_for(lambda: expected <= set(counts(procs)), 60, "every sent message consumed", poll_s=0.2)
     seen = counts(procs)
     assert set(seen) == expected  # nothing lost

@@ -26,7 +26,6 @@ from tests.helpers import raw_client, snapshot
 from tests.procs import ROOT
 from tests.servers import RedisServer
 
-
 _OPENED: list[Any] = []
 
 

@@ -19,7 +19,7 @@ def _offences(path: pathlib.Path) -> list[str]:
                 found.append(f"{path}:{node.lineno} imports the script loader")
         elif isinstance(node, ast.Import) and any(a.name == "mq.store.scripts" for a in node.names):
             found.append(f"{path}:{node.lineno} imports the script loader")
-        elif isinstance(node, ast.Attribute) and node.attr == "client" and not path.name == "connection.py":
+        elif isinstance(node, ast.Attribute) and node.attr == "client" and path.name != "connection.py":
             found.append(f"{path}:{node.lineno} uses a raw client ({ast.unparse(node)})")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pipeline":
             found.append(f"{path}:{node.lineno} builds a pipeline")

@@ -1,4 +1,4 @@
-"""``mq group list|progress|connections|reset-offset``: consumer groups.
+"""``mq group list|progress|connections|reset-offset|create|update|delete|show``: consumer groups.
 
 A new group action is one more ``add_leaf`` in :func:`register` and its handler here.
 """
@@ -6,8 +6,12 @@ A new group action is one more ``add_leaf`` in :func:`register` and its handler 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 
 from mq.cli.common import Commands, add_family, add_leaf, admin, print_table, warn_if_memory
+from mq.consumer.types import ConsumeFromWhere
+from mq.group import GroupConfig
 
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:
@@ -23,6 +27,80 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     reset.add_argument("group", help="consumer group")
     reset.add_argument("topic", help="topic whose offsets move")
     reset.add_argument("--timestamp-ms", type=int, required=True, help="epoch ms; 0 means from the beginning (required)")
+    create = add_leaf(actions, "create", _create, "create or replace a group's config [mqadmin updateSubGroup]", common)
+    create.add_argument("group", help="consumer group")
+    _config_options(create, defaults=True)
+    update = add_leaf(
+        actions, "update", _update, "change some fields of a group's config (pause: --consume-enable false)", common
+    )
+    update.add_argument("group", help="consumer group")
+    _config_options(update, defaults=False)
+    delete = add_leaf(actions, "delete", _delete, "delete a group's config (its members keep their own settings)", common)
+    delete.add_argument("group", help="consumer group")
+    show = add_leaf(actions, "show", _show, "print a group's config as JSON", common)
+    show.add_argument("group", help="consumer group")
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "yes", "1", "on"):
+        return True
+    if value in ("false", "no", "0", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _config_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The GroupConfig fields as options; ``update`` leaves unset fields as they are."""
+    d = GroupConfig("g")
+    tail = "(default: %(default)s)" if defaults else "(default: unchanged)"
+
+    def option(name: str, default: object, help_text: str, **kwargs: object) -> None:
+        parser.add_argument(name, default=default if defaults else None, help=f"{help_text} {tail}", **kwargs)  # type: ignore[arg-type]
+
+    option("--consume-enable", d.consume_enable, "false pauses every member within a second, true resumes", type=_bool)
+    option("--retry-max-times", d.retry_max_times, "retries before the dead-letter queue", type=int)
+    option("--consume-from-where", d.consume_from_where.value, "where members start on queues without an offset",
+           choices=[w.value for w in ConsumeFromWhere])  # fmt: skip
+    option("--fifo", d.fifo, "message groups consumed in order (RocketMQ 5 endpoint)", type=_bool)
+
+
+def _fields(args: argparse.Namespace) -> dict[str, object]:
+    names = ("consume_enable", "retry_max_times", "consume_from_where", "fifo")
+    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+
+
+def _print_config(config: GroupConfig) -> None:
+    print(json.dumps(dataclasses.asdict(config) | {"consume_from_where": config.consume_from_where.value}, indent=2))
+
+
+def _create(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url)
+    with admin(args) as a:
+        _print_config(a.create_group(args.group, **_fields(args)))  # type: ignore[arg-type]
+    return 0
+
+
+def _update(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url)
+    with admin(args) as a:
+        _print_config(a.update_group(args.group, **_fields(args)))
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url)
+    with admin(args) as a:
+        existed = a.delete_group(args.group)
+    print(f"deleted the config of group {args.group}" if existed else f"group {args.group} had no config")
+    return 0 if existed else 1
+
+
+def _show(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url)
+    with admin(args) as a:
+        _print_config(a.group_config(args.group))
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ from mq.consumer.offsets import PERSIST_INTERVAL_S, OffsetStore
 from mq.consumer.ownership import Ownership
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import MATCH_ALL, Puller
-from mq.consumer.registry import HEARTBEAT_INTERVAL_S, Registry
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, Beat, Registry
 from mq.consumer.start import StartPolicy
 from mq.consumer.types import MessageModel
 from mq.errors import MQBrokerError, MQClientError
@@ -102,6 +102,7 @@ class ConsumerCore:
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self.group_config: GroupConfig | None = None
         self._members: list[str] = []
+        self._reset_seq = -1  # the group's offset-reset counter as last seen (-1: before the first heartbeat)
         self._unsettled = False
         self._rebalance_lock = threading.RLock()
         self._stopped = threading.Event()
@@ -196,9 +197,11 @@ class ConsumerCore:
         if self._on_heartbeat(beat) or self._unsettled:
             self.rebalance()
 
-    def _on_heartbeat(self, beat: tuple[list[str], GroupConfig | None]) -> bool:
-        """Take in the members and the group config; True when the members changed."""
-        members, config = beat
+    def _on_heartbeat(self, beat: Beat) -> bool:
+        """Take in the members, the group config and offset resets; True when the members changed."""
+        members, config = beat.members, beat.config
+        if beat.reset_seq != self._reset_seq:
+            self._apply_resets(beat.reset_seq)
         was_active = self.active()
         self.group_config = config
         if config is not None:
@@ -210,6 +213,25 @@ class ConsumerCore:
         changed = members != self._members
         self._members = members
         return changed
+
+    def _apply_resets(self, seq: int) -> None:
+        """Continue held queues from offsets an operator reset since the last heartbeat (the offsets
+        are in the store already); cached messages of those queues are dropped."""
+        seen, self._reset_seq = self._reset_seq, seq
+        if seen < 0:
+            return  # resets before this member started are in the committed offsets it starts from
+        with self._rebalance_lock:
+            for topic, (reset_seq, offsets) in self.store.group_resets(self.group).items():
+                if reset_seq <= seen:
+                    continue  # applied at an earlier heartbeat
+                for mq, pq in list(self.process_queues.items()):
+                    if mq.topic == topic and mq.queue_id in offsets:
+                        log.info("group %s: %s continues from offset %d (reset by an operator)", self.group, mq,
+                                 offsets[mq.queue_id])  # fmt: skip
+                        pq.reset(offsets[mq.queue_id])
+                        pq.stored_offset = -1  # a pull in flight may have committed over the reset: commit again
+                        pq.idle.clear()
+            self.puller.wake()
 
     def renew(self) -> None:
         """Renew every held queue (orderly locks); a queue held by another member now is dropped."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from mq.consumer.locks import LOCAL_LOCK_EXPIRY_S, LOCK_TTL_S
@@ -57,22 +57,32 @@ class Ownership(Protocol):
         ...
 
 
-class Claimed:
+#: A store request granting (True) or refusing each queue asked for.
+Ask = Callable[[Sequence[MessageQueue]], list[bool]]
+
+
+class _StoreHeld:
+    """Ownership the store records for this client of this group."""
+
+    def __init__(self, store: Store, group: str, client_id: str) -> None:
+        self._store, self._group, self._client_id = store, group, client_id
+
+    @staticmethod
+    def _take(queues: Sequence[MessageQueue], ask: Ask) -> tuple[float, list[MessageQueue]]:
+        """Ask the store for ``queues``; returns when the request was sent (monotonic s) and what was granted."""
+        sent = time.monotonic()
+        return sent, [q for q, ok in zip(queues, ask(queues) if queues else []) if ok]
+
+
+class Claimed(_StoreHeld):
     """Clustering: one live member owns a queue at a time, through the store's owners hash."""
 
     guard = OWNER_GUARD
     renews = False
 
-    def __init__(self, store: Store, group: str, client_id: str) -> None:
-        self._store, self._group, self._client_id = store, group, client_id
-
     def claim(self, queues: Sequence[MessageQueue], members: Sequence[str]) -> tuple[float, list[MessageQueue]]:
         """Claim each queue that is free or whose owner is not a live member."""
-        sent = time.monotonic()
-        if not queues:
-            return sent, []
-        taken = self._store.claim_queues(self._group, self._client_id, members, queues)
-        return sent, [q for q, ok in zip(queues, taken) if ok]
+        return self._take(queues, lambda qs: self._store.claim_queues(self._group, self._client_id, members, qs))
 
     def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> None:
         """Commit and give up in one script; a failure leaves the queue to be taken over when we leave."""
@@ -90,14 +100,11 @@ class Claimed:
         return time.monotonic(), set(queues)
 
 
-class Locked:
+class Locked(_StoreHeld):
     """Orderly clustering: a queue is consumed only under the group's store-side lock of it."""
 
     guard = LOCK_GUARD
     renews = True
-
-    def __init__(self, store: Store, group: str, client_id: str) -> None:
-        self._store, self._group, self._client_id = store, group, client_id
 
     def claim(self, queues: Sequence[MessageQueue], members: Sequence[str]) -> tuple[float, list[MessageQueue]]:
         """Take the locks of ``queues`` (free or expired ones, or our own)."""
@@ -109,11 +116,8 @@ class Locked:
         return sent, set(held)
 
     def _lock(self, queues: Sequence[MessageQueue]) -> tuple[float, list[MessageQueue]]:
-        sent = time.monotonic()
-        if not queues:
-            return sent, []
-        held = self._store.lock_queues(self._group, self._client_id, queues, int(LOCK_TTL_S * 1000))
-        return sent, [q for q, ok in zip(queues, held) if ok]
+        ttl_ms = int(LOCK_TTL_S * 1000)
+        return self._take(queues, lambda qs: self._store.lock_queues(self._group, self._client_id, qs, ttl_ms))
 
     def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> None:
         """Unlock, committing ``offset`` only while the lock is still ours locally."""

@@ -16,7 +16,7 @@ import socket
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from mq.errors import MQBrokerError, MQClientError
 from mq.group import GroupConfig
@@ -65,6 +65,14 @@ def new_client_id() -> str:
     return f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:8]}"
 
 
+class Beat(NamedTuple):
+    """What a heartbeat tells a member about its group."""
+
+    members: list[str]
+    config: GroupConfig | None
+    reset_seq: int
+
+
 class Registry:
     """Registration of one client in one group."""
 
@@ -77,8 +85,9 @@ class Registry:
         #: Server time of the last heartbeat, epoch ms.
         self.last_now_ms = 0
 
-    def heartbeat(self) -> tuple[list[str], GroupConfig | None]:
-        """Say this client is alive; returns every live client id (sorted) and the group's config.
+    def heartbeat(self) -> Beat:
+        """Say this client is alive; returns every live client id (sorted), the group's config and
+        its offset-reset counter.
 
         The client info travels only when it changed (or every ``INFO_REFRESH_S``).
         """
@@ -88,7 +97,7 @@ class Registry:
         if fresh:
             self._sent_info, self._sent_at = info, time.monotonic()
         self.last_now_ms = beat.now_ms
-        return beat.members, parse_group_config(self._group, beat.config)
+        return Beat(beat.members, parse_group_config(self._group, beat.config), beat.reset_seq)
 
     def unregister(self) -> None:
         """Leave the group at once (a clean shutdown), so the others rebalance without waiting."""

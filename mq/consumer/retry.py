@@ -17,6 +17,7 @@ from mq.connection import is_out_of_memory
 from mq.errors import MQBrokerError
 from mq.message import Message, MessageExt
 from mq.store import Store, codec
+from mq.store.clock import ServerClock
 from mq.timer import delay_levels
 from mq.topic import TopicConfig
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX
@@ -61,6 +62,7 @@ class SendBack:
         self._levels: tuple[int, ...] = ()
         self._levels_read_s = 0.0
         self._ensured: set[str] = set()
+        self._clock = ServerClock(store)
         self._lock = threading.Lock()
 
     def ensure_retry_topic(self) -> str:
@@ -107,7 +109,7 @@ class SendBack:
         else:
             levels = self._delay_levels()
             level = delay_level if delay_level > 0 else RETRY_BASE_LEVEL + msg.reconsume_times
-            self._store.put_delayed(topic, 0, encoded, int(time.time() * 1000) + levels[min(level, len(levels)) - 1])
+            self._store.put_delayed(topic, 0, encoded, self._clock.now_ms() + levels[min(level, len(levels)) - 1])
         return topic
 
     def _delay_levels(self) -> tuple[int, ...]:

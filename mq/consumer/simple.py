@@ -209,7 +209,7 @@ class SimpleConsumer:
 
     def _heartbeat(self) -> None:
         """Say this member is alive (``Admin.consumer_connections``) and read the group's config."""
-        _, self.group_config = self._registry.heartbeat()
+        self.group_config = self._registry.heartbeat().config
         self._beat_s = time.monotonic()
 
     def _refresh_queues(self) -> None:

@@ -31,6 +31,16 @@ class StoreBase:
         """The keys of one queue."""
         return self.keys.queue(topic, queue_id)
 
+    def server_time_ms(self) -> int:
+        """The Redis server's clock, epoch ms (``TIME``; on a cluster, the node serving the namespace's keys)."""
+        with self._errors("reading the server time"):
+            if self.conn.kind == "cluster":
+                node = self._client.get_node_from_key(self.keys.config)
+                seconds, micros = self._client.execute_command("TIME", target_nodes=node)
+            else:
+                seconds, micros = self._client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
     def _script(self, name: str, keys: Sequence[str], argv: Sequence[Any], doing: str) -> Any:
         """Run one script; store failures raise :class:`MQBrokerError` saying what was being done."""
         with self._errors(doing):

@@ -61,12 +61,13 @@ class PullResult:
 
 @dataclass(frozen=True)
 class Heartbeat:
-    """A heartbeat's answer: the server time (ms), the group's live client ids (sorted) and its config
-    JSON ("" when it has none)."""
+    """A heartbeat's answer: the server time (ms), the group's live client ids (sorted), its config
+    JSON ("" when it has none) and its offset-reset counter."""
 
     now_ms: int
     members: list[str]
     config: str = ""
+    reset_seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,27 @@ class GroupOps(StoreBase):
         """Say ``client_id`` is alive (sending ``info_json`` unless ""), drop clients silent for
         ``timeout_ms``; returns the live members and the group's config."""
         keys = self.keys.group(group)
-        reply = self._script("heartbeat", [keys.clients, keys.info, keys.config], [client_id, info_json, int(timeout_ms)],
-                             f"heartbeat of group {group!r}")  # fmt: skip
+        reply = self._script("heartbeat", [keys.clients, keys.info, keys.config, keys.reset_seq],
+                             [client_id, info_json, int(timeout_ms)], f"heartbeat of group {group!r}")  # fmt: skip
         config = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1] or "")
-        return Heartbeat(int(reply[0]), sorted(_text(c) for c in reply[2:]), config)
+        return Heartbeat(int(reply[0]), sorted(_text(c) for c in reply[3:]), config, int(reply[2]))
+
+    def announce_reset(self, group: str, topic: str, offsets: Mapping[int, int]) -> int:
+        """Tell ``group``'s running members that its offsets on ``topic`` were reset to ``offsets``
+        (queue id → offset); returns the reset's sequence number (announce-reset.lua)."""
+        keys = self.keys.group(group)
+        data = json.dumps({str(q): int(o) for q, o in offsets.items()}, separators=(",", ":"))
+        return int(self._script("announce-reset", [keys.resets, keys.reset_seq], [topic, data], f"resetting group {group!r}"))
+
+    def group_resets(self, group: str) -> dict[str, tuple[int, dict[int, int]]]:
+        """The last offset reset of ``group`` per topic: ``(sequence number, {queue id: offset})``."""
+        with self._errors(f"reading offset resets of group {group!r}"):
+            raw = self._client.hgetall(self.keys.group(group).resets)
+        out = {}
+        for topic, value in raw.items():
+            seq, _, data = _text(value).partition("\x1f")
+            out[_text(topic)] = (int(seq), {int(q): int(o) for q, o in json.loads(data).items()})
+        return out
 
     def register_group(self, group: str) -> None:
         """Record ``group`` in the namespace's group list (``mq group list``)."""

@@ -5,21 +5,23 @@
   KEYS[1] group clients zset (client id -> last heartbeat, ms)
   KEYS[2] group info hash    (client id -> ClientInfo JSON)
   KEYS[3] group config string (GroupConfig JSON, set by Admin.create_group; may be absent)
+  KEYS[4] group offset-reset counter (string; incremented by announce-reset)
 
   ARGV[1] client id
   ARGV[2] ClientInfo JSON, or "" when it has not changed since the last heartbeat
   ARGV[3] heartbeat timeout, ms: a client whose last heartbeat is older is dead
 
-  Returns {now_ms, config, client_id, client_id, ...}: the server time, the group's config JSON
-  ("" when the group has none) and every live client id. Members learn a pause or resume of the
-  group (consume_enable) from it within one heartbeat.
+  Returns {now_ms, config, reset_seq, client_id, client_id, ...}: the server time, the group's config
+  JSON ("" when the group has none), the group's offset-reset counter (0 when never reset) and every
+  live client id. Members learn a pause or resume of the group (consume_enable) and an offset reset
+  from it within one heartbeat.
 ]]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) end
 local oldest = now - tonumber(ARGV[3])
-local out = {now, redis.call('GET', KEYS[3]) or ''}
+local out = {now, redis.call('GET', KEYS[3]) or '', tonumber(redis.call('GET', KEYS[4]) or '0')}
 local members = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #members, 2 do
   if tonumber(members[i + 1]) < oldest then
