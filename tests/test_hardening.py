@@ -277,6 +277,10 @@ def test_message_limits(redis_server: RedisServer, namespace: str) -> None:
         _refused(p, Message("h", b"x", deliver_time_ms=now + MAX_DELAY_MS + 60_000), "MAX_DELAY_MS")
         _refused(p, Message("h", b"x", tags="a || b"), "'\\|'")
         _refused(p, Message("h", b"x", tags="a b"), "whitespace")
+        _refused(p, Message("h", b"x", keys=5), "key")  # type: ignore[arg-type]
+        _refused(p, Message("h", b"x", keys=[b"bytes-key"]), "key")  # type: ignore[list-item]
+        _refused(p, Message("h", b"x", properties=[("a", "b")]), "properties")  # type: ignore[arg-type]
+        _refused(p, Message("h", b"x", properties={"a": 1}), "value")  # type: ignore[dict-item]
         for name in ("keys", "Keys", "tags", "Delay"):
             _refused(p, Message("h", b"x", properties={name: "v"}), "reserved")
         with pytest.raises(MQClientError, match="batch is"):
