@@ -49,16 +49,19 @@ class Store(GroupOps, BrokerOps, TransactionOps):
             raw = self._client.hgetall(self.keys.topics)
         return sorted((_config_from_stored(v)[0] for v in raw.values()), key=lambda c: c.name)
 
-    def save_topic(self, config: TopicConfig) -> None:
+    def save_topic(self, config: TopicConfig, *, create_only: bool = False) -> None:
         """Create or update a topic: queue flags first, then the config producers read.
 
         Queues beyond the new counts keep their messages and offsets (they become unreadable and
         unwritable), so shrinking loses nothing and growing back continues the offsets. A new topic
         is added with ``HSETNX`` (allowed to the ``client`` ACL role); changing an existing one needs
-        ``HSET`` on the topics hash (the ``admin`` role).
+        ``HSET`` on the topics hash (the ``admin`` role). With ``create_only`` an existing topic (or
+        one created meanwhile by someone else) is left as it is.
         """
         with self._errors(f"saving topic {config.name!r}"):
             raw = self._client.hget(self.keys.topics, config.name)
+            if raw is not None and create_only:
+                return
             if raw is not None:
                 self._probe_topics_write()  # an update: refused here, before any queue flag changes
             span = max(config.queue_count, _config_from_stored(raw)[1] if raw else 0)
@@ -68,7 +71,7 @@ class Store(GroupOps, BrokerOps, TransactionOps):
                 pipe.hset(self.queue_keys(config.name, qid).meta, mapping=flags)
             pipe.execute()
             stored = json.dumps(json.loads(config.to_json()) | {"span": span}, separators=(",", ":"))
-            if raw is None and self._client.hsetnx(self.keys.topics, config.name, stored):
+            if raw is None and (self._client.hsetnx(self.keys.topics, config.name, stored) or create_only):
                 return
             self._client.hset(self.keys.topics, config.name, stored)
 
@@ -253,7 +256,7 @@ class Store(GroupOps, BrokerOps, TransactionOps):
         existing = self.topic(config.name)
         if existing is not None:
             return existing
-        self.save_topic(config)  # a new topic: added with HSETNX, never rewriting one created meanwhile
+        self.save_topic(config, create_only=True)  # added with HSETNX, never rewriting one created meanwhile
         return self.topic(config.name) or config
 
     def read(self, topic: str, queue_id: int, offset: int, count: int) -> list[MessageExt]:
