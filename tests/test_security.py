@@ -324,3 +324,26 @@ def test_a_resource_user_reaches_only_its_topics_and_groups(redis_server: RedisS
     finally:
         admin.close()
         _drop_users(redis_server, user)
+
+
+def test_a_client_losing_the_race_to_create_a_retry_topic_is_not_refused(redis_server: RedisServer, namespace: str) -> None:
+    """Two consumers of a group start at once: both see no retry topic, one adds it, the other's add
+    finds it there — and must not fall back to rewriting it (a client may not)."""
+    from mq.topic import TopicConfig
+
+    user = f"race-{namespace}"
+    url = _acl_user(redis_server, user, acl_setuser_args(namespace, "client", "pw"))
+    try:
+        store = Store(Connection(url, namespace))
+        first = TopicConfig("%RETRY%g", read_queues=1, write_queues=1)
+        store.ensure_topic(first)
+        stale_read = store.topic
+        store.topic = lambda name: None  # type: ignore[method-assign]  # it was not there when this one looked
+        try:
+            store.ensure_topic(TopicConfig("%RETRY%g", read_queues=2, write_queues=2))
+        finally:
+            store.topic = stale_read  # type: ignore[method-assign]
+        assert store.topic("%RETRY%g") == first
+        store.conn.close()
+    finally:
+        _drop_users(redis_server, user)
