@@ -23,7 +23,7 @@ from mq.queue import MessageQueue
 from mq.store import Store, codec, scripts
 from mq.validation import MAX_DELAY_MS, MAX_KEYS, MAX_PROPERTIES, MAX_USER_PROPERTY_SIZE
 from tests.helpers import raw_client, snapshot
-from tests.procs import ROOT
+from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer
 
 _OPENED: list[Any] = []
@@ -431,3 +431,54 @@ def test_a_put_call_over_the_per_call_bounds_is_refused_unchanged(redis_server: 
             store.put("h", 0, calls)
         assert snapshot(url, namespace) == before
     assert store.put("h", 0, too_many[:-1])[0] == 0  # at the bound: one call
+
+
+# -- background threads survive what one round throws at them ------------------------------------------
+
+
+def test_the_check_back_thread_survives_a_malformed_request(redis_server: RedisServer, namespace: str,
+                                                           caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    """A request written around the library (the client role has XADD) used to end the thread with a
+    KeyError: every later check-back of the group went unanswered."""
+    from mq import LocalTransactionState, TransactionProducer
+
+    url = redis_server.url
+    store = _store(url, namespace)
+    txcheck = store.keys.group("tx").txcheck
+    producer = TransactionProducer("tx", url, namespace=namespace, checker=lambda msg: LocalTransactionState.COMMIT_MESSAGE)
+    with producer, caplog.at_level(logging.ERROR, logger="mq.producer"):
+        sent = producer.send_message_in_transaction(Message("h", b"tx"), lambda msg, arg: LocalTransactionState.UNKNOW)
+        topic, qid, half_id = sent.transaction_id.split(":")
+        client = _raw(url)
+        client.xadd(txcheck, {"nonsense": "x"})
+        client.xadd(txcheck, {"topic": topic, "queue_id": qid, "half_id": half_id, "checks": 1})
+        wait_for(lambda: [m.body for m in store.read("h", 0, 0, 5)] == [b"tx"], 10, "the check-back after a bad request")
+    assert "could not be answered" in caplog.text
+
+
+def test_the_timer_thread_survives_an_unexpected_error(
+    redis_server: RedisServer, namespace: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from scheduler.timers import TimerDelivery
+
+    store = _store(redis_server.url, namespace)
+    stop = threading.Event()
+    delivery = TimerDelivery(store, poll_ms=20, batch=100, stop=stop)
+    real = delivery.deliver_once
+    calls: list[int] = []
+
+    def flaky() -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in one round")
+        return real()
+
+    monkeypatch.setattr(delivery, "deliver_once", flaky)
+    with caplog.at_level(logging.ERROR, logger="scheduler.timers"):
+        delivery.ensure_running()
+        wait_for(lambda: len(calls) >= 3, 10, "rounds after the failing one")
+        stop.set()
+        delivery.join()
+    assert "timer delivery round failed unexpectedly" in caplog.text
