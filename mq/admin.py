@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import time
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
@@ -19,15 +20,20 @@ from mq.group import GroupConfig
 from mq.message import Message, MessageExt
 from mq.producer import Producer
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.rates import STATS_HISTORY_S, Rates, rates_over
 from mq.store import Store
 from mq.store.store import decode_half
 from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TopicConfig
-from mq.validation import check_group, check_topic, check_user_topic
+from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
 
 log = logging.getLogger("mq.admin")
 
 #: Most messages one key query returns (RocketMQ's ``maxNum`` cap).
 MAX_KEY_QUERY = 64
+#: Most messages :meth:`Admin.messages` returns from one offset range.
+MAX_RANGE_READ = 1024
+#: The window of :meth:`Admin.stats`, seconds.
+STATS_WINDOW_S = 60.0
 
 
 class Admin:
@@ -389,6 +395,87 @@ class Admin:
             raise TopicNotFoundError(f"topic {topic!r} does not exist; create it with Admin.create_topic or `mq topic create`")
         return config
 
+    # -- operator tools (mq msg, mq stats, mq demo) ---------------------------------------------
+
+    def topic_exists(self, topic: str) -> bool:
+        """Whether ``topic`` exists (``mq topic create`` says "created" or "updated" by it)."""
+        return self._store.topic(check_topic(topic)) is not None
+
+    def messages(
+        self, topic: str, queue_id: int, start: int, end: int | None = None, *, max_num: int = MAX_RANGE_READ
+    ) -> list[MessageExt]:
+        """The messages of one queue at offsets ``[start, end)`` (half-open), oldest first
+        [mqadmin ``queryMsgByOffset`` / ``printMsg``]. Offsets already removed by retention are skipped.
+
+        Args:
+            end: None reads to the queue's max offset (the next message's).
+            max_num: at most this many, the first ones (1..``MAX_RANGE_READ``).
+
+        Raises:
+            TopicNotFoundError: the topic does not exist.
+            MQClientError: no such queue, or ``start`` / ``end`` / ``max_num`` out of range.
+        """
+        config = self._require(topic)
+        if not isinstance(queue_id, int) or not 0 <= queue_id < config.queue_count:
+            raise MQClientError(f"topic {topic!r} has queues 0..{config.queue_count - 1}, not {queue_id!r}")
+        if end is None:
+            end = max(start, self._store.queue_stats(topic, [queue_id])[queue_id].max_offset) if isinstance(start, int) else 0
+        if not isinstance(start, int) or not isinstance(end, int) or not 0 <= start <= end:
+            raise MQClientError(f"need offsets 0 <= start <= end, got start={start!r} end={end!r}")
+        if not isinstance(max_num, int) or not 1 <= max_num <= MAX_RANGE_READ:
+            raise MQClientError(f"max_num must be in 1..{MAX_RANGE_READ}, got {max_num!r}")
+        if start == end:
+            return []
+        return self._store.read(topic, queue_id, start, min(end - start, max_num))[: min(end - start, max_num)]
+
+    def find_message(self, msg_id: str, topic: str | None = None) -> list[MessageExt]:
+        """Every stored copy of message ``msg_id``: in ``topic`` only, or (None) in every topic of the
+        namespace, by the id index of each queue (one ``HGET`` per queue, pipelined: bounded by the
+        number of queues, never a scan of the messages). A message that was retried or dead-lettered
+        has copies with the same id in ``%RETRY%<group>`` and ``%DLQ%<group>``; user topics come first."""
+        if not isinstance(msg_id, str) or not msg_id:
+            raise MQClientError(f"msg_id must be a non-empty string, got {msg_id!r}")
+        configs = [self._require(topic)] if topic is not None else self._store.topics()
+        configs.sort(key=lambda c: (c.name.startswith((RETRY_PREFIX, DLQ_PREFIX)), c.name))
+        found = self._store.find_id_in([(c.name, q) for c in configs for q in range(c.queue_count)], msg_id)
+        out: list[MessageExt] = []
+        for name, qid, offset in found:
+            out += self._store.read_at(name, [(qid, offset)])
+        return out
+
+    def stats(self, *, window_s: float = STATS_WINDOW_S) -> Rates | None:
+        """Messages stored per topic (in) and consumed per group (out) over the last ``window_s`` seconds,
+        from the broker service's stats snapshots [mqadmin ``statsAll``]; None ("unknown") when no
+        broker service has taken snapshots that far back, or none recently (is ``mq broker`` running?).
+
+        Args:
+            window_s: the window, seconds; the rates span the snapshots closest to it (one stats
+                interval of the service, 10 s by default, of slack). At most the history kept (180 s).
+        """
+        if not isinstance(window_s, (int, float)) or not 0 < window_s <= STATS_HISTORY_S:
+            raise MQClientError(f"window_s must be in (0, {STATS_HISTORY_S:g}] seconds, got {window_s!r}")
+        history = self._store.stats_history(0)
+        if not history or int(history[-1]["taken_at_ms"]) < time.time() * 1000 - window_s * 1000:
+            return None
+        return rates_over(history, window_s)
+
+    def delete_namespace(self) -> int:
+        """Delete every key of this namespace (topics and their messages, groups, offsets, settings);
+        returns how many keys the namespace had. Topics go through :meth:`delete_topic` and group configs
+        through :meth:`delete_group`; what is left is found by ``SCAN MATCH`` on the namespace's hash-tag
+        prefixes. Stop the namespace's producers, consumers and broker services first, or they write
+        their keys again."""
+        had = sum(1 for _ in self._store.namespace_keys())
+        for config in self._store.topics():
+            self._store.delete_topic(config.name)
+        for group in self.groups():
+            self._store.delete_group_config(group)
+        self._store.drop_namespace()
+        return had
+
+    def namespace_empty(self) -> bool:
+        """Whether no key of this namespace exists (``SCAN MATCH`` until the first one)."""
+        return next(self._store.namespace_keys(), None) is None
 
 def _check_timestamp(timestamp_ms: object) -> int:
     """An epoch-ms time as an int; NaN, infinities, bools and non-numbers raise MQClientError."""

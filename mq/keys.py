@@ -18,6 +18,7 @@ key                             type        holds
 ``{ns}:config``                 hash        namespace-wide broker settings (``message_delay_level``)
 ``{ns}:brokers``                zset        broker service id → last health beat, ms
 ``{ns}:stats``                  string      the broker service's last stats snapshot (JSON)
+``{ns}:statshist``              zset        recent stats snapshots (JSON) → taken at, ms (``Admin.stats`` rates)
 ``{ns:%DLQ%G:0}:resent``        set         msg ids of dead letters already resent by an admin
 ``{ns:T:Q}:lock:G``             string      orderly lock of group G: holder client id, with a TTL
 ``{ns:T:Q}:half``               stream      transaction half messages (auto ids)
@@ -137,6 +138,13 @@ class Keys:
         self.brokers = f"{{{namespace}}}:brokers"
         self.halves = f"{{{namespace}}}:halves"
         self.stats = f"{{{namespace}}}:stats"
+        self.stats_history = f"{{{namespace}}}:statshist"
+
+    def patterns(self) -> list[str]:
+        """``SCAN MATCH`` patterns that select every key of the namespace and no other: the namespace's
+        own tag ``{ns}`` and the tags that start ``{ns:`` (queues, groups); glob characters escaped."""
+        escaped = "".join("\\" + c if c in "*?[]\\" else c for c in self.namespace)
+        return [f"{{{escaped}}}:*", f"{{{escaped}:*"]
 
     def queue(self, topic: str, queue_id: int) -> QueueKeys:
         """The keys of queue ``queue_id`` of ``topic``."""

@@ -39,13 +39,16 @@ CLIENT_COMMANDS = (
 #: Connection housekeeping redis-py performs (handshake, health checks, cluster topology).
 CONNECTION_COMMANDS = ("auth", "hello", "ping", "client|setname", "cluster|slots", "cluster|shards")
 #: Extra commands of the admin role.
-ADMIN_COMMANDS = ("unlink",)
+ADMIN_COMMANDS = ("scan", "unlink")
 
 ROLES = ("client", "admin")
 
 #: Namespace-wide keys (``{ns}:NAME``) the client role may write: the broker's to-do indexes, the
 #: group list, the broker registry, its stats snapshot and its settings. ``topics`` is not among them.
-CLIENT_WRITABLE_GLOBALS = ("timers", "halves", "groups", "brokers", "stats", "config")
+CLIENT_WRITABLE_GLOBALS = ("timers", "halves", "groups", "brokers", "stats", "statshist", "config")
+#: Namespace-wide keys the client role only reads (and adds to, for ``topics``, through ``HSETNX``).
+#: Every namespace-wide key of :class:`mq.keys.Keys` is in one of the two lists (a test checks).
+CLIENT_READ_ONLY_GLOBALS = ("topics",)
 #: Per-queue keys (``{ns:T:Q}:NAME``) a consuming group writes; ``%G`` stands for the group name.
 CONSUMER_QUEUE_KEYS = ("offsets", "owners", "lock:%G", "inv:%G", "att:%G")
 

@@ -1,11 +1,13 @@
 """Figures of a namespace read from the store: what the metrics endpoint serves and what the
-broker service's stats job snapshots for ``Admin.broker_stats`` (``{ns}:stats``)."""
+broker service's stats job snapshots for ``Admin.broker_stats`` (``{ns}:stats``), with the last
+:data:`STATS_HISTORY_S` seconds of snapshots kept for ``Admin.stats`` (rates in and out over a minute)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
+from mq.rates import STATS_HISTORY_S
 from mq.store import Store
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX
 
@@ -18,6 +20,8 @@ class Figures:
         topic_messages: messages ever stored per user topic.
         dlq_messages: messages in each group's dead-letter queue.
         lag: (group, topic, queue id) → messages not consumed yet.
+        consumed: (group, topic) → committed offsets summed over the topic's queues (what the group
+            has consumed since offset 0; the rate out is its difference between two readings).
         timer_backlog: delayed messages waiting to be due.
         half_backlog: transaction half messages not resolved yet.
         taken_at_ms: when the reading was taken, epoch ms.
@@ -26,6 +30,7 @@ class Figures:
     topic_messages: dict[str, int] = field(default_factory=dict)
     dlq_messages: dict[str, int] = field(default_factory=dict)
     lag: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    consumed: dict[tuple[str, str], int] = field(default_factory=dict)
     timer_backlog: int = 0
     half_backlog: int = 0
     taken_at_ms: int = 0
@@ -45,21 +50,23 @@ def read_figures(store: Store) -> Figures:
             figures.half_backlog += halves
             for group, offset in committed.items():
                 figures.lag[(group, config.name, q)] = stats[q].max_offset - max(offset, stats[q].min_offset)
+                figures.consumed[(group, config.name)] = figures.consumed.get((group, config.name), 0) + offset
     return figures
 
 
 def save_snapshot(store: Store, figures: Figures, broker_id: str) -> None:
-    """Store a summary of ``figures`` in ``{ns}:stats`` for admins."""
+    """Store a summary of ``figures`` in ``{ns}:stats`` for admins, and in the history ``Admin.stats`` reads."""
     summary = {
         "taken_at_ms": figures.taken_at_ms,
         "by": broker_id,
         "topic_messages": figures.topic_messages,
         "dlq_messages": figures.dlq_messages,
         "group_lag": _lag_by_group_topic(figures.lag),
+        "group_consumed": {f"{group}/{topic}": n for (group, topic), n in sorted(figures.consumed.items())},
         "timer_backlog": figures.timer_backlog,
         "half_backlog": figures.half_backlog,
     }
-    store.save_stats(summary)
+    store.save_stats(summary, history_s=STATS_HISTORY_S)
 
 
 def _lag_by_group_topic(lag: dict[tuple[str, str, int], int]) -> dict[str, int]:

@@ -45,7 +45,7 @@ def test_topic_send_query_round_trip(redis_server, namespace: str, capsys: pytes
     assert "cli" in capsys.readouterr().out
     assert main(["topic", "status", "cli", *common]) == 0
     status = capsys.readouterr().out.splitlines()
-    assert status[0].split() == ["QUEUE", "MIN", "MAX", "STORED", "LAST_STORE_MS"]
+    assert status[0].split() == ["QUEUE", "MIN", "MAX", "STORED", "LAST_STORE_TIME"]
     assert sum(int(line.split()[3]) for line in status[1:]) == 1
 
     assert main(["topic", "update", "cli", "--write-queues", "2", *common]) == 0
@@ -81,6 +81,21 @@ def test_demo_runs_on_the_embedded_store(embedded_demo: subprocess.CompletedProc
     assert "consumers saw ['order-3001 created', 'order-3003 created'] (the unknown one committed by check-back)" in result.stdout
     assert "run the demo on Redis to get it" in result.stdout
     assert "resend_dlq resent 1; after the fix: failed -> failed -> ok" in result.stdout
+    lines = result.stdout.splitlines()
+    assert re.fullmatch(r"rocketredis demo on memory:// \(namespace 'demo-[0-9a-f]{8}'\)", lines[0]), lines[0]
+    assert re.fullmatch(r"Removed namespace 'demo-[0-9a-f]{8}' \(\d+ keys\); --keep keeps it", lines[-2]), lines[-2]
+    assert lines[-1] == "Done. Try it on Redis: MQ_URL=redis://127.0.0.1:6379/0 make demo"
+
+
+def test_demo_prints_every_offset_range_half_open(embedded_demo: subprocess.CompletedProcess[str]) -> None:
+    out = embedded_demo.stdout
+    assert "Offset ranges are half-open: [first, end) holds offsets first .. end-1." in out
+    assert not re.search(r"\d\.\.\d", out), "an inclusive a..b range"  # the old step 3 printed 3..12 next to step 6's 0..18
+    batch = re.search(r"3\. sent a batch of 10 to queue (\d), offsets \[(\d+), (\d+)\)", out)
+    assert batch and int(batch[3]) - int(batch[2]) == 10, out
+    ranges = dict(re.findall(r"queue (\d): offsets (\[\d+, \d+\))", out))
+    assert len(ranges) == 4, out
+    assert int(ranges[batch[1]].strip("[)").split(", ")[1]) >= int(batch[3])  # the batch's queue ends at or after it
 
 
 def test_demo_step_7_prints_each_members_topic_queues_after_the_split(embedded_demo: subprocess.CompletedProcess[str]) -> None:
@@ -121,12 +136,32 @@ def test_the_demos_split_is_settled_when_the_members_hold_every_queue_once(demo_
     assert queue_names(queues(1, 0) | queues(0, topic="%RETRY%G")) == "DemoOrders:0, DemoOrders:1, %RETRY%G:0"
 
 
+def namespace_keys(server, namespace: str) -> list[bytes]:  # type: ignore[no-untyped-def]
+    client = server.client()
+    return [k for pattern in (f"{{{namespace}}}:*", f"{{{namespace}:*") for k in client.scan_iter(match=pattern)]
+
+
 def test_demo_runs_on_redis(redis_server, namespace: str) -> None:
     result = run_mq("demo", "--url", redis_server.url, "--namespace", namespace)
     assert result.returncode == 0, result.stderr
     assert redis_server.url in result.stdout
-    assert "16. Spark summary (spark.read.format('mq')):" in result.stdout
+    spark = re.search(r"16\. Spark summary \(spark.read.format\('mq'\)\); Spark's own output is in (\S+):", result.stdout)
+    assert spark, result.stdout
     assert "topic DemoOrders: 85 messages" in result.stdout
+    # the JVM's warnings went to the log, not between the demo's lines
+    for noise in ("WARN", "log4j", "SparkContext", "Setting default log level"):
+        assert noise not in result.stdout and noise not in result.stderr, noise
+    lines = result.stdout.splitlines()
+    assert "Try it on Redis" not in result.stdout and lines[-1] == "Done."
+    assert lines[-2].startswith(f"Removed namespace {namespace!r} (")
+    assert namespace_keys(redis_server, namespace) == []  # nothing left behind
+
+
+def test_demo_refuses_a_namespace_that_holds_keys(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    Admin(redis_server.url, namespace).create_topic("Mine", read_queues=1, write_queues=1)
+    assert main(["demo", "--url", redis_server.url, "--namespace", namespace]) == 1
+    assert "already holds keys" in capsys.readouterr().err
+    assert Admin(redis_server.url, namespace).topic_exists("Mine") and len(namespace_keys(redis_server, namespace)) >= 1
 
 
 def test_group_commands(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -213,7 +248,16 @@ def leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Itera
 
 def test_every_command_and_option_has_help_with_its_default() -> None:
     commands = dict(leaves(build_parser()))
-    assert {"mq demo", "mq topic create", "mq group reset-offset", "mq dlq resend", "mq tx list", "mq broker"} <= set(commands)
+    assert {
+        "mq demo",
+        "mq topic create",
+        "mq group reset-offset",
+        "mq dlq resend",
+        "mq tx list",
+        "mq broker",
+        "mq msg",
+        "mq stats",
+    } <= set(commands)
     for command, parser in commands.items():
         assert callable(parser.get_default("func")), f"{command} has no handler"
         options = {s for a in parser._actions for s in a.option_strings}
@@ -261,3 +305,32 @@ def test_group_config_commands(redis_server, namespace: str, capsys) -> None:  #
     assert main(["group", "delete", "cg", *common]) == 0
     assert main(["group", "delete", "cg", *common]) == 1
     assert main(["group", "show", "cg", *common]) == 1
+
+
+def test_group_status_shows_each_members_queues(redis_server, namespace: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+    from mq.cli import main
+
+    common = ["--url", redis_server.url, "--namespace", namespace]
+    Admin(redis_server.url, namespace).create_topic("gs", read_queues=2, write_queues=2)
+    with Producer("p", redis_server.url, namespace=namespace) as producer:
+        producer.send(Message("gs", b"x"))
+    consumer = PushConsumer(
+        "status-group", redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET
+    )
+    consumer.subscribe("gs")
+    consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    with consumer:
+        assert consumer._core is not None
+        time.sleep(1.5)
+        consumer._core.publish_status()
+        deadline = time.monotonic() + 5
+        out = ""
+        while "gs:1" not in out and time.monotonic() < deadline:
+            assert main(["group", "status", "status-group", *common]) == 0
+            out = capsys.readouterr().out
+            time.sleep(0.3)
+    assert "gs:0" in out and "gs:1" in out and "NEXT_OFFSET" in out and "msg/s consumed" in out
+    assert main(["group", "reset-offset", "no-such-group", "gs", "--timestamp-ms", "0", *common]) == 1
+    assert "unknown group" in capsys.readouterr().err
+    assert main(["group", "reset-offset", "no-such-group", "gs", "--timestamp-ms", "0", "--force", *common]) == 0

@@ -342,3 +342,21 @@ def test_reset_offset_reaches_running_members_and_refuses_unknown_groups(backend
         admin.reset_offset_by_time("rg-typo", "R", 0)
     assert "rg-typo" not in admin.groups()
     assert admin.reset_offset_by_time("rg-typo", "R", 0, force=True)
+
+
+def test_members_publish_their_runtime_status(backend_url: str, namespace: str, admin: Admin) -> None:
+    admin.create_topic("ST", read_queues=2, write_queues=2)
+    _fill(backend_url, namespace, "ST", 10)
+    consumer = PushConsumer("stg", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("ST")
+    consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    with consumer:
+        assert consumer._core is not None
+        wait_for(lambda: admin.consumer_progress("stg", "ST")[0].consumer_offset == 10, 15, "queue 0 consumed")
+        consumer._core.publish_status()  # the 10 s job, now
+        wait_for(lambda: bool(admin.consumer_connections("stg")[0].status), 5, "the status with a heartbeat")
+        status = admin.consumer_connections("stg")[0].status
+    assert set(status["queues"]) == {"ST:0", "ST:1", "%RETRY%stg:0"}
+    q0 = status["queues"]["ST:0"]
+    assert (q0["cached"], q0["next_offset"], q0["committed"]) == (0, 10, 10)
+    assert q0["last_pull_ms"] > 0 and status["paused"] is False and status["consume_tps"] >= 0

@@ -347,3 +347,14 @@ def test_a_client_losing_the_race_to_create_a_retry_topic_is_not_refused(redis_s
         store.conn.close()
     finally:
         _drop_users(redis_server, user)
+
+
+def test_every_namespace_wide_key_has_a_place_in_the_client_role() -> None:
+    """A new ``{ns}:…`` key must be listed as written or only read by clients, or the role refuses it."""
+    from mq.keys import Keys
+    from mq.security import CLIENT_READ_ONLY_GLOBALS, CLIENT_WRITABLE_GLOBALS
+
+    keys = Keys("ns")
+    names = {value.removeprefix("{ns}:") for value in vars(keys).values() if isinstance(value, str) and value.startswith("{ns}:")}
+    assert len(names) >= 8 and names == set(CLIENT_WRITABLE_GLOBALS) | set(CLIENT_READ_ONLY_GLOBALS)
+    assert not set(CLIENT_WRITABLE_GLOBALS) & set(CLIENT_READ_ONLY_GLOBALS)

@@ -357,7 +357,7 @@ def test_jobs_write_tables_and_charts(
     from spark.jobs import JOBS, main
     from spark.summary import summary_lines
 
-    demo.run(redis_server.url, namespace)
+    demo.run(redis_server.url, namespace, keep=True)
     assert main(["all", "--url", redis_server.url, "--namespace", namespace, "--out", str(tmp_path)], spark_session) == 0
     for name in JOBS:
         assert (tmp_path / f"{name}.png").read_bytes().startswith(b"\x89PNG")

@@ -7,7 +7,7 @@ import signal
 import threading
 from typing import Any
 
-from mq.cli.common import Commands, add_leaf
+from mq.cli.common import Commands, add_leaf, warn_if_memory
 from scheduler.config import BrokerConfig
 
 _DEFAULTS = BrokerConfig()
@@ -48,6 +48,7 @@ def _broker(args: argparse.Namespace) -> int:
         alive = healthy_brokers(args.url, args.namespace)
         print(f"healthy: {', '.join(alive)}" if alive else "no healthy broker service")
         return 0 if alive else 1
+    warn_if_memory(args.url, writes=True)
     options: dict[str, Any] = {}
     if args.delay_levels:
         options["message_delay_level"] = args.delay_levels

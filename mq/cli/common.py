@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeAlias
 
 from mq.admin import Admin
@@ -25,8 +26,11 @@ Handler: TypeAlias = Callable[[argparse.Namespace], int]
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def connection_options() -> argparse.ArgumentParser:
-    """The parent parser of every leaf: ``--url`` and ``--namespace``."""
+def connection_options(
+    *, namespace_default: str | None = "mq", namespace_help: str = "key prefix of the deployment (default: %(default)s)"
+) -> argparse.ArgumentParser:
+    """The parent parser of every leaf: ``--url`` and ``--namespace`` (a command with a namespace of
+    its own, ``mq demo``, passes its default and help)."""
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("connection")
     group.add_argument(
@@ -35,7 +39,7 @@ def connection_options() -> argparse.ArgumentParser:
         help="store URL: redis://, rediss://, redis+cluster:// or memory:// (default: $MQ_URL, "
         "else memory://, an in-process store that lives as long as the command)",
     )
-    group.add_argument("--namespace", default="mq", help="key prefix of the deployment (default: %(default)s)")
+    group.add_argument("--namespace", default=namespace_default, help=namespace_help)
     return common
 
 
@@ -86,14 +90,70 @@ def print_json_lines(messages: Sequence[MessageExt]) -> None:
         print(json.dumps(message_dict(m) | {"system_properties": m.system_properties}, ensure_ascii=False))
 
 
-def warn_if_memory(url: str | None) -> None:
-    """Tell the user that a read on the embedded store sees nothing another command wrote."""
-    if resolve_url(url).startswith("memory://"):
+def warn_if_memory(url: str | None, *, writes: bool = False) -> None:
+    """Warn on stderr when the command runs on the embedded ``memory://`` store: a read sees nothing
+    another command wrote; a write (``writes=True``) is lost when the command ends."""
+    resolved = resolve_url(url)
+    if not resolved.startswith("memory://"):
+        return
+    if writes:
         print(
-            f"note: {mask_url(resolve_url(url))} is an in-process store and empty in a new command; "
-            "pass --url redis://… or set MQ_URL",
+            f"warning: {mask_url(resolved)} is an in-process store: nothing this command writes persists "
+            "after it ends; pass --url redis://… or set MQ_URL",
             file=sys.stderr,
         )
+    else:
+        print(
+            f"note: {mask_url(resolved)} is an in-process store and empty in a new command; pass --url redis://… or set MQ_URL",
+            file=sys.stderr,
+        )
+
+
+#: What the help of an option that takes a time says about the forms it accepts.
+TIME_FORMS = "ISO 8601 (2026-05-01T09:30:00+08:00, or without a zone: local time) or epoch ms"
+
+
+def parse_time_ms(text: str) -> int:
+    """A time given on the command line as epoch ms (digits) or ISO 8601 (with a zone, or naive = the
+    local time zone), as epoch ms; an :class:`argparse.ArgumentTypeError` saying the accepted forms
+    otherwise."""
+    value = text.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a time as {TIME_FORMS}, got {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # naive: the local time zone
+    return round(moment.timestamp() * 1000)
+
+
+def format_ms(ms: int | None, *, raw: bool = False) -> str:
+    """Epoch ms ``ms`` as ISO 8601 in the local time zone with its offset (``2026-05-01T09:30:00.000+08:00``),
+    or as the number with ``raw``; ``-`` for no time (None or ≤ 0)."""
+    if ms is None or ms <= 0:
+        return "-"
+    if raw:
+        return str(ms)
+    return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="milliseconds")
+
+
+def add_raw_ms(parser: argparse.ArgumentParser) -> None:
+    """The ``--raw-ms`` option of commands that print times."""
+    parser.add_argument(
+        "--raw-ms",
+        action="store_true",
+        help="print times as epoch ms (default: ISO 8601 in the local time zone, with its offset)",
+    )
+
+
+def parse_property(text: str) -> tuple[str, str]:
+    """A ``NAME=VALUE`` option as a pair; an :class:`argparse.ArgumentTypeError` for anything else."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

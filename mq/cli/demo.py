@@ -1,14 +1,25 @@
-"""``mq demo``: a guided tour of what rocketredis does, on the embedded store by default."""
+"""``mq demo``: a guided tour of what rocketredis does, on the embedded store by default.
+
+The demo runs in a namespace of its own (``demo-`` and 8 hex digits unless ``--namespace`` names an
+empty one) and removes every key of it at the end unless ``--keep``, so it leaves nothing behind in
+the Redis it ran on. Offset ranges it prints are half-open, ``[first, end)``, as ``mq topic status``
+shows them. The Spark step's JVM writes its own output to a log file, not between the demo's lines.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 
 from mq.admin import Admin
-from mq.cli.common import Commands, add_leaf
+from mq.cli.common import Commands, add_leaf, connection_options
 from mq.connection import mask_url, resolve_url
 from mq.consumer import (
     ConsumeConcurrentlyContext,
@@ -18,6 +29,7 @@ from mq.consumer import (
     ConsumeOrderlyStatus,
     PushConsumer,
 )
+from mq.errors import MQClientError
 from mq.filter import MessageSelector
 from mq.message import Message, MessageExt
 from mq.producer import LocalTransactionState, Producer, SelectMessageQueueByHash, TransactionProducer
@@ -37,27 +49,58 @@ SETTLE_TIMEOUT_S = 20.0
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     """Add ``mq demo``."""
     about = "run the end-to-end demo (on the embedded store unless --url or $MQ_URL names one)"
-    add_leaf(commands, "demo", _demo, about, common)
+    own = connection_options(
+        namespace_default=None,
+        namespace_help="namespace the demo creates and removes at the end; it must hold no keys "
+        "(default: a new one, demo- and 8 hex digits)",
+    )
+    demo = add_leaf(commands, "demo", _demo, about, own)
+    demo.add_argument(
+        "--keep", action="store_true", help="keep the demo's namespace and its data at the end (default: remove it)"
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
-    return run(args.url, args.namespace)
+    return run(args.url, args.namespace, keep=args.keep)
 
 
-def run(url: str | None = None, namespace: str = "mq") -> int:
-    """Run the demo against ``url``; returns the exit code."""
+def run(url: str | None = None, namespace: str | None = None, *, keep: bool = False) -> int:
+    """Run the demo against ``url`` in ``namespace`` (None: a new ``demo-XXXXXXXX``); returns the exit code.
+
+    Every key of the namespace is removed at the end (also when a step fails) unless ``keep``.
+
+    Raises:
+        MQClientError: ``namespace`` already holds keys (the demo would remove them).
+    """
     url = resolve_url(url)
-    print(f"rocketredis demo on {mask_url(url)} (namespace {namespace!r})\n")
-    with Admin(url, namespace) as admin, Producer("DemoProducer", url, namespace=namespace) as producer:
-        _produce(admin, producer)
-        _consume(url, namespace, admin, producer)
-        _ordered(url, namespace, admin, producer)
-        # check back every second (the default is 60 s) so the demo's unknown transaction resolves fast
-        with BrokerService(url, namespace, BrokerConfig(transaction_check_interval_s=1.0)):
-            _time(url, namespace, admin, producer)
-            _transactions(url, namespace, admin)
-    _spark_summary(url, namespace)
-    print("\nDone. Try it on Redis: MQ_URL=redis://127.0.0.1:6379/0 make demo")
+    namespace = namespace or f"demo-{uuid.uuid4().hex[:8]}"
+    with Admin(url, namespace) as admin:
+        if not admin.namespace_empty():
+            raise MQClientError(f"namespace {namespace!r} already holds keys and the demo removes its namespace at the "
+                                "end: pass a new --namespace, or none for a fresh demo-XXXXXXXX")  # fmt: skip
+    print(f"rocketredis demo on {mask_url(url)} (namespace {namespace!r})")
+    print("Offset ranges are half-open: [first, end) holds offsets first .. end-1.\n")
+    try:
+        with Admin(url, namespace) as admin, Producer("DemoProducer", url, namespace=namespace) as producer:
+            _produce(admin, producer)
+            _consume(url, namespace, admin, producer)
+            _ordered(url, namespace, admin, producer)
+            # check back every second (the default is 60 s) so the demo's unknown transaction resolves fast
+            with BrokerService(url, namespace, BrokerConfig(transaction_check_interval_s=1.0)):
+                _time(url, namespace, admin, producer)
+                _transactions(url, namespace, admin)
+        _spark_summary(url, namespace)
+    finally:
+        if keep:
+            print(f"\nKept namespace {namespace!r}: mq topic list --url {mask_url(url)} --namespace {namespace}")
+        else:
+            with Admin(url, namespace) as admin:
+                removed = admin.delete_namespace()
+            print(f"\nRemoved namespace {namespace!r} ({removed} keys); --keep keeps it")
+    if url.startswith("memory://"):
+        print("Done. Try it on Redis: MQ_URL=redis://127.0.0.1:6379/0 make demo")
+    else:
+        print("Done.")
     return 0
 
 
@@ -80,7 +123,7 @@ def _produce(admin: Admin, producer: Producer) -> None:
     batch = [Message(TOPIC, f"audit {i}".encode(), tags="audit") for i in range(10)]
     result = producer.send_batch(batch)
     print(f"3. sent a batch of {len(batch)} to queue {result.message_queue.queue_id}, "
-          f"offsets {result.queue_offset}..{result.queue_offset + len(batch) - 1}")  # fmt: skip
+          f"offsets [{result.queue_offset}, {result.queue_offset + len(batch)})")  # fmt: skip
 
     futures = [producer.send_async(Message(TOPIC, f"click {i}".encode(), tags="click")) for i in range(20)]
     done = [f.result(timeout=10) for f in futures]
@@ -94,7 +137,7 @@ def _produce(admin: Admin, producer: Producer) -> None:
 
     print("6. queue status:")
     for mq, stats in sorted(admin.topic_status(TOPIC).items()):
-        print(f"     queue {mq.queue_id}: offsets {stats.min_offset}..{stats.max_offset}")
+        print(f"     queue {mq.queue_id}: offsets [{stats.min_offset}, {stats.max_offset})")
 
 
 class _Recorder:
@@ -294,9 +337,32 @@ def _spark_summary(url: str, namespace: str) -> None:
     from spark.session import local_session
     from spark.summary import summary_lines
 
-    print("16. Spark summary (spark.read.format('mq')):")
-    for line in summary_lines(local_session(), url, namespace):
+    log_path = os.path.join(tempfile.gettempdir(), f"mq-demo-spark-{namespace}.log")
+    with _output_to(log_path):  # the JVM inherits these descriptors: its warnings go to the log for good
+        lines = summary_lines(local_session(), url, namespace)
+    print(f"16. Spark summary (spark.read.format('mq')); Spark's own output is in {log_path}:")
+    for line in lines:
         print(f"    {line}")
+
+
+@contextlib.contextmanager
+def _output_to(path: str) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at ``path`` for the block (what child processes started in it,
+    such as Spark's JVM, inherit and keep), then restore them for this process."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 class _Attempts:

@@ -37,7 +37,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _resend(args: argparse.Namespace) -> int:
-    warn_if_memory(args.url)
+    warn_if_memory(args.url, writes=True)
     with admin(args) as a:
         print(f"resent {a.resend_dlq(args.group, msg_ids=args.msg_ids)} message(s)")
     return 0

@@ -9,24 +9,60 @@ import argparse
 import dataclasses
 import json
 
-from mq.cli.common import Commands, add_family, add_leaf, admin, print_table, warn_if_memory
+from mq.cli.common import (
+    TIME_FORMS,
+    Commands,
+    add_family,
+    add_leaf,
+    add_raw_ms,
+    admin,
+    format_ms,
+    parse_time_ms,
+    print_table,
+    warn_if_memory,
+)
 from mq.consumer.types import ConsumeFromWhere
 from mq.group import GroupConfig
 
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     """Add ``mq group`` and its actions."""
-    actions = add_family(commands, "group", "consumer groups: list, progress (lag), connections, reset offsets")
+    actions = add_family(
+        commands, "group", "consumer groups: list, progress (lag), connections, reset offsets, configs (create … show)"
+    )
     add_leaf(actions, "list", _list, "list the groups and their live member counts", common)
     progress = add_leaf(actions, "progress", _progress, "broker offset, consumer offset and lag per queue", common)
     progress.add_argument("group", help="consumer group")
     progress.add_argument("--topic", default=None, help="only this topic (default: every topic of the group)")
     connections = add_leaf(actions, "connections", _connections, "the group's live members and their subscriptions", common)
     connections.add_argument("group", help="consumer group")
-    reset = add_leaf(actions, "reset-offset", _reset_offset, "move a (stopped) group's offsets to a time", common)
+    add_raw_ms(connections)
+    status = add_leaf(actions, "status", _status, "members' runtime state per queue [mqadmin consumerStatus]", common)
+    status.add_argument("group", help="consumer group")
+    add_raw_ms(status)
+    reset = add_leaf(
+        actions,
+        "reset-offset",
+        _reset_offset,
+        "move a group's offsets to a time (running members follow within a second)",
+        common,
+    )
     reset.add_argument("group", help="consumer group")
     reset.add_argument("topic", help="topic whose offsets move")
-    reset.add_argument("--timestamp-ms", type=int, required=True, help="epoch ms; 0 means from the beginning (required)")
+    when = reset.add_mutually_exclusive_group(required=True)
+    when.add_argument(
+        "--timestamp",
+        type=parse_time_ms,
+        dest="timestamp_ms",
+        metavar="TIME",
+        help=f"the time, as {TIME_FORMS}; 0 means from the beginning (this or --timestamp-ms is required)",
+    )
+    when.add_argument(
+        "--timestamp-ms", type=int, dest="timestamp_ms", help="the time, epoch ms (this or --timestamp is required)"
+    )
+    reset.add_argument(
+        "--force", action="store_true", help="reset a group the namespace does not know (default: refused, to catch typos)"
+    )
     create = add_leaf(actions, "create", _create, "create or replace a group's config [mqadmin updateSubGroup]", common)
     create.add_argument("group", help="consumer group")
     _config_options(create, defaults=True)
@@ -75,21 +111,21 @@ def _print_config(config: GroupConfig) -> None:
 
 
 def _create(args: argparse.Namespace) -> int:
-    warn_if_memory(args.url)
+    warn_if_memory(args.url, writes=True)
     with admin(args) as a:
         _print_config(a.create_group(args.group, **_fields(args)))  # type: ignore[arg-type]
     return 0
 
 
 def _update(args: argparse.Namespace) -> int:
-    warn_if_memory(args.url)
+    warn_if_memory(args.url, writes=True)
     with admin(args) as a:
         _print_config(a.update_group(args.group, **_fields(args)))
     return 0
 
 
 def _delete(args: argparse.Namespace) -> int:
-    warn_if_memory(args.url)
+    warn_if_memory(args.url, writes=True)
     with admin(args) as a:
         existed = a.delete_group(args.group)
     print(f"deleted the config of group {args.group}" if existed else f"group {args.group} had no config")
@@ -127,7 +163,7 @@ def _connections(args: argparse.Namespace) -> int:
     with admin(args) as a:
         members = a.consumer_connections(args.group)
     print_table(
-        ("CLIENT_ID", "HOST", "PID", "MODEL", "KIND", "SUBSCRIPTIONS", "LAST_HEARTBEAT_MS"),
+        ("CLIENT_ID", "HOST", "PID", "MODEL", "KIND", "SUBSCRIPTIONS", "LAST_HEARTBEAT_MS" if args.raw_ms else "LAST_HEARTBEAT"),
         [
             (
                 c.client_id,
@@ -136,7 +172,7 @@ def _connections(args: argparse.Namespace) -> int:
                 c.message_model,
                 c.kind,
                 ";".join(f"{t}={e}" for t, e in sorted(c.subscriptions.items())),
-                c.last_heartbeat_ms,
+                format_ms(c.last_heartbeat_ms, raw=args.raw_ms),
             )
             for c in members
         ],
@@ -144,9 +180,30 @@ def _connections(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reset_offset(args: argparse.Namespace) -> int:
+def _status(args: argparse.Namespace) -> int:
     warn_if_memory(args.url)
     with admin(args) as a:
-        offsets = a.reset_offset_by_time(args.group, args.topic, args.timestamp_ms)
+        members = a.consumer_connections(args.group)
+    rows = []
+    for c in members:
+        status = c.status or {}
+        for queue, q in sorted((status.get("queues") or {}).items()):
+            rows.append((c.client_id, queue, q.get("cached", 0), q.get("cached_bytes", 0), q.get("next_offset", -1),
+                         q.get("committed", -1), format_ms(q.get("last_pull_ms", 0), raw=args.raw_ms)))  # fmt: skip
+        if not status.get("queues"):
+            rows.append((c.client_id, "-", 0, 0, "-", "-", "-"))
+    last_pull = "LAST_PULL_MS" if args.raw_ms else "LAST_PULL"
+    print_table(("CLIENT_ID", "QUEUE", "CACHED", "CACHED_BYTES", "NEXT_OFFSET", "COMMITTED", last_pull), rows)
+    for c in members:
+        status = c.status or {}
+        paused = " (group paused)" if status.get("paused") else ""
+        print(f"{c.client_id}: {c.kind}, {status.get('consume_tps', 0)} msg/s consumed{paused}")
+    return 0
+
+
+def _reset_offset(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url, writes=True)
+    with admin(args) as a:
+        offsets = a.reset_offset_by_time(args.group, args.topic, args.timestamp_ms, force=args.force)
     print_table(("QUEUE", "NEW_OFFSET"), [(mq.queue_id, o) for mq, o in sorted(offsets.items())])
     return 0

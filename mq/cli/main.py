@@ -12,17 +12,20 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from mq.cli import analytics, broker, demo, dlq, group, message, topic, tx
+import mq
+from mq.cli import analytics, broker, demo, dlq, group, message, stats, topic, tx
 from mq.cli.common import Handler, connection_options
 from mq.errors import MQError
 
 #: The command families, in the order ``mq --help`` lists them; each has ``register(commands, common)``.
-FAMILIES = (demo, topic, message, group, broker, dlq, analytics, tx)
+FAMILIES = (demo, topic, message, group, stats, broker, dlq, analytics, tx)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mq``."""
     parser = argparse.ArgumentParser(prog="mq", description="rocketredis: RocketMQ's messaging model on Redis")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {mq.__version__}",
+                        help="print the package version and exit")  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     common = connection_options()
     for family in FAMILIES:

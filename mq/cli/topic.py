@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mq.cli.common import Commands, add_family, add_leaf, admin, print_table, warn_if_memory
+from mq.cli.common import Commands, add_family, add_leaf, add_raw_ms, admin, format_ms, print_table, warn_if_memory
 from mq.topic import DEFAULT_QUEUE_NUMS, TopicConfig
 
 PERMS = ("rw", "r", "w")
@@ -33,8 +33,9 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     delete = add_leaf(actions, "delete", _delete, "delete a topic and every message it stores", common)
     delete.add_argument("topic", help="topic name")
     add_leaf(actions, "list", _list, "list the topics of the namespace", common)
-    status = add_leaf(actions, "status", _status, "show each queue's offsets and last store time", common)
+    status = add_leaf(actions, "status", _status, "show each queue's offsets [MIN, MAX) (half-open) and last store time", common)
     status.add_argument("topic", help="topic name")
+    add_raw_ms(status)
 
 
 def _describe(verb: str, c: TopicConfig) -> None:
@@ -42,13 +43,17 @@ def _describe(verb: str, c: TopicConfig) -> None:
 
 
 def _create(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url, writes=True)
     queues = {"read_queues": args.read_queues, "write_queues": args.write_queues}
     with admin(args) as a:
-        _describe("created", a.create_topic(args.topic, **queues, perm=args.perm, order=args.order))
+        existed = a.topic_exists(args.topic)
+        config = a.create_topic(args.topic, **queues, perm=args.perm, order=args.order)
+    _describe("updated" if existed else "created", config)
     return 0
 
 
 def _update(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url, writes=True)
     queues = {"read_queues": args.read_queues, "write_queues": args.write_queues}
     with admin(args) as a:
         _describe("updated", a.update_topic(args.topic, **queues, perm=args.perm))
@@ -56,6 +61,7 @@ def _update(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url, writes=True)
     with admin(args) as a:
         a.delete_topic(args.topic)
     print(f"deleted {args.topic}")
@@ -74,13 +80,15 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url)
     with admin(args) as a:
         status = a.topic_status(args.topic)
     print_table(
-        ("QUEUE", "MIN", "MAX", "STORED", "LAST_STORE_MS"),
+        ("QUEUE", "MIN", "MAX", "STORED", "LAST_STORE_MS" if args.raw_ms else "LAST_STORE_TIME"),
         [
-            (mq.queue_id, s.min_offset, s.max_offset, s.max_offset - s.min_offset, s.last_store_timestamp_ms)
+            (mq.queue_id, s.min_offset, s.max_offset, s.max_offset - s.min_offset,
+             format_ms(s.last_store_timestamp_ms, raw=args.raw_ms))
             for mq, s in sorted(status.items())
         ],
-    )
+    )  # fmt: skip
     return 0

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from mq.connection import Connection
 from mq.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
-from mq.consumer.core import ConsumerCore, ConsumerSettings, Consumption
+from mq.consumer.core import ConsumerCore
 from mq.consumer.ownership import choose
+from mq.consumer.parts import ConsumerSettings, Consumption
 from mq.consumer.registry import ClientInfo, Registry, new_client_id
 from mq.consumer.start import StartPolicy
 from mq.consumer.types import ConsumeFromWhere, MessageModel

@@ -18,26 +18,23 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from mq import metrics
-from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.locks import LOCK_RENEW_INTERVAL_S
 from mq.consumer.long_poll import LongPoller
 from mq.consumer.offsets import PERSIST_INTERVAL_S, OffsetStore
 from mq.consumer.ownership import Ownership
+from mq.consumer.parts import ConsumerSettings, Consumption, logged_job
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import MATCH_ALL, Puller
-from mq.consumer.registry import HEARTBEAT_INTERVAL_S, Beat, Registry
-from mq.consumer.start import StartPolicy
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, STATUS_INTERVAL_S, Beat, Registry
+from mq.consumer.status import StatusMeter
 from mq.consumer.types import MessageModel
 from mq.errors import MQBrokerError, MQClientError
 from mq.filter import MessageSelector
 from mq.group import GroupConfig
-from mq.message import MessageExt
 from mq.queue import MessageQueue
 from mq.store import Store
 
@@ -51,37 +48,6 @@ REBALANCE_INTERVAL_S = 20.0
 RELEASE_WAIT_S = 10.0
 #: Default bound of ``shutdown(timeout_s=…)``: in-flight work, then an orderly batch, may take this long, s.
 SHUTDOWN_TIMEOUT_S = 30.0
-
-
-class Consumption(Protocol):
-    """How a consumer kind hands messages on and what it lets the core commit."""
-
-    #: Flow-control offset span of cached messages (None: no limit).
-    max_span: int | None
-    #: Whether a queue being released first waits for its cached messages to be consumed.
-    drains_on_release: bool
-    #: Whether a queue's starting offset is stored for the group at once (False: only commits store offsets).
-    seeds_start: bool
-
-    def deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        """New messages of ``pq`` (``[]``: a queue handed back before release goes on)."""
-        ...
-
-    def commit_offset(self, pq: ProcessQueue) -> int | None:
-        """The offset that may be committed for ``pq`` now; None: nothing to commit."""
-        ...
-
-
-@dataclass
-class ConsumerSettings:
-    """What identifies a member and how it reads."""
-
-    group: str
-    client_id: str
-    message_model: MessageModel
-    strategy: AllocateMessageQueueStrategy
-    pull_batch_size: int
-    start: StartPolicy
 
 
 class ConsumerCore:
@@ -102,6 +68,7 @@ class ConsumerCore:
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self.group_config: GroupConfig | None = None
         self._members: list[str] = []
+        self._status = StatusMeter()
         self._reset_seq = -1  # the group's offset-reset counter as last seen (-1: before the first heartbeat)
         self._unsettled = False
         self._rebalance_lock = threading.RLock()
@@ -128,11 +95,12 @@ class ConsumerCore:
         self.puller.start(f"mq-puller-{self.group}")
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 5})
         every = [(self._heartbeat, HEARTBEAT_INTERVAL_S, "heartbeat"), (self.rebalance, REBALANCE_INTERVAL_S, "rebalance"),
-                 (self.persist_offsets, PERSIST_INTERVAL_S, "persist-offsets"), *jobs]  # fmt: skip
+                 (self.persist_offsets, PERSIST_INTERVAL_S, "persist-offsets"),
+                 (self.publish_status, STATUS_INTERVAL_S, "status"), *jobs]  # fmt: skip
         if self.ownership.renews:
             every.append((self.renew, LOCK_RENEW_INTERVAL_S, "renew-locks"))
         for fn, seconds, job_id in every:
-            scheduler.add_job(_logged(fn, job_id, self.group), "interval", seconds=seconds, id=job_id)
+            scheduler.add_job(logged_job(fn, job_id, self.group), "interval", seconds=seconds, id=job_id)
         scheduler.start()
         self._scheduler = scheduler
         self.rebalance()
@@ -232,6 +200,10 @@ class ConsumerCore:
                         pq.stored_offset = -1  # a pull in flight may have committed over the reset: commit again
                         pq.idle.clear()
             self.puller.wake()
+
+    def publish_status(self) -> None:
+        """Refresh the runtime state the next heartbeat publishes (``mq group status``)."""
+        self.registry.info.status = self._status.status(dict(self.process_queues), paused=not self.active())
 
     def renew(self) -> None:
         """Renew every held queue (orderly locks); a queue held by another member now is dropped."""
@@ -391,15 +363,3 @@ class ConsumerCore:
         pq.reset(offset)
         pq.idle.clear()
         self.puller.wake()
-
-
-def _logged(fn: Callable[[], None], job_id: str, group: str) -> Callable[[], None]:
-    """A job body that logs any exception at ERROR instead of losing it in the scheduler."""
-
-    def job() -> None:
-        try:
-            fn()
-        except Exception:
-            log.exception("job %s of consumer group %s failed (it runs again at its next interval)", job_id, group)
-
-    return job

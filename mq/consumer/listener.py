@@ -22,21 +22,20 @@ S = TypeVar("S")
 def invoke(group: str, hooks: Sequence[ConsumeHook], listener: Callable[..., Any], mq: MessageQueue,
            msgs: list[MessageExt], ctx: Any, failure: S) -> S:  # fmt: skip
     """``listener(msgs, ctx)`` between the hooks; returns its status, or ``failure`` when it failed."""
+    if not hooks and metrics.CLIENT_METRICS is None:  # the common case, without the hooks' bookkeeping
+        try:
+            return type(failure)(listener(msgs, ctx))  # type: ignore[call-arg]
+        except BaseException as e:  # same handling as below, through the full path
+            return _failed(group, mq, msgs, failure, e)
     hook_ctx = ConsumeMessageContext(group, mq, msgs)
     run_hooks(hooks, "before", hook_ctx)
     started = time.perf_counter()
     status: Any = failure
     try:
         status = type(failure)(listener(msgs, ctx))  # type: ignore[call-arg]
-    except ValueError as e:
-        hook_ctx.error = e
-        log.error("listener of %s returned something that is not a %s on %d message(s) from %s (%s): they are "
-                  "consumed again later", group, type(failure).__name__, len(msgs), mq, e)  # fmt: skip
     except BaseException as e:  # a listener's failure means "later", never a lost message
         hook_ctx.error = e
-        level = logging.WARNING if isinstance(e, Exception) else logging.ERROR
-        log.log(level, "listener of %s raised on %d message(s) from %s: %r; they are consumed again later",
-                group, len(msgs), mq, e)  # fmt: skip
+        status = _failed(group, mq, msgs, failure, e)
     hook_ctx.duration_ms = (time.perf_counter() - started) * 1000
     if metrics.CLIENT_METRICS is not None:
         metrics.CLIENT_METRICS.consume_latency.labels(group, mq.topic).observe(hook_ctx.duration_ms / 1000)
@@ -44,6 +43,18 @@ def invoke(group: str, hooks: Sequence[ConsumeHook], listener: Callable[..., Any
     hook_ctx.success = status != failure
     run_hooks(hooks, "after", hook_ctx)
     return status  # type: ignore[no-any-return]
+
+
+def _failed(group: str, mq: MessageQueue, msgs: list[MessageExt], failure: S, e: BaseException) -> S:
+    """Log a failed listener call (a ValueError: its answer was no status); returns ``failure``."""
+    if isinstance(e, ValueError):
+        log.error("listener of %s returned something that is not a %s on %d message(s) from %s (%s): they are "
+                  "consumed again later", group, type(failure).__name__, len(msgs), mq, e)  # fmt: skip
+    else:
+        level = logging.WARNING if isinstance(e, Exception) else logging.ERROR
+        log.log(level, "listener of %s raised on %d message(s) from %s: %r; they are consumed again later",
+                group, len(msgs), mq, e)  # fmt: skip
+    return failure
 
 
 def run_hooks(hooks: Sequence[ConsumeHook], phase: str, ctx: ConsumeMessageContext) -> None:

@@ -36,6 +36,7 @@ class ProcessQueue:
         self.dropped = False
         self.idle = threading.Event()
         self.last_pull_s = 0.0
+        self.consumed_total = 0  # messages consumed (removed) since this client took the queue
         self._msgs: dict[int, MessageExt] = {}
         self._bytes = 0
         self._lock = threading.Lock()
@@ -65,6 +66,7 @@ class ProcessQueue:
             for m in msgs:
                 if self._msgs.pop(m.queue_offset, None) is not None:
                     self._bytes -= len(m.body)
+                    self.consumed_total += 1
             return self._oldest()
 
     def _oldest(self) -> int:

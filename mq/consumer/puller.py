@@ -101,8 +101,10 @@ class Puller:
 
     def flow_limited(self, pq: ProcessQueue) -> bool:
         """Whether pulling ``pq`` pauses because too much of it is cached."""
-        return (pq.count > PULL_THRESHOLD_FOR_QUEUE or pq.size_bytes > PULL_THRESHOLD_SIZE_FOR_QUEUE
-                or (self._max_span is not None and pq.span > self._max_span))  # fmt: skip
+        if pq.count > PULL_THRESHOLD_FOR_QUEUE or pq.size_bytes > PULL_THRESHOLD_SIZE_FOR_QUEUE:
+            return True
+        # the span can only pass the limit when more than a few messages are cached
+        return self._max_span is not None and pq.count > 1 and pq.span > self._max_span
 
     def unfiltered(self, pq: ProcessQueue) -> bool:
         """Whether ``pq``'s subscription takes every message (its waiter may deliver what it read)."""

@@ -261,7 +261,7 @@ class PushConsumer(QueueConsumer):
                 self._in_flight_cv.notify_all()
 
     def _consume_batch(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        ctx = ConsumeConcurrentlyContext(pq.queue)
+        ctx = ConsumeConcurrentlyContext.of(pq.queue)
         began = time.monotonic()
         for m in msgs:
             pq.consuming[m.queue_offset] = began

@@ -30,6 +30,8 @@ HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_TIMEOUT_S = 6.0
 #: Seconds after which the client info is sent again even when unchanged (repairs a lost write).
 INFO_REFRESH_S = 30.0
+#: Seconds between refreshes of a member's published runtime state (``ClientInfo.status``).
+STATUS_INTERVAL_S = 10.0
 
 
 @dataclass
@@ -44,6 +46,10 @@ class ClientInfo:
         last_heartbeat_ms: server time of the last heartbeat, epoch ms.
         message_model: CLUSTERING or BROADCASTING.
         kind: "push", "pull", "simple" or "producer".
+        status: the member's runtime state, refreshed every ``STATUS_INTERVAL_S`` [RocketMQ
+            ``consumerStatus``]: per queue (``"topic:queue"``) the cached messages and bytes, next
+            offset, committed offset and last pull (epoch ms); the consume rate (msg/s) over the last
+            interval; whether the group is paused.
     """
 
     client_id: str
@@ -53,6 +59,7 @@ class ClientInfo:
     last_heartbeat_ms: int = 0
     message_model: str = "CLUSTERING"
     kind: str = "push"
+    status: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of_this_process(cls, client_id: str, **fields: Any) -> ClientInfo:
@@ -122,7 +129,8 @@ def group_clients(store: Store, group: str) -> list[ClientInfo]:
     oldest = time.time() * 1000 - HEARTBEAT_TIMEOUT_S * 1000
     clients = []
     for cid, value in raw.items():
-        info = ClientInfo(**json.loads(value))
+        data = json.loads(value)
+        info = ClientInfo(**{k: v for k, v in data.items() if k in ClientInfo.__dataclass_fields__})
         info.last_heartbeat_ms = last.get(cid, 0)
         if info.last_heartbeat_ms >= oldest:
             clients.append(info)

@@ -63,6 +63,13 @@ class ConsumeConcurrentlyContext:
     delay_level_when_next_consume: int = 0
     ack_index: int = 2**31 - 1
 
+    @classmethod
+    def of(cls, queue: MessageQueue) -> ConsumeConcurrentlyContext:
+        """A fresh context for a batch of ``queue`` (the defaults need no checks: built once per call)."""
+        ctx = cls.__new__(cls)
+        ctx.__dict__.update(message_queue=queue, delay_level_when_next_consume=0, ack_index=2**31 - 1)
+        return ctx
+
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "delay_level_when_next_consume" and (not isinstance(value, int) or isinstance(value, bool) or value < -1):
             raise MQClientError(

@@ -48,10 +48,24 @@ class BrokerOps(StoreBase):
         with self._errors("reading broker health"):
             return [m.decode() for m in self._client.zrangebyscore(self.keys.brokers, int(cutoff_ms), "+inf")]
 
-    def save_stats(self, snapshot: Mapping[str, Any]) -> None:
-        """Store the broker's stats snapshot (``Admin.broker_stats``)."""
-        with self._errors("saving stats"):
-            self._client.set(self.keys.stats, json.dumps(snapshot))
+    def save_stats(self, snapshot: Mapping[str, Any], *, history_s: float = 0.0) -> None:
+        """Store the broker's stats snapshot (``Admin.broker_stats``) and, with ``history_s`` > 0, add it to
+        the history of the last ``history_s`` seconds (``{ns}:statshist``, scored by ``taken_at_ms``)
+        that ``Admin.stats`` takes rates from; older snapshots are removed (``ZRANGEBYSCORE`` + ``ZREM``:
+        commands the client ACL role already has)."""
+        text = json.dumps(snapshot)
+        cutoff_ms = int(snapshot.get("taken_at_ms", 0)) - int(history_s * 1000)
+
+        def build(p: Any) -> None:
+            p.set(self.keys.stats, text)
+            if history_s > 0:
+                p.zadd(self.keys.stats_history, {text: int(snapshot.get("taken_at_ms", 0))})
+                p.zrangebyscore(self.keys.stats_history, "-inf", f"({cutoff_ms}")
+
+        replies = all_or_raise(self._pipeline(build, "saving stats"))
+        if history_s > 0 and replies[-1]:
+            with self._errors("trimming the stats history"):
+                self._client.zrem(self.keys.stats_history, *replies[-1])
 
     def stats(self) -> dict[str, Any] | None:
         """The last stats snapshot, or None."""

@@ -25,6 +25,7 @@ from typing import Any
 
 from mq.keys import KEY_SEPARATOR, offset_of
 from mq.message import Message, MessageExt
+from mq.queue import DEFAULT_BROKER_NAME
 
 log = logging.getLogger("mq.store")
 
@@ -54,25 +55,34 @@ def encode(
 
 
 def decode(topic: str, queue_id: int, entry_id: bytes, fields: dict[bytes, bytes]) -> MessageExt:
-    """The :class:`MessageExt` stored as stream entry ``entry_id`` of queue ``queue_id``."""
+    """The :class:`MessageExt` stored as stream entry ``entry_id`` of queue ``queue_id``.
+
+    Built field by field (the constructors' checks are for user input; a stored entry was checked when
+    it was sent): this runs once per consumed message.
+    """
     tags = fields.get(b"t")
     keys = fields.get(b"k")
     props = fields.get(b"p")
     system = fields.get(b"s")
-    return MessageExt(
-        topic,
-        fields[b"b"],
-        tags.decode() if tags else None,
-        keys.decode().split(KEY_SEPARATOR) if keys else None,
-        json.loads(props) if props else None,
+    msg = MessageExt.__new__(MessageExt)
+    msg.__dict__.update(
+        topic=topic,
+        body=fields[b"b"],
+        tags=tags.decode() if tags else None,
+        keys=tuple(keys.decode().split(KEY_SEPARATOR)) if keys else (),
+        properties=json.loads(props) if props else {},
+        delay_level=0,
+        deliver_time_ms=None,
         msg_id=fields[b"i"].decode(),
         queue_id=queue_id,
         queue_offset=offset_of(entry_id),
         born_timestamp_ms=int(fields[b"bt"]),
         store_timestamp_ms=int(fields[b"st"]),
         reconsume_times=int(fields.get(b"r", 0)),
-        system_properties=json.loads(system) if system else None,
+        broker_name=DEFAULT_BROKER_NAME,
+        system_properties=json.loads(system) if system else {},
     )
+    return msg
 
 
 def decode_entries(topic: str, queue_id: int, entries: Iterable[tuple[bytes, Any]]) -> list[MessageExt]:

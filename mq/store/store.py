@@ -17,6 +17,7 @@ from mq.errors import MQBrokerError, QueueNotWritableError, TopicNotFoundError
 from mq.keys import key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
+from mq.store.admin import AdminOps
 from mq.store.base import ScriptCall, all_or_raise
 from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
@@ -31,9 +32,10 @@ TOPICS_PROBE_FIELD = ":permission-probe"
 __all__ = ["PullRequest", "PullResult", "Store", "check_put_result", "decode_half", "pairs"]
 
 
-class Store(GroupOps, BrokerOps, TransactionOps):
+class Store(GroupOps, BrokerOps, AdminOps, TransactionOps):
     """Typed operations on the Redis data of one namespace: topics and messages here, consumer groups
-    in :class:`~mq.store.groups.GroupOps`, the broker service's in :class:`~mq.store.broker.BrokerOps`."""
+    in :class:`~mq.store.groups.GroupOps`, the broker service's in :class:`~mq.store.broker.BrokerOps`, operator tools' in
+    :class:`~mq.store.admin.AdminOps`."""
 
     # -- topics ---------------------------------------------------------------------------------
 

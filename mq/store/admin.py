@@ -1,0 +1,62 @@
+"""Store operations of operator tools: finding a message id in every topic, the recent history of
+stats snapshots (``Admin.stats`` rates), and removing every key of a namespace (``mq demo``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from mq.store.base import StoreBase, all_or_raise, chunks
+
+#: Keys one pipelined round trip looks up or deletes.
+BATCH = 500
+
+
+class AdminOps(StoreBase):
+    """Namespace-wide reads and clean-up for operators."""
+
+    def find_id_in(self, queues: Sequence[tuple[str, int]], msg_id: str) -> list[tuple[str, int, int]]:
+        """``(topic, queue_id, offset)`` of every queue among ``queues`` whose id index holds ``msg_id``
+        (one ``HGET`` per queue, pipelined in batches of :data:`BATCH`)."""
+        found: list[tuple[str, int, int]] = []
+        for batch in chunks(queues, BATCH):
+            lookups = [self.queue_keys(t, q).ids for t, q in batch]
+            build = _each(lookups, lambda p, key: p.hget(key, msg_id))
+            replies = all_or_raise(self._pipeline(build, f"looking up msg id {msg_id!r}"))
+            found += [(t, q, int(off)) for (t, q), off in zip(batch, replies) if off is not None]
+        return found
+
+    def stats_history(self, since_ms: int) -> list[dict[str, Any]]:
+        """The stats snapshots taken at or after ``since_ms`` (epoch ms), oldest first."""
+        with self._errors("reading the stats history"):
+            raw = self._client.zrangebyscore(self.keys.stats_history, int(since_ms), "+inf")
+        return [dict(json.loads(r)) for r in raw]
+
+    def namespace_keys(self) -> Iterator[str]:
+        """Every key of the namespace, by ``SCAN MATCH`` on its hash-tag prefixes (never ``KEYS``);
+        on a cluster, every master is scanned."""
+        for pattern in self.keys.patterns():
+            with self._errors("listing the namespace's keys"):
+                for key in self._client.scan_iter(match=pattern, count=BATCH):
+                    yield key.decode() if isinstance(key, bytes) else str(key)
+
+    def drop_namespace(self) -> int:
+        """Delete (``UNLINK``) every key of the namespace; returns how many were deleted. Clients still
+        running in the namespace write their keys again: stop them first."""
+        keys = sorted(set(self.namespace_keys()))
+        deleted = 0
+        for batch in chunks(keys, BATCH):
+            replies = all_or_raise(self._pipeline(_each(batch, lambda p, key: p.unlink(key)), "deleting the namespace"))
+            deleted += sum(int(r) for r in replies)
+        return deleted
+
+
+def _each(keys: Sequence[str], command: Callable[[Any, str], object]) -> Callable[[Any], None]:
+    """A pipeline builder that queues ``command(pipe, key)`` for each of ``keys``."""
+
+    def build(pipe: Any) -> None:
+        for key in keys:
+            command(pipe, key)
+
+    return build
