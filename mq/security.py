@@ -27,7 +27,7 @@ from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic
 
 #: Commands the Lua scripts run (see mq/store/lua): Redis checks them against the caller's ACL.
 SCRIPT_COMMANDS = (
-    "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "incr", "set", "time", "xadd", "xdel",
+    "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "incr", "set", "time", "type", "xadd", "xdel",
     "xrange", "xrevrange", "xtrim", "zadd", "zrange", "zrangebyscore", "zrem", "zscore",
 )  # fmt: skip
 #: Commands the library sends itself.

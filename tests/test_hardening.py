@@ -96,6 +96,17 @@ def test_a_corrupt_queue_is_refused_before_any_write(redis_server: RedisServer, 
     assert snapshot(url, namespace) == before
 
 
+def test_an_index_key_of_the_wrong_type_is_refused_before_any_write(redis_server: RedisServer, namespace: str) -> None:
+    url = redis_server.url
+    store = _store(url, namespace)
+    store.put("h", 0, [_encoded(b"a")])
+    _raw(url).set(store.queue_keys("h", 0).keys, "not a zset")  # the old script stored the entry, then failed
+    before = snapshot(url, namespace)
+    with pytest.raises(MQBrokerError, match="not a zset"):
+        store.put("h", 0, [_with_keys(2)])
+    assert snapshot(url, namespace) == before
+
+
 # -- finding 2: a delayed message is copied every second, forever -------------------------------
 
 

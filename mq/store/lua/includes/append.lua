@@ -10,8 +10,14 @@
 
 local APPEND_CHUNK = 512
 -- the plan of appending entries {items, from, to} (each checked by append_problem): reads only.
--- Returns a plan for append_write, or nil and a reason when the log is ahead of the queue's seq.
+-- Returns a plan for append_write, or nil and a reason when the log is ahead of the queue's seq or
+-- an index key has the wrong type.
 local function append_plan(entries)
+  -- a key of the wrong type would fail a write half-way: refuse before the first one
+  for _, check in ipairs({{KEYS[3], 'hash'}, {KEYS[4], 'zset'}}) do
+    local kind = redis.call('TYPE', check[1])['ok']
+    if kind ~= 'none' and kind ~= check[2] then return nil, check[1] .. ' is a ' .. kind .. ', not a ' .. check[2] end
+  end
   local first = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
   local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
   if #last > 0 and tonumber(string.match(last[1][1], '-(%d+)$')) > first then
