@@ -24,6 +24,7 @@ from mq.rates import STATS_HISTORY_S, Rates, rates_over
 from mq.store import Store
 from mq.store.store import decode_half
 from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TopicConfig
+from mq.trace import NAMESPACE_SETTING, TraceEvent
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
 
 log = logging.getLogger("mq.admin")
@@ -291,6 +292,29 @@ class Admin:
         self._store.commit_offsets(group, offsets)
         self._store.announce_reset(group, topic, {q.queue_id: o for q, o in offsets.items()})
         return offsets
+
+    # -- message trace ------------------------------------------------------------------------
+
+    def set_trace(self, enabled: bool) -> None:
+        """Turn the message trace on or off for every producer and consumer of the namespace that does
+        not set ``trace`` itself (they see it within 30 s)."""
+        if not isinstance(enabled, bool):
+            raise MQClientError(f"enabled must be True or False, got {enabled!r}")
+        self._store.publish_settings({NAMESPACE_SETTING: "1" if enabled else "0"})
+
+    def message_trace(self, topic: str, msg_id: str) -> list[TraceEvent]:
+        """What happened to message ``msg_id`` of ``topic``, oldest first: its send, every group's
+        consumptions and retries (recorded where tracing was on). Empty when nothing was recorded.
+
+        Raises:
+            TopicNotFoundError: the topic does not exist.
+        """
+        config = self._require(topic)
+        events: list[TraceEvent] = []
+        found = self._store.find_ids(topic, range(config.queue_count), msg_id)
+        for qid in [found[0][0]] if found else range(config.queue_count):  # no longer stored: look everywhere
+            events += [TraceEvent.from_json(line) for line in self._store.read_trace(topic, qid, msg_id)]
+        return sorted(events, key=lambda e: (e.time_ms, e.kind != "send"))
 
     # -- dead letters ---------------------------------------------------------------------------
 

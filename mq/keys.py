@@ -29,6 +29,7 @@ key                             type        holds
 ``{ns}:halves``                 zset        ``topic \\x1f queue id`` → earliest check-back of that queue
 ``{ns:g:G}:txcheck``            stream      check-back requests for producer group G (consumer group "checkers")
 ``{ns:g:G}:since``              hash        topic → when group G first consumed it, ms (LAST_OFFSET's start)
+``{ns:T:Q}:trace``              hash        msg id → its trace events (JSON lines: send, consume, retry, DLQ), opt-in
 ``{ns:T:Q}:inv:G``              zset        simple consumer group G: offset → visible again at, ms
 ``{ns:T:Q}:att:G``              hash        simple consumer group G: offset → delivery attempts
 ``{ns}:groups``                 set         every consumer group that ever registered
@@ -69,10 +70,15 @@ class QueueKeys:
     txdead: str
     timerdead: str
 
+    @property
+    def trace(self) -> str:
+        """The message trace of the queue: msg id → its events (see :mod:`mq.trace`)."""
+        return f"{self.meta.removesuffix(':q')}:trace"
+
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
         return [self.meta, self.log, self.ids, self.keys, self.offsets, self.owners, self.timer, self.delayed,
-                self.half, self.halfidx, self.halfchk, self.txdead, self.timerdead]
+                self.half, self.halfidx, self.halfchk, self.txdead, self.timerdead, self.trace]
 
     def end_transaction(self) -> list[str]:
         """The keys of ``end-transaction``."""

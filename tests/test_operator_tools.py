@@ -126,14 +126,14 @@ def test_reset_offset_takes_an_iso_time(redis_server, namespace: str, capsys: py
     stored = _sent_at(url, namespace, "ri", 10)
     assert len(set(stored)) > 1
     when = format_ms(stored[6])  # as `mq topic status` prints times
-    assert main(["group", "reset-offset", "gi", "ri", "--timestamp", when, *common]) == 0
+    assert main(["group", "reset-offset", "gi", "ri", "--timestamp", when, "--force", *common]) == 0
     capsys.readouterr()
     expected = min(i for i, t in enumerate(stored) if t >= stored[6])
     with Admin(url, namespace) as admin:
         assert [p.consumer_offset for p in admin.consumer_progress("gi", "ri")] == [expected]
     naive = datetime.fromtimestamp(stored[2] / 1000).isoformat(timespec="milliseconds")  # local time, no zone
-    assert main(["group", "reset-offset", "gi", "ri", "--timestamp", naive, *common]) == 0
-    assert main(["group", "reset-offset", "gi", "ri", "--timestamp-ms", str(stored[8]), *common]) == 0
+    assert main(["group", "reset-offset", "gi", "ri", "--timestamp", naive, "--force", *common]) == 0
+    assert main(["group", "reset-offset", "gi", "ri", "--timestamp-ms", str(stored[8]), "--force", *common]) == 0
     capsys.readouterr()
     with Admin(url, namespace) as admin:
         assert [p.consumer_offset for p in admin.consumer_progress("gi", "ri")] == [stored.index(stored[8])]

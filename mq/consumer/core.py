@@ -78,7 +78,7 @@ class ConsumerCore:
                              batch=settings.pull_batch_size, max_span=consumption.max_span,
                              selector=lambda t: self.subscriptions.get(t) or MATCH_ALL,
                              queues=lambda: list(self.process_queues.values()), deliver=consumption.deliver,
-                             commit_offset=self._commit_due, on_lost=self._lost, active=self.active,
+                             commit_offset=self._commit_with_pull, on_lost=self._lost, active=self.active,
                              stopped=self._stopped)  # fmt: skip
         self.poller = LongPoller(store.conn.url, store.conn.namespace, on_news=self.puller.take,
                                  before_wait=self._commit_before_wait, may_wait=lambda pq: self.active(),
@@ -244,6 +244,10 @@ class ConsumerCore:
             return None
         offset = self.consumption.commit_offset(pq)
         return None if offset is None or offset == pq.stored_offset else offset
+
+    def _commit_with_pull(self, pq: ProcessQueue) -> int | None:
+        """What a pull of ``pq`` commits in the same script: store offsets only (broadcasting's live in a file)."""
+        return self._commit_due(pq) if self.offsets.in_store else None
 
     def _commit_before_wait(self, pq: ProcessQueue) -> None:
         """Before a waiter blocks: commit what was consumed since the last pull (store offsets only)."""

@@ -16,20 +16,16 @@ import time
 from mq.connection import is_out_of_memory
 from mq.errors import MQBrokerError
 from mq.message import Message, MessageExt
+from mq.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
 from mq.store import Store, codec
 from mq.store.clock import ServerClock
 from mq.timer import delay_levels
 from mq.topic import TopicConfig
+from mq.trace import Tracer
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX
 
 log = logging.getLogger("mq.consumer")
 
-#: System property: the topic a retried or dead-lettered message was first sent to.
-RETRY_TOPIC = "RETRY_TOPIC"
-#: System property: the msg id of the first delivery.
-ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-#: System property: why a message is in the DLQ.
-DLQ_REASON = "DLQ_REASON"
 #: The first retry's delay level is this plus reconsume times [RocketMQ: 3 + reconsumeTimes].
 RETRY_BASE_LEVEL = 3
 #: Seconds the namespace's delay levels are cached (the broker service may publish new ones).
@@ -54,7 +50,7 @@ def original_topic(msg: MessageExt) -> str:
 class SendBack:
     """Sends messages of one group back to its retry topic or DLQ."""
 
-    def __init__(self, store: Store, group: str, max_reconsume_times: int) -> None:
+    def __init__(self, store: Store, group: str, max_reconsume_times: int, tracer: Tracer | None = None) -> None:
         self._store = store
         self._group = group
         #: Retries before the DLQ (-1: unlimited).
@@ -63,6 +59,7 @@ class SendBack:
         self._levels_read_s = 0.0
         self._ensured: set[str] = set()
         self._clock = ServerClock(store)
+        self._tracer = tracer
         self._lock = threading.Lock()
 
     def ensure_retry_topic(self) -> str:
@@ -97,7 +94,8 @@ class SendBack:
 
     def _copy(self, msg: MessageExt, delay_level: int, reason: str, *, to_dlq: bool) -> str:
         system = {**msg.system_properties, RETRY_TOPIC: original_topic(msg),
-                  ORIGIN_MESSAGE_ID: msg.system_properties.get(ORIGIN_MESSAGE_ID, msg.msg_id)}  # fmt: skip
+                  ORIGIN_MESSAGE_ID: msg.system_properties.get(ORIGIN_MESSAGE_ID, msg.msg_id),
+                  ORIGIN_QUEUE_ID: msg.system_properties.get(ORIGIN_QUEUE_ID, str(msg.queue_id))}  # fmt: skip
         topic = self._ensure(dlq_topic(self._group) if to_dlq else retry_topic(self._group))
         if to_dlq:
             system[DLQ_REASON] = reason
@@ -110,6 +108,8 @@ class SendBack:
             levels = self._delay_levels()
             level = delay_level if delay_level > 0 else RETRY_BASE_LEVEL + msg.reconsume_times
             self._store.put_delayed(topic, 0, encoded, self._clock.now_ms() + levels[min(level, len(levels)) - 1])
+        if self._tracer is not None:
+            self._tracer.sent_back(msg, topic)
         return topic
 
     def _delay_levels(self) -> tuple[int, ...]:
