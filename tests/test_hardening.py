@@ -493,3 +493,25 @@ def test_the_timer_thread_survives_an_unexpected_error(
         stop.set()
         delivery.join()
     assert "timer delivery round failed unexpectedly" in caplog.text
+
+
+def test_a_big_batch_that_fails_half_way_says_how_much_was_stored(redis_server: RedisServer, namespace: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    url = redis_server.url
+    store = _store(url, namespace)
+    calls: list[int] = []
+    real_put = Store.put
+
+    def failing_second_call(self: Store, topic: str, queue_id: int, encoded: Any) -> Any:
+        calls.append(len(encoded))
+        if len(calls) >= 2:
+            raise MQBrokerError("the store went away")
+        return real_put(self, topic, queue_id, encoded)
+
+    monkeypatch.setattr(Store, "put", failing_second_call)
+    n = send_request.PUT_CALL_MAX_MESSAGES + 10
+    with Producer("p", url, namespace=namespace) as producer, pytest.raises(MQBrokerError, match="partly stored") as info:
+        producer.send_batch([Message("h", b"%d" % i) for i in range(n)])
+    assert f"the first {send_request.PUT_CALL_MAX_MESSAGES} of {n} messages" in str(info.value)
+    assert len(store.read("h", 0, 0, n)) == send_request.PUT_CALL_MAX_MESSAGES  # the second call retried on the same queue only
+    assert calls[0] == send_request.PUT_CALL_MAX_MESSAGES and set(calls[1:]) == {10}
