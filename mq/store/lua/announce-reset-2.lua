@@ -11,6 +11,8 @@
   ARGV[2] offsets JSON: {"queue id": offset, ...}
 
   Returns the reset's sequence number.
+
+  Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 local seq = redis.call('HINCRBY', KEYS[2], 'reset_seq', 1)
 redis.call('HSET', KEYS[1], ARGV[1], seq .. '\31' .. ARGV[2])

@@ -15,6 +15,8 @@
   JSON ("" when the group has none), the group's offset-reset counter (0 when never reset) and every
   live client id. Members learn a pause or resume of the group (consume_enable) and an offset reset
   from it within one heartbeat.
+
+  Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
