@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import time
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
-from mq.connection import Connection, translate_errors
+from mq.connection import Connection
 from mq.consumer import registry
 from mq.consumer.registry import ClientInfo, parse_group_config
 from mq.consumer.retry import dlq_topic, original_topic
@@ -24,6 +26,8 @@ from mq.store.store import decode_half
 from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TopicConfig
 from mq.trace import NAMESPACE_SETTING, TraceEvent
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
+
+log = logging.getLogger("mq.admin")
 
 #: Most messages one key query returns (RocketMQ's ``maxNum`` cap).
 MAX_KEY_QUERY = 64
@@ -44,6 +48,8 @@ class Admin:
     def __init__(self, url: str | None = None, namespace: str = "mq") -> None:
         self._conn = Connection(url, namespace)
         self._store = Store(self._conn)
+        #: dead letters the last :meth:`resend_dlq` skipped: ``"msg id (topic: why)"`` each
+        self.last_resend_skipped: list[str] = []
 
     def __repr__(self) -> str:
         return f"Admin({self._conn!r})"
@@ -128,7 +134,9 @@ class Admin:
 
         Returns the queue's max offset when every stored message is older.
         """
-        return self._store.search_offset(queue.topic, queue.queue_id, int(timestamp_ms))
+        if not isinstance(queue, MessageQueue):
+            raise MQClientError(f"queue must be a MessageQueue, got {queue!r}")
+        return self._store.search_offset(queue.topic, queue.queue_id, _check_timestamp(timestamp_ms))
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -253,9 +261,11 @@ class Admin:
         Raises:
             MQClientError: an unknown group (a typo would create a phantom group) unless ``force``.
         """
+        timestamp_ms = _check_timestamp(timestamp_ms)
         config = self._require(topic)
+        check_group(group)
         offsets = {
-            MessageQueue(topic, DEFAULT_BROKER_NAME, q): self._store.search_offset(topic, q, int(timestamp_ms))
+            MessageQueue(topic, DEFAULT_BROKER_NAME, q): self._store.search_offset(topic, q, timestamp_ms)
             for q in range(config.queue_count)
         }
         return self._reset(group, topic, offsets, force=force)
@@ -321,18 +331,25 @@ class Admin:
         """Send dead letters of ``group`` again to their original topics; returns how many.
 
         Args:
-            msg_ids: only these (default: every dead letter not resent before).
+            msg_ids: only these (default: every dead letter).
 
         A resent message is a new message with the same body, tags, keys and properties; the dead
-        letter stays in the DLQ, marked as resent so a second call does not send it twice.
+        letter stays in the DLQ, marked as resent, so each is resent once, however often this is
+        called (with or without ``msg_ids``). A dead letter whose original topic is gone (or that its
+        topic no longer accepts) is skipped, left unmarked and reported in a WARNING log line.
         """
         topic = dlq_topic(check_group(group))
+        if msg_ids is not None:
+            if isinstance(msg_ids, str):
+                raise MQClientError(f"msg_ids must be a list of msg id strings, not one str {msg_ids!r}")
+            msg_ids = list(msg_ids)
+            if not all(isinstance(i, str) for i in msg_ids):
+                raise MQClientError(f"msg_ids must be a list of msg id strings, got {msg_ids!r}")
         if self._store.topic(topic) is None:
             return 0
         wanted = set(msg_ids) if msg_ids is not None else None
-        resent_key = self._store.keys.dlq_resent(group)
-        client = self._conn.client
         count = 0
+        skipped: list[str] = []
         stats = self._store.queue_stats(topic, [0])[0]
         with Producer("ADMIN_DLQ_RESEND", self._conn.url, namespace=self._conn.namespace) as producer:
             offset = stats.min_offset
@@ -344,12 +361,22 @@ class Admin:
                 for m in batch:
                     if wanted is not None and m.msg_id not in wanted:
                         continue
-                    with translate_errors(self._conn.url, "resending dead letters"):
-                        if wanted is None and client.sismember(resent_key, m.msg_id):
-                            continue
-                        producer.send(Message(original_topic(m), m.body, m.tags, m.keys, m.properties))
-                        client.sadd(resent_key, m.msg_id)
+                    target = original_topic(m)
+                    if not self._store.claim_resend(group, m.msg_id):  # claimed first: resent at most once
+                        continue
+                    try:
+                        producer.send(Message(target, m.body, m.tags, m.keys, m.properties))
+                    except MQClientError as e:  # topic gone or not writable, or a message it refuses
+                        skipped.append(f"{m.msg_id} ({target}: {e})")
+                        self._store.unclaim_resend(group, m.msg_id)
+                        continue
+                    except BaseException:
+                        self._store.unclaim_resend(group, m.msg_id)
+                        raise
                     count += 1
+        if skipped:
+            log.warning("resend_dlq(%r): %d dead letter(s) skipped: %s", group, len(skipped), "; ".join(skipped[:20]))
+        self.last_resend_skipped = skipped
         return count
 
     # -- broker ---------------------------------------------------------------------------------
@@ -473,3 +500,9 @@ class Admin:
     def namespace_empty(self) -> bool:
         """Whether no key of this namespace exists (``SCAN MATCH`` until the first one)."""
         return next(self._store.namespace_keys(), None) is None
+
+def _check_timestamp(timestamp_ms: object) -> int:
+    """An epoch-ms time as an int; NaN, infinities, bools and non-numbers raise MQClientError."""
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, (int, float)) or not math.isfinite(timestamp_ms):
+        raise MQClientError(f"timestamp_ms must be a finite number of epoch milliseconds, got {timestamp_ms!r}")
+    return int(timestamp_ms)

@@ -9,9 +9,12 @@ from, so the listener sees the original topic and an admin can resend from the D
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
+from mq.connection import is_out_of_memory
+from mq.errors import MQBrokerError
 from mq.message import Message, MessageExt
 from mq.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
 from mq.store import Store, codec
@@ -20,6 +23,8 @@ from mq.timer import delay_levels
 from mq.topic import TopicConfig
 from mq.trace import Tracer
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX
+
+log = logging.getLogger("mq.consumer")
 
 #: The first retry's delay level is this plus reconsume times [RocketMQ: 3 + reconsumeTimes].
 RETRY_BASE_LEVEL = 3
@@ -58,8 +63,19 @@ class SendBack:
         self._lock = threading.Lock()
 
     def ensure_retry_topic(self) -> str:
-        """Create ``%RETRY%<group>`` (one queue) when missing; returns its name."""
-        return self._ensure(retry_topic(self._group))
+        """Create ``%RETRY%<group>`` (one queue) when missing; returns its name.
+
+        A full store (``OOM``) does not stop a consumer from starting: the topic is created with the
+        first message sent back (until then such a send fails and the message is consumed again locally).
+        """
+        name = retry_topic(self._group)
+        try:
+            return self._ensure(name)
+        except MQBrokerError as e:
+            if not is_out_of_memory(e):
+                raise
+            log.warning("retry topic %s not created, the store is full (OOM); starting anyway: %s", name, e)
+            return name
 
     def send_back(self, msg: MessageExt, delay_level: int = 0, reason: str = "max reconsume times") -> str:
         """Send a copy of ``msg`` for another try (or to the DLQ); returns the topic it went to.

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
 from mq import metrics
-from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection
-from mq.errors import MQBrokerError, MQClientError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
+from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory
+from mq.errors import MQBrokerError, MQClientError, MQError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
 from mq.message import Message, SendResult, SendStatus
 from mq.msgid import new_msg_id
-from mq.producer.async_sender import AsyncSender, PendingSend
+from mq.producer.async_sender import AsyncSender
 from mq.producer.fault import LatencyFaultTolerance
+from mq.producer.request import Selector, SendRequest
 from mq.producer.route import RouteCache, TopicRoute
 from mq.producer.selectors import MessageQueueSelector
 from mq.queue import MessageQueue
@@ -32,9 +33,6 @@ DEFAULT_SEND_TIMEOUT_S = 3.0
 DEFAULT_RETRY_TIMES = 2
 
 _NOT_STARTED = "the producer is not started: call start() or use it as a context manager"
-
-Selector = MessageQueueSelector | Callable[[Sequence[MessageQueue], Message, Any], MessageQueue | None]
-
 
 class Producer:
     """Sends messages to topics.
@@ -93,7 +91,7 @@ class Producer:
     def start(self) -> Producer:
         """Start the producer (idempotent). Returns self."""
         if self._sender is None:
-            self._sender = AsyncSender(self._store, self._select_for_async, self._send_encoded)
+            self._sender = AsyncSender(self._store, self._select_for_async, self._send)
             self._sender.start()
         return self
 
@@ -134,10 +132,7 @@ class Producer:
             MQBrokerError: the store failed or was unreachable on every attempt within the budget.
         """
         self._check_started()
-        due_ms = self._check(msg)
-        msg_id = new_msg_id()
-        return self._send_encoded(msg.topic, [codec.encode(msg, msg_id)], msg_id, msg, queue, selector, arg,
-                                  time.monotonic() + timeout_s, due_ms)  # fmt: skip
+        return self._send(self._request(msg, queue, selector, arg, timeout_s))
 
     def send_async(
         self, msg: Message, *, queue: MessageQueue | None = None, selector: Selector | None = None, arg: Any = None,
@@ -169,8 +164,7 @@ class Producer:
         topic = check_batch(msgs, self.max_message_size)
         ids = [new_msg_id() for _ in msgs]
         encoded = [codec.encode(m, i) for m, i in zip(msgs, ids)]
-        return self._send_encoded(topic, encoded, ",".join(ids), msgs[0], queue, None, None,
-                                  time.monotonic() + timeout_s)  # fmt: skip
+        return self._send(SendRequest(topic, encoded, ids, msgs[0], time.monotonic() + timeout_s, queue=queue))
 
     def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of ``topic`` (what selectors choose from)."""
@@ -191,6 +185,16 @@ class Producer:
             return due_time_ms(msg, self._levels)
         return None
 
+    def _request(self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float,
+                 *, oneway: bool = False) -> SendRequest:  # fmt: skip
+        """The request of one checked message (raises MQClientError for bad input, before any I/O)."""
+        if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s < float("inf"):
+            raise MQClientError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+        due_ms = self._check(msg)
+        msg_id = new_msg_id()
+        return SendRequest(msg.topic, [codec.encode(msg, msg_id)], [msg_id], msg, time.monotonic() + timeout_s,
+                           queue=queue, selector=selector, arg=arg, due_ms=due_ms, oneway=oneway)  # fmt: skip
+
     def _enqueue(
         self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float, *,
         oneway: bool,
@@ -198,13 +202,10 @@ class Producer:
         sender = self._sender
         if sender is None:
             raise MQClientError(_NOT_STARTED)
-        due_ms = self._check(msg)
+        request = self._request(msg, queue, selector, arg, timeout_s, oneway=oneway)
         self._routes.get(msg.topic)  # an unknown topic fails here, not in the future
-        msg_id = new_msg_id()
-        pending = PendingSend(msg, msg_id, codec.encode(msg, msg_id), queue, selector, arg,
-                              time.monotonic() + timeout_s, oneway, due_ms)  # fmt: skip
-        sender.submit(pending)
-        return pending.future
+        sender.submit(request)
+        return request.future
 
     def _fixed_queue(self, route: TopicRoute, msg: Message, queue: MessageQueue | None, selector: Selector | None,
                      arg: Any) -> MessageQueue | None:  # fmt: skip
@@ -242,38 +243,59 @@ class Producer:
                     return mq
         return route.next_queue()
 
-    def _select_for_async(self, pending: PendingSend) -> MessageQueue:
-        route = self._routes.get(pending.msg.topic)
-        return self._fixed_queue(route, pending.msg, pending.queue, pending.selector, pending.arg) or \
+    def _select_for_async(self, request: SendRequest) -> MessageQueue:
+        route = self._routes.get(request.topic)
+        return self._fixed_queue(route, request.first, request.queue, request.selector, request.arg) or \
             self._select_default(route, None)  # fmt: skip
 
-    def _send_encoded(
-        self, topic: str, encoded: list[list[Any]], msg_id: str, first: Message, queue: MessageQueue | None,
-        selector: Selector | None, arg: Any, deadline: float, due_ms: int | None = None,
-    ) -> SendResult:  # fmt: skip
-        """Send encoded messages with retries; a delayed one (``due_ms``) waits in its queue's timer
-        and reports ``queue_offset`` -1 (its offset is assigned when it is delivered)."""
+    def _send(self, request: SendRequest) -> SendResult:
+        """Run ``request`` with retries (the sync path, and the async path's fallback).
+
+        A delayed message (``due_ms``) waits in its queue's timer and reports ``queue_offset`` -1 (its
+        offset is assigned when it is delivered). A big batch goes out as several bounded put calls
+        to one queue, each atomic: when a later call fails, the error says how much was stored.
+        """
+        chunks = request.chunks()
+        mq, offset, confirmed = self._put_with_retries(request, chunks[0], None)
+        stored = len(chunks[0])
+        for chunk in chunks[1:]:
+            try:
+                confirmed &= self._put_with_retries(request, chunk, mq)[2]
+            except MQError as e:
+                raise MQBrokerError(f"batch to {request.topic!r} partly stored: the first {stored} of "
+                                    f"{len(request.encoded)} messages are in {mq} from offset {offset}; "
+                                    f"the rest were not stored: {e}") from e  # fmt: skip
+            stored += len(chunk)
+        status = SendStatus.SEND_OK if confirmed else SendStatus.FLUSH_SLAVE_TIMEOUT
+        return SendResult(status, request.msg_id, mq, offset)
+
+    def _put_with_retries(self, request: SendRequest, encoded: list[list[Any]],
+                          pinned: MessageQueue | None) -> tuple[MessageQueue, int, bool]:  # fmt: skip
+        """Store ``encoded`` (all of ``request`` or one chunk of it); ``(queue, first offset, confirmed)``
+        — not confirmed: stored on the master, but fewer than ``sync_replicas`` replicas confirmed in time
+        (not retried: that would store it twice)."""
+        topic = request.topic
         route = self._routes.get(topic)
-        fixed = self._fixed_queue(route, first, queue, selector, arg)
-        attempts = 1 if fixed is not None else 1 + self.retry_times_when_send_failed
+        fixed = pinned or self._fixed_queue(route, request.first, request.queue, request.selector, request.arg)
+        attempts = 1 if fixed is not None and pinned is None else 1 + self.retry_times_when_send_failed
         last_node: str | None = None
         error: Exception | None = None
         for attempt in range(attempts):
-            if attempt and time.monotonic() >= deadline:
+            if attempt and time.monotonic() >= request.deadline:
                 break
             mq = fixed or self._select_default(route, last_node)
             node = route.nodes.get(mq) or self._conn.node_of(self._store.queue_keys(topic, mq.queue_id).meta)
             started = time.monotonic()
             try:
-                if due_ms is None:
+                if request.due_ms is None:
                     offset, _ = self._store.put(topic, mq.queue_id, encoded)
                 else:
-                    self._store.put_delayed(topic, mq.queue_id, encoded[0], due_ms)
+                    self._store.put_delayed(topic, mq.queue_id, encoded[0], request.due_ms)
                     offset = -1
-            except ReplicaAckTimeout as e:  # stored on the master: a retry would store it twice
+            except ReplicaAckTimeout as e:  # stored on the master; a fault of the node, not a good send
                 self._record(node, started, isolation=True)
-                log.warning("send of %s to %s: %s", msg_id, mq, e)
-                return SendResult(SendStatus.FLUSH_SLAVE_TIMEOUT, msg_id, mq, -1 if due_ms is not None else e.result[0])
+                log.warning("send of %s to %s: %s", request.msg_id, mq, e)
+                return mq, -1 if request.due_ms is not None else int(e.result[0]), False
             except (QueueNotWritableError, TopicNotFoundError) as e:
                 self._routes.invalidate(topic)  # the topic changed under us: re-read it and go on
                 if fixed is not None:
@@ -284,11 +306,13 @@ class Producer:
                 self._record(node, started, isolation=True)
                 last_node, error = node, e
                 log.debug("send to %s failed on attempt %d: %s", mq, attempt + 1, e)
+                if is_out_of_memory(e):
+                    break  # a full store stays full for the next attempt: say so at once
                 continue
             self._record(node, started)
             if metrics.CLIENT_METRICS is not None:
                 metrics.CLIENT_METRICS.send_latency.labels(topic).observe(time.monotonic() - started)
-            return SendResult(SendStatus.SEND_OK, msg_id, mq, offset)
+            return mq, offset, True
         raise MQBrokerError(f"sending to topic {topic!r} failed after {attempt + 1} attempt(s): {error}") from error
 
     def _record(self, node: str, started: float, *, isolation: bool = False) -> None:

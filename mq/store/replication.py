@@ -77,7 +77,7 @@ def _run_node(node_client: Any, calls: list[Call], sync: SyncReplicas) -> list[t
     missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
     if missing:
         for i in missing:
-            node_client.script_load(scripts.SCRIPTS[calls[i][0]].source)
+            scripts.load(node_client, calls[i][0], calls[i][1])
         again = _pipeline(node_client, [calls[i] for i in missing], sync)
         for i, r in zip(missing, again[:-1]):
             results[i] = r
@@ -90,8 +90,9 @@ def _run_node(node_client: Any, calls: list[Call], sync: SyncReplicas) -> list[t
 
 def _pipeline(node_client: Any, calls: Sequence[Call], sync: SyncReplicas) -> list[Any]:
     pipe = node_client.pipeline(transaction=False)
+    flagged = scripts._flagged(node_client)  # the same script variant (with its Redis 7 flags) as scripts.run
     for name, keys, argv in calls:
-        pipe.execute_command("EVALSHA", *scripts.SCRIPTS[name].args(keys, argv))
+        pipe.execute_command("EVALSHA", *scripts.SCRIPTS[name].args(keys, argv, flagged=flagged))
     pipe.execute_command("WAIT", sync.replicas, sync.timeout_ms)
     return list(pipe.execute(raise_on_error=False))
 
