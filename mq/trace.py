@@ -122,18 +122,25 @@ class Tracer:
         self._record([(msg, kind, to_topic, msg.reconsume_times + 1, msg.topic, msg.queue_id, msg.queue_offset)],
                      self.now_ms(), 0.0)  # fmt: skip
 
-    def sent(self, msgs: Sequence[MessageExt], began_ms: int, cost_ms: float) -> None:
-        """``msgs`` were stored by a send (each with its queue and offset filled in)."""
-        self._record([(m, "send", "SEND_OK", 1, m.topic, m.queue_id, m.queue_offset) for m in msgs], began_ms, cost_ms)
+    def sent(self, topic: str, queue_id: int, first_offset: int, msg_ids: Sequence[str], began_ms: int,
+             cost_ms: float) -> None:  # fmt: skip
+        """A send stored ``msg_ids`` in ``queue_id`` of ``topic`` from offset ``first_offset`` on."""
+        rows = [((topic, queue_id, msg_id), "send", "SEND_OK", 1, topic, queue_id, first_offset + i)
+                for i, msg_id in enumerate(msg_ids)]  # fmt: skip
+        self._write(rows, began_ms, cost_ms)
 
     def _record(self, rows: Sequence[tuple[MessageExt, str, str, int, str, int, int]], began_ms: int, cost_ms: float) -> None:
+        self._write([(origin(m), *rest) for m, *rest in rows], began_ms, cost_ms)  # type: ignore[misc]
+
+    def _write(self, rows: Sequence[tuple[tuple[str, int, str], str, str, int, str, int, int]], began_ms: int,
+               cost_ms: float) -> None:  # fmt: skip
         if not rows or not self.active:
             return
         events = []
-        for msg, kind, status, attempt, topic, qid, offset in rows:
+        for where, kind, status, attempt, topic, qid, offset in rows:
             event = TraceEvent(kind, began_ms, self._group, self._client_id, self._host, round(cost_ms, 3), status,
                                attempt, topic, qid, offset)  # fmt: skip
-            events.append((*origin(msg), json.dumps(asdict(event), separators=(",", ":"))))
+            events.append((*where, json.dumps(asdict(event), separators=(",", ":"))))
         try:
             self._store.append_trace(events)
         except MQError as e:  # a trace is diagnostics: never fail the send or the consumption for it
