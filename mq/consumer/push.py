@@ -213,6 +213,7 @@ class PushConsumer(QueueConsumer):
         clean = core.shutdown(wait_consumed=self._drain, timeout_s=timeout_s)
         executor.shutdown(wait=False, cancel_futures=True)
         self._executor = None
+        self._tracer.close()
         return clean
 
     def __enter__(self) -> PushConsumer:
