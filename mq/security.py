@@ -32,7 +32,7 @@ SCRIPT_COMMANDS = (
 )  # fmt: skip
 #: Commands the library sends itself.
 CLIENT_COMMANDS = (
-    "evalsha", "script|load", "hget", "hgetall", "hset", "hsetnx", "hdel", "sadd", "sismember", "smembers", "srem",
+    "evalsha", "script|load", "hget", "hgetall", "hset", "hsetnx", "hdel", "sadd", "sismember", "smembers", "smismember", "srem",
     "xack", "xadd", "xgroup|create", "xrange", "xread", "xreadgroup", "zadd", "zcard", "zrange", "zrangebylex",
     "zrangebyscore", "zrem", "wait",
 )  # fmt: skip

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -29,6 +30,12 @@ log = logging.getLogger("mq.trace")
 NAMESPACE_SETTING = "trace"
 #: Seconds the namespace setting is cached by a client.
 SETTING_TTL_S = 30.0
+#: Seconds events wait in a client before they are written (one pipeline for all of them).
+FLUSH_INTERVAL_S = 0.1
+#: Events that make a client write at once rather than wait for the interval.
+FLUSH_EVENTS = 512
+#: Most events a client holds while the store does not take them (older ones are dropped, logged).
+MAX_PENDING_EVENTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,9 @@ def origin(msg: MessageExt) -> tuple[str, int, str]:
 
 
 class Tracer:
-    """Records the trace events of one producer or consumer.
+    """Records the trace events of one producer or consumer: events are gathered and written every
+    ``FLUSH_INTERVAL_S`` in one pipeline by a background thread (started with the first event), and
+    at :meth:`close`.
 
     Args:
         store: the client's store.
@@ -93,6 +102,11 @@ class Tracer:
         self._clock = ServerClock(store)
         self._setting = False
         self._read_s = -SETTING_TTL_S
+        self._pending: list[tuple[str, int, str, str]] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
 
     @property
     def active(self) -> bool:
@@ -122,19 +136,63 @@ class Tracer:
         self._record([(msg, kind, to_topic, msg.reconsume_times + 1, msg.topic, msg.queue_id, msg.queue_offset)],
                      self.now_ms(), 0.0)  # fmt: skip
 
-    def sent(self, msgs: Sequence[MessageExt], began_ms: int, cost_ms: float) -> None:
-        """``msgs`` were stored by a send (each with its queue and offset filled in)."""
-        self._record([(m, "send", "SEND_OK", 1, m.topic, m.queue_id, m.queue_offset) for m in msgs], began_ms, cost_ms)
+    def sent(self, topic: str, queue_id: int, first_offset: int, msg_ids: Sequence[str], began_ms: int,
+             cost_ms: float) -> None:  # fmt: skip
+        """A send stored ``msg_ids`` in ``queue_id`` of ``topic`` from offset ``first_offset`` on."""
+        rows = [((topic, queue_id, msg_id), "send", "SEND_OK", 1, topic, queue_id, first_offset + i)
+                for i, msg_id in enumerate(msg_ids)]  # fmt: skip
+        self._write(rows, began_ms, cost_ms)
 
     def _record(self, rows: Sequence[tuple[MessageExt, str, str, int, str, int, int]], began_ms: int, cost_ms: float) -> None:
+        self._write([(origin(m), *rest) for m, *rest in rows], began_ms, cost_ms)  # type: ignore[misc]
+
+    def _write(self, rows: Sequence[tuple[tuple[str, int, str], str, str, int, str, int, int]], began_ms: int,
+               cost_ms: float) -> None:  # fmt: skip
         if not rows or not self.active:
             return
         events = []
-        for msg, kind, status, attempt, topic, qid, offset in rows:
+        for where, kind, status, attempt, topic, qid, offset in rows:
             event = TraceEvent(kind, began_ms, self._group, self._client_id, self._host, round(cost_ms, 3), status,
                                attempt, topic, qid, offset)  # fmt: skip
-            events.append((*origin(msg), json.dumps(asdict(event), separators=(",", ":"))))
+            events.append((*where, json.dumps(asdict(event), separators=(",", ":"))))
+        with self._lock:
+            self._pending += events
+            if len(self._pending) > MAX_PENDING_EVENTS:
+                dropped = len(self._pending) - MAX_PENDING_EVENTS
+                del self._pending[:dropped]
+                log.warning("dropped the %d oldest trace events: the store does not take them", dropped)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"mq-trace-{self._group}", daemon=True)
+                self._thread.start()
+            if len(self._pending) >= FLUSH_EVENTS:
+                self._wake.set()
+
+    def flush(self) -> None:
+        """Write the events gathered so far (a trace is diagnostics: a failure is logged, never raised)."""
+        with self._lock:
+            events, self._pending = self._pending, []
+        if not events:
+            return
         try:
             self._store.append_trace(events)
-        except MQError as e:  # a trace is diagnostics: never fail the send or the consumption for it
-            log.warning("recording %d trace event(s) failed: %s", len(events), e)
+        except MQError as e:
+            log.warning("recording %d trace event(s) failed (kept for the next try): %s", len(events), e)
+            with self._lock:
+                self._pending[:0] = events
+
+    def close(self) -> None:
+        """Write what is left and stop the background writer."""
+        self._closed.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self.flush()
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            self._wake.wait(FLUSH_INTERVAL_S)
+            self._wake.clear()
+            try:
+                self.flush()
+            except Exception:  # the writer never dies: events would pile up unseen
+                log.exception("writing trace events of %s failed", self._group)

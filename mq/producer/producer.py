@@ -9,11 +9,11 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
-from mq import metrics
+from mq import metrics, otel
 from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory
 from mq.errors import MQBrokerError, MQClientError, MQError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
 from mq.message import Message, SendResult, SendStatus
-from mq.msgid import new_msg_id
+from mq.msgid import new_client_id, new_msg_id
 from mq.producer.async_sender import AsyncSender
 from mq.producer.fault import LatencyFaultTolerance
 from mq.producer.request import Selector, SendRequest
@@ -21,8 +21,10 @@ from mq.producer.route import RouteCache, TopicRoute
 from mq.producer.selectors import MessageQueueSelector
 from mq.queue import MessageQueue
 from mq.store import Store, codec
+from mq.store.clock import ServerClock
 from mq.store.replication import SyncReplicas
 from mq.timer import delay_levels, due_time_ms
+from mq.trace import Tracer
 from mq.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
 
 log = logging.getLogger("mq.producer")
@@ -31,6 +33,8 @@ log = logging.getLogger("mq.producer")
 DEFAULT_SEND_TIMEOUT_S = 3.0
 #: Extra attempts after a failed sync send [RocketMQ ``retryTimesWhenSendFailed``].
 DEFAULT_RETRY_TIMES = 2
+#: Seconds the namespace's delay levels are cached (the broker service may publish new ones).
+DELAY_LEVELS_TTL_S = 30.0
 
 _NOT_STARTED = "the producer is not started: call start() or use it as a context manager"
 
@@ -51,6 +55,11 @@ class Producer:
             confirm in time the send returns ``SendStatus.FLUSH_SLAVE_TIMEOUT``: stored on the master,
             not retried, and counted as a fault of that node, not as a sent message.
         sync_replicas_timeout_ms: how long a send waits for those replicas, milliseconds.
+        trace: record each send in the message trace (``Admin.message_trace``); None follows the
+            namespace (``Admin.set_trace``), off by default.
+
+    Sends are traced with OpenTelemetry when the ``otel`` extra is installed and a tracer provider is
+    set (:mod:`mq.otel`): a ``send`` span whose context travels in the message to its consumers.
 
     Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
     """
@@ -66,6 +75,7 @@ class Producer:
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         sync_replicas: int = 0,
         sync_replicas_timeout_ms: int = 1000,
+        trace: bool | None = None,
     ) -> None:
         self.group = check_group(group)
         self.sync = SyncReplicas(sync_replicas, sync_replicas_timeout_ms)
@@ -81,7 +91,10 @@ class Producer:
         self._routes = RouteCache(self._store)
         self._fault = LatencyFaultTolerance()
         self._sender: AsyncSender | None = None
-        self._levels: tuple[int, ...] | None = None
+        self._levels: tuple[int, ...] = ()
+        self._levels_read_s = 0.0
+        self._clock = ServerClock(self._store)
+        self._tracer = Tracer(self._store, self.group, new_client_id(), trace)
 
     def __repr__(self) -> str:
         return f"Producer(group={self.group!r}, {self._conn!r}, started={self._sender is not None})"
@@ -100,6 +113,7 @@ class Producer:
         if self._sender is not None:
             self._sender.stop()
             self._sender = None
+        self._tracer.close()
         self._conn.close()
 
     def __enter__(self) -> Producer:
@@ -132,7 +146,13 @@ class Producer:
             MQBrokerError: the store failed or was unreachable on every attempt within the budget.
         """
         self._check_started()
-        return self._send(self._request(msg, queue, selector, arg, timeout_s))
+        with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
+            request = self._request(msg, queue, selector, arg, timeout_s, carried=carried)
+            began = time.monotonic()
+            result = self._send(request)
+            otel.set_message_id(result.msg_id)
+        self._trace_sent(request, result, began)
+        return result
 
     def send_async(
         self, msg: Message, *, queue: MessageQueue | None = None, selector: Selector | None = None, arg: Any = None,
@@ -163,8 +183,13 @@ class Producer:
         self._check_started()
         topic = check_batch(msgs, self.max_message_size)
         ids = [new_msg_id() for _ in msgs]
-        encoded = [codec.encode(m, i) for m, i in zip(msgs, ids)]
-        return self._send(SendRequest(topic, encoded, ids, msgs[0], time.monotonic() + timeout_s, queue=queue))
+        with otel.send_span(self.group, self._conn.namespace, list(msgs)) as carried:
+            encoded = [codec.encode(m, i, extra_properties=carried) for m, i in zip(msgs, ids)]
+            request = SendRequest(topic, encoded, ids, msgs[0], time.monotonic() + timeout_s, queue=queue)
+            began = time.monotonic()
+            result = self._send(request)
+        self._trace_sent(request, result, began)
+        return result
 
     def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of ``topic`` (what selectors choose from)."""
@@ -177,22 +202,33 @@ class Producer:
             raise MQClientError(_NOT_STARTED)
 
     def _check(self, msg: Message) -> int | None:
-        """Check ``msg``; returns its due time (epoch ms) when it is delayed."""
+        """Check ``msg``; returns its due time (epoch ms, the store's clock) when it is delayed."""
         check_message(msg, self.max_message_size)
-        if msg.delay_level or msg.deliver_time_ms is not None:
-            if self._levels is None:
-                self._levels = delay_levels(self._store)
-            return due_time_ms(msg, self._levels)
+        if msg.deliver_time_ms is not None:
+            return msg.deliver_time_ms
+        if msg.delay_level:
+            if not self._levels or time.monotonic() - self._levels_read_s > DELAY_LEVELS_TTL_S:
+                self._levels, self._levels_read_s = delay_levels(self._store), time.monotonic()
+            return due_time_ms(msg, self._levels, now_ms=self._clock.now_ms())
         return None
 
+    def _trace_sent(self, request: SendRequest, result: SendResult, began: float) -> None:
+        """Record a stored send in the message trace (when tracing is on; a delayed one is traced on delivery)."""
+        if result.queue_offset >= 0 and self._tracer.active:
+            cost_ms = (time.monotonic() - began) * 1000
+            self._tracer.sent(request.topic, result.message_queue.queue_id, result.queue_offset, request.msg_ids,
+                              self._tracer.now_ms() - int(cost_ms), cost_ms)  # fmt: skip
+
     def _request(self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float,
-                 *, oneway: bool = False) -> SendRequest:  # fmt: skip
-        """The request of one checked message (raises MQClientError for bad input, before any I/O)."""
+                 *, oneway: bool = False, carried: dict[str, str] | None = None) -> SendRequest:  # fmt: skip
+        """The request of one checked message (raises MQClientError for bad input, before any I/O);
+        ``carried``: the trace context stored with it."""
         if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s < float("inf"):
             raise MQClientError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         due_ms = self._check(msg)
         msg_id = new_msg_id()
-        return SendRequest(msg.topic, [codec.encode(msg, msg_id)], [msg_id], msg, time.monotonic() + timeout_s,
+        encoded = codec.encode(msg, msg_id, extra_properties=carried)
+        return SendRequest(msg.topic, [encoded], [msg_id], msg, time.monotonic() + timeout_s,
                            queue=queue, selector=selector, arg=arg, due_ms=due_ms, oneway=oneway)  # fmt: skip
 
     def _enqueue(
@@ -202,9 +238,14 @@ class Producer:
         sender = self._sender
         if sender is None:
             raise MQClientError(_NOT_STARTED)
-        request = self._request(msg, queue, selector, arg, timeout_s, oneway=oneway)
-        self._routes.get(msg.topic)  # an unknown topic fails here, not in the future
-        sender.submit(request)
+        with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:  # the span covers the hand-over
+            request = self._request(msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried)
+            self._routes.get(msg.topic)  # an unknown topic fails here, not in the future
+            if self._tracer.active:
+                began = time.monotonic()
+                request.future.add_done_callback(
+                    lambda f: None if f.exception() else self._trace_sent(request, f.result(), began))
+            sender.submit(request)
         return request.future
 
     def _fixed_queue(self, route: TopicRoute, msg: Message, queue: MessageQueue | None, selector: Selector | None,

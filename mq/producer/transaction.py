@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -147,7 +146,7 @@ class TransactionProducer(Producer):
         wait_ms = int((check_immunity_time_s if check_immunity_time_s is not None else self._timeout_s()) * 1000)
         status = SendStatus.SEND_OK
         try:
-            half_id = self._store.put_half(msg.topic, mq.queue_id, encoded, int(time.time() * 1000) + wait_ms)
+            half_id = self._store.put_half(msg.topic, mq.queue_id, encoded, self._clock.now_ms() + wait_ms)
         except ReplicaAckTimeout as e:
             # As RocketMQ: a half message not confirmed by the replicas is rolled back and the local
             # transaction does not run (the caller sees FLUSH_SLAVE_TIMEOUT and ROLLBACK_MESSAGE).
@@ -159,7 +158,9 @@ class TransactionProducer(Producer):
         if state is not LocalTransactionState.UNKNOW:
             commit = state is LocalTransactionState.COMMIT_MESSAGE
             try:
-                _, offset = self._store.end_transaction(msg.topic, mq.queue_id, half_id, commit)
+                changed, offset = self._store.end_transaction(msg.topic, mq.queue_id, half_id, commit)
+                if not changed or (commit and offset < 0):  # decided before us (a check-back), or discarded
+                    state, offset = self._outcome(msg.topic, mq.queue_id, msg_id, half_id, state)
             except ReplicaAckTimeout as e:  # done on the master; if a failover loses it, check-back asks again
                 offset = e.result[1]
                 log.warning("ending transaction %s: %s (check-back resolves it if a failover loses it)", half_id, e)
@@ -167,6 +168,17 @@ class TransactionProducer(Producer):
                 log.warning("ending transaction %s failed, check-back will resolve it: %s", half_id, e)
         transaction_id = f"{mq.topic}:{mq.queue_id}:{half_id}"
         return TransactionSendResult(status, msg_id, mq, offset, transaction_id, state)
+
+    def _outcome(self, topic: str, queue_id: int, msg_id: str, half_id: str,
+                 local: LocalTransactionState) -> tuple[LocalTransactionState, int]:  # fmt: skip
+        """How a transaction the local end did not decide ended: committed (the message is in the log) or
+        rolled back; ``(state, offset)``, with a warning when it differs from ``local``."""
+        found = self._store.find_ids(topic, [queue_id], msg_id)
+        state = LocalTransactionState.COMMIT_MESSAGE if found else LocalTransactionState.ROLLBACK_MESSAGE
+        if state is not local:
+            log.warning("transaction %s was already ended as %s (by a check-back) when the local transaction "
+                        "returned %s: reported as %s", half_id, state.value, local.value, state.value)  # fmt: skip
+        return state, found[0][1] if found else -1
 
     def _timeout_s(self) -> float:
         if self._timeout_ms is None:

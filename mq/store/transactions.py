@@ -45,12 +45,25 @@ class TransactionOps(StoreBase):
         with contextlib.suppress(*REDIS_ERRORS):
             self._client.xack(self.keys.group(group).txcheck, CHECKERS, entry_id)
 
-    def claim_resend(self, group: str, msg_id: str) -> bool:
-        """Mark dead letter ``msg_id`` of ``group`` as resent; False when it already was (resend it once)."""
+    def claim_resend(self, group: str, letter: str) -> bool:
+        """Mark dead letter ``letter`` (its offset in the DLQ) of ``group`` as resent; False when it
+        already was (resend it once)."""
         with self._errors("marking a dead letter resent"):
-            return bool(self._client.sadd(self.keys.dlq_resent(group), msg_id))
+            return bool(self._client.sadd(self.keys.dlq_resent(group), letter))
 
-    def unclaim_resend(self, group: str, msg_id: str) -> None:
+    def unclaim_resend(self, group: str, letter: str) -> None:
         """Undo :meth:`claim_resend` (the resend failed)."""
         with self._errors("unmarking a dead letter"):
-            self._client.srem(self.keys.dlq_resent(group), msg_id)
+            self._client.srem(self.keys.dlq_resent(group), letter)
+
+    def resent_marks(self, group: str, letters: list[str]) -> list[bool]:
+        """Whether each of ``letters`` (DLQ offsets) of ``group`` was resent."""
+        if not letters:
+            return []
+        with self._errors("reading resent marks"):
+            return [bool(x) for x in self._client.smismember(self.keys.dlq_resent(group), letters)]
+
+    def clear_resent(self, group: str) -> None:
+        """Forget every resent mark of ``group`` (its DLQ was purged)."""
+        with self._errors("clearing resent marks"):
+            self._client.delete(self.keys.dlq_resent(group))
