@@ -54,8 +54,8 @@ def entries_batch(
     except _FOREIGN:
         fast = None
     if fast is None:  # a foreign entry somewhere: decode message by message, which logs and skips it
-        messages = [m for m in codec.decode_entries(topic, queue_id, entries) if _in_time(m, min_store_time_ms, max_store_time_ms)]
-        return messages_batch(messages, schema)
+        messages = codec.decode_entries(topic, queue_id, entries)
+        return messages_batch([m for m in messages if _in_time(m, min_store_time_ms, max_store_time_ms)], schema)
     columns, store_ms = fast
     batch = pa.RecordBatch.from_arrays([columns[field.name].cast(field.type) for field in schema], schema=schema)
     keep = _time_mask(store_ms, min_store_time_ms, max_store_time_ms)
@@ -116,13 +116,13 @@ def _empty_as_none(values: Sequence[bytes | None]) -> Sequence[bytes | None]:
     return [v or None for v in values] if b"" in values else values
 
 
-def _keys(joined: list[bytes | None]) -> pa.Array:
+def _keys(joined: Sequence[bytes | None]) -> pa.Array:
     """``list<string>`` of keys joined by the key separator; an empty list where there are none."""
     split = pc.split_pattern(pa.array(joined, pa.string()), KEY_SEPARATOR)
     return pa.ListArray.from_arrays(split.offsets, split.values)  # offsets alone: a null row becomes []
 
 
-def _json_maps(texts: list[bytes | None]) -> pa.Array | None:
+def _json_maps(texts: Sequence[bytes | None]) -> pa.Array | None:
     """``map<string,string>`` of JSON objects (empty where absent), every text parsed in one
     ``json.loads``; None when a text is not exactly what the codec writes."""
     present = [t for t in texts if t]

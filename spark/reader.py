@@ -17,9 +17,9 @@ from pyspark.sql.types import StructType
 from mq.connection import Connection
 from mq.store import Store
 from spark import plan
+from spark.columns import entries_batch
 from spark.options import ReadOptions
 from spark.plan import QueueRange
-from spark.columns import entries_batch
 from spark.schema import arrow_schema
 from spark.snapshot import QueueId
 
@@ -64,8 +64,8 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
             high = min(low + step, part.end)
             pages = [(first, min(first + opts.page_size, high) - 1) for first in range(low, high, opts.page_size)]
             entries = store.read_page_entries(part.topic, part.queue_id, pages)
-            batch = entries_batch(part.topic, part.queue_id, entries, schema,
-                                  min_store_time_ms=opts.min_store_time_ms, max_store_time_ms=opts.max_store_time_ms)  # fmt: skip
+            batch = entries_batch(part.topic, part.queue_id, entries, schema, min_store_time_ms=opts.min_store_time_ms,
+                                  max_store_time_ms=opts.max_store_time_ms)  # fmt: skip
             if batch.num_rows:
                 yield batch
     finally:

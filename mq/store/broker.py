@@ -165,7 +165,8 @@ class BrokerOps(StoreBase):
 
         def build(p: Any) -> None:
             if isinstance(p, redis.client.Pipeline):  # standalone: this pipeline's own callbacks, without XRANGE's
-                p.response_callbacks = type(p.response_callbacks)({k: v for k, v in p.response_callbacks.items() if k != "XRANGE"})
+                callbacks = p.response_callbacks
+                p.response_callbacks = type(callbacks)({k: v for k, v in callbacks.items() if k != "XRANGE"})
             for a, b in pages:
                 p.xrange(log, stream_id(a), stream_id(b))
 
