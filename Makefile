@@ -33,6 +33,7 @@ bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see do
 	$(PY) -m bench.timers
 	$(PY) -m bench.orderly
 	$(PY) -m bench.spark
+	$(PY) -m bench.limits
 
 chaos: $(STAMP) redis-server  ## fault injection under load: kills, Redis restart, pauses (see tests/chaos.py)
 	$(PY) -m tests.chaos --seconds 120 --rate 300

@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import time
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
-from mq.connection import Connection, translate_errors
+from mq.connection import Connection
 from mq.consumer import registry
 from mq.consumer.registry import ClientInfo, parse_group_config
-from mq.consumer.retry import dlq_topic, original_topic
+from mq.consumer.retry import dlq_topic, original_topic, retry_topic
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError, TopicNotFoundError
 from mq.group import GroupConfig
 from mq.message import Message, MessageExt
-from mq.producer import Producer
+from mq.properties import DLQ_LETTER, DLQ_REASON, ORIGIN_MESSAGE_ID, RESENT, RETRY_TOPIC
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.rates import STATS_HISTORY_S, Rates, rates_over
-from mq.store import Store
+from mq.store import Store, codec
 from mq.store.store import decode_half
 from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TopicConfig
+from mq.trace import NAMESPACE_SETTING, TraceEvent
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
+
+log = logging.getLogger("mq.admin")
 
 #: Most messages one key query returns (RocketMQ's ``maxNum`` cap).
 MAX_KEY_QUERY = 64
@@ -43,6 +48,8 @@ class Admin:
     def __init__(self, url: str | None = None, namespace: str = "mq") -> None:
         self._conn = Connection(url, namespace)
         self._store = Store(self._conn)
+        #: dead letters the last :meth:`resend_dlq` skipped: ``"msg id (topic: why)"`` each
+        self.last_resend_skipped: list[str] = []
 
     def __repr__(self) -> str:
         return f"Admin({self._conn!r})"
@@ -127,7 +134,9 @@ class Admin:
 
         Returns the queue's max offset when every stored message is older.
         """
-        return self._store.search_offset(queue.topic, queue.queue_id, int(timestamp_ms))
+        if not isinstance(queue, MessageQueue):
+            raise MQClientError(f"queue must be a MessageQueue, got {queue!r}")
+        return self._store.search_offset(queue.topic, queue.queue_id, _check_timestamp(timestamp_ms))
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -252,9 +261,11 @@ class Admin:
         Raises:
             MQClientError: an unknown group (a typo would create a phantom group) unless ``force``.
         """
+        timestamp_ms = _check_timestamp(timestamp_ms)
         config = self._require(topic)
+        check_group(group)
         offsets = {
-            MessageQueue(topic, DEFAULT_BROKER_NAME, q): self._store.search_offset(topic, q, int(timestamp_ms))
+            MessageQueue(topic, DEFAULT_BROKER_NAME, q): self._store.search_offset(topic, q, timestamp_ms)
             for q in range(config.queue_count)
         }
         return self._reset(group, topic, offsets, force=force)
@@ -282,51 +293,111 @@ class Admin:
         self._store.announce_reset(group, topic, {q.queue_id: o for q, o in offsets.items()})
         return offsets
 
+    # -- message trace ------------------------------------------------------------------------
+
+    def set_trace(self, enabled: bool) -> None:
+        """Turn the message trace on or off for every producer and consumer of the namespace that does
+        not set ``trace`` itself (they see it within 30 s)."""
+        if not isinstance(enabled, bool):
+            raise MQClientError(f"enabled must be True or False, got {enabled!r}")
+        self._store.publish_settings({NAMESPACE_SETTING: "1" if enabled else "0"})
+
+    def message_trace(self, topic: str, msg_id: str) -> list[TraceEvent]:
+        """What happened to message ``msg_id`` of ``topic``, oldest first: its send, every group's
+        consumptions and retries (recorded where tracing was on). Empty when nothing was recorded.
+
+        Raises:
+            TopicNotFoundError: the topic does not exist.
+        """
+        config = self._require(topic)
+        events: list[TraceEvent] = []
+        found = self._store.find_ids(topic, range(config.queue_count), msg_id)
+        for qid in [found[0][0]] if found else range(config.queue_count):  # no longer stored: look everywhere
+            events += [TraceEvent.from_json(line) for line in self._store.read_trace(topic, qid, msg_id)]
+        return sorted(events, key=lambda e: (e.time_ms, e.kind != "send"))
+
     # -- dead letters ---------------------------------------------------------------------------
 
     def dlq_messages(self, group: str, *, max_num: int = MAX_KEY_QUERY) -> list[MessageExt]:
-        """The oldest ``max_num`` messages in ``%DLQ%<group>`` (``system_properties["RETRY_TOPIC"]``
-        is where each was first sent); an empty list when the group has no dead letters."""
+        """The oldest ``max_num`` messages in ``%DLQ%<group>``: ``system_properties["RETRY_TOPIC"]`` is
+        where each was first sent, ``["RESENT"]`` is ``"true"`` for a letter already resent
+        (:meth:`resend_dlq`); an empty list when the group has no dead letters."""
         topic = dlq_topic(check_group(group))
         if self._store.topic(topic) is None:
             return []
         stats = self._store.queue_stats(topic, [0])[0]
-        return self._store.read(topic, 0, stats.min_offset, max_num)
+        letters = self._store.read(topic, 0, stats.min_offset, max_num)
+        resent = self._store.resent_marks(group, [str(m.queue_offset) for m in letters])
+        for m, mark in zip(letters, resent):
+            if mark:
+                m.system_properties[RESENT] = "true"
+        return letters
 
     def resend_dlq(self, group: str, *, msg_ids: Iterable[str] | None = None) -> int:
-        """Send dead letters of ``group`` again to their original topics; returns how many.
+        """Deliver dead letters of ``group`` again, to that group only; returns how many.
+
+        Each copy goes to the group's retry topic ``%RETRY%<group>`` (read by its concurrent push
+        consumers, who see the original topic), so other groups of the topic never see it again
+        [RocketMQ resends to the consumer group]. The copy keeps the msg id, body, tags, keys and
+        properties, ``ORIGIN_MESSAGE_ID``, and links back to its letter (``DLQ_LETTER``:
+        ``%DLQ%<group>:0@offset``). The letter stays in the DLQ, marked as resent (see
+        :meth:`dlq_messages`), so each is resent once, however often this is called.
 
         Args:
-            msg_ids: only these (default: every dead letter not resent before).
+            msg_ids: only letters with these ids (default: every dead letter not resent yet).
 
-        A resent message is a new message with the same body, tags, keys and properties; the dead
-        letter stays in the DLQ, marked as resent so a second call does not send it twice.
+        A letter whose original topic is gone is skipped, left unmarked, logged at WARNING and listed
+        in :attr:`last_resend_skipped`.
         """
         topic = dlq_topic(check_group(group))
+        if msg_ids is not None:
+            if isinstance(msg_ids, str):
+                raise MQClientError(f"msg_ids must be a list of msg id strings, not one str {msg_ids!r}")
+            msg_ids = list(msg_ids)
+            if not all(isinstance(i, str) for i in msg_ids):
+                raise MQClientError(f"msg_ids must be a list of msg id strings, got {msg_ids!r}")
         if self._store.topic(topic) is None:
             return 0
         wanted = set(msg_ids) if msg_ids is not None else None
-        resent_key = self._store.keys.dlq_resent(group)
-        client = self._conn.client
         count = 0
+        skipped: list[str] = []
+        retry: str | None = None
         stats = self._store.queue_stats(topic, [0])[0]
-        with Producer("ADMIN_DLQ_RESEND", self._conn.url, namespace=self._conn.namespace) as producer:
-            offset = stats.min_offset
-            while offset < stats.max_offset:
-                batch = self._store.read(topic, 0, offset, 256)
-                if not batch:
-                    break
-                offset = batch[-1].queue_offset + 1
-                for m in batch:
-                    if wanted is not None and m.msg_id not in wanted:
-                        continue
-                    with translate_errors(self._conn.url, "resending dead letters"):
-                        if wanted is None and client.sismember(resent_key, m.msg_id):
-                            continue
-                        producer.send(Message(original_topic(m), m.body, m.tags, m.keys, m.properties))
-                        client.sadd(resent_key, m.msg_id)
-                    count += 1
+        offset = stats.min_offset
+        while offset < stats.max_offset:
+            batch = self._store.read(topic, 0, offset, 256)
+            if not batch:
+                break
+            offset = batch[-1].queue_offset + 1
+            for m in batch:
+                if wanted is not None and m.msg_id not in wanted:
+                    continue
+                target = original_topic(m)
+                if self._store.topic(target) is None:
+                    skipped.append(f"{m.msg_id} ({target}: the topic is gone)")
+                    continue
+                if not self._store.claim_resend(group, str(m.queue_offset)):  # claimed first: resent at most once
+                    continue
+                try:
+                    retry = retry or self._store.ensure_topic(TopicConfig(retry_topic(group), 1, 1)).name
+                    self._store.put(retry, 0, [_resend_copy(m, retry, topic)])
+                except BaseException:
+                    self._store.unclaim_resend(group, str(m.queue_offset))
+                    raise
+                count += 1
+        if skipped:
+            log.warning("resend_dlq(%r): %d dead letter(s) skipped: %s", group, len(skipped), "; ".join(skipped[:20]))
+        self.last_resend_skipped = skipped
         return count
+
+    def purge_dlq(self, group: str) -> int:
+        """Remove every dead letter of ``group`` (and their resent marks); returns how many were removed."""
+        topic = dlq_topic(check_group(group))
+        if self._store.topic(topic) is None:
+            return 0
+        removed = self._store.trim(topic, 0, 2**62)
+        self._store.clear_resent(group)
+        return removed
 
     # -- broker ---------------------------------------------------------------------------------
 
@@ -449,3 +520,18 @@ class Admin:
     def namespace_empty(self) -> bool:
         """Whether no key of this namespace exists (``SCAN MATCH`` until the first one)."""
         return next(self._store.namespace_keys(), None) is None
+
+def _check_timestamp(timestamp_ms: object) -> int:
+    """An epoch-ms time as an int; NaN, infinities, bools and non-numbers raise MQClientError."""
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, (int, float)) or not math.isfinite(timestamp_ms):
+        raise MQClientError(f"timestamp_ms must be a finite number of epoch milliseconds, got {timestamp_ms!r}")
+    return int(timestamp_ms)
+
+
+def _resend_copy(letter: MessageExt, retry: str, dlq: str) -> list[Any]:
+    """The encoded copy of a dead letter for its group's retry topic, linked to the letter."""
+    system = {k: v for k, v in letter.system_properties.items() if k not in (DLQ_REASON, RESENT)}
+    system |= {RETRY_TOPIC: original_topic(letter), ORIGIN_MESSAGE_ID: system.get(ORIGIN_MESSAGE_ID, letter.msg_id),
+               DLQ_LETTER: f"{dlq}:0@{letter.queue_offset}"}  # fmt: skip
+    copy = Message(retry, letter.body, letter.tags, letter.keys, letter.properties)
+    return codec.encode(copy, letter.msg_id, letter.born_timestamp_ms, system_properties=system)

@@ -57,21 +57,66 @@ def resolve_url(url: str | None) -> str:
     return url or os.environ.get(URL_ENV) or DEFAULT_URL
 
 
+def _credentials(url: str) -> tuple[str, str, str] | None:
+    """``(scheme://, user info, rest)`` split at the *last* ``@`` after the scheme, or None without one.
+
+    Read by hand, not with ``urlsplit``: a password holding a raw ``/``, ``#`` or ``?`` would end
+    urlsplit's netloc early and leave the rest of the password in the path, query or fragment.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return None
+    userinfo, _, host = rest.rpartition("@")
+    return scheme + sep, userinfo, host
+
+
 def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (safe for logs and errors)."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """``url`` with any password replaced by ``***`` (safe for logs and errors), whatever it holds."""
+    split = _credentials(url)
+    if split is None:
         return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{user}:***@{host}").geturl()
+    prefix, userinfo, host = split
+    if ":" not in userinfo:  # a user name only; hide it all if it looks like a mangled password
+        return url if not any(c in userinfo for c in "/#?") else f"{prefix}***@{host}"
+    user = userinfo.partition(":")[0]
+    return f"{prefix}{user}:***@{host}"
+
+
+def _without_secret(text: str, url: str) -> str:
+    """``text`` with the URL's user info (raw and decoded) replaced by ``***``."""
+    split = _credentials(url)
+    if split is None:
+        return text
+    for secret in {split[1], unquote(split[1]), *split[1].split(":", 1)[1:], *unquote(split[1]).split(":", 1)[1:]}:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` (or what it wraps) is Redis refusing a write at ``maxmemory`` (``OOM``)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        text = str(seen)
+        if isinstance(seen, redis.exceptions.OutOfMemoryError) or text.startswith("OOM") or "> 'maxmemory'" in text:
+            return True
+        seen = seen.__cause__
+    return False
+
+
+#: Characters a namespace cannot hold: hash-tag braces, the key separator, whitespace, and the glob
+#: characters of ACL key patterns (a namespace ``t*`` would give its users ``~{t*}:*``, i.e. every
+#: namespace starting with ``t``).
+NAMESPACE_FORBIDDEN = "{}: \t\r\n*?[]\\^"
 
 
 def validate_namespace(namespace: str) -> str:
-    """Check a namespace: non-empty, no braces or whitespace (it goes inside hash tags)."""
-    if not isinstance(namespace, str) or not namespace or any(c in namespace for c in "{}: \t\r\n"):
+    """Check a namespace: non-empty, printable, none of :data:`NAMESPACE_FORBIDDEN`."""
+    if (not isinstance(namespace, str) or not namespace or not namespace.isprintable()
+            or any(c in namespace for c in NAMESPACE_FORBIDDEN)):  # fmt: skip
         raise MQClientError(
-            f"invalid namespace {namespace!r}: use a non-empty name without braces, colons or spaces"
+            f"invalid namespace {namespace!r}: use a non-empty name without braces, colons, spaces or "
+            "glob characters (* ? [ ] \\ ^)"
         )
     return namespace
 
@@ -96,8 +141,13 @@ class Connection:
                 + ", ".join(f"{s}://" for s in _SCHEMES)
             )
         self.kind = "memory" if scheme == "memory" else "cluster" if "cluster" in scheme else "standalone"
+        check_url(self.url)
         with translate_errors(self.url):
-            self.client: Any = _make_client(self.url, self.kind, socket_timeout_s)
+            try:
+                self.client: Any = _make_client(self.url, self.kind, socket_timeout_s)
+            except (ValueError, TypeError) as e:  # redis-py's reading of the URL and its query options
+                raise MQClientError(f"bad store URL {mask_url(self.url)!r}: {type(e).__name__} "
+                                    f"{_without_secret(str(e), self.url)}") from None  # fmt: skip
 
     def __repr__(self) -> str:
         return f"Connection({mask_url(self.url)!r}, namespace={self.namespace!r})"
@@ -118,6 +168,26 @@ class Connection:
             self.client.close()
 
 
+def check_url(url: str) -> None:
+    """Refuse, before connecting, what redis-py would misread or report with the password in it.
+
+    Raises:
+        MQClientError: a reserved character in the user info, a bad port, or a bad query parameter
+            (the message shows the URL masked).
+    """
+    split = _credentials(url)
+    if split is not None and any(c in split[1] for c in "/#?"):
+        raise MQClientError(f"the user or password in {mask_url(url)!r} holds a reserved character (/ # ?): "
+                            "percent-encode it, e.g. urllib.parse.quote(password, safe='')")  # fmt: skip
+    try:
+        parts = urlsplit(url)
+        if "cluster" not in parts.scheme:  # cluster seeds (host:port,host:port) are checked one by one
+            _ = parts.port
+    except ValueError:
+        raise MQClientError(f"bad host or port in {mask_url(url)!r}: use scheme://[user:password@]host:port") from None
+    _timeouts(parts.query)
+
+
 @contextmanager
 def translate_errors(url: str, doing: str = "talking to the store") -> Iterator[None]:
     """Turn redis-py exceptions into :class:`MQBrokerError` naming the (masked) URL."""
@@ -125,6 +195,9 @@ def translate_errors(url: str, doing: str = "talking to the store") -> Iterator[
         yield
     except redis.exceptions.NoPermissionError as e:
         raise MQBrokerError(f"permission denied while {doing} at {mask_url(url)}: {e}") from e
+    except redis.exceptions.OutOfMemoryError as e:
+        raise MQBrokerError(f"the store is full (OOM: used memory is over maxmemory) while {doing} at {mask_url(url)}: "
+                            f"free memory, raise maxmemory or let retention trim: {e}") from e  # fmt: skip
     except REDIS_ERRORS as e:
         raise MQBrokerError(f"store error while {doing} at {mask_url(url)}: {e}") from e
 
@@ -134,7 +207,12 @@ def _timeouts(query: str) -> dict[str, float]:
     out = {"socket_connect_timeout": DEFAULT_CONNECT_TIMEOUT_S, "socket_timeout": DEFAULT_SOCKET_TIMEOUT_S}
     for name in out:
         if name in params:
-            out[name] = float(params[name][0])
+            try:
+                out[name] = float(params[name][0])
+            except ValueError:
+                out[name] = float("nan")
+            if not 0 < out[name] < float("inf"):
+                raise MQClientError(f"URL parameter {name}={params[name][0]!r} must be a positive number of seconds")
     return out
 
 

@@ -25,17 +25,19 @@ key                             type        holds
 ``{ns:T:Q}:halfidx``            zset        half id → next check-back, ms
 ``{ns:T:Q}:halfchk``            hash        half id → check-backs so far
 ``{ns:T:Q}:txdead``             stream      half messages rolled back after too many checks (admin list)
+``{ns:T:Q}:timerdead``          stream      delayed messages the timer could not deliver, with the reason
 ``{ns}:halves``                 zset        ``topic \\x1f queue id`` → earliest check-back of that queue
 ``{ns:g:G}:txcheck``            stream      check-back requests for producer group G (consumer group "checkers")
 ``{ns:g:G}:since``              hash        topic → when group G first consumed it, ms (LAST_OFFSET's start)
+``{ns:T:Q}:trace``              hash        msg id → its trace events (JSON lines: send, consume, retry, DLQ), opt-in
 ``{ns:T:Q}:inv:G``              zset        simple consumer group G: offset → visible again at, ms
 ``{ns:T:Q}:att:G``              hash        simple consumer group G: offset → delivery attempts
 ``{ns}:groups``                 set         every consumer group that ever registered
 ``{ns:g:G}:clients``            zset        client id → last heartbeat, ms (live = recent)
 ``{ns:g:G}:info``               hash        client id → ClientInfo JSON
-``{ns:g:G}:config``             string      the group's config (GroupConfig JSON, ``Admin.create_group``)
+``{ns:g:G}:config``             hash        ``json`` → the group's config (GroupConfig JSON, ``Admin.create_group``);
+                                            ``reset_seq`` → counter of its offset resets (every heartbeat reads both)
 ``{ns:g:G}:resets``             hash        topic → ``seq \x1f offsets JSON`` of the last offset reset (live members apply it)
-``{ns:g:G}:reset-seq``          string      counter of offset resets of the group (returned by every heartbeat)
 ==============================  ==========  ==================================================
 
 Everything one queue owns shares the tag ``{ns:T:Q}``, so every per-queue script touches one slot
@@ -66,15 +68,21 @@ class QueueKeys:
     halfidx: str
     halfchk: str
     txdead: str
+    timerdead: str
+
+    @property
+    def trace(self) -> str:
+        """The message trace of the queue: msg id → its events (see :mod:`mq.trace`)."""
+        return f"{self.meta.removesuffix(':q')}:trace"
 
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
         return [self.meta, self.log, self.ids, self.keys, self.offsets, self.owners, self.timer, self.delayed,
-                self.half, self.halfidx, self.halfchk, self.txdead]
+                self.half, self.halfidx, self.halfchk, self.txdead, self.timerdead, self.trace]
 
     def end_transaction(self) -> list[str]:
         """The keys of ``end-transaction``."""
-        return [*self.put(), self.half, self.halfidx, self.halfchk]
+        return [*self.put(), self.half, self.halfidx, self.halfchk, self.txdead]
 
     def check_halves(self) -> list[str]:
         """The keys of ``check-halves``."""
@@ -99,8 +107,8 @@ class QueueKeys:
         return [self.meta, self.log, self.offsets, self.guard(group, guard)]
 
     def deliver(self) -> list[str]:
-        """The keys of ``deliver-due``: the put keys and the queue's timer."""
-        return [*self.put(), self.timer, self.delayed]
+        """The keys of ``deliver-due``: the put keys, the queue's timer and its dead-letter stream."""
+        return [*self.put(), self.timer, self.delayed, self.timerdead]
 
     def put(self) -> list[str]:
         """The keys of the ``put-messages`` script."""
@@ -121,7 +129,6 @@ class GroupKeys:
     since: str
     config: str
     resets: str
-    reset_seq: str
 
 
 class Keys:
@@ -150,7 +157,8 @@ class Keys:
         return QueueKeys(meta=f"{tag}:q", log=f"{tag}:log", ids=f"{tag}:ids", keys=f"{tag}:keys",
                          offsets=f"{tag}:offsets", owners=f"{tag}:owners", timer=f"{tag}:timer",
                          delayed=f"{tag}:delayed", half=f"{tag}:half", halfidx=f"{tag}:halfidx",
-                         halfchk=f"{tag}:halfchk", txdead=f"{tag}:txdead")
+                         halfchk=f"{tag}:halfchk", txdead=f"{tag}:txdead",
+                         timerdead=f"{tag}:timerdead")
 
     def dlq_resent(self, group: str) -> str:
         """The set of dead-letter msg ids of ``group`` already resent (in the DLQ queue's slot)."""
@@ -160,7 +168,7 @@ class Keys:
         """The registry keys of ``group``."""
         tag = f"{{{self.namespace}:g:{group}}}"
         return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info", txcheck=f"{tag}:txcheck", since=f"{tag}:since",
-                         config=f"{tag}:config", resets=f"{tag}:resets", reset_seq=f"{tag}:reset-seq")
+                         config=f"{tag}:config", resets=f"{tag}:resets")
 
 
 def stream_id(offset: int) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -15,7 +15,9 @@ def _normalise_keys(keys: str | Sequence[str] | None) -> tuple[str, ...]:
     if isinstance(keys, str):
         # RocketMQ's setKeys(String) may carry several keys separated by spaces.
         return tuple(k for k in keys.split(" ") if k)
-    return tuple(keys)
+    if isinstance(keys, Iterable) and not isinstance(keys, (bytes, bytearray)):
+        return tuple(keys)
+    return (keys,)  # not a key: the producer's checks refuse it with an MQClientError
 
 
 @dataclass(init=False, eq=True)
@@ -61,7 +63,8 @@ class Message:
         self.body = body
         self.tags = tags
         self.keys = _normalise_keys(keys)
-        self.properties = dict(properties or {})
+        # a non-mapping is kept as given, for the producer's checks to refuse with an MQClientError
+        self.properties = dict(properties) if isinstance(properties, Mapping) else properties or {}
         self.delay_level = delay_level
         self.deliver_time_ms = deliver_time_ms
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 import time
+import uuid
 
 
 def _new_prefix() -> str:
@@ -30,3 +32,8 @@ os.register_at_fork(after_in_child=_after_fork)
 def new_msg_id() -> str:
     """A new message id (32 hex characters)."""
     return f"{_prefix}{int(time.time() * 1000) & 0xFFFFFFFFFFFF:012x}{next(_counter) & 0xFFFFFFFF:08x}"
+
+
+def new_client_id() -> str:
+    """A client id unique across hosts and processes, readable in admin output (``host@pid@random``)."""
+    return f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:8]}"

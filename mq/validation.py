@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Sequence
 
 from mq.errors import InvalidNameError, MessageTooLargeError, MQClientError
@@ -23,6 +24,14 @@ SYSTEM_TOPIC_MAX_LENGTH = 255
 GROUP_MAX_LENGTH = 120
 #: Default largest message body, bytes (RocketMQ ``maxMessageSize``); also the largest batch.
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+#: Most bytes of a message's tags, keys and user properties together (RocketMQ ``maxUserPropertySize``).
+MAX_USER_PROPERTY_SIZE = 16 * 1024
+#: Most user properties of a message (RocketMQ ``userPropertyMaxNum``).
+MAX_PROPERTIES = 128
+#: Most keys of a message (RocketMQ bounds keys only by ``maxUserPropertySize``).
+MAX_KEYS = 64
+#: Furthest ahead a ``deliver_time_ms`` may be, ms (RocketMQ 5 proxy ``maxDelayTimeMills``, 1 day).
+MAX_DELAY_MS = 24 * 3_600_000
 #: Prefix of a group's retry topic.
 RETRY_PREFIX = "%RETRY%"
 #: Prefix of a group's dead-letter topic.
@@ -87,8 +96,13 @@ def check_group(group: object) -> str:
     return _check_name("group", group, GROUP_MAX_LENGTH)
 
 
-def check_message(msg: object, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Message:
+def check_message(msg: object, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, *, now_ms: int | None = None) -> Message:
     """Check everything about a message a producer can check without the store.
+
+    The limits (one table in docs/security.md): the whole encoded message (body, tags, keys,
+    properties) within ``max_message_size`` bytes; tags, keys and properties within
+    :data:`MAX_USER_PROPERTY_SIZE` bytes and :data:`MAX_PROPERTIES` / :data:`MAX_KEYS` items; text
+    valid UTF-8; ``deliver_time_ms`` at most :data:`MAX_DELAY_MS` after ``now_ms`` (default: now).
 
     Raises:
         TypeError: ``msg`` is not a Message, or its body is not bytes.
@@ -99,32 +113,90 @@ def check_message(msg: object, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE)
     check_user_topic(msg.topic)
     if not isinstance(msg.body, (bytes, bytearray, memoryview)):
         raise TypeError(f"Message body must be bytes, got {type(msg.body).__name__}")
-    size = len(msg.body)
-    if size == 0:
+    body_size = len(msg.body)
+    if body_size == 0:
         raise MQClientError(f"message body for topic {msg.topic!r} is empty; send at least 1 byte")
-    if size > max_message_size:
-        raise MessageTooLargeError(f"message body is {size} bytes; the limit is {max_message_size} (max_message_size)")
-    _check_text("tags", msg.tags, allow_none=True)
-    for key in msg.keys:
-        _check_text("key", key)
-        if KEY_SEPARATOR in key:
-            raise MQClientError(f"message key {key!r} contains the reserved character \\x1f")
-    for name, value in msg.properties.items():
-        _check_text("property name", name)
-        _check_text(f"property {name!r} value", value)
-        if name in RESERVED_PROPERTIES:
-            raise MQClientError(f"property name {name!r} is reserved by the system; choose another name")
-    if not isinstance(msg.delay_level, int) or msg.delay_level < 0:
-        raise MQClientError(f"delay_level must be an int >= 0, got {msg.delay_level!r}")
-    if msg.deliver_time_ms is not None and (not isinstance(msg.deliver_time_ms, int) or msg.deliver_time_ms < 0):
-        raise MQClientError(f"deliver_time_ms must be epoch milliseconds (int >= 0), got {msg.deliver_time_ms!r}")
+    if body_size > max_message_size:
+        raise MessageTooLargeError(f"message body is {body_size} bytes; the limit is {max_message_size} (max_message_size)")
+    extra = _check_tags(msg.tags) + _check_keys(msg.keys) + _check_properties(msg.properties)
+    if extra > MAX_USER_PROPERTY_SIZE:
+        raise MessageTooLargeError(f"tags, keys and properties take {extra} bytes; the limit is {MAX_USER_PROPERTY_SIZE}")
+    if body_size + extra > max_message_size:
+        raise MessageTooLargeError(f"message is {body_size + extra} bytes with its tags, keys and properties; "
+                                   f"the limit is {max_message_size} (max_message_size)")  # fmt: skip
+    _check_delay(msg, now_ms)
     return msg
+
+
+def message_size(msg: Message) -> int:
+    """Bytes a checked message counts against ``max_message_size``: body, tags, keys and properties."""
+    extra = len(msg.tags.encode()) if msg.tags else 0
+    extra += sum(len(k.encode()) + 1 for k in msg.keys)
+    extra += sum(len(n.encode()) + len(v.encode()) for n, v in msg.properties.items())
+    return len(msg.body) + extra
+
+
+def _check_tags(tags: object) -> int:
+    """Bytes of a valid tag (0 for none); a tag no TAG filter could ever select is refused."""
+    if tags is None:
+        return 0
+    size = _check_text("tags", tags)
+    assert isinstance(tags, str)
+    if any(c.isspace() or c == "|" for c in tags):
+        raise MQClientError(f"tag {tags!r} contains '|' or whitespace: a message has one tag, and no TAG filter "
+                            "could select this one; use a property for several values")  # fmt: skip
+    return size
+
+
+def _check_keys(keys: Sequence[object]) -> int:
+    if len(keys) > MAX_KEYS:
+        raise MQClientError(f"a message has {len(keys)} keys; the limit is {MAX_KEYS}")
+    size = 0
+    for key in keys:
+        size += _check_text("key", key) + 1
+        if KEY_SEPARATOR in str(key):
+            raise MQClientError(f"message key {key!r} contains the reserved character \\x1f")
+    return size
+
+
+def _check_properties(properties: object) -> int:
+    if not isinstance(properties, dict):
+        raise MQClientError(f"properties must be a dict of str to str, got {type(properties).__name__}")
+    if len(properties) > MAX_PROPERTIES:
+        raise MQClientError(f"a message has {len(properties)} properties; the limit is {MAX_PROPERTIES}")
+    size = 0
+    for name, value in properties.items():
+        size += _check_text("property name", name)
+        size += _check_text(f"property {name!r} value", value)
+        if str(name).upper() in RESERVED_PROPERTIES:
+            raise MQClientError(f"property name {name!r} is reserved by the system (names are compared "
+                                "case-insensitively); choose another name")  # fmt: skip
+    return size
+
+
+def _check_delay(msg: Message, now_ms: int | None) -> None:
+    if not _is_int(msg.delay_level) or msg.delay_level < 0:
+        raise MQClientError(f"delay_level must be an int >= 0, got {msg.delay_level!r}")
+    when = msg.deliver_time_ms
+    if when is None:
+        return
+    if not _is_int(when) or when < 0:
+        raise MQClientError(f"deliver_time_ms must be epoch milliseconds (int >= 0), got {when!r}")
+    latest = (int(time.time() * 1000) if now_ms is None else now_ms) + MAX_DELAY_MS
+    if when > latest:
+        raise MQClientError(f"deliver_time_ms {when} is more than {MAX_DELAY_MS // 3_600_000} h ahead (MAX_DELAY_MS); "
+                            "deliver it later or store the schedule elsewhere")  # fmt: skip
+
+
+def _is_int(value: object) -> bool:
+    """An int that is not a bool (``True`` is not a delay level)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_batch(msgs: Sequence[Message], max_batch_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> str:
     """Check a batch: non-empty, one topic, no delay, total size within ``max_batch_size``.
 
-    Returns the batch's topic.
+    The total counts each message whole (body, tags, keys, properties). Returns the batch's topic.
     """
     if isinstance(msgs, Message) or not isinstance(msgs, Sequence) or not msgs:
         raise MQClientError("send_batch needs a non-empty list of messages")
@@ -136,14 +208,18 @@ def check_batch(msgs: Sequence[Message], max_batch_size: int = DEFAULT_MAX_MESSA
             raise MQClientError(f"a batch must have one topic; found {topic!r} and {msg.topic!r}")
         if msg.delay_level or msg.deliver_time_ms is not None:
             raise MQClientError("a batch cannot contain delayed or timer messages")
-        total += len(msg.body) + sum(len(k) + len(v) for k, v in msg.properties.items())
+        total += message_size(msg)
     if total > max_batch_size:
         raise MessageTooLargeError(f"batch is {total} bytes; the limit is {max_batch_size}")
     return str(topic)
 
 
-def _check_text(what: str, value: object, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
+def _check_text(what: str, value: object) -> int:
+    """Bytes of ``value`` as UTF-8; refuses a non-str, a blank str and text UTF-8 cannot encode."""
     if not isinstance(value, str) or not value.strip():
         raise MQClientError(f"{what} must be a non-blank str, got {value!r}")
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise MQClientError(f"{what} {value!r} is not valid UTF-8 text ({e.reason} at index {e.start}): "
+                            "lone surrogates cannot be stored") from None

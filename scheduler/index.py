@@ -37,6 +37,10 @@ class QueueIndex:
         self._store.index_set(self.key, list(zip(queues, next_ms)))
         self.reindex(queues)
 
+    def postpone(self, queues: list[tuple[str, int]], at_ms: int) -> None:
+        """Look at ``queues`` again at ``at_ms`` (epoch ms), e.g. after a failure, without re-indexing them."""
+        self._store.index_set(self.key, [(queue, at_ms) for queue in queues])
+
     def reindex(self, queues: list[tuple[str, int]]) -> None:
         """Lower each queue's score to its earliest pending item (adding missing entries)."""
         self._store.index_lower(self.key, queues, self._schedule)

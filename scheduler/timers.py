@@ -19,6 +19,9 @@ from scheduler.index import QueueIndex
 
 log = logging.getLogger("scheduler.timers")
 
+#: How long a queue whose delivery failed waits before the next try, ms.
+RETRY_FAILED_MS = 1000
+
 
 class TimerDelivery:
     """Delivers due messages of one namespace."""
@@ -33,13 +36,16 @@ class TimerDelivery:
         self.delivered = 0
 
     def run(self) -> None:
-        """Deliver until stopped (the body of the delivery thread)."""
+        """Deliver until stopped (the body of the delivery thread); survives any error of a round."""
         while not self._stop.is_set():
             try:
                 if not self.deliver_once():
                     self._stop.wait(self._pause_s())
             except MQError as e:
                 log.warning("timer delivery failed, retrying in 1 s: %s", e)
+                self._stop.wait(1.0)
+            except Exception:  # a bug must not stop delayed messages of every topic: log it and go on
+                log.exception("timer delivery round failed unexpectedly (delayed messages wait); retrying in 1 s")
                 self._stop.wait(1.0)
 
     def ensure_running(self) -> None:
@@ -62,8 +68,25 @@ class TimerDelivery:
         if not queues:
             return 0
         results = self._store.deliver_due(queues, now, self._batch)
-        self.delivered += sum(moved for moved, _ in results)
-        self.index.write_back(queues, [next_due for _, next_due in results])
+        done: list[tuple[str, int]] = []
+        next_due: list[int] = []
+        failed: list[tuple[str, int]] = []
+        for (topic, qid), result in zip(queues, results):
+            if isinstance(result, MQError):  # nothing of that queue changed: try it again later
+                log.error("timer delivery of %r queue %d failed, retrying in %d ms: %s", topic, qid, RETRY_FAILED_MS,
+                          result)  # fmt: skip
+                failed.append((topic, qid))
+                continue
+            self.delivered += result.moved
+            done.append((topic, qid))
+            if result.dead:
+                log.error("%d delayed message(s) of %r queue %d could not be delivered: kept in its timer "
+                          "dead-letter stream (Store.timer_dead_letters)", result.dead, topic, qid)  # fmt: skip
+            next_due.append(result.next_due_ms)
+        if failed:
+            self.index.postpone(failed, now + RETRY_FAILED_MS)
+        if done:
+            self.index.write_back(done, next_due)
         return len(queues)
 
     def sweep(self) -> None:

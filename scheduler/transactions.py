@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 
-from mq.connection import translate_errors
+from mq.errors import MQBrokerError
 from mq.producer.transaction import PGROUP
 from mq.store import Store
 from scheduler.config import BrokerConfig
@@ -24,8 +24,6 @@ log = logging.getLogger("scheduler.transactions")
 
 #: Half messages taken per queue per round.
 HALVES_PER_QUEUE = 500
-#: Check-back requests kept per producer group stream (older ones are trimmed).
-CHECK_STREAM_MAXLEN = 10_000
 
 
 class TransactionChecker:
@@ -59,16 +57,21 @@ class TransactionChecker:
             self.index.write_back(queues, [next_ms for next_ms, _ in results])
 
     def _ask(self, topic: str, qid: int, halves: list[tuple[str, int]]) -> None:
-        client = self._store.conn.client
         for half_id, checks in halves:
-            msg = self._store.read_half(topic, qid, half_id)
-            if msg is None:
-                continue
-            group = msg.system_properties.get(PGROUP)
-            if not group:
-                continue
-            with translate_errors(self._store.conn.url, f"asking producer group {group!r}"):
-                client.xadd(self._store.keys.group(group).txcheck,
-                            {"topic": topic, "queue_id": qid, "half_id": half_id, "checks": checks},
-                            maxlen=CHECK_STREAM_MAXLEN, approximate=True)  # fmt: skip
-            self.asked += 1
+            try:
+                self._ask_one(topic, qid, half_id, checks)
+            except MQBrokerError:
+                raise  # the store failed: the round stops and the job runs again
+            except Exception:  # one bad half message must not stop the check-backs of the others
+                log.exception("check-back of half message %s of %r queue %d failed; it is asked again next interval",
+                              half_id, topic, qid)  # fmt: skip
+
+    def _ask_one(self, topic: str, qid: int, half_id: str, checks: int) -> None:
+        msg = self._store.read_half(topic, qid, half_id)
+        if msg is None:
+            return
+        group = msg.system_properties.get(PGROUP)
+        if not group:
+            return
+        self._store.ask_check(group, topic, qid, half_id, checks)
+        self.asked += 1

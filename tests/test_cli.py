@@ -215,7 +215,9 @@ def test_dlq_commands(redis_server, namespace: str, capsys: pytest.CaptureFixtur
     assert (listed["msg_id"], listed["body"], listed["system_properties"]["RETRY_TOPIC"]) == (sent.msg_id, "bad order", "dq")
     assert main(["dlq", "resend", "cli-dlq", "--id", sent.msg_id, *common]) == 0
     assert "resent 1 message(s)" in capsys.readouterr().out
-    assert Admin(url, namespace).topic_status("dq")[sent.message_queue].max_offset == 2
+    assert Admin(url, namespace).topic_status("dq")[sent.message_queue].max_offset == 1  # not resent to the topic
+    [copy] = Admin(url, namespace).messages("%RETRY%cli-dlq", 0, 0)[-1:]  # but to the group's retry topic
+    assert copy.msg_id == sent.msg_id and copy.system_properties["DLQ_LETTER"].startswith("%DLQ%cli-dlq:0@")
 
 
 @pytest.mark.spark

@@ -318,6 +318,9 @@ def test_broadcasting_gets_everything_and_resumes_from_local_offsets(env, tmp_pa
         wait_for(lambda: len(again.messages) >= 30, 20, "the restarted member to catch up")
         time.sleep(0.3)
     assert sorted(again.bodies) == sorted(b"%d" % i for i in range(60, 90))
+    store = Store(Connection(url, ns))
+    stored = store.read_offsets("gb", [MessageQueue("T", "broker-a", q) for q in range(8)])
+    assert stored == {}, "broadcasting offsets live in the local files only, never in the store"
 
 
 def test_start_needs_listener_and_subscription(redis_server, namespace: str) -> None:

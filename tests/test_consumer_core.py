@@ -360,3 +360,28 @@ def test_members_publish_their_runtime_status(backend_url: str, namespace: str, 
     q0 = status["queues"]["ST:0"]
     assert (q0["cached"], q0["next_offset"], q0["committed"]) == (0, 10, 10)
     assert q0["last_pull_ms"] > 0 and status["paused"] is False and status["consume_tps"] >= 0
+
+
+def test_a_consumer_starts_and_consumes_on_a_full_store(namespace: str) -> None:
+    """At maxmemory (noeviction) Redis refuses plain writes; the consumer's start-up writes that can
+    wait (group list, starting offsets, retry topic) wait, and its scripts keep consuming."""
+    from tests.servers import RedisServer
+
+    with RedisServer(extra_args=["--maxmemory", "4mb", "--maxmemory-policy", "noeviction"]) as server:
+        url = server.url
+        Admin(url, namespace).create_topic("OOM", read_queues=2, write_queues=2)
+        _fill(url, namespace, "OOM", 20)
+        client = server.client()
+        with pytest.raises(Exception, match="maxmemory"):
+            for i in range(10_000):
+                client.set(f"filler:{i}", b"x" * 65536)
+        got: list[bytes] = []
+        consumer = PushConsumer("full", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+        consumer.subscribe("OOM")
+        consumer.register_message_listener(
+            lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        )
+        with consumer:
+            wait_for(lambda: len(got) >= 20, 15, "the stored messages consumed on a full store")
+        assert sorted(got) == sorted(b"%d" % i for i in range(20))
+        client.close()

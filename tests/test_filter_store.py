@@ -7,6 +7,7 @@ import pytest
 from mq import Admin, Message, MessageSelector, Producer
 from mq.connection import Connection
 from mq.consumer.puller import filter_args
+from mq.errors import MQBrokerError
 from mq.store import Store
 from mq.store.store import PullRequest
 from tests.sql92_rocketmq_cases import CASES
@@ -105,3 +106,11 @@ def test_rocketmq_filter_cases_in_lua_and_python(rocketmq_loaded: tuple[Store, l
             if case.expression == expression and {i in lua, i in python} != {case.expected}:
                 wrong.append(f"{case}: Lua {i in lua}, Python {i in python}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_store_refuses_an_unbounded_filter_sent_directly(loaded: tuple[Store, list[str]]) -> None:
+    """A client that skips the library's expression limits and calls the script itself is refused."""
+    store, _ = loaded
+    huge = "\x1f".join(f"t{i}" for i in range(40_000))  # about 270 KB of tags
+    result = store.pull_many([PullRequest("F", 0, 0, 100, 1000, "TAG", huge)])[0]
+    assert isinstance(result, MQBrokerError) and "over the limit" in str(result)

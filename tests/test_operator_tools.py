@@ -335,3 +335,59 @@ def test_the_stats_history_keeps_only_its_last_seconds(redis_server, namespace: 
         assert store.stats() == {"taken_at_ms": 4_000, "topic_messages": {"t": 4_000}}
         store.save_stats({"taken_at_ms": 9_000})  # no history asked: the snapshot only
         assert [s["taken_at_ms"] for s in store.stats_history(0)] == [2_500, 4_000]
+
+
+def test_a_resent_dead_letter_reaches_only_its_group_once_with_a_link(backend_url: str, namespace: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Group A dead-letters a message that group B consumed fine; resending A's letter reaches A
+    again (once, however often resend is called) and never B; the copy links to its letter."""
+    import threading
+
+    from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+    from scheduler import BrokerConfig, BrokerService
+
+    url = backend_url
+    admin = Admin(url, namespace)
+    admin.create_topic("DL", read_queues=1, write_queues=1)
+    got: dict[str, list] = {"A": [], "B": []}
+    lock = threading.Lock()
+    fixed = threading.Event()
+
+    def listener_of(group: str):  # type: ignore[no-untyped-def]
+        def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+            with lock:
+                got[group].extend(msgs)
+            if group == "A" and not fixed.is_set():
+                return ConsumeConcurrentlyStatus.RECONSUME_LATER
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        return listener
+
+    consumers = []
+    for group in ("A", "B"):
+        c = PushConsumer(group, url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, max_reconsume_times=0)
+        c.subscribe("DL")
+        c.register_message_listener(listener_of(group))
+        consumers.append(c)
+    with BrokerService(url, namespace, BrokerConfig(timer_poll_ms=20)), consumers[0], consumers[1]:
+        with Producer("p", url, namespace=namespace) as producer:
+            sent = producer.send(Message("DL", b"charge", keys=["order-9"]))
+        wait_for(lambda: len(admin.dlq_messages("A")) == 1 and len(got["B"]) == 1, 20, "A's dead letter, B's consumption")
+        assert admin.dlq_messages("B") == []
+        assert "RESENT" not in admin.dlq_messages("A")[0].system_properties
+        fixed.set()
+        assert admin.resend_dlq("A") == 1
+        assert admin.resend_dlq("A") == 0  # once
+        assert admin.resend_dlq("A", msg_ids=[sent.msg_id]) == 0
+        wait_for(lambda: len(got["A"]) == 2, 20, "the resent copy at group A")
+        time.sleep(1.0)
+    assert len(got["B"]) == 1  # group B never saw it again
+    again = got["A"][1]
+    assert again.topic == "DL" and again.body == b"charge" and again.msg_id == sent.msg_id
+    assert again.system_properties["ORIGIN_MESSAGE_ID"] == sent.msg_id
+    assert again.system_properties["DLQ_LETTER"] == "%DLQ%A:0@0"
+    assert admin.dlq_messages("A")[0].system_properties["RESENT"] == "true"
+    assert main(["dlq", "list", "A", "--url", url, "--namespace", namespace]) == 0
+    assert '"RESENT": "true"' in capsys.readouterr().out
+    assert main(["dlq", "purge", "A", "--url", url, "--namespace", namespace]) == 0
+    assert "removed 1 dead letter" in capsys.readouterr().out
+    assert admin.dlq_messages("A") == []

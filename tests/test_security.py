@@ -220,3 +220,141 @@ def test_secrets_stay_out_of_cli_output(redis_server, namespace: str) -> None:
     for out in outputs:
         assert "cli-secret-123" not in out and "wrong-secret-456" not in out
     assert r.returncode == 1 and "mq: error" in r.stderr
+
+
+def _acl_user(redis_server: RedisServer, name: str, rules: list[str]) -> str:
+    conn = redis_server.client()
+    conn.execute_command("ACL", "SETUSER", name, *rules)
+    conn.close()
+    return f"redis://{name}:pw@127.0.0.1:{redis_server.port}/0"
+
+
+def _drop_users(redis_server: RedisServer, *names: str) -> None:
+    conn = redis_server.client()
+    for name in names:
+        conn.execute_command("ACL", "DELUSER", name)
+    conn.close()
+
+
+def test_the_client_role_cannot_delete_or_rewrite_topic_configs(redis_server: RedisServer, namespace: str) -> None:
+    """Finding 5: delete_topic as ``client`` used to HDEL the config and then fail on UNLINK."""
+    import redis
+
+    user = f"cl-{namespace}"
+    url = _acl_user(redis_server, user, acl_setuser_args(namespace, "client", "pw"))
+    try:
+        with Admin(url, namespace) as admin, Producer("p", url, namespace=namespace) as producer:
+            admin.create_topic("keep", read_queues=1, write_queues=1)  # adding a topic is allowed (HSETNX)
+            producer.send(Message("keep", b"x"))
+            with pytest.raises(MQBrokerError, match="permission"):
+                admin.delete_topic("keep")
+            flags_before = redis.Redis.from_url(url).hgetall(f"{{{namespace}:keep:0}}:q")
+            with pytest.raises(MQBrokerError, match="permission"):
+                admin.update_topic("keep", write_queues=4, perm="r")  # rewriting a config needs the admin role
+            assert admin.topic_config("keep").write_queues == 1
+            assert redis.Redis.from_url(url).hgetall(f"{{{namespace}:keep:0}}:q") == flags_before  # refused before any write
+            store = Store(Connection(url, namespace))
+            assert [m.body for m in store.read("keep", 0, 0, 5)] == [b"x"]
+            store.conn.close()
+        raw = redis.Redis.from_url(url)
+        for command in (("DEL", f"{{{namespace}}}:topics"), ("HDEL", f"{{{namespace}}}:topics", "keep"),
+                        ("HSET", f"{{{namespace}}}:topics", "keep", "{}"), ("UNLINK", f"{{{namespace}:keep:0}}:log"),
+                        ("GET", "outside-the-namespace")):  # fmt: skip
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                raw.execute_command(*command)
+        raw.close()
+        admin_url = _acl_user(redis_server, f"ad-{namespace}", acl_setuser_args(namespace, "admin", "pw"))
+        with Admin(admin_url, namespace) as admin:
+            admin.delete_topic("keep")
+            assert admin.topics() == []
+    finally:
+        _drop_users(redis_server, user, f"ad-{namespace}")
+
+
+@pytest.mark.parametrize("bad", ["t*", "t?", "t[ab]", "a\\b", "x^y"])
+def test_namespaces_with_glob_characters_are_refused(bad: str) -> None:
+    """Finding 6: namespace ``t*`` gave its users ``~{t*}:*``, i.e. every namespace starting with t."""
+    from mq.errors import MQClientError
+
+    with pytest.raises(MQClientError, match="glob"):
+        acl_setuser_args(bad, "client")
+    with pytest.raises(MQClientError, match="glob"):
+        Connection("memory://", bad)
+
+
+def test_a_resource_user_reaches_only_its_topics_and_groups(redis_server: RedisServer, namespace: str) -> None:
+    from mq import PullConsumer
+    from mq.queue import MessageQueue
+    from mq.security import resource_acl_args
+
+    admin = Admin(redis_server.url, namespace)
+    for topic in ("mine", "theirs"):
+        admin.create_topic(topic, read_queues=1, write_queues=1)
+    with Producer("p", redis_server.url, namespace=namespace) as producer:
+        secret = producer.send(Message("theirs", b"secret", keys=["k"]))
+    user = f"res-{namespace}"
+    url = _acl_user(redis_server, user, resource_acl_args(namespace, "pw", produce_topics=["mine"],
+                                                          consume={"g-mine": ["mine"]}))  # fmt: skip
+    try:
+        consumer = PullConsumer("g-mine", url, namespace=namespace)
+        consumer.assign([MessageQueue("mine", "broker-a", 0)])
+        with consumer, Producer("p", url, namespace=namespace) as producer:
+            consumer.poll(0.2)
+            producer.send(Message("mine", b"hello"))
+            producer.send(Message("mine", b"later", deliver_time_ms=int(time.time() * 1000) + 60_000))
+            with pytest.raises(MQBrokerError, match="permission"):
+                producer.send(Message("theirs", b"intrusion"))
+            got: list[bytes] = []
+            wait_for(lambda: bool(got.extend(m.body for m in consumer.poll(0.5)) or got), 10, "the user's own topic")
+            assert got == [b"hello"]
+            consumer.commit()
+        with Admin(url, namespace) as limited:
+            with pytest.raises(MQBrokerError, match="permission"):
+                limited.query_message("theirs", secret.msg_id)
+            with pytest.raises(MQBrokerError, match="permission"):
+                limited.query_messages_by_key("theirs", "k")
+            with pytest.raises(MQBrokerError, match="permission"):
+                limited.delete_topic("theirs")
+        assert admin.query_message("theirs", secret.msg_id) is not None
+        other = PullConsumer("g-other", url, namespace=namespace)  # a group it was not given
+        other.assign([MessageQueue("mine", "broker-a", 0)])
+        with pytest.raises(MQBrokerError, match="permission"), other:
+            other.poll(0.5)
+            other.commit()
+    finally:
+        admin.close()
+        _drop_users(redis_server, user)
+
+
+def test_a_client_losing_the_race_to_create_a_retry_topic_is_not_refused(redis_server: RedisServer, namespace: str) -> None:
+    """Two consumers of a group start at once: both see no retry topic, one adds it, the other's add
+    finds it there — and must not fall back to rewriting it (a client may not)."""
+    from mq.topic import TopicConfig
+
+    user = f"race-{namespace}"
+    url = _acl_user(redis_server, user, acl_setuser_args(namespace, "client", "pw"))
+    try:
+        store = Store(Connection(url, namespace))
+        first = TopicConfig("%RETRY%g", read_queues=1, write_queues=1)
+        store.ensure_topic(first)
+        stale_read = store.topic
+        store.topic = lambda name: None  # type: ignore[method-assign]  # it was not there when this one looked
+        try:
+            store.ensure_topic(TopicConfig("%RETRY%g", read_queues=2, write_queues=2))
+        finally:
+            store.topic = stale_read  # type: ignore[method-assign]
+        assert store.topic("%RETRY%g") == first
+        store.conn.close()
+    finally:
+        _drop_users(redis_server, user)
+
+
+def test_every_namespace_wide_key_has_a_place_in_the_client_role() -> None:
+    """A new ``{ns}:…`` key must be listed as written or only read by clients, or the role refuses it."""
+    from mq.keys import Keys
+    from mq.security import CLIENT_READ_ONLY_GLOBALS, CLIENT_WRITABLE_GLOBALS
+
+    keys = Keys("ns")
+    names = {value.removeprefix("{ns}:") for value in vars(keys).values() if isinstance(value, str) and value.startswith("{ns}:")}
+    assert len(names) >= 8 and names == set(CLIENT_WRITABLE_GLOBALS) | set(CLIENT_READ_ONLY_GLOBALS)
+    assert not set(CLIENT_WRITABLE_GLOBALS) & set(CLIENT_READ_ONLY_GLOBALS)

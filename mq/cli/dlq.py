@@ -1,4 +1,4 @@
-"""``mq dlq list|resend``: dead-letter queues."""
+"""``mq dlq list|resend|purge``: dead-letter queues."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ DEFAULT_LIST_MAX = 64
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     """Add ``mq dlq`` and its actions."""
-    actions = add_family(commands, "dlq", "dead-letter queues: list and resend")
-    listing = add_leaf(actions, "list", _list, "print a group's oldest dead letters, one JSON object a line", common)
+    actions = add_family(commands, "dlq", "dead-letter queues: list, resend to their group, purge")
+    listing = add_leaf(actions, "list", _list, "a group's oldest dead letters, one JSON object a line (RESENT once resent)",
+                       common)  # fmt: skip
     listing.add_argument("group", help="consumer group whose dead letters to show")
     listing.add_argument(
         "--max", type=int, default=DEFAULT_LIST_MAX, dest="max_num", help="most letters printed (default: %(default)s)"
     )
-    resend = add_leaf(actions, "resend", _resend, "send a group's dead letters again to their original topics", common)
+    resend = add_leaf(actions, "resend", _resend, "deliver a group's dead letters again, to that group only, once each",
+                      common)  # fmt: skip
     resend.add_argument("group", help="consumer group whose dead letters to resend")
     resend.add_argument(
         "--id",
@@ -27,6 +29,10 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         default=None,
         help="only this msg id, repeatable (default: every letter not resent before)",
     )
+
+
+    purge = add_leaf(actions, "purge", _purge, "remove every dead letter of a group", common)
+    purge.add_argument("group", help="consumer group whose dead letters to remove")
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -40,4 +46,11 @@ def _resend(args: argparse.Namespace) -> int:
     warn_if_memory(args.url, writes=True)
     with admin(args) as a:
         print(f"resent {a.resend_dlq(args.group, msg_ids=args.msg_ids)} message(s)")
+    return 0
+
+
+def _purge(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url, writes=True)
+    with admin(args) as a:
+        print(f"removed {a.purge_dlq(args.group)} dead letter(s) of group {args.group}")
     return 0

@@ -9,11 +9,12 @@ from mq.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQ
 from mq.consumer.core import ConsumerCore
 from mq.consumer.ownership import choose
 from mq.consumer.parts import ConsumerSettings, Consumption
-from mq.consumer.registry import ClientInfo, Registry, new_client_id
+from mq.consumer.registry import ClientInfo, Registry
 from mq.consumer.start import StartPolicy
 from mq.consumer.types import ConsumeFromWhere, MessageModel
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
+from mq.msgid import new_client_id
 from mq.queue import MessageQueue
 from mq.store import Store
 from mq.validation import check_group, check_topic

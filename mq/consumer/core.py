@@ -14,6 +14,7 @@ waiter per caught-up queue. Every job and thread survives any exception and logs
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterable
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from mq import metrics
+from mq.connection import is_out_of_memory
 from mq.consumer.locks import LOCK_RENEW_INTERVAL_S
 from mq.consumer.long_poll import LongPoller
 from mq.consumer.offsets import PERSIST_INTERVAL_S, OffsetStore
@@ -69,6 +71,7 @@ class ConsumerCore:
         self.group_config: GroupConfig | None = None
         self._members: list[str] = []
         self._status = StatusMeter()
+        self._listed = False  # whether the group is in the namespace's group list
         self._reset_seq = -1  # the group's offset-reset counter as last seen (-1: before the first heartbeat)
         self._unsettled = False
         self._rebalance_lock = threading.RLock()
@@ -78,7 +81,7 @@ class ConsumerCore:
                              batch=settings.pull_batch_size, max_span=consumption.max_span,
                              selector=lambda t: self.subscriptions.get(t) or MATCH_ALL,
                              queues=lambda: list(self.process_queues.values()), deliver=consumption.deliver,
-                             commit_offset=self._commit_due, on_lost=self._lost, active=self.active,
+                             commit_offset=self._commit_with_pull, on_lost=self._lost, active=self.active,
                              stopped=self._stopped)  # fmt: skip
         self.poller = LongPoller(store.conn.url, store.conn.namespace, on_news=self.puller.take,
                                  before_wait=self._commit_before_wait, may_wait=lambda pq: self.active(),
@@ -89,7 +92,7 @@ class ConsumerCore:
 
     def start(self, jobs: Iterable[tuple[Callable[[], None], float, str]] = ()) -> None:
         """Register, rebalance, and start the puller and the timed jobs (plus the caller's ``jobs``)."""
-        self.store.register_group(self.group)
+        self._register_group()
         self._on_heartbeat(self.registry.heartbeat())
         self.settings.start.started_ms = self.registry.last_now_ms
         self.puller.start(f"mq-puller-{self.group}")
@@ -156,7 +159,20 @@ class ConsumerCore:
 
     # -- timed jobs -----------------------------------------------------------------------------
 
+    def _register_group(self) -> None:
+        """List the group for ``mq group list``; on a full store (``OOM``) that waits for a later heartbeat."""
+        try:
+            self.store.register_group(self.group)
+            self._listed = True
+        except MQBrokerError as e:
+            if not is_out_of_memory(e):
+                raise
+            log.warning("group %s not listed yet, the store is full (OOM); consuming anyway: %s", self.group, e)
+
     def _heartbeat(self) -> None:
+        if not self._listed:
+            with contextlib.suppress(MQBrokerError):
+                self._register_group()
         try:
             beat = self.registry.heartbeat()
         except MQBrokerError as e:
@@ -244,6 +260,10 @@ class ConsumerCore:
             return None
         offset = self.consumption.commit_offset(pq)
         return None if offset is None or offset == pq.stored_offset else offset
+
+    def _commit_with_pull(self, pq: ProcessQueue) -> int | None:
+        """What a pull of ``pq`` commits in the same script: store offsets only (broadcasting's live in a file)."""
+        return self._commit_due(pq) if self.offsets.in_store else None
 
     def _commit_before_wait(self, pq: ProcessQueue) -> None:
         """Before a waiter blocks: commit what was consumed since the last pull (store offsets only)."""
@@ -351,8 +371,12 @@ class ConsumerCore:
         missing = [q for q in queues if q not in stored]
         computed = self.settings.start.offsets(self.store, self.group, missing) if missing else {}
         if computed and self.consumption.seeds_start:
-            computed = self.offsets.seed(computed)  # the first member to start a queue fixes it for all
-            stored |= computed
+            try:
+                computed = self.offsets.seed(computed)  # the first member to start a queue fixes it for all
+            except MQBrokerError as e:
+                if not is_out_of_memory(e):
+                    raise
+                log.warning("starting offsets of %s not stored, the store is full (OOM): %s", self.group, e)
         return stored | computed
 
     def seek(self, mq: MessageQueue, offset: int) -> None:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from mq import metrics
+from mq import metrics, otel
 from mq.consumer.types import ConsumeHook, ConsumeMessageContext
 from mq.message import MessageExt
 from mq.queue import MessageQueue
@@ -20,8 +20,17 @@ S = TypeVar("S")
 
 
 def invoke(group: str, hooks: Sequence[ConsumeHook], listener: Callable[..., Any], mq: MessageQueue,
-           msgs: list[MessageExt], ctx: Any, failure: S) -> S:  # fmt: skip
-    """``listener(msgs, ctx)`` between the hooks; returns its status, or ``failure`` when it failed."""
+           msgs: list[MessageExt], ctx: Any, failure: S, *, namespace: str = "") -> S:  # fmt: skip
+    """``listener(msgs, ctx)`` between the hooks (in an OpenTelemetry ``process`` span when tracing is
+    on); returns its status, or ``failure`` when it failed."""
+    if otel.enabled():
+        with otel.process_span(group, namespace, msgs):
+            return _invoke(group, hooks, listener, mq, msgs, ctx, failure)
+    return _invoke(group, hooks, listener, mq, msgs, ctx, failure)
+
+
+def _invoke(group: str, hooks: Sequence[ConsumeHook], listener: Callable[..., Any], mq: MessageQueue,
+            msgs: list[MessageExt], ctx: Any, failure: S) -> S:  # fmt: skip
     if not hooks and metrics.CLIENT_METRICS is None:  # the common case, without the hooks' bookkeeping
         try:
             return type(failure)(listener(msgs, ctx))  # type: ignore[call-arg]

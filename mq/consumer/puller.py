@@ -30,6 +30,9 @@ CONSUME_CONCURRENTLY_MAX_SPAN = 2000
 PULL_MAX_SCAN = 1024
 #: Bytes of entries one pull may scan (at least one entry): bounds the script's time and memory.
 PULL_MAX_BYTES = 4 * 1024 * 1024
+#: The same bound under a filter, which may read every byte of every scanned entry: keeps a filtered
+#: pull's single script call well under 50 ms (bench/limits.py, docs/benchmarks.md).
+PULL_MAX_BYTES_FILTERED = 1024 * 1024
 #: Seconds the puller pauses after a failed round.
 RETRY_PAUSE_S = 1.0
 
@@ -139,8 +142,9 @@ class Puller:
 
     def _request(self, pq: ProcessQueue) -> PullRequest:
         ftype, fdata = filter_args(self._selector(pq.queue.topic))
+        max_bytes = PULL_MAX_BYTES_FILTERED if ftype else PULL_MAX_BYTES
         return PullRequest(pq.queue.topic, pq.queue.queue_id, pq.next_offset, self.batch, PULL_MAX_SCAN, ftype, fdata,
-                           PULL_MAX_BYTES, self._group, self._commit_due(pq), self._guard, self._client_id)  # fmt: skip
+                           max_bytes, self._group, self._commit_due(pq), self._guard, self._client_id)  # fmt: skip
 
     def _commit_due(self, pq: ProcessQueue) -> int | None:
         offset = self._commit_offset(pq)

@@ -31,6 +31,7 @@ from mq.consumer.types import (
 from mq.errors import MQClientError, MQError
 from mq.filter import MessageSelector
 from mq.message import MessageExt
+from mq.trace import Tracer
 from mq.validation import RETRY_PREFIX
 
 log = logging.getLogger("mq.consumer")
@@ -82,6 +83,8 @@ class PushConsumer(QueueConsumer):
         consume_timeout_min: a listener call running longer than this (minutes) has its messages
             sent back for retry, so one stuck call cannot hold the queue's offset forever.
         suspend_current_queue_time_ms: default pause of a queue whose orderly listener suspends it.
+        trace: record each consumption and retry in the message trace (``Admin.message_trace``);
+            None follows the namespace (``Admin.set_trace``), off by default.
 
     Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
     """
@@ -103,6 +106,7 @@ class PushConsumer(QueueConsumer):
         client_id: str | None = None,
         consume_timeout_min: float = DEFAULT_CONSUME_TIMEOUT_MIN,
         suspend_current_queue_time_ms: int = DEFAULT_SUSPEND_MS,
+        trace: bool | None = None,
     ) -> None:
         if not isinstance(consume_timeout_min, (int, float)) or consume_timeout_min <= 0:
             raise MQClientError(f"consume_timeout_min must be positive, got {consume_timeout_min!r}")
@@ -126,7 +130,8 @@ class PushConsumer(QueueConsumer):
         self._orderly: OrderlyService | None = None
         self._hooks: list[ConsumeHook] = []
         self._executor: ThreadPoolExecutor | None = None
-        self._send_back = SendBack(self._store, self.group, DEFAULT_MAX_RECONSUME_TIMES)
+        self._tracer = Tracer(self._store, self.group, self.client_id, trace)
+        self._send_back = SendBack(self._store, self.group, DEFAULT_MAX_RECONSUME_TIMES, self._tracer)
         self._in_flight = 0
         self._in_flight_cv = threading.Condition()
         # what the core needs to know of this kind of consumption (see mq.consumer.core.Consumption)
@@ -263,14 +268,18 @@ class PushConsumer(QueueConsumer):
     def _consume_batch(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         ctx = ConsumeConcurrentlyContext.of(pq.queue)
         began = time.monotonic()
+        traced = self._tracer.active
+        began_ms = self._tracer.now_ms() if traced else 0
         for m in msgs:
             pq.consuming[m.queue_offset] = began
         try:
             status = invoke(self.group, self._hooks, self._listener or _no_listener, pq.queue, msgs, ctx,
-                            ConsumeConcurrentlyStatus.RECONSUME_LATER)  # fmt: skip
+                            ConsumeConcurrentlyStatus.RECONSUME_LATER, namespace=self._conn.namespace)  # fmt: skip
         finally:
             for m in msgs:
                 pq.consuming.pop(m.queue_offset, None)
+        if traced:
+            self._tracer.consumed(pq.queue, msgs, status.value, began_ms, (time.monotonic() - began) * 1000)
         if self.message_model is MessageModel.BROADCASTING:
             self._done(pq, msgs)  # broadcasting does not retry, as in RocketMQ
             return
@@ -286,7 +295,7 @@ class PushConsumer(QueueConsumer):
     def _call_orderly(self, pq: ProcessQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
         # a running batch is marked by pq.consume_lock (held by OrderlyService), not pq.consuming
         return invoke(self.group, self._hooks, self._orderly_listener or _no_listener, pq.queue, msgs, ctx,
-                      ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)  # fmt: skip
+                      ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, namespace=self._conn.namespace)  # fmt: skip
 
     def _done(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         # The offset to commit is read from the process queue by the next pull or commit.

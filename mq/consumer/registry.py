@@ -14,7 +14,6 @@ import logging
 import os
 import socket
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
@@ -65,11 +64,6 @@ class ClientInfo:
     def of_this_process(cls, client_id: str, **fields: Any) -> ClientInfo:
         """The info of a client running in this process (host name and pid filled in)."""
         return cls(client_id, socket.gethostname(), os.getpid(), **fields)
-
-
-def new_client_id() -> str:
-    """A client id unique across hosts and processes, readable in admin output."""
-    return f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:8]}"
 
 
 class Beat(NamedTuple):

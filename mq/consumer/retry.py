@@ -9,22 +9,23 @@ from, so the listener sees the original topic and an admin can resend from the D
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
+from mq.connection import is_out_of_memory
+from mq.errors import MQBrokerError
 from mq.message import Message, MessageExt
+from mq.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
 from mq.store import Store, codec
 from mq.store.clock import ServerClock
 from mq.timer import delay_levels
 from mq.topic import TopicConfig
+from mq.trace import Tracer
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX
 
-#: System property: the topic a retried or dead-lettered message was first sent to.
-RETRY_TOPIC = "RETRY_TOPIC"
-#: System property: the msg id of the first delivery.
-ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-#: System property: why a message is in the DLQ.
-DLQ_REASON = "DLQ_REASON"
+log = logging.getLogger("mq.consumer")
+
 #: The first retry's delay level is this plus reconsume times [RocketMQ: 3 + reconsumeTimes].
 RETRY_BASE_LEVEL = 3
 #: Seconds the namespace's delay levels are cached (the broker service may publish new ones).
@@ -49,7 +50,7 @@ def original_topic(msg: MessageExt) -> str:
 class SendBack:
     """Sends messages of one group back to its retry topic or DLQ."""
 
-    def __init__(self, store: Store, group: str, max_reconsume_times: int) -> None:
+    def __init__(self, store: Store, group: str, max_reconsume_times: int, tracer: Tracer | None = None) -> None:
         self._store = store
         self._group = group
         #: Retries before the DLQ (-1: unlimited).
@@ -58,11 +59,23 @@ class SendBack:
         self._levels_read_s = 0.0
         self._ensured: set[str] = set()
         self._clock = ServerClock(store)
+        self._tracer = tracer
         self._lock = threading.Lock()
 
     def ensure_retry_topic(self) -> str:
-        """Create ``%RETRY%<group>`` (one queue) when missing; returns its name."""
-        return self._ensure(retry_topic(self._group))
+        """Create ``%RETRY%<group>`` (one queue) when missing; returns its name.
+
+        A full store (``OOM``) does not stop a consumer from starting: the topic is created with the
+        first message sent back (until then such a send fails and the message is consumed again locally).
+        """
+        name = retry_topic(self._group)
+        try:
+            return self._ensure(name)
+        except MQBrokerError as e:
+            if not is_out_of_memory(e):
+                raise
+            log.warning("retry topic %s not created, the store is full (OOM); starting anyway: %s", name, e)
+            return name
 
     def send_back(self, msg: MessageExt, delay_level: int = 0, reason: str = "max reconsume times") -> str:
         """Send a copy of ``msg`` for another try (or to the DLQ); returns the topic it went to.
@@ -81,7 +94,8 @@ class SendBack:
 
     def _copy(self, msg: MessageExt, delay_level: int, reason: str, *, to_dlq: bool) -> str:
         system = {**msg.system_properties, RETRY_TOPIC: original_topic(msg),
-                  ORIGIN_MESSAGE_ID: msg.system_properties.get(ORIGIN_MESSAGE_ID, msg.msg_id)}  # fmt: skip
+                  ORIGIN_MESSAGE_ID: msg.system_properties.get(ORIGIN_MESSAGE_ID, msg.msg_id),
+                  ORIGIN_QUEUE_ID: msg.system_properties.get(ORIGIN_QUEUE_ID, str(msg.queue_id))}  # fmt: skip
         topic = self._ensure(dlq_topic(self._group) if to_dlq else retry_topic(self._group))
         if to_dlq:
             system[DLQ_REASON] = reason
@@ -94,6 +108,8 @@ class SendBack:
             levels = self._delay_levels()
             level = delay_level if delay_level > 0 else RETRY_BASE_LEVEL + msg.reconsume_times
             self._store.put_delayed(topic, 0, encoded, self._clock.now_ms() + levels[min(level, len(levels)) - 1])
+        if self._tracer is not None:
+            self._tracer.sent_back(msg, topic)
         return topic
 
     def _delay_levels(self) -> tuple[int, ...]:

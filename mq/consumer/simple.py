@@ -17,14 +17,16 @@ from types import TracebackType
 
 from mq.connection import Connection
 from mq.consumer.puller import filter_args
-from mq.consumer.registry import HEARTBEAT_INTERVAL_S, ClientInfo, Registry, new_client_id
-from mq.consumer.retry import DLQ_REASON, ORIGIN_MESSAGE_ID, RETRY_TOPIC, dlq_topic
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, ClientInfo, Registry
+from mq.consumer.retry import dlq_topic
 from mq.consumer.start import DEFAULT_CONSUME_TIMESTAMP_AGO_MS
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
 from mq.group import GroupConfig
 from mq.message import Message, MessageExt
+from mq.msgid import new_client_id
+from mq.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, RETRY_TOPIC
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store import Store, codec
 from mq.topic import TopicConfig

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mq.connection import is_out_of_memory
 from mq.consumer.types import ConsumeFromWhere
+from mq.errors import MQBrokerError
 from mq.queue import MessageQueue
 from mq.store import Store
 from mq.validation import RETRY_PREFIX
@@ -49,5 +51,15 @@ class StartPolicy:
         if self.where is ConsumeFromWhere.TIMESTAMP:
             ts = self.timestamp_ms or self.started_ms - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
             return max(stats.min_offset, store.search_offset(mq.topic, mq.queue_id, ts))
-        since = store.group_since(group, mq.topic, self.started_ms) if self.group_wide else self.started_ms
+        since = self._since(store, group, mq.topic) if self.group_wide else self.started_ms
         return max(stats.min_offset, store.search_offset(mq.topic, mq.queue_id, since))
+
+    def _since(self, store: Store, group: str, topic: str) -> int:
+        """When the group first consumed ``topic``; this member's start while a full store (``OOM``)
+        cannot record it."""
+        try:
+            return store.group_since(group, topic, self.started_ms)
+        except MQBrokerError as e:
+            if not is_out_of_memory(e):
+                raise
+            return self.started_ms

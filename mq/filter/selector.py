@@ -7,7 +7,7 @@ from enum import Enum
 from typing import Any
 
 from mq.errors import FilterExpressionError
-from mq.filter import sql92
+from mq.filter import limits, sql92
 from mq.filter.sql92_nodes import Condition
 from mq.filter.tag import MATCH_ALL, TagExpression, parse_tags
 
@@ -37,11 +37,19 @@ class MessageSelector:
         except ValueError:
             raise FilterExpressionError(f"unknown expression type {kind!r}", expression=str(expression)) from None
         compiled: TagExpression | Condition
+        if isinstance(expression, str):
+            limits.check_expression_length(expression)
         if kind is ExpressionType.TAG:
             compiled = parse_tags(expression)
             expression = MATCH_ALL if compiled.matches_all and not (expression or "").strip() else expression
+            limits.check_tags(str(expression), compiled.to_wire())
         else:
-            compiled = sql92.parse(expression if expression is not None else "")
+            text = expression if expression is not None else ""
+            try:
+                compiled = sql92.parse(text)
+            except RecursionError:
+                raise FilterExpressionError(f"nested deeper than {limits.MAX_DEPTH} levels", expression=text) from None
+            limits.check_tree(text, sql92.to_json(compiled))
         self._type = kind
         self._expression = str(expression)
         self._compiled = compiled

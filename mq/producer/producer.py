@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
-from mq import metrics
-from mq.connection import Connection
-from mq.errors import MQBrokerError, MQClientError, QueueNotWritableError, TopicNotFoundError
+from mq import metrics, otel
+from mq.connection import Connection, is_out_of_memory
+from mq.errors import MQBrokerError, MQClientError, MQError, QueueNotWritableError, TopicNotFoundError
 from mq.message import Message, SendResult, SendStatus
-from mq.msgid import new_msg_id
-from mq.producer.async_sender import AsyncSender, PendingSend
+from mq.msgid import new_client_id, new_msg_id
+from mq.producer.async_sender import AsyncSender
 from mq.producer.fault import LatencyFaultTolerance
+from mq.producer.request import Selector, SendRequest
 from mq.producer.route import RouteCache, TopicRoute
 from mq.producer.selectors import MessageQueueSelector
 from mq.queue import MessageQueue
 from mq.store import Store, codec
+from mq.store.clock import ServerClock
 from mq.timer import delay_levels, due_time_ms
+from mq.trace import Tracer
 from mq.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
 
 log = logging.getLogger("mq.producer")
@@ -29,11 +32,10 @@ log = logging.getLogger("mq.producer")
 DEFAULT_SEND_TIMEOUT_S = 3.0
 #: Extra attempts after a failed sync send [RocketMQ ``retryTimesWhenSendFailed``].
 DEFAULT_RETRY_TIMES = 2
+#: Seconds the namespace's delay levels are cached (the broker service may publish new ones).
+DELAY_LEVELS_TTL_S = 30.0
 
 _NOT_STARTED = "the producer is not started: call start() or use it as a context manager"
-
-Selector = MessageQueueSelector | Callable[[Sequence[MessageQueue], Message, Any], MessageQueue | None]
-
 
 class Producer:
     """Sends messages to topics.
@@ -47,6 +49,11 @@ class Producer:
         retry_times_when_send_failed: extra attempts of a sync or async send with the default queue
             choice, preferring another node each time.
         max_message_size: largest body, and largest batch, in bytes.
+        trace: record each send in the message trace (``Admin.message_trace``); None follows the
+            namespace (``Admin.set_trace``), off by default.
+
+    Sends are traced with OpenTelemetry when the ``otel`` extra is installed and a tracer provider is
+    set (:mod:`mq.otel`): a ``send`` span whose context travels in the message to its consumers.
 
     Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
     """
@@ -60,6 +67,7 @@ class Producer:
         send_latency_fault_enable: bool = False,
         retry_times_when_send_failed: int = DEFAULT_RETRY_TIMES,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        trace: bool | None = None,
     ) -> None:
         self.group = check_group(group)
         if not isinstance(retry_times_when_send_failed, int) or retry_times_when_send_failed < 0:
@@ -74,7 +82,10 @@ class Producer:
         self._routes = RouteCache(self._store)
         self._fault = LatencyFaultTolerance()
         self._sender: AsyncSender | None = None
-        self._levels: tuple[int, ...] | None = None
+        self._levels: tuple[int, ...] = ()
+        self._levels_read_s = 0.0
+        self._clock = ServerClock(self._store)
+        self._tracer = Tracer(self._store, self.group, new_client_id(), trace)
 
     def __repr__(self) -> str:
         return f"Producer(group={self.group!r}, {self._conn!r}, started={self._sender is not None})"
@@ -84,7 +95,7 @@ class Producer:
     def start(self) -> Producer:
         """Start the producer (idempotent). Returns self."""
         if self._sender is None:
-            self._sender = AsyncSender(self._store, self._select_for_async, self._send_encoded)
+            self._sender = AsyncSender(self._store, self._select_for_async, self._send)
             self._sender.start()
         return self
 
@@ -125,10 +136,13 @@ class Producer:
             MQBrokerError: the store failed or was unreachable on every attempt within the budget.
         """
         self._check_started()
-        due_ms = self._check(msg)
-        msg_id = new_msg_id()
-        return self._send_encoded(msg.topic, [codec.encode(msg, msg_id)], msg_id, msg, queue, selector, arg,
-                                  time.monotonic() + timeout_s, due_ms)  # fmt: skip
+        with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
+            request = self._request(msg, queue, selector, arg, timeout_s, carried=carried)
+            began = time.monotonic()
+            result = self._send(request)
+            otel.set_message_id(result.msg_id)
+        self._trace_sent(request, result, began)
+        return result
 
     def send_async(
         self, msg: Message, *, queue: MessageQueue | None = None, selector: Selector | None = None, arg: Any = None,
@@ -159,9 +173,13 @@ class Producer:
         self._check_started()
         topic = check_batch(msgs, self.max_message_size)
         ids = [new_msg_id() for _ in msgs]
-        encoded = [codec.encode(m, i) for m, i in zip(msgs, ids)]
-        return self._send_encoded(topic, encoded, ",".join(ids), msgs[0], queue, None, None,
-                                  time.monotonic() + timeout_s)  # fmt: skip
+        with otel.send_span(self.group, self._conn.namespace, list(msgs)) as carried:
+            encoded = [codec.encode(m, i, extra_properties=carried) for m, i in zip(msgs, ids)]
+            request = SendRequest(topic, encoded, ids, msgs[0], time.monotonic() + timeout_s, queue=queue)
+            began = time.monotonic()
+            result = self._send(request)
+        self._trace_sent(request, result, began)
+        return result
 
     def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of ``topic`` (what selectors choose from)."""
@@ -174,13 +192,34 @@ class Producer:
             raise MQClientError(_NOT_STARTED)
 
     def _check(self, msg: Message) -> int | None:
-        """Check ``msg``; returns its due time (epoch ms) when it is delayed."""
+        """Check ``msg``; returns its due time (epoch ms, the store's clock) when it is delayed."""
         check_message(msg, self.max_message_size)
-        if msg.delay_level or msg.deliver_time_ms is not None:
-            if self._levels is None:
-                self._levels = delay_levels(self._store)
-            return due_time_ms(msg, self._levels)
+        if msg.deliver_time_ms is not None:
+            return msg.deliver_time_ms
+        if msg.delay_level:
+            if not self._levels or time.monotonic() - self._levels_read_s > DELAY_LEVELS_TTL_S:
+                self._levels, self._levels_read_s = delay_levels(self._store), time.monotonic()
+            return due_time_ms(msg, self._levels, now_ms=self._clock.now_ms())
         return None
+
+    def _trace_sent(self, request: SendRequest, result: SendResult, began: float) -> None:
+        """Record a stored send in the message trace (when tracing is on; a delayed one is traced on delivery)."""
+        if result.queue_offset >= 0 and self._tracer.active:
+            cost_ms = (time.monotonic() - began) * 1000
+            self._tracer.sent(request.topic, result.message_queue.queue_id, result.queue_offset, request.msg_ids,
+                              self._tracer.now_ms() - int(cost_ms), cost_ms)  # fmt: skip
+
+    def _request(self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float,
+                 *, oneway: bool = False, carried: dict[str, str] | None = None) -> SendRequest:  # fmt: skip
+        """The request of one checked message (raises MQClientError for bad input, before any I/O);
+        ``carried``: the trace context stored with it."""
+        if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s < float("inf"):
+            raise MQClientError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+        due_ms = self._check(msg)
+        msg_id = new_msg_id()
+        encoded = codec.encode(msg, msg_id, extra_properties=carried)
+        return SendRequest(msg.topic, [encoded], [msg_id], msg, time.monotonic() + timeout_s,
+                           queue=queue, selector=selector, arg=arg, due_ms=due_ms, oneway=oneway)  # fmt: skip
 
     def _enqueue(
         self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float, *,
@@ -189,13 +228,15 @@ class Producer:
         sender = self._sender
         if sender is None:
             raise MQClientError(_NOT_STARTED)
-        due_ms = self._check(msg)
-        self._routes.get(msg.topic)  # an unknown topic fails here, not in the future
-        msg_id = new_msg_id()
-        pending = PendingSend(msg, msg_id, codec.encode(msg, msg_id), queue, selector, arg,
-                              time.monotonic() + timeout_s, oneway, due_ms)  # fmt: skip
-        sender.submit(pending)
-        return pending.future
+        with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:  # the span covers the hand-over
+            request = self._request(msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried)
+            self._routes.get(msg.topic)  # an unknown topic fails here, not in the future
+            if self._tracer.active:
+                began = time.monotonic()
+                request.future.add_done_callback(
+                    lambda f: None if f.exception() else self._trace_sent(request, f.result(), began))
+            sender.submit(request)
+        return request.future
 
     def _fixed_queue(self, route: TopicRoute, msg: Message, queue: MessageQueue | None, selector: Selector | None,
                      arg: Any) -> MessageQueue | None:  # fmt: skip
@@ -233,33 +274,51 @@ class Producer:
                     return mq
         return route.next_queue()
 
-    def _select_for_async(self, pending: PendingSend) -> MessageQueue:
-        route = self._routes.get(pending.msg.topic)
-        return self._fixed_queue(route, pending.msg, pending.queue, pending.selector, pending.arg) or \
+    def _select_for_async(self, request: SendRequest) -> MessageQueue:
+        route = self._routes.get(request.topic)
+        return self._fixed_queue(route, request.first, request.queue, request.selector, request.arg) or \
             self._select_default(route, None)  # fmt: skip
 
-    def _send_encoded(
-        self, topic: str, encoded: list[list[Any]], msg_id: str, first: Message, queue: MessageQueue | None,
-        selector: Selector | None, arg: Any, deadline: float, due_ms: int | None = None,
-    ) -> SendResult:  # fmt: skip
-        """Send encoded messages with retries; a delayed one (``due_ms``) waits in its queue's timer
-        and reports ``queue_offset`` -1 (its offset is assigned when it is delivered)."""
+    def _send(self, request: SendRequest) -> SendResult:
+        """Run ``request`` with retries (the sync path, and the async path's fallback).
+
+        A delayed message (``due_ms``) waits in its queue's timer and reports ``queue_offset`` -1 (its
+        offset is assigned when it is delivered). A big batch goes out as several bounded put calls
+        to one queue, each atomic: when a later call fails, the error says how much was stored.
+        """
+        chunks = request.chunks()
+        mq, offset = self._put_with_retries(request, chunks[0], None)
+        stored = len(chunks[0])
+        for chunk in chunks[1:]:
+            try:
+                self._put_with_retries(request, chunk, mq)
+            except MQError as e:
+                raise MQBrokerError(f"batch to {request.topic!r} partly stored: the first {stored} of "
+                                    f"{len(request.encoded)} messages are in {mq} from offset {offset}; "
+                                    f"the rest were not stored: {e}") from e  # fmt: skip
+            stored += len(chunk)
+        return SendResult(SendStatus.SEND_OK, request.msg_id, mq, offset)
+
+    def _put_with_retries(self, request: SendRequest, encoded: list[list[Any]],
+                          pinned: MessageQueue | None) -> tuple[MessageQueue, int]:  # fmt: skip
+        """Store ``encoded`` (all of ``request`` or one chunk of it); ``(queue, first offset)``."""
+        topic = request.topic
         route = self._routes.get(topic)
-        fixed = self._fixed_queue(route, first, queue, selector, arg)
-        attempts = 1 if fixed is not None else 1 + self.retry_times_when_send_failed
+        fixed = pinned or self._fixed_queue(route, request.first, request.queue, request.selector, request.arg)
+        attempts = 1 if fixed is not None and pinned is None else 1 + self.retry_times_when_send_failed
         last_node: str | None = None
         error: Exception | None = None
         for attempt in range(attempts):
-            if attempt and time.monotonic() >= deadline:
+            if attempt and time.monotonic() >= request.deadline:
                 break
             mq = fixed or self._select_default(route, last_node)
             node = route.nodes.get(mq) or self._conn.node_of(self._store.queue_keys(topic, mq.queue_id).meta)
             started = time.monotonic()
             try:
-                if due_ms is None:
+                if request.due_ms is None:
                     offset, _ = self._store.put(topic, mq.queue_id, encoded)
                 else:
-                    self._store.put_delayed(topic, mq.queue_id, encoded[0], due_ms)
+                    self._store.put_delayed(topic, mq.queue_id, encoded[0], request.due_ms)
                     offset = -1
             except (QueueNotWritableError, TopicNotFoundError) as e:
                 self._routes.invalidate(topic)  # the topic changed under us: re-read it and go on
@@ -271,11 +330,13 @@ class Producer:
                 self._record(node, started, isolation=True)
                 last_node, error = node, e
                 log.debug("send to %s failed on attempt %d: %s", mq, attempt + 1, e)
+                if is_out_of_memory(e):
+                    break  # a full store stays full for the next attempt: say so at once
                 continue
             self._record(node, started)
             if metrics.CLIENT_METRICS is not None:
                 metrics.CLIENT_METRICS.send_latency.labels(topic).observe(time.monotonic() - started)
-            return SendResult(SendStatus.SEND_OK, msg_id, mq, offset)
+            return mq, offset
         raise MQBrokerError(f"sending to topic {topic!r} failed after {attempt + 1} attempt(s): {error}") from error
 
     def _record(self, node: str, started: float, *, isolation: bool = False) -> None:

@@ -14,27 +14,23 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from mq.connection import REDIS_ERRORS, Connection, translate_errors
+from mq.connection import Connection
 from mq.errors import MQClientError, MQError
 from mq.message import Message, MessageExt, SendStatus
 from mq.msgid import new_msg_id
 from mq.producer.producer import DEFAULT_SEND_TIMEOUT_S, Producer
 from mq.queue import MessageQueue
-from mq.store import codec
+from mq.store import Store, codec
 
 log = logging.getLogger("mq.producer")
 
-#: Name of the consumer group on a producer group's check-back stream.
-CHECKERS = "checkers"
 #: System property: the producer group of a half message [RocketMQ ``PGROUP``].
 PGROUP = "PGROUP"
 #: Default seconds before the first check-back when the broker has not published its own.
@@ -94,19 +90,18 @@ class TransactionProducer(Producer):
             raise MQClientError("checker must be a callable(msg) -> LocalTransactionState")
         super().__init__(group, url, namespace=namespace, **options)
         self.checker = checker
-        self._checks_key = self._store.keys.group(self.group).txcheck
         self._client_id = f"{self.group}@{new_msg_id()[:12]}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._poll = Connection(url, namespace, socket_timeout_s=CHECK_POLL_MS / 1000 + 5)
+        self._poll_store = Store(self._poll)
         self._timeout_ms: int | None = None
 
     def start(self) -> TransactionProducer:
         """Start sending and answering check-backs. Returns self."""
         super().start()
         if self._thread is None:
-            with translate_errors(self._conn.url, "joining the check-back stream"), contextlib.suppress(*REDIS_ERRORS):
-                self._conn.client.xgroup_create(self._checks_key, CHECKERS, id="0", mkstream=True)
+            self._store.join_checks(self.group)
             self._thread = threading.Thread(target=self._answer_checks, name=f"mq-tx-check-{self.group}", daemon=True)
             self._thread.start()
         return self
@@ -148,22 +143,34 @@ class TransactionProducer(Producer):
         msg_id = new_msg_id()
         encoded = codec.encode(msg, msg_id, system_properties={PGROUP: self.group})
         wait_ms = int((check_immunity_time_s if check_immunity_time_s is not None else self._timeout_s()) * 1000)
-        half_id = self._store.put_half(msg.topic, mq.queue_id, encoded, int(time.time() * 1000) + wait_ms)
+        half_id = self._store.put_half(msg.topic, mq.queue_id, encoded, self._clock.now_ms() + wait_ms)
         state = self._run_local(executor, msg, arg)
         offset = -1
         if state is not LocalTransactionState.UNKNOW:
             commit = state is LocalTransactionState.COMMIT_MESSAGE
             try:
-                _, offset = self._store.end_transaction(msg.topic, mq.queue_id, half_id, commit)
+                changed, offset = self._store.end_transaction(msg.topic, mq.queue_id, half_id, commit)
+                if not changed or (commit and offset < 0):  # decided before us (a check-back), or discarded
+                    state, offset = self._outcome(msg.topic, mq.queue_id, msg_id, half_id, state)
             except MQError as e:  # the half message stays: check-back resolves it
                 log.warning("ending transaction %s failed, check-back will resolve it: %s", half_id, e)
         transaction_id = f"{mq.topic}:{mq.queue_id}:{half_id}"
         return TransactionSendResult(SendStatus.SEND_OK, msg_id, mq, offset, transaction_id, state)
 
+    def _outcome(self, topic: str, queue_id: int, msg_id: str, half_id: str,
+                 local: LocalTransactionState) -> tuple[LocalTransactionState, int]:  # fmt: skip
+        """How a transaction the local end did not decide ended: committed (the message is in the log) or
+        rolled back; ``(state, offset)``, with a warning when it differs from ``local``."""
+        found = self._store.find_ids(topic, [queue_id], msg_id)
+        state = LocalTransactionState.COMMIT_MESSAGE if found else LocalTransactionState.ROLLBACK_MESSAGE
+        if state is not local:
+            log.warning("transaction %s was already ended as %s (by a check-back) when the local transaction "
+                        "returned %s: reported as %s", half_id, state.value, local.value, state.value)  # fmt: skip
+        return state, found[0][1] if found else -1
+
     def _timeout_s(self) -> float:
         if self._timeout_ms is None:
-            with translate_errors(self._conn.url, "reading the transaction timeout"):
-                raw = self._conn.client.hget(self._store.keys.config, "transaction_timeout_s")
+            raw = self._store.namespace_setting("transaction_timeout_s")
             self._timeout_ms = int(float(raw or DEFAULT_TRANSACTION_TIMEOUT_S) * 1000)
         return self._timeout_ms / 1000
 
@@ -176,20 +183,24 @@ class TransactionProducer(Producer):
             return LocalTransactionState.UNKNOW
 
     def _answer_checks(self) -> None:
-        client = self._poll.client
+        """The check-back thread: answers requests until stopped, surviving any error of a round."""
         while not self._stop.is_set():
             try:
-                replies = client.xreadgroup(CHECKERS, self._client_id, {self._checks_key: ">"}, count=16,
-                                            block=CHECK_POLL_MS)  # fmt: skip
-            except (*REDIS_ERRORS, OSError) as e:  # type: ignore[misc]
+                entries = self._poll_store.read_checks(self.group, self._client_id, 16, CHECK_POLL_MS)
+            except MQError as e:
                 log.debug("reading check-backs of %s failed: %s", self.group, e)
                 self._stop.wait(1.0)
                 continue
-            for _, entries in replies or []:
-                for entry_id, fields in entries:
+            except Exception:  # a bug must not end check-backs for good: log it and go on
+                log.exception("the check-back thread of producer group %r failed; retrying in 1 s", self.group)
+                self._stop.wait(1.0)
+                continue
+            for entry_id, fields in entries:
+                try:
                     self._answer(fields)
-                    with contextlib.suppress(*REDIS_ERRORS):
-                        client.xack(self._checks_key, CHECKERS, entry_id)
+                except Exception:  # a malformed request (written around the library) affects only itself
+                    log.exception("check-back request %r of producer group %r could not be answered", entry_id, self.group)
+                self._poll_store.ack_check(self.group, entry_id)
 
     def _answer(self, fields: dict[bytes, bytes]) -> None:
         topic, qid, half_id = fields[b"topic"].decode(), int(fields[b"queue_id"]), fields[b"half_id"].decode()

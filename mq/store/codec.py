@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mq.keys import KEY_SEPARATOR, offset_of
@@ -37,16 +37,19 @@ def encode(
     *,
     reconsume_times: int = 0,
     system_properties: dict[str, str] | None = None,
+    extra_properties: Mapping[str, str] | None = None,
 ) -> list[Any]:
-    """The put-script arguments of one message: ``[2F, field, value, …]``."""
+    """The put-script arguments of one message: ``[2F, field, value, …]``; ``extra_properties`` (the
+    trace context) are stored with the message's own properties."""
     born = born_timestamp_ms if born_timestamp_ms is not None else int(time.time() * 1000)
     fields: list[Any] = ["i", msg_id, "b", bytes(msg.body), "bt", born]
     if msg.tags:
         fields += ["t", msg.tags]
     if msg.keys:
         fields += ["k", KEY_SEPARATOR.join(msg.keys)]
-    if msg.properties:
-        fields += ["p", json.dumps(msg.properties, separators=(",", ":"), ensure_ascii=False)]
+    properties = {**msg.properties, **extra_properties} if extra_properties else msg.properties
+    if properties:
+        fields += ["p", json.dumps(properties, separators=(",", ":"), ensure_ascii=False)]
     if reconsume_times:
         fields += ["r", reconsume_times]
     if system_properties:

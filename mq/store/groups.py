@@ -91,7 +91,7 @@ class GroupOps(StoreBase):
         """Say ``client_id`` is alive (sending ``info_json`` unless ""), drop clients silent for
         ``timeout_ms``; returns the live members and the group's config."""
         keys = self.keys.group(group)
-        reply = self._script("heartbeat", [keys.clients, keys.info, keys.config, keys.reset_seq],
+        reply = self._script("heartbeat", [keys.clients, keys.info, keys.config],
                              [client_id, info_json, int(timeout_ms)], f"heartbeat of group {group!r}")  # fmt: skip
         config = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1] or "")
         return Heartbeat(int(reply[0]), sorted(_text(c) for c in reply[3:]), config, int(reply[2]))
@@ -101,7 +101,7 @@ class GroupOps(StoreBase):
         (queue id → offset); returns the reset's sequence number (announce-reset.lua)."""
         keys = self.keys.group(group)
         data = json.dumps({str(q): int(o) for q, o in offsets.items()}, separators=(",", ":"))
-        return int(self._script("announce-reset", [keys.resets, keys.reset_seq], [topic, data], f"resetting group {group!r}"))
+        return int(self._script("announce-reset", [keys.resets, keys.config], [topic, data], f"resetting group {group!r}"))
 
     def group_resets(self, group: str) -> dict[str, tuple[int, dict[int, int]]]:
         """The last offset reset of ``group`` per topic: ``(sequence number, {queue id: offset})``."""
@@ -149,21 +149,21 @@ class GroupOps(StoreBase):
     def group_config_json(self, group: str) -> str | None:
         """The stored config JSON of ``group``, or None."""
         with self._errors(f"reading the config of group {group!r}"):
-            raw = self._client.get(self.keys.group(group).config)
+            raw = self._client.hget(self.keys.group(group).config, "json")
         return _text(raw) if raw is not None else None
 
     def save_group_config(self, group: str, config_json: str) -> bool:
         """Store the config of ``group`` (and list the group); True when it was new."""
         key = self.keys.group(group).config
-        existed, *_ = all_or_raise(self._pipeline(
-            lambda p: (p.exists(key), p.set(key, config_json), p.sadd(self.keys.groups, group)),
+        added, _ = all_or_raise(self._pipeline(
+            lambda p: (p.hset(key, "json", config_json), p.sadd(self.keys.groups, group)),
             f"saving the config of group {group!r}"))  # fmt: skip
-        return not existed
+        return bool(added)
 
     def delete_group_config(self, group: str) -> bool:
         """Delete the config of ``group`` and drop it from the group list; False when it had none."""
         key = self.keys.group(group).config
-        deleted, _ = all_or_raise(self._pipeline(lambda p: (p.delete(key), p.srem(self.keys.groups, group)),
+        deleted, _ = all_or_raise(self._pipeline(lambda p: (p.hdel(key, "json"), p.srem(self.keys.groups, group)),
                                                  f"deleting group {group!r}"))  # fmt: skip
         return bool(deleted)
 

@@ -1,7 +1,10 @@
 """Loading and running the Lua scripts in ``mq/store/lua/``.
 
 Each ``<name>-<numkeys>.lua`` file is one atomic operation; ``--@include NAME`` pulls in a shared
-fragment from ``lua/includes/NAME.lua``. Scripts run with ``EVALSHA``; when a
+fragment from ``lua/includes/NAME.lua``. A header line ``Flags: allow-oom`` sends the script with
+Redis 7's ``#!lua flags=allow-oom`` shebang: a consumer's small bookkeeping writes (heartbeats,
+claims, offsets) go on when the store is at ``maxmemory``, so consumption never stops for a full
+store (servers older than 7, and the embedded store, get the script without the shebang). Scripts run with ``EVALSHA``; when a
 server does not know a script (after a restart or ``SCRIPT FLUSH``, or on a cluster node that has
 not seen it) it is loaded and the call is made again. A script that did not run because of
 ``NOSCRIPT`` had no effect, so the second call is safe.
@@ -15,27 +18,47 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 #: Codes the scripts return for refused operations, and what they mean.
 QUEUE_MISSING = -1
 QUEUE_NOT_WRITABLE = -2
 
 
+#: Attribute set on a client whose server refused a flagged script (Redis < 7): plain scripts only.
+_NO_FLAGS = "_mq_no_script_flags"
+
+
 @dataclass(frozen=True)
 class Script:
-    """One Lua script: its name, number of keys, source and SHA1."""
+    """One Lua script: its name, number of keys, source and SHA1, and its flags (``Flags:`` in the header)."""
 
     name: str
     numkeys: int
     source: str
     sha: str
+    flags: tuple[str, ...] = ()
 
-    def args(self, keys: Sequence[str], argv: Sequence[Any]) -> tuple[Any, ...]:
+    @property
+    def flagged_source(self) -> str:
+        """The source with the ``#!lua flags=…`` shebang (the source itself when it has no flags)."""
+        return f"#!lua flags={','.join(self.flags)}\n{self.source}" if self.flags else self.source
+
+    @property
+    def flagged_sha(self) -> str:
+        """The SHA1 of :attr:`flagged_source`."""
+        return hashlib.sha1(self.flagged_source.encode()).hexdigest() if self.flags else self.sha
+
+    def args(self, keys: Sequence[str], argv: Sequence[Any], *, flagged: bool = False) -> tuple[Any, ...]:
         """The ``EVALSHA`` arguments for a call with ``keys`` and ``argv``."""
         if len(keys) != self.numkeys:
             raise ValueError(f"script {self.name} takes {self.numkeys} keys, got {len(keys)}")
-        return (self.sha, self.numkeys, *keys, *argv)
+        return (self.flagged_sha if flagged else self.sha, self.numkeys, *keys, *argv)
+
+
+def _flagged(client: Any) -> bool:
+    """Whether ``client``'s server takes script flags: Redis ≥ 7, not the embedded fakeredis store."""
+    return not getattr(client, _NO_FLAGS, False) and not type(client).__module__.startswith("fakeredis")
 
 
 def _expand(source: str, folder: Any) -> str:
@@ -57,7 +80,10 @@ def _load_all() -> dict[str, Script]:
         name, _, numkeys = stem.rpartition("-")
         source = _expand(entry.read_text(encoding="utf-8"), folder)
         sha = hashlib.sha1(source.encode()).hexdigest()
-        scripts[name] = Script(name=name, numkeys=int(numkeys), source=source, sha=sha)
+        header = source.split("]]", 1)[0]
+        flags = tuple(f.strip() for line in header.splitlines() if line.strip().startswith("Flags:")
+                      for f in line.strip().removeprefix("Flags:").split("(")[0].split(",") if f.strip())  # fmt: skip
+        scripts[name] = Script(name=name, numkeys=int(numkeys), source=source, sha=sha, flags=flags)
     return scripts
 
 
@@ -69,10 +95,10 @@ def run(client: Any, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any
     """Run script ``name`` on ``client`` (a Redis, RedisCluster or fakeredis client)."""
     script = SCRIPTS[name]
     try:
-        return client.evalsha(*script.args(keys, argv))
+        return client.evalsha(*script.args(keys, argv, flagged=_flagged(client)))
     except NoScriptError:
         load(client, name, keys)
-        return client.evalsha(*script.args(keys, argv))
+        return client.evalsha(*script.args(keys, argv, flagged=_flagged(client)))
 
 
 def run_many(client: Any, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
@@ -96,9 +122,22 @@ def load(client: Any, name: str, keys: Sequence[str]) -> None:
     """Load script ``name`` into the server that serves ``keys``.
 
     On a cluster only that node is asked: loading on every primary would fail while any one of
-    them is down, and would break sends to the healthy ones.
+    them is down, and would break sends to the healthy ones. A server that cannot compile a flagged
+    script (Redis < 7 has no shebang) gets plain scripts from then on.
     """
-    source = SCRIPTS[name].source
+    script = SCRIPTS[name]
+    if _flagged(client) and script.flags:
+        try:
+            _script_load(client, script.flagged_source, keys)
+            return
+        except ResponseError as e:
+            if "compil" not in str(e).lower() and "shebang" not in str(e).lower():
+                raise
+            setattr(client, _NO_FLAGS, True)
+    _script_load(client, script.source, keys)
+
+
+def _script_load(client: Any, source: str, keys: Sequence[str]) -> None:
     if hasattr(client, "nodes_manager"):
         client.execute_command("SCRIPT LOAD", source, target_nodes=client.get_node_from_key(keys[0]))
     else:
@@ -107,8 +146,9 @@ def load(client: Any, name: str, keys: Sequence[str]) -> None:
 
 def _pipeline(client: Any, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
     pipe = client.pipeline(transaction=False)
+    flagged = _flagged(client)
     for name, keys, argv in calls:
         # execute_command, not evalsha(): redis-py blocks the evalsha method on cluster pipelines, but
         # routes a queued EVALSHA by its keys like any other command.
-        pipe.execute_command("EVALSHA", *SCRIPTS[name].args(keys, argv))
+        pipe.execute_command("EVALSHA", *SCRIPTS[name].args(keys, argv, flagged=flagged))
     return list(pipe.execute(raise_on_error=False))

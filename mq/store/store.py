@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mq.errors import MQBrokerError, QueueNotWritableError, TopicNotFoundError
@@ -20,17 +21,22 @@ from mq.store.admin import AdminOps
 from mq.store.base import ScriptCall, all_or_raise
 from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
+from mq.store.trace import TraceOps
+from mq.store.transactions import TransactionOps
 from mq.topic import QueueStats, TopicConfig
 
 log = logging.getLogger("mq.store")
 
+#: A field of the topics hash no topic can have (":" is not allowed in names): the permission probe.
+TOPICS_PROBE_FIELD = ":permission-probe"
+
 __all__ = ["PullRequest", "PullResult", "Store", "check_put_result", "decode_half", "pairs"]
 
 
-class Store(GroupOps, BrokerOps, AdminOps):
+class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
     """Typed operations on the Redis data of one namespace: topics and messages here, consumer groups
     in :class:`~mq.store.groups.GroupOps`, the broker service's in :class:`~mq.store.broker.BrokerOps`, operator tools' in
-    :class:`~mq.store.admin.AdminOps`."""
+    :class:`~mq.store.admin.AdminOps`, the message trace's in :class:`~mq.store.trace.TraceOps`."""
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -46,35 +52,55 @@ class Store(GroupOps, BrokerOps, AdminOps):
             raw = self._client.hgetall(self.keys.topics)
         return sorted((_config_from_stored(v)[0] for v in raw.values()), key=lambda c: c.name)
 
-    def save_topic(self, config: TopicConfig) -> None:
+    def save_topic(self, config: TopicConfig, *, create_only: bool = False) -> None:
         """Create or update a topic: queue flags first, then the config producers read.
 
         Queues beyond the new counts keep their messages and offsets (they become unreadable and
-        unwritable), so shrinking loses nothing and growing back continues the offsets.
+        unwritable), so shrinking loses nothing and growing back continues the offsets. A new topic
+        is added with ``HSETNX`` (allowed to the ``client`` ACL role); changing an existing one needs
+        ``HSET`` on the topics hash (the ``admin`` role). With ``create_only`` an existing topic (or
+        one created meanwhile by someone else) is left as it is.
         """
         with self._errors(f"saving topic {config.name!r}"):
             raw = self._client.hget(self.keys.topics, config.name)
+            if raw is not None and create_only:
+                return
+            if raw is not None:
+                self._probe_topics_write()  # an update: refused here, before any queue flag changes
             span = max(config.queue_count, _config_from_stored(raw)[1] if raw else 0)
             pipe = self._client.pipeline(transaction=False)
             for qid in range(span):
                 flags = {"w": int(config.writable(qid)), "r": int(config.readable(qid))}
                 pipe.hset(self.queue_keys(config.name, qid).meta, mapping=flags)
             pipe.execute()
-            stored = json.loads(config.to_json()) | {"span": span}
-            self._client.hset(self.keys.topics, config.name, json.dumps(stored, separators=(",", ":")))
+            stored = json.dumps(json.loads(config.to_json()) | {"span": span}, separators=(",", ":"))
+            if raw is None and (self._client.hsetnx(self.keys.topics, config.name, stored) or create_only):
+                return
+            self._client.hset(self.keys.topics, config.name, stored)
+
+    def _probe_topics_write(self) -> None:
+        """Fail with the caller's missing permission before an admin change writes anything: ``HDEL`` of a
+        field no topic can have is a write that changes nothing (the ``client`` role may not write there)."""
+        self._client.hdel(self.keys.topics, TOPICS_PROBE_FIELD)
 
     def delete_topic(self, name: str) -> bool:
-        """Delete a topic and every message it stores. Returns False when it did not exist."""
+        """Delete a topic and every message it stores. Returns False when it did not exist.
+
+        The queues' keys go first, the config last: a caller without the permission (a ``client``
+        ACL user: no ``UNLINK``) is refused at the first command and nothing changes, and a failure
+        half-way leaves the config, so calling again finishes the job.
+        """
         with self._errors(f"deleting topic {name!r}"):
             raw = self._client.hget(self.keys.topics, name)
             if not raw:
                 return False
-            self._client.hdel(self.keys.topics, name)
+            self._probe_topics_write()
             pipe = self._client.pipeline(transaction=False)
             for qid in range(_config_from_stored(raw)[1]):
                 for key in self.queue_keys(name, qid).all():  # one key per command: cluster pipelines need it
                     pipe.unlink(key)
             pipe.execute()
+            self._client.hdel(self.keys.topics, name)
         return True
 
     # -- messages -------------------------------------------------------------------------------
@@ -145,11 +171,18 @@ class Store(GroupOps, BrokerOps, AdminOps):
         return result.decode() if isinstance(result, bytes) else str(result)
 
     def end_transaction(self, topic: str, queue_id: int, half_id: str, commit: bool) -> tuple[bool, int]:
-        """Commit or roll back a half message; ``(changed, offset)`` (offset -1 unless committed now)."""
+        """Commit or roll back a half message; ``(changed, offset)`` (offset -1 unless committed now).
+
+        A half message the log cannot take (malformed) is discarded to the queue's discarded-transactions
+        stream instead of committed: ``(True, -1)``, logged at ERROR.
+        """
         keys = self.queue_keys(topic, queue_id)
         with self._errors(f"ending a transaction in {topic!r} queue {queue_id}"):
             done, offset = scripts.run(self._client, "end-transaction", keys.end_transaction(),
                                        ["commit" if commit else "rollback", half_id])  # fmt: skip
+        if int(done) == END_DISCARDED:
+            log.error("half message %s of %r queue %d is malformed: discarded instead of committed "
+                      "(see Admin.discarded_transactions)", half_id, topic, queue_id)  # fmt: skip
         return bool(done), int(offset)
 
     def read_half(self, topic: str, queue_id: int, half_id: str) -> MessageExt | None:
@@ -174,18 +207,40 @@ class Store(GroupOps, BrokerOps, AdminOps):
                     raise r
         return [(int(r[0]), [(k.decode(), i.decode(), int(c)) for k, i, c in r[1:]]) for r in replies]
 
-    def deliver_due(self, queues: Sequence[tuple[str, int]], now_ms: int, limit: int) -> list[tuple[int, int]]:
-        """Move due delayed messages of ``queues`` into their logs; ``(moved, next_due_ms or -1)`` each."""
+    def deliver_due(self, queues: Sequence[tuple[str, int]], now_ms: int, limit: int) -> list[DeliverResult | MQBrokerError]:
+        """Move due delayed messages of ``queues`` into their logs; per queue a result or its error.
+
+        A queue's error changed nothing in that queue (the script checks before it writes); the other
+        queues' results stand.
+        """
         calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
             ("deliver-due", self.queue_keys(t, q).deliver(), [int(now_ms), int(limit)]) for t, q in queues
         ]
         with self._errors("delivering due messages"):
             results = scripts.run_many(self._client, calls)
-        for r in results:
+        out: list[DeliverResult | MQBrokerError] = []
+        for (topic, qid), r in zip(queues, results):
             if isinstance(r, Exception):
-                with self._errors("delivering due messages"):
-                    raise r
-        return [(int(r[0]), int(r[1])) for r in results]
+                out.append(MQBrokerError(f"delivering due messages of {topic!r} queue {qid} failed: {r}"))
+            else:
+                out.append(DeliverResult(int(r[0]), int(r[1]), int(r[2])))
+        return out
+
+    def timer_dead_letters(self, topic: str, queue_id: int) -> list[tuple[str, str, MessageExt | None]]:
+        """Delayed messages of a queue the timer could not deliver: ``(delayed id, reason, message)``
+        (message None when its fields cannot even be decoded)."""
+        with self._errors(f"reading timer dead letters of {topic!r} queue {queue_id}"):
+            entries = self._client.xrange(self.queue_keys(topic, queue_id).timerdead)
+        out: list[tuple[str, str, MessageExt | None]] = []
+        for _, fields in entries:
+            delayed_id = fields.pop(b"delayed_id", b"").decode(errors="replace")
+            reason = fields.pop(b"reason", b"").decode(errors="replace")
+            try:
+                msg: MessageExt | None = decode_half(topic, queue_id, delayed_id, fields)
+            except (KeyError, ValueError):
+                msg = None
+            out.append((delayed_id, reason, msg))
+        return out
 
     def trim(self, topic: str, queue_id: int, cutoff_ms: int, limit: int = 1000) -> int:
         """Remove messages of a queue stored before ``cutoff_ms`` and their index entries; returns how many."""
@@ -204,8 +259,8 @@ class Store(GroupOps, BrokerOps, AdminOps):
         existing = self.topic(config.name)
         if existing is not None:
             return existing
-        self.save_topic(config)
-        return config
+        self.save_topic(config, create_only=True)  # added with HSETNX, never rewriting one created meanwhile
+        return self.topic(config.name) or config
 
     def read(self, topic: str, queue_id: int, offset: int, count: int) -> list[MessageExt]:
         """Up to ``count`` messages of a queue from ``offset`` on (trimmed ones are skipped)."""
@@ -258,6 +313,21 @@ class Store(GroupOps, BrokerOps, AdminOps):
         if result < 0:
             raise TopicNotFoundError(f"queue {queue_id} of topic {topic!r} does not exist")
         return result
+
+
+#: ``end-transaction``'s code for a half message discarded because the log could not take it.
+END_DISCARDED = -3
+
+
+@dataclass(frozen=True)
+class DeliverResult:
+    """What one ``deliver-due`` call did to a queue."""
+
+    moved: int
+    #: the earliest remaining due time, epoch ms; -1 when nothing waits
+    next_due_ms: int
+    #: messages moved to the queue's timer dead-letter stream (could not be delivered)
+    dead: int
 
 
 def decode_half(topic: str, queue_id: int, half_id: str, fields: dict[bytes, bytes]) -> MessageExt:

@@ -12,6 +12,8 @@
   ARGV[3] new visible_at, ms, or "" to acknowledge
 
   Returns 1 (done) or 0 (the receipt expired).
+
+  Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 local current = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not current or tonumber(current) ~= tonumber(ARGV[2]) then return 0 end

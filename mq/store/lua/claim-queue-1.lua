@@ -13,6 +13,8 @@
   ARGV[3] live client ids of the group, joined by \x1f
 
   Returns 1 when the caller owns the queue now (taken, or already its own), else 0.
+
+  Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 local owner = redis.call('HGET', KEYS[1], ARGV[1])
 if owner == ARGV[2] then return 1 end

@@ -13,6 +13,8 @@
   ARGV[4] client id of the caller
 
   Returns 1 when committed, 0 when the guard did not hold (nothing written).
+
+  Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 local guard = ARGV[3]
 if guard == 'owner' then

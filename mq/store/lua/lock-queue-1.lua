@@ -13,6 +13,8 @@
   ARGV[2] lock TTL, ms
 
   Returns 1 when the caller holds the lock now, else 0.
+
+  Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return 0 end

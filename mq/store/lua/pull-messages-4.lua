@@ -28,6 +28,8 @@
   {id, {field, value, ...}} as XRANGE returns it, next_offset is where the next pull starts (one
   past the last entry scanned, matched or not; never beyond max_offset), and held is 1 when the
   guard holds. When it does not (the queue was taken over), nothing is committed or read: held 0.
+
+  Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 --@include filter
 local guard, client = ARGV[9], ARGV[10]

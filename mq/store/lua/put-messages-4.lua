@@ -3,7 +3,8 @@
 
   Assigns consecutive dense offsets from the queue's `seq`, stores each message as a stream entry
   with id 0-(offset+1), records the store time (server clock, ms), indexes the msg id and every
-  message key for queries.
+  message key for queries. Checks every message and computes every write before the first one, so
+  a refusal or an error leaves the queue exactly as it was.
 
   KEYS[1] queue meta hash   (fields: seq = next offset, w = "1" when writable)
   KEYS[2] queue log stream
@@ -17,6 +18,8 @@
   Returns {first_offset, store_timestamp_ms} on success, or a negative code:
     -1 the queue does not exist (unknown topic or queue id)
     -2 the queue exists but is not writable (write_queues shrank, or perm lacks "w")
+  Raises "ERR malformed …" when ARGV does not hold N well-formed messages, or when several messages
+  exceed the bounds of one call (CALL_MAX_* in includes/message.lua: bounded work); nothing is written.
 ]]
 --@include append
 local writable = redis.call('HGET', KEYS[1], 'w')
@@ -24,12 +27,29 @@ if not writable then return -1 end
 if writable ~= '1' then return -2 end
 
 local n = tonumber(ARGV[1])
-local first, now = append_reserve(n)
+if n == nil or n < 1 then return redis.error_reply('ERR malformed put: message count ' .. tostring(ARGV[1])) end
+local entries = {}
 local p = 2
-for m = 0, n - 1 do
+local total_bytes, total_keys = 0, 0
+for m = 1, n do
   local count = tonumber(ARGV[p])
-  append_entry(first + m, now, ARGV, p + 1, p + count)
+  if count == nil or p + count > #ARGV then
+    return redis.error_reply('ERR malformed put: message ' .. m .. ' of ' .. n .. ' is truncated')
+  end
+  local problem = append_problem(ARGV, p + 1, p + count)
+  if problem then return redis.error_reply('ERR malformed put: message ' .. m .. ': ' .. problem) end
+  entries[m] = {ARGV, p + 1, p + count}
+  local bytes, keys = message_cost(ARGV, p + 1, p + count)
+  total_bytes, total_keys = total_bytes + bytes, total_keys + keys
   p = p + count + 1
 end
-append_flush(true)
-return {first, tonumber(now)}
+if p ~= #ARGV + 1 then return redis.error_reply('ERR malformed put: items after message ' .. n) end
+if n > 1 and (n > CALL_MAX_MESSAGES or total_bytes > CALL_MAX_BYTES or total_keys > CALL_MAX_KEYS) then
+  return redis.error_reply('ERR malformed put: ' .. n .. ' messages, ' .. total_bytes .. ' bytes, ' .. total_keys ..
+    ' keys in one call; the bounds are ' .. CALL_MAX_MESSAGES .. ', ' .. CALL_MAX_BYTES .. ' and ' .. CALL_MAX_KEYS ..
+    ': split the batch (the producer does)')
+end
+local plan, problem = append_plan(entries)
+if not plan then return redis.error_reply('ERR corrupt queue: ' .. problem) end
+append_write(plan)
+return {plan.first, tonumber(plan.now)}

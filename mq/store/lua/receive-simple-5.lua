@@ -23,6 +23,8 @@
   Returns a list of {kind, offset, attempt, visible_at, fields}: kind "m" (a message to process) or
   "d" (dead: attempts exhausted). A dead message stays invisible like any other until the caller
   has stored it in the DLQ and acked it, so a crash in between cannot lose it.
+
+  Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 --@include filter
 local now, invisible, want = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])

@@ -11,6 +11,8 @@
   ARGV[3] offset to commit, or "" to commit nothing
 
   Returns 1 when committed and released, 0 when the caller did not own the queue.
+
+  Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) end

@@ -7,10 +7,11 @@
   ARGV[1] timestamp_ms
 
   Returns the offset (max_offset when every stored message is older), or -1 when the queue
-  does not exist.
+  does not exist. Raises for a timestamp that is not a number (read-only: nothing to undo).
 ]]
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local target = tonumber(ARGV[1])
+if target == nil or target ~= target then return redis.error_reply('ERR search-offset: timestamp_ms must be a number') end
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local hi = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
 if #first == 0 then return hi end

@@ -10,6 +10,8 @@
   ARGV[3] offset to commit, or "" to commit nothing
 
   Returns 1 when unlocked (and committed), 0 when the caller did not hold the lock.
+
+  Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) end

@@ -4,7 +4,14 @@
 -- message never matches); "SQL92": data is the expression's JSON tree (mq/filter/sql92_nodes.py).
 --@include sql92
 
+-- A filter's data is bounded (mq/filter/limits.py checks expressions when a selector is built; this
+-- check stops a client that calls the script directly with an unbounded one).
+local MAX_FILTER_BYTES = 131072
+
 local function make_matcher(ftype, fdata)
+  if #fdata > MAX_FILTER_BYTES then
+    error('filter data of ' .. #fdata .. ' bytes is over the limit of ' .. MAX_FILTER_BYTES .. ' (see mq/filter/limits.py)')
+  end
   if ftype == 'TAG' then
     local wanted = {}
     for tag in string.gmatch(fdata, '[^\31]+') do wanted[tag] = true end

@@ -1,0 +1,29 @@
+"""Store operations of the message trace: events appended to the trace hash of the message's own
+queue (one slot with the message; trimmed with it by retention), read back by msg id."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mq.store.base import ScriptCall, StoreBase, all_or_raise
+
+#: Most bytes of trace events kept per message (the oldest are dropped first).
+TRACE_BYTES_PER_MESSAGE = 16 * 1024
+
+
+class TraceOps(StoreBase):
+    """Append and read message trace events."""
+
+    def append_trace(self, events: Sequence[tuple[str, int, str, str]]) -> None:
+        """Append events ``(topic, queue_id, msg_id, JSON line)``, one pipeline for all."""
+        calls: list[ScriptCall] = [
+            ("trace-append", [self.queue_keys(t, q).trace], [msg_id, line, TRACE_BYTES_PER_MESSAGE])
+            for t, q, msg_id, line in events
+        ]
+        all_or_raise(self._scripts(calls, "recording the message trace"))
+
+    def read_trace(self, topic: str, queue_id: int, msg_id: str) -> list[str]:
+        """The trace events (JSON lines) of ``msg_id`` stored with queue ``queue_id`` of ``topic``."""
+        with self._errors(f"reading the trace of {msg_id!r}"):
+            raw = self._client.hget(self.queue_keys(topic, queue_id).trace, msg_id)
+        return raw.decode().split("\n") if raw else []

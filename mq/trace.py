@@ -1,0 +1,147 @@
+"""Message trace [RocketMQ message trace, ``queryMsgTraceById``]: who sent a message, which groups
+consumed it, when, how long it took, how it ended, and its retries — opt-in per producer and
+consumer (``trace=True``) or per namespace (``Admin.set_trace(True)``), off by default.
+
+Events are kept in the trace hash of the message's own queue (``{ns:T:Q}:trace``, msg id → JSON
+lines), so they live in the message's slot and go with it; a retried copy's events are recorded
+under the original message. ``Admin.message_trace(topic, msg_id)`` and ``mq trace`` read them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from mq.errors import MQError
+from mq.message import MessageExt
+from mq.properties import ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
+from mq.queue import MessageQueue
+from mq.store import Store
+from mq.store.clock import ServerClock
+
+log = logging.getLogger("mq.trace")
+
+#: Namespace setting (``{ns}:config``) that turns tracing on for every producer and consumer.
+NAMESPACE_SETTING = "trace"
+#: Seconds the namespace setting is cached by a client.
+SETTING_TTL_S = 30.0
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One thing that happened to a message.
+
+    Attributes:
+        kind: ``"send"``, ``"consume"``, ``"retry"`` (sent back for another try) or ``"dlq"``.
+        time_ms: when it began (the store's clock), epoch ms.
+        group: producer or consumer group.
+        client_id: the client that did it.
+        host: that client's host.
+        cost_ms: how long it took (the send, or the listener call), ms.
+        status: ``SEND_OK``, the listener's answer (``CONSUME_SUCCESS``, ``RECONSUME_LATER``, …), or where
+            a retry went.
+        attempt: 1 for the first delivery, then 2, 3, … for retries.
+        topic, queue_id, offset: where the message (or the retried copy) was read or stored.
+    """
+
+    kind: str
+    time_ms: int
+    group: str
+    client_id: str
+    host: str
+    cost_ms: float
+    status: str
+    attempt: int
+    topic: str
+    queue_id: int
+    offset: int
+
+    @classmethod
+    def from_json(cls, line: str) -> TraceEvent:
+        """An event as stored."""
+        data = json.loads(line)
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+
+
+def origin(msg: MessageExt) -> tuple[str, int, str]:
+    """``(topic, queue_id, msg_id)`` of the message ``msg`` is (a retried copy leads to the original)."""
+    system = msg.system_properties
+    if ORIGIN_QUEUE_ID in system and RETRY_TOPIC in system:
+        return system[RETRY_TOPIC], int(system[ORIGIN_QUEUE_ID]), system.get(ORIGIN_MESSAGE_ID, msg.msg_id)
+    return msg.topic, msg.queue_id, msg.msg_id
+
+
+class Tracer:
+    """Records the trace events of one producer or consumer.
+
+    Args:
+        store: the client's store.
+        group, client_id: who records.
+        enabled: True/False for this client; None follows the namespace setting.
+    """
+
+    def __init__(self, store: Store, group: str, client_id: str, enabled: bool | None) -> None:
+        self._store = store
+        self._group = group
+        self._client_id = client_id
+        self._enabled = enabled
+        self._host = socket.gethostname()
+        self._clock = ServerClock(store)
+        self._setting = False
+        self._read_s = -SETTING_TTL_S
+
+    @property
+    def active(self) -> bool:
+        """Whether events are recorded now."""
+        if self._enabled is not None:
+            return self._enabled
+        if time.monotonic() - self._read_s >= SETTING_TTL_S:
+            try:
+                self._setting = self._store.namespace_setting(NAMESPACE_SETTING) == "1"
+            except MQError as e:
+                log.warning("reading the namespace's trace setting failed (kept %s): %s", self._setting, e)
+            self._read_s = time.monotonic()
+        return self._setting
+
+    def now_ms(self) -> int:
+        """The store's clock, epoch ms (for the events' times)."""
+        return self._clock.now_ms()
+
+    def consumed(self, queue: MessageQueue, msgs: Sequence[MessageExt], status: str, began_ms: int, cost_ms: float) -> None:
+        """A listener call on ``msgs``, read from ``queue``, ended with ``status``."""
+        rows = [(m, "consume", status, m.reconsume_times + 1, queue.topic, queue.queue_id, m.queue_offset) for m in msgs]
+        self._record(rows, began_ms, cost_ms)
+
+    def sent_back(self, msg: MessageExt, to_topic: str) -> None:
+        """``msg`` was sent back for another try (or to the DLQ) as a copy in ``to_topic``."""
+        kind = "dlq" if to_topic.startswith("%DLQ%") else "retry"
+        self._record([(msg, kind, to_topic, msg.reconsume_times + 1, msg.topic, msg.queue_id, msg.queue_offset)],
+                     self.now_ms(), 0.0)  # fmt: skip
+
+    def sent(self, topic: str, queue_id: int, first_offset: int, msg_ids: Sequence[str], began_ms: int,
+             cost_ms: float) -> None:  # fmt: skip
+        """A send stored ``msg_ids`` in ``queue_id`` of ``topic`` from offset ``first_offset`` on."""
+        rows = [((topic, queue_id, msg_id), "send", "SEND_OK", 1, topic, queue_id, first_offset + i)
+                for i, msg_id in enumerate(msg_ids)]  # fmt: skip
+        self._write(rows, began_ms, cost_ms)
+
+    def _record(self, rows: Sequence[tuple[MessageExt, str, str, int, str, int, int]], began_ms: int, cost_ms: float) -> None:
+        self._write([(origin(m), *rest) for m, *rest in rows], began_ms, cost_ms)  # type: ignore[misc]
+
+    def _write(self, rows: Sequence[tuple[tuple[str, int, str], str, str, int, str, int, int]], began_ms: int,
+               cost_ms: float) -> None:  # fmt: skip
+        if not rows or not self.active:
+            return
+        events = []
+        for where, kind, status, attempt, topic, qid, offset in rows:
+            event = TraceEvent(kind, began_ms, self._group, self._client_id, self._host, round(cost_ms, 3), status,
+                               attempt, topic, qid, offset)  # fmt: skip
+            events.append((*where, json.dumps(asdict(event), separators=(",", ":"))))
+        try:
+            self._store.append_trace(events)
+        except MQError as e:  # a trace is diagnostics: never fail the send or the consumption for it
+            log.warning("recording %d trace event(s) failed: %s", len(events), e)

@@ -1,0 +1,169 @@
+"""Property-based tests (hypothesis) against a real redis-server: every input is either refused with an
+:class:`~mq.errors.MQClientError` and the store unchanged, or stored and read back identical — by id,
+by key and by a consumer. Bounded in examples (and deadline off) so they stay quick in CI."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mq import Admin, Message, MessageSelector, Producer, PullConsumer
+from mq.connection import Connection
+from mq.consumer.puller import filter_args
+from mq.errors import MQClientError
+from mq.queue import MessageQueue
+from mq.store import Store
+from mq.store.store import PullRequest
+from mq.validation import RESERVED_PROPERTIES
+from tests.helpers import snapshot
+from tests.procs import wait_for
+from tests.servers import RedisServer
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+
+# Any text, surrogates and control characters included, biased to the edges: blanks, "|", reserved names.
+text = st.one_of(
+    st.text(max_size=12),
+    st.text(alphabet=st.characters(codec=None), max_size=6),
+    st.sampled_from(["", " ", "a || b", "a|b", "x\x1fy", "\ud800", "keys", "Tags", *sorted(RESERVED_PROPERTIES)[:4]]),
+    st.text(alphabet="abc", min_size=1, max_size=3),
+)
+messages = st.builds(
+    lambda body, tags, keys, props, delay: (body, tags, keys, props, delay),
+    st.binary(max_size=64),
+    st.one_of(st.none(), text),
+    st.one_of(st.none(), st.lists(text, max_size=4)),
+    st.dictionaries(text, text, max_size=4),
+    st.sampled_from([0, 0, 0, -1, True, 1.5]),
+)
+
+
+@pytest.fixture(scope="module")
+def server() -> Any:
+    with RedisServer() as s:
+        yield s
+
+
+def _same(stored: Any, sent: Message) -> bool:
+    return (stored.body, stored.tags, list(stored.keys), stored.properties) == (
+        bytes(sent.body), sent.tags, list(sent.keys), sent.properties)  # fmt: skip
+
+
+def test_messages_are_refused_unchanged_or_stored_and_read_back_identical(server: RedisServer) -> None:
+    ns = "prop-msg"
+    url = server.url
+    admin = Admin(url, ns)
+    admin.create_topic("pt", read_queues=1, write_queues=1)
+    counter = itertools.count()
+    accepted: list[tuple[str, Message]] = []
+
+    with Producer("p", url, namespace=ns) as producer:
+
+        @SETTINGS
+        @given(messages)
+        def check(fields: tuple[Any, ...]) -> None:
+            body, tags, keys, props, delay = fields
+            topic = f"pt{next(counter)}"  # a topic per example: key queries never see other examples
+            admin.create_topic(topic, read_queues=1, write_queues=1)
+            before = snapshot(url, ns)
+            try:
+                msg = Message(topic, body, tags, keys, props, delay_level=delay)
+                result = producer.send(msg)
+            except MQClientError:
+                assert snapshot(url, ns) == before
+                return
+            by_id = admin.query_message(topic, result.msg_id)
+            assert by_id is not None and _same(by_id, msg)
+            for key in set(msg.keys):
+                assert result.msg_id in [m.msg_id for m in admin.query_messages_by_key(topic, key)]
+            copy = Message("pt", msg.body, msg.tags, msg.keys, msg.properties)
+            accepted.append((producer.send(copy).msg_id, copy))
+
+        check()
+
+    assert len(accepted) >= 10, f"only {len(accepted)} valid messages: the strategy tests little"
+    consumer = PullConsumer("prop-g", url, namespace=ns)
+    consumer.assign([MessageQueue("pt", "broker-a", 0)])
+    got: list[Any] = []
+    with consumer:
+        consumer.seek(MessageQueue("pt", "broker-a", 0), 0)
+        wait_for(lambda: bool(got.extend(consumer.poll(0.2))) or len(got) >= len(accepted), 30, "every accepted message")
+    assert [m.msg_id for m in got] == [i for i, _ in accepted]
+    assert all(_same(m, sent) for m, (_, sent) in zip(got, accepted))
+    admin.close()
+
+
+@SETTINGS
+@given(name=text)
+def test_names_are_refused_unchanged_or_created_and_listed(server: RedisServer, name: str) -> None:
+    ns = "prop-names"
+    url = server.url
+    before = snapshot(url, ns)
+    with Admin(url, ns) as admin:
+        try:
+            admin.create_topic(name, read_queues=1, write_queues=1)
+        except MQClientError:
+            assert snapshot(url, ns) == before
+        else:
+            assert admin.topic_config(name).name == name
+    before = snapshot(url, ns)
+    with contextlib.suppress(MQClientError):
+        Producer(name, url, namespace=ns).shutdown()
+    assert snapshot(url, ns) == before  # building a producer writes nothing, refused or not
+
+
+# SQL92 pieces: mostly well-formed expressions over a few properties, and some noise.
+props = st.sampled_from(["a", "b", "TAGS", "missing"])
+literals = st.one_of(st.integers(-5, 5).map(str), st.sampled_from(["'x'", "'y'", "''", "'it''s'", "1.5", "TRUE"]),
+                     st.text(alphabet="xy'", max_size=4).map(lambda s: "'" + s + "'"))  # fmt: skip
+atoms = st.one_of(
+    st.builds(lambda p, op, v: f"{p} {op} {v}", props, st.sampled_from(["=", "<>", ">", "<", ">=", "<="]), literals),
+    st.builds(lambda p, vs: f"{p} IN ({', '.join(vs)})", props, st.lists(literals, min_size=1, max_size=4)),
+    st.builds(lambda p, n: f"{p} IS {n}NULL", props, st.sampled_from(["", "NOT "])),
+    st.builds(lambda p, op, v: f"{p} {op} {v}", props, st.sampled_from(["CONTAINS", "STARTSWITH", "NOT ENDSWITH"]),
+              literals),
+    st.builds(lambda p, a, b: f"{p} BETWEEN {a} AND {b}", props, literals, literals),
+)
+expressions = st.one_of(
+    st.recursive(atoms, lambda inner: st.one_of(
+        st.builds(lambda x, op, y: f"({x}) {op} ({y})", inner, st.sampled_from(["AND", "OR"]), inner),
+        inner.map(lambda x: f"NOT ({x})")), max_leaves=6),
+    st.text(max_size=20),
+)
+MESSAGES = [(None, {}), ("x", {"a": "1", "b": "x"}), ("y", {"a": "-3", "b": "it's"}), ("x", {"a": "1.5", "b": "z"}),
+            (None, {"a": "TRUE", "b": "yx"}), ("z", {"a": "abc"})]  # fmt: skip
+
+
+def test_filter_expressions_are_refused_or_filter_in_the_store_as_locally(server: RedisServer) -> None:
+    ns = "prop-filter"
+    url = server.url
+    with Admin(url, ns) as admin, Producer("p", url, namespace=ns) as producer:
+        admin.create_topic("F", read_queues=1, write_queues=1)
+        ids = [producer.send(Message("F", b"m", tags, properties=p)).msg_id for tags, p in MESSAGES]
+    store = Store(Connection(url, ns))
+    parsed: list[str] = []
+
+    @SETTINGS
+    @given(expressions)
+    def check(expression: str) -> None:
+        before = snapshot(url, ns)
+        try:
+            selector = MessageSelector.by_sql(expression)
+        except MQClientError:
+            assert snapshot(url, ns) == before
+            return
+        parsed.append(expression)
+        expected = [i for i, (tags, p) in zip(ids, MESSAGES) if selector.matches(p, tags)]
+        ftype, fdata = filter_args(selector)
+        result = store.pull_many([PullRequest("F", 0, 0, 100, 1000, ftype, fdata)])[0]
+        assert not isinstance(result, Exception), result
+        assert [m.msg_id for m in result.messages] == expected, expression
+
+    check()
+    store.conn.close()
+    assert len(parsed) >= 20, f"only {len(parsed)} expressions parsed: the strategy tests little"
