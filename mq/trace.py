@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -29,6 +30,12 @@ log = logging.getLogger("mq.trace")
 NAMESPACE_SETTING = "trace"
 #: Seconds the namespace setting is cached by a client.
 SETTING_TTL_S = 30.0
+#: Seconds events wait in a client before they are written (one pipeline for all of them).
+FLUSH_INTERVAL_S = 0.1
+#: Events that make a client write at once rather than wait for the interval.
+FLUSH_EVENTS = 512
+#: Most events a client holds while the store does not take them (older ones are dropped, logged).
+MAX_PENDING_EVENTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,9 @@ def origin(msg: MessageExt) -> tuple[str, int, str]:
 
 
 class Tracer:
-    """Records the trace events of one producer or consumer.
+    """Records the trace events of one producer or consumer: events are gathered and written every
+    ``FLUSH_INTERVAL_S`` in one pipeline by a background thread (started with the first event), and
+    at :meth:`close`.
 
     Args:
         store: the client's store.
@@ -93,6 +102,11 @@ class Tracer:
         self._clock = ServerClock(store)
         self._setting = False
         self._read_s = -SETTING_TTL_S
+        self._pending: list[tuple[str, int, str, str]] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
 
     @property
     def active(self) -> bool:
@@ -141,7 +155,44 @@ class Tracer:
             event = TraceEvent(kind, began_ms, self._group, self._client_id, self._host, round(cost_ms, 3), status,
                                attempt, topic, qid, offset)  # fmt: skip
             events.append((*where, json.dumps(asdict(event), separators=(",", ":"))))
+        with self._lock:
+            self._pending += events
+            if len(self._pending) > MAX_PENDING_EVENTS:
+                dropped = len(self._pending) - MAX_PENDING_EVENTS
+                del self._pending[:dropped]
+                log.warning("dropped the %d oldest trace events: the store does not take them", dropped)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"mq-trace-{self._group}", daemon=True)
+                self._thread.start()
+            if len(self._pending) >= FLUSH_EVENTS:
+                self._wake.set()
+
+    def flush(self) -> None:
+        """Write the events gathered so far (a trace is diagnostics: a failure is logged, never raised)."""
+        with self._lock:
+            events, self._pending = self._pending, []
+        if not events:
+            return
         try:
             self._store.append_trace(events)
-        except MQError as e:  # a trace is diagnostics: never fail the send or the consumption for it
-            log.warning("recording %d trace event(s) failed: %s", len(events), e)
+        except MQError as e:
+            log.warning("recording %d trace event(s) failed (kept for the next try): %s", len(events), e)
+            with self._lock:
+                self._pending[:0] = events
+
+    def close(self) -> None:
+        """Write what is left and stop the background writer."""
+        self._closed.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self.flush()
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            self._wake.wait(FLUSH_INTERVAL_S)
+            self._wake.clear()
+            try:
+                self.flush()
+            except Exception:  # the writer never dies: events would pile up unseen
+                log.exception("writing trace events of %s failed", self._group)

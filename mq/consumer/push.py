@@ -213,6 +213,7 @@ class PushConsumer(QueueConsumer):
         clean = core.shutdown(wait_consumed=self._drain, timeout_s=timeout_s)
         executor.shutdown(wait=False, cancel_futures=True)
         self._executor = None
+        self._tracer.close()
         return clean
 
     def __enter__(self) -> PushConsumer:
@@ -294,8 +295,13 @@ class PushConsumer(QueueConsumer):
 
     def _call_orderly(self, pq: ProcessQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
         # a running batch is marked by pq.consume_lock (held by OrderlyService), not pq.consuming
-        return invoke(self.group, self._hooks, self._orderly_listener or _no_listener, pq.queue, msgs, ctx,
-                      ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, namespace=self._conn.namespace)  # fmt: skip
+        traced, began = self._tracer.active, time.monotonic()
+        began_ms = self._tracer.now_ms() if traced else 0
+        status = invoke(self.group, self._hooks, self._orderly_listener or _no_listener, pq.queue, msgs, ctx,
+                        ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, namespace=self._conn.namespace)  # fmt: skip
+        if traced:
+            self._tracer.consumed(pq.queue, msgs, status.value, began_ms, (time.monotonic() - began) * 1000)
+        return status
 
     def _done(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         # The offset to commit is read from the process queue by the next pull or commit.

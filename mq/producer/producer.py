@@ -104,6 +104,7 @@ class Producer:
         if self._sender is not None:
             self._sender.stop()
             self._sender = None
+        self._tracer.close()
         self._conn.close()
 
     def __enter__(self) -> Producer:

@@ -5,20 +5,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mq.store.base import ScriptCall, StoreBase, all_or_raise
+from mq.store.base import ScriptCall, StoreBase, all_or_raise, chunks
 
 #: Most bytes of trace events kept per message (the oldest are dropped first).
 TRACE_BYTES_PER_MESSAGE = 16 * 1024
+#: Most events one script call appends (bounds the call's work).
+EVENTS_PER_CALL = 256
 
 
 class TraceOps(StoreBase):
     """Append and read message trace events."""
 
     def append_trace(self, events: Sequence[tuple[str, int, str, str]]) -> None:
-        """Append events ``(topic, queue_id, msg_id, JSON line)``, one pipeline for all."""
+        """Append events ``(topic, queue_id, msg_id, JSON line)``: one script call per queue (at most
+        ``EVENTS_PER_CALL`` events each), all in one pipeline."""
+        by_queue: dict[tuple[str, int], list[str]] = {}
+        for t, q, msg_id, line in events:
+            by_queue.setdefault((t, q), []).extend((msg_id, line))
         calls: list[ScriptCall] = [
-            ("trace-append", [self.queue_keys(t, q).trace], [msg_id, line, TRACE_BYTES_PER_MESSAGE])
-            for t, q, msg_id, line in events
+            ("trace-append", [self.queue_keys(t, q).trace], [TRACE_BYTES_PER_MESSAGE, *part])
+            for (t, q), argv in by_queue.items()
+            for part in chunks(argv, 2 * EVENTS_PER_CALL)
         ]
         all_or_raise(self._scripts(calls, "recording the message trace"))
 
