@@ -9,7 +9,9 @@ a key and a property, 256-byte bodies by default), then measures rows per second
   and Arrow conversion, no Spark): what one task costs;
 - ``Spark local[1]`` and ``Spark local[2]``: ``spark.read.format("mq")…load()`` then an aggregate
   over every column group (count, body bytes, a property sum), with 1 and 2 executor cores. The
-  first action of each session (JVM and Python worker start) is a warm-up and not timed.
+  first action of each session (JVM and Python worker start) is a warm-up and not timed;
+- ``Spark local[N] tiny``: the same action reading one message per queue (8 tasks), seconds: what a
+  Spark action costs beside reading (planning, one task per queue).
 
 Each case runs ``--rounds`` times; the median is reported. Ratios to raw XRANGE are what carry
 across machines. Results go to stdout, and to ``--json PATH`` when given.
@@ -83,18 +85,21 @@ def source_no_spark(options: dict[str, str]) -> int:
     return sum(len(batch) for p in reader.partitions() for batch in reader.read(p))  # rows of each record batch
 
 
-def spark_rates(options: dict[str, str], n: int, rounds: int, cores: int) -> float:
-    """Median rows/s of a full aggregate through Spark with ``cores`` executor cores."""
+def spark_rates(options: dict[str, str], n: int, rounds: int, cores: int) -> tuple[float, float]:
+    """Median rows/s of a full aggregate through Spark with ``cores`` executor cores, and the median
+    seconds of the same aggregate over one message per queue (the cost of an action beside reading)."""
     session = local_session(cores, app_name=f"bench-spark-{cores}")
+    one_each = json.dumps({TOPIC: {str(q): 1 for q in range(QUEUES)}})
 
-    def action() -> int:
-        df = session.read.format("mq").options(**options).load()  # a new load: a new plan and snapshot
+    def action(**extra: str) -> int:
+        df = session.read.format("mq").options(**options, **extra).load()  # a new load: a new plan and snapshot
         row = df.agg(F.count(F.lit(1)), F.sum(F.length("body")), F.sum(F.col("properties")["amount"].cast("long"))).first()
         return int(row[0]) if row else 0
 
     try:
         action()  # warm-up: JVM, Python workers, imports
-        return timed(n, action, rounds)
+        rate = timed(n, action, rounds)
+        return rate, QUEUES / timed(QUEUES, lambda: action(ending_offsets=one_each), rounds)
     finally:
         session.stop()
 
@@ -108,12 +113,14 @@ def run(n: int, body_bytes: int, rounds: int) -> dict[str, float]:
         result = {
             "raw_xrange_rows_s": timed(n, lambda: raw_xrange(server.url, namespace), rounds),
             "source_no_spark_rows_s": timed(n, lambda: source_no_spark(options), rounds),
-            "spark_local1_rows_s": spark_rates(options, n, rounds, 1),
-            "spark_local2_rows_s": spark_rates(options, n, rounds, 2),
         }
+        fixed = {}
+        for cores in (1, 2):
+            rate, tiny_s = spark_rates(options, n, rounds, cores)
+            result[f"spark_local{cores}_rows_s"], fixed[f"spark_local{cores}_tiny_action_s"] = rate, tiny_s
     raw = result["raw_xrange_rows_s"]
     result.update({k.replace("_rows_s", "_ratio"): v / raw for k, v in list(result.items()) if k != "raw_xrange_rows_s"})
-    return result
+    return {**result, **fixed}
 
 
 def main() -> None:

@@ -8,20 +8,19 @@ are simply absent from ``XRANGE``'s answer: they are skipped, never an error.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
 from mq.connection import Connection
-from mq.message import MessageExt
 from mq.store import Store
 from spark import plan
+from spark.columns import entries_batch
 from spark.options import ReadOptions
 from spark.plan import QueueRange
-from spark.schema import arrow_schema, record_batch
+from spark.schema import arrow_schema
 from spark.snapshot import QueueId
 
 #: ``XRANGE`` pages sent in one pipeline (one round trip, one record batch).
@@ -64,34 +63,10 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
         for low in range(part.start, part.end, step):
             high = min(low + step, part.end)
             pages = [(first, min(first + opts.page_size, high) - 1) for first in range(low, high, opts.page_size)]
-            messages = [m for m in store.read_pages(part.topic, part.queue_id, pages) if _in_time(m, opts)]
-            if messages:
-                yield messages_batch(messages, schema)
+            entries = store.read_page_entries(part.topic, part.queue_id, pages)
+            batch = entries_batch(part.topic, part.queue_id, entries, schema, min_store_time_ms=opts.min_store_time_ms,
+                                  max_store_time_ms=opts.max_store_time_ms)  # fmt: skip
+            if batch.num_rows:
+                yield batch
     finally:
         conn.close()
-
-
-def _in_time(msg: MessageExt, opts: ReadOptions) -> bool:
-    st = msg.store_timestamp_ms
-    return (opts.min_store_time_ms is None or st >= opts.min_store_time_ms) and (
-        opts.max_store_time_ms is None or st <= opts.max_store_time_ms
-    )
-
-
-def messages_batch(messages: Sequence[MessageExt], schema: pa.Schema) -> pa.RecordBatch:
-    """The ``messages`` table rows of ``messages`` as one Arrow record batch."""
-    columns: dict[str, list[Any]] = {
-        "topic": [m.topic for m in messages],
-        "queue_id": [m.queue_id for m in messages],
-        "queue_offset": [m.queue_offset for m in messages],
-        "msg_id": [m.msg_id for m in messages],
-        "tags": [m.tags for m in messages],
-        "keys": [list(m.keys) for m in messages],
-        "properties": [list(m.properties.items()) for m in messages],
-        "body": [bytes(m.body) for m in messages],
-        "born_timestamp": [m.born_timestamp_ms for m in messages],
-        "store_timestamp": [m.store_timestamp_ms for m in messages],
-        "reconsume_times": [m.reconsume_times for m in messages],
-        "system_properties": [list(m.system_properties.items()) for m in messages],
-    }
-    return record_batch(columns, schema)

@@ -303,7 +303,7 @@ def test_compose_profile_ha_has_a_master_a_replica_and_three_sentinels() -> None
 
 
 def test_orderly_lock_through_the_store_is_trusted_only_when_a_replica_has_it(sentinel: SentinelProcs, namespace: str) -> None:
-    """The store-level option orderly locks use (D35): lock-queue with WAIT 1 in the same pipeline."""
+    """The store-level option orderly locks use (D36): lock-queue with WAIT 1 in the same pipeline."""
     from mq.errors import ReplicaAckTimeout
     from mq.store.replication import SyncReplicas
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import pathlib
 import pickle
 import re
@@ -20,8 +21,9 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mq import Admin, MQClientError, TopicNotFoundError
+from mq import Admin, Message, MessageQueue, MQClientError, Producer, TopicNotFoundError
 from mq.connection import Connection
+from mq.msgid import new_msg_id
 from spark import MQDataSource, local_session, parse_options
 from spark.plan import QueueRange, cap, plan
 from spark.schema import MESSAGES
@@ -408,3 +410,97 @@ def test_job_runs_as_a_module(redis_server: Any, namespace: str, tmp_path: pathl
     assert result.returncode == 0, result.stderr[-2000:]
     assert "skew: wrote" in result.stdout
     assert (tmp_path / "skew.png").stat().st_size > 1000 and len((tmp_path / "skew.csv").read_text().splitlines()) == 5
+
+
+def _varied_messages(topic: str) -> list[tuple[Message, int, dict[str, str] | None]]:
+    """Messages whose fields take every form: none, empty, unicode, JSON-hostile text, several keys;
+    with ``(message, reconsume_times, system_properties)`` as a retry would store them."""
+    hostile = {"quote": 'say "hi"\\', "line": "a\nb\tc", "uni": "ü\u2028€", "empty": "", 'k,"}': "]\n,["}
+    return [
+        (Message(topic, b""), 0, None),
+        (Message(topic, b"\x00\xff" * 40, tags="標籤", keys=["k1", "k 2", "ü"], properties=hostile), 0, None),
+        (Message(topic, b"x", keys=["only"], properties={}), 3, {"RETRY_TOPIC": "%RETRY%g", "ORIGIN_MESSAGE_ID": "m"}),
+        (Message(topic, b"y", tags="t", properties={"amount": "7"}), 0, None),
+        *[(Message(topic, b"%d" % i, tags="t", keys=[f"k{i}"], properties={"amount": str(i)}), 0, None) for i in range(12)],
+    ]
+
+
+def test_rows_decoded_in_bulk_equal_message_by_message_decoding(
+    redis_server: Any, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mq.store import Store, codec
+    from spark import columns
+    from spark.schema import arrow_schema
+
+    Admin(redis_server.url, namespace).create_topic("Mixed", read_queues=1, write_queues=1)
+    store = Store(Connection(redis_server.url, namespace))
+    sent = _varied_messages("Mixed")
+    for msg, reconsume, system in sent:
+        store.put("Mixed", 0, [codec.encode(msg, new_msg_id(), reconsume_times=reconsume, system_properties=system)])
+    schema = arrow_schema(MESSAGES)
+    entries = store.read_page_entries("Mixed", 0, [(0, 4), (5, len(sent) - 1)])
+    as_dicts = [(e[0], dict(zip(e[1][0::2], e[1][1::2], strict=True))) for e in entries]  # a cluster pipeline's form
+    stored_ms = sorted(m.store_timestamp_ms for m in codec.decode_entries("Mixed", 0, entries))
+    cases = {  # name: (entries, store-time bounds)
+        "mixed fields": (entries, (None, None)),
+        "same fields (transposed)": (entries[4:], (None, None)),
+        "dicts": (as_dicts, (None, None)),
+        "store-time bounds": (entries, (stored_ms[2], stored_ms[-3])),
+    }
+    expected = {}
+    for name, (given, (low, high)) in cases.items():
+        decoded = codec.decode_entries("Mixed", 0, given)
+        kept = [m for m in decoded if (low or 0) <= m.store_timestamp_ms <= (high or 2**62)]
+        expected[name] = columns.messages_batch(kept, schema)
+
+    def no_fallback(*_: Any) -> None:
+        raise AssertionError("a batch of this library's messages went message by message")
+
+    monkeypatch.setattr(codec, "decode_entries", no_fallback)
+    for name, (given, (low, high)) in cases.items():
+        got = columns.entries_batch("Mixed", 0, given, schema, min_store_time_ms=low, max_store_time_ms=high)
+        assert got.schema == expected[name].schema and got.equals(expected[name]), name
+    rows = columns.entries_batch("Mixed", 0, entries, schema).to_pylist()
+    assert len(rows) == len(sent) and dict(rows[1]["properties"]) == sent[1][0].properties
+    assert rows[1]["keys"] == ["k1", "k 2", "ü"] and rows[0]["keys"] == [] and rows[0]["tags"] is None
+    assert rows[2]["reconsume_times"] == 3 and dict(rows[2]["system_properties"])["RETRY_TOPIC"] == "%RETRY%g"
+
+
+def test_foreign_entries_are_skipped_with_one_logged_error_each(
+    redis_server: Any, namespace: str, spark_session: SparkSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = redis_server.url
+    Admin(url, namespace).create_topic("F", read_queues=1, write_queues=1)
+    good = [Message("F", b"%d" % i, tags="t", properties={"n": str(i)}) for i in range(10)]
+    with Producer("p", url, namespace=namespace) as producer:
+        producer.send_batch(good[:5], queue=MessageQueue("F", "broker-a", 0))
+    message = {"i": "x", "b": "y", "bt": "1", "st": "1"}
+    foreign = [  # with page_size 1 (4 entries a round trip) the first three share a batch with good[4]
+        {**message, "p": '{"a":"1"},{"b":"2"}'},  # two objects: joined naively, the next entry would get one
+        {**message, "p": '{"x":"'},  # these two joined naively would parse as one object
+        {**message, "p": '"}'},
+        {"junk": "1"},
+        {**message, "t": b"\xff\xfe"},  # tags that are not UTF-8
+        {**message, "st": "12a"},  # a store time that is not a number
+        {**message, "p": "{"},  # broken JSON
+    ]
+    client = raw_client(url)
+    keys = Connection(url, namespace).keys.queue("F", 0)
+    seq = int(client.hget(keys.meta, "seq"))
+    for j, fields in enumerate(foreign):
+        client.xadd(keys.log, fields, id=f"0-{seq + j + 1}")
+    client.hset(keys.meta, "seq", seq + len(foreign))
+    client.close()
+    with Producer("p", url, namespace=namespace) as producer:
+        producer.send_batch(good[5:], queue=MessageQueue("F", "broker-a", 0))
+    options = {"url": url, "namespace": namespace, "topic": "F"}
+    for page_size in ("1000", "1"):
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="mq.store"):
+            rows = read_direct({**options, "page_size": page_size}, plan_direct(options))
+        assert [r["body"] for r in rows] == [m.body for m in good]
+        assert [dict(r["properties"]) for r in rows] == [m.properties for m in good]
+        assert [r["queue_offset"] for r in rows] == [*range(5), *range(5 + len(foreign), 10 + len(foreign))]
+        skipped = [r for r in caplog.records if "not a message this library wrote" in r.getMessage()]
+        assert len(skipped) == len(foreign)
+    assert load(spark_session, options).count() == len(good)  # in Spark tasks too: skipped, never a failed task

@@ -4,9 +4,12 @@ beats, the stats snapshot, the broker's per-namespace to-do indexes, backlog fig
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import redis
 
 from mq.keys import QueueKeys, parse_timer_member, stream_id, timer_member
 from mq.message import MessageExt
@@ -147,8 +150,25 @@ class BrokerOps(StoreBase):
 
     def read_pages(self, topic: str, queue_id: int, pages: Sequence[tuple[int, int]]) -> list[MessageExt]:
         """The messages at offsets ``[first, last]`` of each page, one round trip for all pages."""
-        log = self.queue_keys(topic, queue_id).log
-        replies = all_or_raise(self._pipeline(lambda p: [p.xrange(log, stream_id(a), stream_id(b)) for a, b in pages],
-                                              f"reading {topic!r} queue {queue_id}"))  # fmt: skip
-        return codec.decode_entries(topic, queue_id, (entry for page in replies for entry in page))
+        return codec.decode_entries(topic, queue_id, self.read_page_entries(topic, queue_id, pages))
 
+    def read_page_entries(self, topic: str, queue_id: int, pages: Sequence[tuple[int, int]]) -> list[Any]:
+        """The stream entries ``(entry id, fields)`` at offsets ``[first, last]`` of each page, undecoded
+        (see :mod:`mq.store.codec` for the fields), in offset order; one round trip for all pages.
+        Offsets trimmed by retention are absent.
+
+        ``fields`` is the reply as the server sent it, a flat list ``[name, value, …]``: redis-py's
+        per-entry dict is skipped (a third of the client's time per entry). A client that has no
+        such switch (a cluster's pipeline) gives a dict ``{name: value}``.
+        """
+        log = self.queue_keys(topic, queue_id).log
+
+        def build(p: Any) -> None:
+            if isinstance(p, redis.client.Pipeline):  # standalone: this pipeline's own callbacks, without XRANGE's
+                callbacks = p.response_callbacks
+                p.response_callbacks = type(callbacks)({k: v for k, v in callbacks.items() if k != "XRANGE"})
+            for a, b in pages:
+                p.xrange(log, stream_id(a), stream_id(b))
+
+        replies = all_or_raise(self._pipeline(build, f"reading {topic!r} queue {queue_id}"))
+        return list(itertools.chain.from_iterable(replies))

@@ -190,7 +190,7 @@ class GroupOps(StoreBase):
 
         With ``sync`` (replicas ≥ 1), ``WAIT`` goes in the same pipeline and a lock counts as held only
         when that many replicas confirmed it in time, so a failover cannot lose a lock (or a renewal)
-        its holder trusts (docs/decisions.md D35). Without it, the store's own ``sync`` is not applied:
+        its holder trusts (docs/decisions.md D36). Without it, the store's own ``sync`` is not applied:
         locks are not message writes.
         """
         calls: list[ScriptCall] = [

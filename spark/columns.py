@@ -1,0 +1,187 @@
+"""Stream entries straight into Arrow columns: the ``messages`` table without a Python object per row.
+
+The fields of the entries of one read (see :mod:`mq.store.codec`) are gathered column by column
+and converted by Arrow in bulk: numbers are parsed by Arrow casts, keys split by Arrow, and the
+property JSON of every entry of the batch is parsed by one ``json.loads`` of the joined texts.
+A batch holding an entry this library did not write (a missing field, text that is not a number,
+JSON that is not what the codec writes) goes the message-by-message way of
+:func:`mq.store.codec.decode_entries` instead, which skips each such entry with one logged error:
+the rows, their types and the skipping are the same either way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mq.keys import KEY_SEPARATOR
+from mq.message import MessageExt
+from mq.store import codec
+from spark.schema import record_batch
+
+#: An undecoded stream entry: ``(entry id, fields)``, fields a flat list ``[name, value, …]`` or a dict.
+Entry = tuple[bytes, Any]
+
+#: Fields every message has (msg id, body, born and store time).
+_REQUIRED = (b"i", b"b", b"bt", b"st")
+#: What the fast path gives up on (anything else is a bug, not a foreign entry).
+_FOREIGN = (KeyError, ValueError, TypeError, UnicodeDecodeError, pa.ArrowException)
+
+
+def entries_batch(
+    topic: str,
+    queue_id: int,
+    entries: Sequence[Entry],
+    schema: pa.Schema,
+    *,
+    min_store_time_ms: int | None = None,
+    max_store_time_ms: int | None = None,
+) -> pa.RecordBatch:
+    """The ``messages`` rows of ``entries`` (one queue's, in offset order) as one record batch, keeping
+    only messages stored within ``[min_store_time_ms, max_store_time_ms]`` (epoch ms; None = open).
+
+    Entries that are not messages this library wrote are left out, each with one logged error
+    (as :func:`mq.store.codec.decode_entries` does).
+    """
+    try:
+        fast = _columns(topic, queue_id, entries)
+    except _FOREIGN:
+        fast = None
+    if fast is None:  # a foreign entry somewhere: decode message by message, which logs and skips it
+        messages = codec.decode_entries(topic, queue_id, entries)
+        return messages_batch([m for m in messages if _in_time(m, min_store_time_ms, max_store_time_ms)], schema)
+    columns, store_ms = fast
+    batch = pa.RecordBatch.from_arrays([columns[field.name].cast(field.type) for field in schema], schema=schema)
+    keep = _time_mask(store_ms, min_store_time_ms, max_store_time_ms)
+    return batch if keep is None else batch.filter(keep)
+
+
+def _columns(topic: str, queue_id: int, entries: Sequence[Entry]) -> tuple[dict[str, pa.Array], pa.Array] | None:
+    """Arrow columns of ``entries`` named as the ``messages`` table (timestamps in µs), and the store
+    times (epoch ms); None when an entry is not one this library wrote."""
+    n = len(entries)
+    field = _field_values(entries)
+    required = [field(name) for name in _REQUIRED]
+    if any(None in column for column in required):
+        return None
+    msg_ids, bodies, born, stored = required
+    properties, system = _json_maps(field(b"p")), _json_maps(field(b"s"))
+    if properties is None or system is None:
+        return None
+    ids = pa.array(list(map(itemgetter(0), entries)), pa.string())
+    store_ms = pa.array(stored, pa.string()).cast(pa.int64())
+    columns = {
+        "topic": pa.array([topic] * n, pa.string()),
+        "queue_id": pa.array([queue_id] * n, pa.int32()),
+        "queue_offset": pc.subtract(pc.list_element(pc.split_pattern(ids, "-", max_splits=1), 1).cast(pa.int64()), 1),
+        "msg_id": pa.array(msg_ids, pa.string()),
+        "tags": pa.array(_empty_as_none(field(b"t")), pa.string()),  # as decode has it
+        "keys": _keys(_empty_as_none(field(b"k"))),
+        "properties": properties,
+        "body": pa.array(bodies, pa.binary()),
+        "born_timestamp": _timestamps(pa.array(born, pa.string()).cast(pa.int64())),
+        "store_timestamp": _timestamps(store_ms),
+        "reconsume_times": pc.fill_null(pa.array(field(b"r"), pa.string()).cast(pa.int32()), 0),
+        "system_properties": system,
+    }
+    return columns, store_ms
+
+
+def _field_values(entries: Sequence[Entry]) -> Callable[[bytes], Sequence[bytes | None]]:
+    """A function giving the values of one field in every entry (None where an entry lacks it).
+
+    When every entry lists the same fields in the same order (messages sent alike), the flat field
+    lists are transposed at once; otherwise each entry becomes a dict first.
+    """
+    flats = list(map(itemgetter(1), entries))
+    if set(map(type, flats)) == {list} and len(set(map(len, flats))) == 1:
+        transposed = list(zip(*flats, strict=True))
+        names = transposed[0::2]
+        if all(column.count(column[0]) == len(column) for column in names):
+            by_name = {column[0]: values for column, values in zip(names, transposed[1::2], strict=True)}
+            absent = [None] * len(flats)
+            return lambda name: by_name.get(name, absent)
+    dicts = [f if isinstance(f, dict) else dict(zip(f[0::2], f[1::2], strict=True)) for f in flats]
+    return lambda name: [d.get(name) for d in dicts]
+
+
+def _empty_as_none(values: Sequence[bytes | None]) -> Sequence[bytes | None]:
+    """``values`` with empty ones as None (an empty field counts as absent)."""
+    return [v or None for v in values] if b"" in values else values
+
+
+def _keys(joined: Sequence[bytes | None]) -> pa.Array:
+    """``list<string>`` of keys joined by the key separator; an empty list where there are none."""
+    split = pc.split_pattern(pa.array(joined, pa.string()), KEY_SEPARATOR)
+    return pa.ListArray.from_arrays(split.offsets, split.values)  # offsets alone: a null row becomes []
+
+
+def _json_maps(texts: Sequence[bytes | None]) -> pa.Array | None:
+    """``map<string,string>`` of JSON objects (empty where absent), every text parsed in one
+    ``json.loads``; None when a text is not exactly what the codec writes."""
+    present = [t for t in texts if t]
+    if not present:
+        return pa.MapArray.from_arrays(pa.array([0] * (len(texts) + 1), pa.int32()), pa.array([], pa.string()),
+                                       pa.array([], pa.string()))  # fmt: skip
+    # Each text goes in a one-element list, and the lists are separated by "]", a newline, ",", "[": a
+    # newline cannot stand inside a JSON string and the maps hold no lists, so in a parse that passes
+    # the checks below every bracket is one of these, and list i holds exactly text i.
+    wrapped = json.loads(b"[[" + b"]\n,[".join(present) + b"]]")
+    if len(wrapped) != len(present) or set(map(type, wrapped)) != {list} or set(map(len, wrapped)) != {1}:
+        return None
+    parsed = list(map(itemgetter(0), wrapped))
+    if set(map(type, parsed)) != {dict}:
+        return None
+    counts = list(map(len, parsed))
+    if len(present) < len(texts):  # rows without the field have empty maps
+        sized = iter(counts)
+        counts = [next(sized) if t else 0 for t in texts]
+    offsets = pa.array(list(itertools.accumulate(counts, initial=0)), pa.int32())
+    keys = pa.array(list(itertools.chain.from_iterable(parsed)), pa.string())  # ArrowTypeError unless str
+    values = pa.array(list(itertools.chain.from_iterable(map(dict.values, parsed))), pa.string())
+    return pa.MapArray.from_arrays(offsets, keys, values)
+
+
+def _timestamps(ms: pa.Array) -> pa.Array:
+    """Epoch ms as Arrow microseconds (the cast to the schema's timestamp type follows)."""
+    return pc.multiply(ms, 1000)
+
+
+def _time_mask(store_ms: pa.Array, low_ms: int | None, high_ms: int | None) -> pa.Array | None:
+    """Which rows lie within the inclusive store-time bounds; None when there are no bounds."""
+    masks = []
+    if low_ms is not None:
+        masks.append(pc.greater_equal(store_ms, low_ms))
+    if high_ms is not None:
+        masks.append(pc.less_equal(store_ms, high_ms))
+    return None if not masks else masks[0] if len(masks) == 1 else pc.and_(masks[0], masks[1])
+
+
+def _in_time(msg: MessageExt, low_ms: int | None, high_ms: int | None) -> bool:
+    st = msg.store_timestamp_ms
+    return (low_ms is None or st >= low_ms) and (high_ms is None or st <= high_ms)
+
+
+def messages_batch(messages: Sequence[MessageExt], schema: pa.Schema) -> pa.RecordBatch:
+    """The ``messages`` table rows of decoded ``messages`` as one Arrow record batch."""
+    columns: dict[str, list[Any]] = {
+        "topic": [m.topic for m in messages],
+        "queue_id": [m.queue_id for m in messages],
+        "queue_offset": [m.queue_offset for m in messages],
+        "msg_id": [m.msg_id for m in messages],
+        "tags": [m.tags for m in messages],
+        "keys": [list(m.keys) for m in messages],
+        "properties": [list(m.properties.items()) for m in messages],
+        "body": [bytes(m.body) for m in messages],
+        "born_timestamp": [m.born_timestamp_ms for m in messages],
+        "store_timestamp": [m.store_timestamp_ms for m in messages],
+        "reconsume_times": [m.reconsume_times for m in messages],
+        "system_properties": [list(m.system_properties.items()) for m in messages],
+    }
+    return record_batch(columns, schema)
