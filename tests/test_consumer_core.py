@@ -106,15 +106,16 @@ def test_context_refuses_bad_values_at_once() -> None:
 
 
 def _with_bad_entries(url: str, namespace: str, topic: str) -> list[bytes]:
-    """5 good messages, one entry without the expected fields and one with non-UTF-8 tags (raw XADD),
-    then 5 more; returns the good bodies."""
+    """5 good messages, one entry without the expected fields, one with non-UTF-8 tags and one whose
+    properties are not an object (raw XADD), then 5 more; returns the good bodies."""
     _fill(url, namespace, topic, 5)
     client = raw_client(url)
     keys = Connection(url, namespace).keys.queue(topic, 0)
     seq = int(client.hget(keys.meta, "seq"))
     client.xadd(keys.log, {"junk": "1"}, id=f"0-{seq + 1}")
     client.xadd(keys.log, {"i": "x", "b": "y", "bt": "1", "st": "1", "t": b"\xff\xfe"}, id=f"0-{seq + 2}")
-    client.hset(keys.meta, "seq", seq + 2)
+    client.xadd(keys.log, {"i": "x", "b": "y", "bt": "1", "st": "1", "p": '["not", "an", "object"]'}, id=f"0-{seq + 3}")
+    client.hset(keys.meta, "seq", seq + 3)
     client.close()
     with Producer("p", url, namespace=namespace) as producer:
         producer.send_batch([Message(topic, b"%d" % j) for j in range(5, 10)], queue=MessageQueue(topic, "broker-a", 0))

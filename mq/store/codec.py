@@ -73,7 +73,7 @@ def decode(topic: str, queue_id: int, entry_id: bytes, fields: dict[bytes, bytes
         body=fields[b"b"],
         tags=tags.decode() if tags else None,
         keys=tuple(keys.decode().split(KEY_SEPARATOR)) if keys else (),
-        properties=json.loads(props) if props else {},
+        properties=_object(props) if props else {},
         delay_level=0,
         deliver_time_ms=None,
         msg_id=fields[b"i"].decode(),
@@ -83,7 +83,7 @@ def decode(topic: str, queue_id: int, entry_id: bytes, fields: dict[bytes, bytes
         store_timestamp_ms=int(fields[b"st"]),
         reconsume_times=int(fields.get(b"r", 0)),
         broker_name=DEFAULT_BROKER_NAME,
-        system_properties=json.loads(system) if system else {},
+        system_properties=_object(system) if system else {},
     )
     return msg
 
@@ -100,6 +100,14 @@ def decode_entries(topic: str, queue_id: int, entries: Iterable[tuple[bytes, Any
             log.error("skipping entry %s of %r queue %d: it is not a message this library wrote (%s: %s); "
                       "consumers pass it by", _text(entry_id), topic, queue_id, type(e).__name__, e)  # fmt: skip
     return out
+
+
+def _object(raw: bytes) -> dict[str, str]:
+    """A stored JSON object of str → str (anything else is not an entry this library wrote)."""
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError(f"properties are {type(value).__name__}, not an object")
+    return value
 
 
 def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
