@@ -202,8 +202,8 @@ def test_dead_letter_after_max_reconsume_times_then_resend(backend_url: str, nam
     assert dead.properties == {"x": "y"}
     assert dead.system_properties["RETRY_TOPIC"] == "D"
 
-    again: list = []
-    healthy = PushConsumer("gd2", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.LAST_OFFSET)
+    again: list = []  # the group, fixed, consumes the resent letter (resend reaches the letter's group only)
+    healthy = PushConsumer("gd", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.LAST_OFFSET)
     healthy.subscribe("D", "*")
     healthy.register_message_listener(_listener(again, lambda m: False))
     with healthy:

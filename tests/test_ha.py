@@ -163,8 +163,9 @@ def _fail_over_under_load(producer: Producer, topic: str,
     """Send from a thread for 8 s while ``fail_over()`` kills a master and waits for its successor;
     returns each send's ``(outcome, seconds it took, when it ended)`` and when the kill began."""
     outcomes: list[tuple[str, float, float]] = []
-    sender = threading.Thread(target=_send_through, args=(producer, topic, 8.0,
-                                                          lambda what, took: outcomes.append((what, took, time.monotonic()))))
+    sender = threading.Thread(
+        target=_send_through, args=(producer, topic, 8.0, lambda what, took: outcomes.append((what, took, time.monotonic())))
+    )
     sender.start()
     time.sleep(0.5)
     killed_at = time.monotonic()
@@ -367,3 +368,30 @@ def test_mq_command_takes_a_sentinel_url(sentinel: SentinelProcs, namespace: str
     assert main(["send", "cli", "hello", "--keys", "k1", "--url", sentinel.url, "--namespace", namespace]) == 0
     assert main(["query", "cli", "--key", "k1", "--url", sentinel.url, "--namespace", namespace]) == 0
     assert "hello" in capsys.readouterr().out
+
+
+def test_an_orderly_consumer_with_sync_replicas_trusts_only_confirmed_locks(sentinel: SentinelProcs, namespace: str) -> None:
+    """sync_replicas=1 on an orderly consumer: with its replica it consumes; without one no lock is
+    confirmed, so it never starts a batch (a lock a failover could lose is never trusted, D36)."""
+    from mq import ConsumeOrderlyStatus, PushConsumer
+    from tests.procs import wait_for
+
+    url = sentinel.url
+    Admin(url, namespace).create_topic("o", read_queues=2, write_queues=2)
+    got: list[bytes] = []
+
+    def consumer(group: str) -> PushConsumer:
+        c = PushConsumer(group, url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=200)
+        c.subscribe("o")
+        c.register_orderly_listener(lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeOrderlyStatus.SUCCESS)
+        return c
+
+    with consumer("og"), Producer("p", url, namespace=namespace) as producer:
+        time.sleep(1.0)
+        producer.send(Message("o", b"confirmed"))
+        wait_for(lambda: got == [b"confirmed"], 15, "consumption under confirmed locks")
+    sentinel.replicas[0].stop()
+    with consumer("og2"), Producer("p", url, namespace=namespace) as producer:
+        producer.send(Message("o", b"unconfirmed"))
+        time.sleep(3.0)
+    assert got == [b"confirmed"]  # no confirmed lock, no batch

@@ -17,6 +17,7 @@ from mq.filter import MessageSelector
 from mq.msgid import new_client_id
 from mq.queue import MessageQueue
 from mq.store import Store
+from mq.store.replication import SyncReplicas
 from mq.validation import check_group, check_topic
 
 #: Most messages one pull may bring per queue.
@@ -29,7 +30,7 @@ class QueueConsumer:
     def __init__(self, group: str, url: str | None, *, namespace: str, message_model: MessageModel,
                  consume_from_where: ConsumeFromWhere, consume_timestamp_ms: int | None,
                  allocate_strategy: AllocateMessageQueueStrategy | None, pull_batch_size: int, client_id: str | None,
-                 kind: str) -> None:  # fmt: skip
+                 kind: str, sync: SyncReplicas | None = None) -> None:  # fmt: skip
         group = check_group(group)
         batch = pull_batch_size
         if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= MAX_PULL_BATCH_SIZE:
@@ -39,7 +40,8 @@ class QueueConsumer:
         except ValueError as e:
             raise MQClientError(f"{e}: use the MessageModel / ConsumeFromWhere enums") from None
         self._conn = Connection(url, namespace)
-        self._store = Store(self._conn)
+        self._sync = sync
+        self._store = Store(self._conn, sync=sync)
         start = StartPolicy(where, consume_timestamp_ms, group_wide=model is MessageModel.CLUSTERING)
         strategy = allocate_strategy or AllocateMessageQueueAveragely()
         self._settings = ConsumerSettings(group, client_id or new_client_id(), model, strategy, pull_batch_size, start)
@@ -94,7 +96,7 @@ class QueueConsumer:
     def _build_core(self, consumption: Consumption, *, orderly: bool = False,
                     assigned: list[MessageQueue] | None = None) -> ConsumerCore:  # fmt: skip
         ownership, offsets = choose(self._store, self.group, self.client_id, self.message_model, orderly=orderly,
-                                    assigned=assigned is not None)  # fmt: skip
+                                    assigned=assigned is not None, sync=self._sync)  # fmt: skip
         self._core = ConsumerCore(self._store, self._settings, self._subscriptions, registry=self._registry,
                                   ownership=ownership, offsets=offsets, consumption=consumption, assigned=assigned)  # fmt: skip
         return self._core

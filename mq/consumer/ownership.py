@@ -28,6 +28,7 @@ from mq.errors import MQBrokerError
 from mq.queue import MessageQueue
 from mq.store import Store
 from mq.store.groups import LOCK_GUARD, NO_GUARD, OWNER_GUARD
+from mq.store.replication import SyncReplicas
 
 log = logging.getLogger("mq.consumer")
 
@@ -101,10 +102,16 @@ class Claimed(_StoreHeld):
 
 
 class Locked(_StoreHeld):
-    """Orderly clustering: a queue is consumed only under the group's store-side lock of it."""
+    """Orderly clustering: a queue is consumed only under the group's store-side lock of it. With
+    ``sync`` (replicas ≥ 1) a lock or renewal counts only once a replica confirmed it, so a failover
+    never hands a lock its holder still trusts to another member (D36)."""
 
     guard = LOCK_GUARD
     renews = True
+
+    def __init__(self, store: Store, group: str, client_id: str, sync: SyncReplicas | None = None) -> None:
+        super().__init__(store, group, client_id)
+        self._sync = sync
 
     def claim(self, queues: Sequence[MessageQueue], members: Sequence[str]) -> tuple[float, list[MessageQueue]]:
         """Take the locks of ``queues`` (free or expired ones, or our own)."""
@@ -117,7 +124,8 @@ class Locked(_StoreHeld):
 
     def _lock(self, queues: Sequence[MessageQueue]) -> tuple[float, list[MessageQueue]]:
         ttl_ms = int(LOCK_TTL_S * 1000)
-        return self._take(queues, lambda qs: self._store.lock_queues(self._group, self._client_id, qs, ttl_ms))
+        return self._take(queues, lambda qs: self._store.lock_queues(self._group, self._client_id, qs, ttl_ms,
+                                                                     sync=self._sync))  # fmt: skip
 
     def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> None:
         """Unlock, committing ``offset`` only while the lock is still ours locally."""
@@ -163,7 +171,7 @@ class Fixed:
 
 
 def choose(store: Store, group: str, client_id: str, model: MessageModel, *, orderly: bool = False,
-           assigned: bool = False) -> tuple[Ownership, OffsetStore]:  # fmt: skip
+           assigned: bool = False, sync: SyncReplicas | None = None) -> tuple[Ownership, OffsetStore]:  # fmt: skip
     """The ownership and offset store of a consumer: broadcasting reads every queue with offsets in a
     local file; manual assignment reads its queues with unguarded store offsets; clustering claims
     queues (orderly: locks them) with offsets committed only while they are ours."""
@@ -173,5 +181,5 @@ def choose(store: Store, group: str, client_id: str, model: MessageModel, *, ord
     if assigned:
         remote = RemoteOffsetStore(store, group)
         return Fixed(remote), remote
-    ownership: Ownership = Locked(store, group, client_id) if orderly else Claimed(store, group, client_id)
+    ownership: Ownership = Locked(store, group, client_id, sync) if orderly else Claimed(store, group, client_id)
     return ownership, RemoteOffsetStore(store, group, client_id, ownership.guard)

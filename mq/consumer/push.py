@@ -31,6 +31,7 @@ from mq.consumer.types import (
 from mq.errors import MQClientError, MQError
 from mq.filter import MessageSelector
 from mq.message import MessageExt
+from mq.store.replication import SyncReplicas
 from mq.trace import Tracer
 from mq.validation import RETRY_PREFIX
 
@@ -85,6 +86,11 @@ class PushConsumer(QueueConsumer):
         suspend_current_queue_time_ms: default pause of a queue whose orderly listener suspends it.
         trace: record each consumption and retry in the message trace (``Admin.message_trace``);
             None follows the namespace (``Admin.set_trace``), off by default.
+        sync_replicas: replicas that must confirm this consumer's writes that matter across a
+            failover: messages sent back to the retry topic or DLQ, and orderly queue locks (a lock is
+            trusted only once confirmed) [RocketMQ ``SYNC_MASTER``]; 0 waits for none. With 1 and no
+            replica, orderly consumption does not start.
+        sync_replicas_timeout_ms: how long such a write waits for its replicas, milliseconds.
 
     Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
     """
@@ -107,6 +113,8 @@ class PushConsumer(QueueConsumer):
         consume_timeout_min: float = DEFAULT_CONSUME_TIMEOUT_MIN,
         suspend_current_queue_time_ms: int = DEFAULT_SUSPEND_MS,
         trace: bool | None = None,
+        sync_replicas: int = 0,
+        sync_replicas_timeout_ms: int = 1000,
     ) -> None:
         if not isinstance(consume_timeout_min, (int, float)) or consume_timeout_min <= 0:
             raise MQClientError(f"consume_timeout_min must be positive, got {consume_timeout_min!r}")
@@ -119,7 +127,7 @@ class PushConsumer(QueueConsumer):
         super().__init__(group, url, namespace=namespace, message_model=message_model,
                          consume_from_where=consume_from_where, consume_timestamp_ms=consume_timestamp_ms,
                          allocate_strategy=allocate_strategy, pull_batch_size=pull_batch_size, client_id=client_id,
-                         kind="push")  # fmt: skip
+                         kind="push", sync=SyncReplicas(sync_replicas, sync_replicas_timeout_ms))  # fmt: skip
         self.consume_thread_max = consume_thread_max
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.consume_timeout_min = consume_timeout_min
