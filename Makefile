@@ -23,7 +23,8 @@ redis-server:             ## the tests start their own redis-server processes: m
 test: $(STAMP) redis-server  ## the whole suite (real redis-server processes on free loopback ports)
 	$(PY) -m pytest
 
-lint: $(STAMP)
+lint: $(STAMP)           ## ruff (format and lint) and mypy --strict
+	$(VENV)/bin/ruff format --check mq scheduler spark tests bench examples scripts
 	$(VENV)/bin/ruff check mq scheduler spark tests bench examples scripts
 	$(VENV)/bin/mypy
 

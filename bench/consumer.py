@@ -115,8 +115,14 @@ def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
     raw.close()
     reader.close()
     theirs = sorted(raw_samples)
-    return {"ours_p50_ms": _pct(ours, 50), "ours_p99_ms": _pct(ours, 99), "raw_p50_ms": _pct(theirs, 50),
-            "raw_p99_ms": _pct(theirs, 99), "received": len(ours), "sent": total}  # fmt: skip
+    return {
+        "ours_p50_ms": _pct(ours, 50),
+        "ours_p99_ms": _pct(ours, 99),
+        "raw_p50_ms": _pct(theirs, 50),
+        "raw_p99_ms": _pct(theirs, 99),
+        "received": len(ours),
+        "sent": total,
+    }
 
 
 def _paced(total: int, rate: int, send) -> None:  # type: ignore[no-untyped-def]

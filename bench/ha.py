@@ -55,8 +55,14 @@ def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
                     pipe.execute_command("WAIT", 1, 1000)
                     pipe.execute()
 
-            cases = {"sync_send_0": sync_send(p0), "sync_send_1": sync_send(p1), "async_send_0": async_send(p0),
-                     "async_send_1": async_send(p1), "raw_xadd": raw_xadd, "raw_xadd_wait_1": raw_xadd_wait}  # fmt: skip
+            cases = {
+                "sync_send_0": sync_send(p0),
+                "sync_send_1": sync_send(p1),
+                "async_send_0": async_send(p0),
+                "async_send_1": async_send(p1),
+                "raw_xadd": raw_xadd,
+                "raw_xadd_wait_1": raw_xadd_wait,
+            }
             for _ in range(rounds):
                 for name, fn in cases.items():
                     samples.setdefault(name, []).append(rate(n, fn))

@@ -63,8 +63,9 @@ def _total(entries: list[tuple[str, float]]) -> float:
     return sum(ms for name, ms in entries if name not in ("SLOWLOG", "EVALSHA", "SCRIPT"))
 
 
-def scenario(server: RedisServer, name: str, setup: Callable[[str], Any], run: Callable[[str, Any], Any],
-             raw: Callable[[Any, Any], Any]) -> dict[str, Any]:  # fmt: skip
+def scenario(
+    server: RedisServer, name: str, setup: Callable[[str], Any], run: Callable[[str, Any], Any], raw: Callable[[Any, Any], Any]
+) -> dict[str, Any]:
     """Set up, reset SLOWLOG, run the library operation and then its raw equivalent."""
     client = server.client()
     ns = f"lim-{name}"
@@ -77,9 +78,15 @@ def scenario(server: RedisServer, name: str, setup: Callable[[str], Any], run: C
     raw(client, state)
     raw_ms = _total(_slowlog(client))
     client.close()
-    return {"scenario": name, "worst_script_ms": round(worst, 2), "script_calls": calls, "wall_ms": round(wall_ms, 1),
-            "raw_redis_py_ms": round(raw_ms, 2), "ratio": round(worst / raw_ms, 2) if raw_ms else None,
-            "within_goal": worst <= GOAL_MS}  # fmt: skip
+    return {
+        "scenario": name,
+        "worst_script_ms": round(worst, 2),
+        "script_calls": calls,
+        "wall_ms": round(wall_ms, 1),
+        "raw_redis_py_ms": round(raw_ms, 2),
+        "ratio": round(worst / raw_ms, 2) if raw_ms else None,
+        "within_goal": worst <= GOAL_MS,
+    }
 
 
 def _topic(url: str, ns: str) -> Store:
@@ -158,8 +165,15 @@ def main() -> None:
 
         # the raw equivalent reads the same entries the pull scanned
         for label, max_bytes in (("filter", PULL_MAX_BYTES_FILTERED), ("filter-4MiB", PULL_MAX_BYTES)):
-            results.append(scenario(server, label, fill_filter, pull_filtered(max_bytes),
-                                    lambda c, store: c.xrange(store.queue_keys("L", 0).log, count=scanned["filter"])))
+            results.append(
+                scenario(
+                    server,
+                    label,
+                    fill_filter,
+                    pull_filtered(max_bytes),
+                    lambda c, store: c.xrange(store.queue_keys("L", 0).log, count=scanned["filter"]),
+                )
+            )
 
         # pull: 1 024 messages of 64 KiB, no filter
         def fill_pull(ns: str) -> Store:
@@ -174,8 +188,15 @@ def main() -> None:
             assert not isinstance(result, Exception), result
             scanned["pull"] = result.next_offset
 
-        results.append(scenario(server, "pull", fill_pull, pull_plain,
-                                lambda c, store: c.xrange(store.queue_keys("L", 0).log, count=scanned["pull"])))  # fmt: skip
+        results.append(
+            scenario(
+                server,
+                "pull",
+                fill_pull,
+                pull_plain,
+                lambda c, store: c.xrange(store.queue_keys("L", 0).log, count=scanned["pull"]),
+            )
+        )
 
         # timer: one deliver-due moving 1 000 due messages with 64 keys and 16 KiB properties each
         def fill_timer(ns: str) -> Store:
@@ -185,9 +206,15 @@ def main() -> None:
                 store.put_delayed("L", 0, codec.encode(msg, f"id{i}", 1), 1)
             return store
 
-        results.append(scenario(server, "timer", fill_timer,
-                                lambda ns, store: store.deliver_due([("L", 0)], int(time.time() * 1000), 1000),
-                                lambda c, store: _raw_xadd(c, [[0, *f] for _, f in _fields(c, store)])))  # fmt: skip
+        results.append(
+            scenario(
+                server,
+                "timer",
+                fill_timer,
+                lambda ns, store: store.deliver_due([("L", 0)], int(time.time() * 1000), 1000),
+                lambda c, store: _raw_xadd(c, [[0, *f] for _, f in _fields(c, store)]),
+            )
+        )
 
         # check-halves: 500 due half messages in one round
         def fill_halves(ns: str) -> Store:
@@ -196,15 +223,22 @@ def main() -> None:
                 store.put_half("L", 0, codec.encode(Message("L", b"x", properties={"big": BIG_PROP[:8000]}), f"h{i}", 1), 1)
             return store
 
-        results.append(scenario(server, "check-halves", fill_halves,
-                                lambda ns, store: store.check_halves([("L", 0)], int(time.time() * 1000), 60_000, 15,
-                                                                     3_600_000 * 72, 500),
-                                lambda c, store: c.xrange(store.queue_keys("L", 0).half, count=500)))  # fmt: skip
+        results.append(
+            scenario(
+                server,
+                "check-halves",
+                fill_halves,
+                lambda ns, store: store.check_halves([("L", 0)], int(time.time() * 1000), 60_000, 15, 3_600_000 * 72, 500),
+                lambda c, store: c.xrange(store.queue_keys("L", 0).half, count=500),
+            )
+        )
 
     print(f"{'scenario':<14}{'worst script ms':>16}{'calls':>8}{'wall ms':>10}{'raw redis-py ms':>17}{'ratio':>8}  goal")
     for r in results:
-        print(f"{r['scenario']:<14}{r['worst_script_ms']:>16.2f}{r['script_calls']:>8}{r['wall_ms']:>10.1f}"
-              f"{r['raw_redis_py_ms']:>17.2f}{(r['ratio'] or 0):>8.2f}  {'ok' if r['within_goal'] else 'OVER'}")  # fmt: skip
+        print(
+            f"{r['scenario']:<14}{r['worst_script_ms']:>16.2f}{r['script_calls']:>8}{r['wall_ms']:>10.1f}"
+            f"{r['raw_redis_py_ms']:>17.2f}{(r['ratio'] or 0):>8.2f}  {'ok' if r['within_goal'] else 'OVER'}"
+        )
     out = pathlib.Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))

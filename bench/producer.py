@@ -70,8 +70,14 @@ def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
                 for _ in range(n // 32):
                     producer.send_batch([Message("bench", BODY) for _ in range(32)])
 
-            cases = {"raw_xadd": raw_one, "sync_send": sync, "async_send": async_, "raw_pipeline_128": raw_pipe(128),
-                     "batch_send_32": batch32, "raw_pipeline_32": raw_pipe(32)}  # fmt: skip
+            cases = {
+                "raw_xadd": raw_one,
+                "sync_send": sync,
+                "async_send": async_,
+                "raw_pipeline_128": raw_pipe(128),
+                "batch_send_32": batch32,
+                "raw_pipeline_32": raw_pipe(32),
+            }
             for _ in range(rounds):
                 for name, fn in cases.items():
                     samples.setdefault(name, []).append(rate(n, fn))

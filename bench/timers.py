@@ -39,10 +39,14 @@ def lateness(url: str, rate: int, seconds: float) -> dict[str, float]:
         deadline = time.time() + 60
         while sum(s.max_offset for s in store.queue_stats("T", range(8)).values()) < n and time.time() < deadline:
             time.sleep(0.2)
-    late = sorted(m.store_timestamp_ms - (start + int(m.body) * 1000 // rate)
-                  for q in range(8) for m in store.read("T", q, 0, n))  # fmt: skip
-    return {"messages": len(late), "p50_ms": _pct(late, 50), "p99_ms": _pct(late, 99), "max_ms": float(late[-1]),
-            "early": sum(1 for x in late if x < 0)}  # fmt: skip
+    late = sorted(m.store_timestamp_ms - (start + int(m.body) * 1000 // rate) for q in range(8) for m in store.read("T", q, 0, n))
+    return {
+        "messages": len(late),
+        "p50_ms": _pct(late, 50),
+        "p99_ms": _pct(late, 99),
+        "max_ms": float(late[-1]),
+        "early": sum(1 for x in late if x < 0),
+    }
 
 
 def retry_overhead(url: str, count: int = 200) -> dict[str, float]:

@@ -174,9 +174,15 @@ class Admin:
         """Every consumer group that ever registered in the namespace."""
         return registry.groups(self._store)
 
-    def create_group(self, group: str, *, consume_enable: bool = True, retry_max_times: int = 16,
-                     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
-                     fifo: bool = False) -> GroupConfig:  # fmt: skip
+    def create_group(
+        self,
+        group: str,
+        *,
+        consume_enable: bool = True,
+        retry_max_times: int = 16,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
+        fifo: bool = False,
+    ) -> GroupConfig:
         """Create or replace the config of consumer group ``group`` [mqadmin ``updateSubGroup``].
 
         Args:
@@ -201,8 +207,9 @@ class Admin:
         current = self.group_config(group)
         unknown = set(changes) - set(GroupConfig.__dataclass_fields__) | ({"group"} & set(changes))
         if unknown:
-            raise MQClientError(f"unknown group setting(s) {sorted(unknown)}: use consume_enable, retry_max_times, "
-                                "consume_from_where or fifo")  # fmt: skip
+            raise MQClientError(
+                f"unknown group setting(s) {sorted(unknown)}: use consume_enable, retry_max_times, consume_from_where or fifo"
+            )
         config = dataclasses.replace(current, **changes)
         self._store.save_group_config(config.group, config.to_json())
         return config
@@ -287,8 +294,10 @@ class Admin:
     def _reset(self, group: str, topic: str, offsets: dict[MessageQueue, int], *, force: bool) -> dict[MessageQueue, int]:
         check_group(group)
         if not force and group not in self._store.groups():
-            raise MQClientError(f"unknown group {group!r} (it never registered and has no config): check the name, "
-                                "or pass force=True (mq: --force) to reset it anyway")  # fmt: skip
+            raise MQClientError(
+                f"unknown group {group!r} (it never registered and has no config): check the name, "
+                "or pass force=True (mq: --force) to reset it anyway"
+            )
         self._store.commit_offsets(group, offsets)
         self._store.announce_reset(group, topic, {q.queue_id: o for q, o in offsets.items()})
         return offsets
@@ -418,9 +427,13 @@ class Admin:
         for (name, q), entries in zip(locations, self._store.discarded_entries(locations)):
             for _, fields in entries:
                 msg = decode_half(name, q, fields[b"half_id"].decode(), fields)
-                msg.system_properties.update({"TRANSACTION_CHECK_TIMES": fields[b"checks"].decode(),
-                                              "DISCARD_REASON": fields[b"reason"].decode(),
-                                              "HALF_ID": fields[b"half_id"].decode()})  # fmt: skip
+                msg.system_properties.update(
+                    {
+                        "TRANSACTION_CHECK_TIMES": fields[b"checks"].decode(),
+                        "DISCARD_REASON": fields[b"reason"].decode(),
+                        "HALF_ID": fields[b"half_id"].decode(),
+                    }
+                )
                 out.append(msg)
         return sorted(out, key=lambda m: m.system_properties["HALF_ID"])
 
@@ -521,6 +534,7 @@ class Admin:
         """Whether no key of this namespace exists (``SCAN MATCH`` until the first one)."""
         return next(self._store.namespace_keys(), None) is None
 
+
 def _check_timestamp(timestamp_ms: object) -> int:
     """An epoch-ms time as an int; NaN, infinities, bools and non-numbers raise MQClientError."""
     if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, (int, float)) or not math.isfinite(timestamp_ms):
@@ -531,7 +545,10 @@ def _check_timestamp(timestamp_ms: object) -> int:
 def _resend_copy(letter: MessageExt, retry: str, dlq: str) -> list[Any]:
     """The encoded copy of a dead letter for its group's retry topic, linked to the letter."""
     system = {k: v for k, v in letter.system_properties.items() if k not in (DLQ_REASON, RESENT)}
-    system |= {RETRY_TOPIC: original_topic(letter), ORIGIN_MESSAGE_ID: system.get(ORIGIN_MESSAGE_ID, letter.msg_id),
-               DLQ_LETTER: f"{dlq}:0@{letter.queue_offset}"}  # fmt: skip
+    system |= {
+        RETRY_TOPIC: original_topic(letter),
+        ORIGIN_MESSAGE_ID: system.get(ORIGIN_MESSAGE_ID, letter.msg_id),
+        DLQ_LETTER: f"{dlq}:0@{letter.queue_offset}",
+    }
     copy = Message(retry, letter.body, letter.tags, letter.keys, letter.properties)
     return codec.encode(copy, letter.msg_id, letter.born_timestamp_ms, system_properties=system)

@@ -117,8 +117,12 @@ NAMESPACE_FORBIDDEN = "{}: \t\r\n*?[]\\^"
 
 def validate_namespace(namespace: str) -> str:
     """Check a namespace: non-empty, printable, none of :data:`NAMESPACE_FORBIDDEN`."""
-    if (not isinstance(namespace, str) or not namespace or not namespace.isprintable()
-            or any(c in namespace for c in NAMESPACE_FORBIDDEN)):  # fmt: skip
+    if (
+        not isinstance(namespace, str)
+        or not namespace
+        or not namespace.isprintable()
+        or any(c in namespace for c in NAMESPACE_FORBIDDEN)
+    ):
         raise MQClientError(
             f"invalid namespace {namespace!r}: use a non-empty name without braces, colons, spaces or "
             "glob characters (* ? [ ] \\ ^)"
@@ -145,15 +149,23 @@ class Connection:
                 f"unsupported URL scheme {scheme!r} in {mask_url(self.url)!r}: use one of "
                 + ", ".join(f"{s}://" for s in _SCHEMES)
             )
-        self.kind = "memory" if scheme == "memory" else "cluster" if "cluster" in scheme else \
-            "sentinel" if "sentinel" in scheme else "standalone"  # fmt: skip
+        self.kind = (
+            "memory"
+            if scheme == "memory"
+            else "cluster"
+            if "cluster" in scheme
+            else "sentinel"
+            if "sentinel" in scheme
+            else "standalone"
+        )
         check_url(self.url)
         with translate_errors(self.url):
             try:
                 self.client: Any = _make_client(self.url, self.kind, socket_timeout_s)
             except (ValueError, TypeError) as e:  # redis-py's reading of the URL and its query options
-                raise MQClientError(f"bad store URL {mask_url(self.url)!r}: {type(e).__name__} "
-                                    f"{_without_secret(str(e), self.url)}") from None  # fmt: skip
+                raise MQClientError(
+                    f"bad store URL {mask_url(self.url)!r}: {type(e).__name__} {_without_secret(str(e), self.url)}"
+                ) from None
 
     def __repr__(self) -> str:
         return f"Connection({mask_url(self.url)!r}, namespace={self.namespace!r})"
@@ -185,8 +197,10 @@ def check_url(url: str) -> None:
     """
     split = _credentials(url)
     if split is not None and any(c in split[1] for c in "/#?"):
-        raise MQClientError(f"the user or password in {mask_url(url)!r} holds a reserved character (/ # ?): "
-                            "percent-encode it, e.g. urllib.parse.quote(password, safe='')")  # fmt: skip
+        raise MQClientError(
+            f"the user or password in {mask_url(url)!r} holds a reserved character (/ # ?): "
+            "percent-encode it, e.g. urllib.parse.quote(password, safe='')"
+        )
     try:
         parts = urlsplit(url)
         if "cluster" not in parts.scheme and "sentinel" not in parts.scheme:  # host lists are checked one by one
@@ -204,8 +218,10 @@ def translate_errors(url: str, doing: str = "talking to the store") -> Iterator[
     except redis.exceptions.NoPermissionError as e:
         raise MQBrokerError(f"permission denied while {doing} at {mask_url(url)}: {e}") from e
     except redis.exceptions.OutOfMemoryError as e:
-        raise MQBrokerError(f"the store is full (OOM: used memory is over maxmemory) while {doing} at {mask_url(url)}: "
-                            f"free memory, raise maxmemory or let retention trim: {e}") from e  # fmt: skip
+        raise MQBrokerError(
+            f"the store is full (OOM: used memory is over maxmemory) while {doing} at {mask_url(url)}: "
+            f"free memory, raise maxmemory or let retention trim: {e}"
+        ) from e
     except REDIS_ERRORS as e:
         raise MQBrokerError(f"store error while {doing} at {mask_url(url)}: {e}") from e
 
@@ -296,10 +312,15 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     if len(path) == 2 and not path[1].isdigit():
         raise MQClientError(f"bad db {path[1]!r} in {masked!r}: use a number, e.g. …/{path[0]}/0")
     options = {k: v[0] for k, v in parse_qs(parts.query).items()}
-    return SentinelURL(sentinels=sentinels, master_name=unquote(path[0]), db=int(path[1]) if len(path) == 2 else 0,
-                       username=unquote(parts.username) if parts.username else None,
-                       password=unquote(parts.password) if parts.password else None,
-                       tls=parts.scheme.startswith("rediss"), options=options)  # fmt: skip
+    return SentinelURL(
+        sentinels=sentinels,
+        master_name=unquote(path[0]),
+        db=int(path[1]) if len(path) == 2 else 0,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        tls=parts.scheme.startswith("rediss"),
+        options=options,
+    )
 
 
 def _sentinel_client(parsed: SentinelURL, common: dict[str, Any]) -> Any:
@@ -307,13 +328,22 @@ def _sentinel_client(parsed: SentinelURL, common: dict[str, Any]) -> Any:
     so a failover is followed without a restart (the call that met the dead master fails)."""
     tls: dict[str, Any] = {k: v for k, v in parsed.options.items() if k in _CLUSTER_TLS_OPTIONS}
     auth = {"username": parsed.username, "password": parsed.password}
-    sentinel_kwargs: dict[str, Any] = {"socket_timeout": common["socket_connect_timeout"],
-                                       "socket_connect_timeout": common["socket_connect_timeout"],
-                                       "ssl": parsed.tls, **tls}  # fmt: skip
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_timeout": common["socket_connect_timeout"],
+        "socket_connect_timeout": common["socket_connect_timeout"],
+        "ssl": parsed.tls,
+        **tls,
+    }
     if parsed.options.get("sentinel_auth", "").lower() in ("1", "yes", "true"):
         sentinel_kwargs |= auth
-    sentinel = Sentinel(parsed.sentinels, sentinel_kwargs=sentinel_kwargs, ssl=parsed.tls, **tls, **auth,  # type: ignore[no-untyped-call]
-                        **common)  # fmt: skip
+    sentinel = Sentinel(
+        parsed.sentinels,
+        sentinel_kwargs=sentinel_kwargs,
+        ssl=parsed.tls,
+        **tls,
+        **auth,  # type: ignore[no-untyped-call]
+        **common,
+    )
     return sentinel.master_for(parsed.master_name, db=parsed.db, health_check_interval=30)  # type: ignore[no-untyped-call]
 
 

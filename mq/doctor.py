@@ -60,17 +60,31 @@ def _check_node(health: Health, node: Node, where: str, *, cluster: bool) -> lis
         version = str(server.get("redis_version", "?"))
         v = _version(version)
         level = OK if v >= MIN_VERSION else WARN
-        wait = "WAITAOF available, sync_replicas uses WAIT (replica memory)" if v >= WAITAOF_VERSION else \
-            "sync_replicas uses WAIT (replica memory; WAITAOF needs Redis >= 7.2)"  # fmt: skip
-        out.append(Finding(level, f"version{where}", f"Redis {version}; {wait}" +
-                           ("" if level == OK else f"; tested from {'.'.join(map(str, MIN_VERSION))}")))  # fmt: skip
+        wait = (
+            "WAITAOF available, sync_replicas uses WAIT (replica memory)"
+            if v >= WAITAOF_VERSION
+            else "sync_replicas uses WAIT (replica memory; WAITAOF needs Redis >= 7.2)"
+        )
+        out.append(
+            Finding(
+                level,
+                f"version{where}",
+                f"Redis {version}; {wait}" + ("" if level == OK else f"; tested from {'.'.join(map(str, MIN_VERSION))}"),
+            )
+        )
     policy = health.config(node, "maxmemory-policy")
     if policy == NOT_ALLOWED:
-        out.append(Finding(WARN, f"maxmemory-policy{where}", "unknown (CONFIG GET is not allowed to this user): "
-                           "make sure it is noeviction"))  # fmt: skip
+        out.append(
+            Finding(
+                WARN, f"maxmemory-policy{where}", "unknown (CONFIG GET is not allowed to this user): make sure it is noeviction"
+            )
+        )
     elif policy != "noeviction":
-        out.append(Finding(FAIL, f"maxmemory-policy{where}", f"{policy}: Redis may evict messages silently; "
-                           "set maxmemory-policy noeviction"))  # fmt: skip
+        out.append(
+            Finding(
+                FAIL, f"maxmemory-policy{where}", f"{policy}: Redis may evict messages silently; set maxmemory-policy noeviction"
+            )
+        )
     else:
         out.append(Finding(OK, f"maxmemory-policy{where}", "noeviction"))
     out.append(_persistence(health, node, where))
@@ -87,8 +101,9 @@ def _persistence(health: Health, node: Node, where: str) -> Finding:
         else:
             return Finding(WARN, f"persistence{where}", "unknown (CONFIG GET and INFO are not allowed to this user)")
     if aof != "yes":
-        return Finding(WARN, f"persistence{where}", "AOF off: a restart loses what the last RDB snapshot missed; "
-                       "set appendonly yes")  # fmt: skip
+        return Finding(
+            WARN, f"persistence{where}", "AOF off: a restart loses what the last RDB snapshot missed; set appendonly yes"
+        )
     fsync = health.config(node, "appendfsync")
     if fsync == NOT_ALLOWED:
         return Finding(OK, f"persistence{where}", "AOF on (appendfsync unknown: CONFIG GET is not allowed to this user)")
@@ -102,8 +117,13 @@ def _replication(health: Health, node: Node, where: str, *, cluster: bool) -> li
     if not isinstance(info, dict):
         return [Finding(WARN, f"replicas{where}", "unknown (INFO is not allowed to this user)")]
     if info.get("role") != "master":
-        return [Finding(FAIL, f"replicas{where}", "this server is a replica: writes fail; point the URL at the master "
-                        "(or use redis+sentinel://)")]  # fmt: skip
+        return [
+            Finding(
+                FAIL,
+                f"replicas{where}",
+                "this server is a replica: writes fail; point the URL at the master (or use redis+sentinel://)",
+            )
+        ]
     replicas = [v for k, v in info.items() if k.startswith("slave") and k[5:].isdigit() and isinstance(v, dict)]
     if not replicas:
         hint = "add a replica to each master" if cluster else "add a replica (and Sentinel) for failover"
@@ -155,11 +175,17 @@ def _cluster(health: Health) -> list[Finding]:
 def _acl(health: Health, node: Node, namespace: str, user: str | None) -> Finding:
     missing = health.acl_missing(node, user, role_commands("client"), f"{{{namespace}}}:doctor")
     if missing == NOT_ALLOWED:
-        return Finding(WARN, "acl", "unknown (ACL WHOAMI/DRYRUN are not allowed to this user; run mq doctor as an "
-                       "admin with --acl-user USER)")  # fmt: skip
+        return Finding(
+            WARN,
+            "acl",
+            "unknown (ACL WHOAMI/DRYRUN are not allowed to this user; run mq doctor as an admin with --acl-user USER)",
+        )
     if missing:
-        return Finding(FAIL, "acl", f"user {user or 'of the URL'} may not run: {', '.join(missing)} "
-                       "(see docs/security.md, mq.security.acl_setuser_args)")  # fmt: skip
+        return Finding(
+            FAIL,
+            "acl",
+            f"user {user or 'of the URL'} may not run: {', '.join(missing)} (see docs/security.md, mq.security.acl_setuser_args)",
+        )
     return Finding(OK, "acl", f"user {user or 'of the URL'} may run every command of the client role")
 
 

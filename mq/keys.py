@@ -77,8 +77,22 @@ class QueueKeys:
 
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
-        return [self.meta, self.log, self.ids, self.keys, self.offsets, self.owners, self.timer, self.delayed,
-                self.half, self.halfidx, self.halfchk, self.txdead, self.timerdead, self.trace]
+        return [
+            self.meta,
+            self.log,
+            self.ids,
+            self.keys,
+            self.offsets,
+            self.owners,
+            self.timer,
+            self.delayed,
+            self.half,
+            self.halfidx,
+            self.halfchk,
+            self.txdead,
+            self.timerdead,
+            self.trace,
+        ]
 
     def end_transaction(self) -> list[str]:
         """The keys of ``end-transaction``."""
@@ -154,11 +168,21 @@ class Keys:
     def queue(self, topic: str, queue_id: int) -> QueueKeys:
         """The keys of queue ``queue_id`` of ``topic``."""
         tag = f"{{{self.namespace}:{topic}:{queue_id}}}"
-        return QueueKeys(meta=f"{tag}:q", log=f"{tag}:log", ids=f"{tag}:ids", keys=f"{tag}:keys",
-                         offsets=f"{tag}:offsets", owners=f"{tag}:owners", timer=f"{tag}:timer",
-                         delayed=f"{tag}:delayed", half=f"{tag}:half", halfidx=f"{tag}:halfidx",
-                         halfchk=f"{tag}:halfchk", txdead=f"{tag}:txdead",
-                         timerdead=f"{tag}:timerdead")
+        return QueueKeys(
+            meta=f"{tag}:q",
+            log=f"{tag}:log",
+            ids=f"{tag}:ids",
+            keys=f"{tag}:keys",
+            offsets=f"{tag}:offsets",
+            owners=f"{tag}:owners",
+            timer=f"{tag}:timer",
+            delayed=f"{tag}:delayed",
+            half=f"{tag}:half",
+            halfidx=f"{tag}:halfidx",
+            halfchk=f"{tag}:halfchk",
+            txdead=f"{tag}:txdead",
+            timerdead=f"{tag}:timerdead",
+        )
 
     def dlq_resent(self, group: str) -> str:
         """The set of dead-letter msg ids of ``group`` already resent (in the DLQ queue's slot)."""
@@ -167,8 +191,14 @@ class Keys:
     def group(self, group: str) -> GroupKeys:
         """The registry keys of ``group``."""
         tag = f"{{{self.namespace}:g:{group}}}"
-        return GroupKeys(clients=f"{tag}:clients", info=f"{tag}:info", txcheck=f"{tag}:txcheck", since=f"{tag}:since",
-                         config=f"{tag}:config", resets=f"{tag}:resets")
+        return GroupKeys(
+            clients=f"{tag}:clients",
+            info=f"{tag}:info",
+            txcheck=f"{tag}:txcheck",
+            since=f"{tag}:since",
+            config=f"{tag}:config",
+            resets=f"{tag}:resets",
+        )
 
 
 def stream_id(offset: int) -> str:

@@ -119,9 +119,7 @@ class MessageExt(Message):
         deliver_time_ms: int | None = None,
         system_properties: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(
-            topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms
-        )
+        super().__init__(topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms)
         self.msg_id = msg_id
         self.queue_id = queue_id
         self.queue_offset = queue_offset

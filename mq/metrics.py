@@ -34,15 +34,21 @@ class ClientMetrics:
 CLIENT_METRICS: ClientMetrics | None = None
 
 
-def enable_client_metrics(port: int | None = None, *, registry: CollectorRegistry = REGISTRY,
-                          addr: str = "127.0.0.1") -> ClientMetrics:  # fmt: skip
+def enable_client_metrics(
+    port: int | None = None, *, registry: CollectorRegistry = REGISTRY, addr: str = "127.0.0.1"
+) -> ClientMetrics:
     """Start recording client metrics (idempotent); with ``port``, serve them on ``/metrics``."""
     global CLIENT_METRICS
     if CLIENT_METRICS is None:
         CLIENT_METRICS = ClientMetrics(
             Histogram("rocketredis_send_latency_seconds", "Send latency", ["topic"], buckets=BUCKETS, registry=registry),
-            Histogram("rocketredis_consume_latency_seconds", "Listener call duration", ["group", "topic"],
-                      buckets=BUCKETS, registry=registry),
+            Histogram(
+                "rocketredis_consume_latency_seconds",
+                "Listener call duration",
+                ["group", "topic"],
+                buckets=BUCKETS,
+                registry=registry,
+            ),
             Counter("rocketredis_rebalance_total", "Rebalances that changed the queues", ["group"], registry=registry),
         )
         if port is not None:

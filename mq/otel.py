@@ -103,12 +103,12 @@ def process_span(group: str, namespace: str, msgs: Sequence[MessageExt]) -> Iter
     tracer = trace.get_tracer(INSTRUMENTATION)
     attrs = _attributes(msgs[0].topic, msgs, "process", group, namespace)
     if len(msgs) == 1:
-        span = tracer.start_as_current_span(f"process {msgs[0].topic}", context=contexts[0], kind=SpanKind.CONSUMER,
-                                            attributes=attrs)  # fmt: skip
+        span = tracer.start_as_current_span(
+            f"process {msgs[0].topic}", context=contexts[0], kind=SpanKind.CONSUMER, attributes=attrs
+        )
     else:
         links = [Link(sc) for c in contexts if (sc := trace.get_current_span(c).get_span_context()).is_valid]
-        span = tracer.start_as_current_span(f"process {msgs[0].topic}", kind=SpanKind.CONSUMER, attributes=attrs,
-                                            links=links)  # fmt: skip
+        span = tracer.start_as_current_span(f"process {msgs[0].topic}", kind=SpanKind.CONSUMER, attributes=attrs, links=links)
     with span:
         yield
 

@@ -27,15 +27,56 @@ from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic
 
 #: Commands the Lua scripts run (see mq/store/lua): Redis checks them against the caller's ACL.
 SCRIPT_COMMANDS = (
-    "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "set", "time", "type", "xadd", "xdel",
-    "xrange", "xrevrange", "xtrim", "zadd", "zrange", "zrangebyscore", "zrem", "zscore",
-)  # fmt: skip
+    "del",
+    "exists",
+    "get",
+    "hdel",
+    "hget",
+    "hincrby",
+    "hmget",
+    "hset",
+    "set",
+    "time",
+    "type",
+    "xadd",
+    "xdel",
+    "xrange",
+    "xrevrange",
+    "xtrim",
+    "zadd",
+    "zrange",
+    "zrangebyscore",
+    "zrem",
+    "zscore",
+)
 #: Commands the library sends itself.
 CLIENT_COMMANDS = (
-    "evalsha", "script|load", "hget", "hgetall", "hset", "hsetnx", "hdel", "sadd", "sismember", "smembers", "smismember", "srem",
-    "xack", "xadd", "xgroup|create", "xrange", "xread", "xreadgroup", "zadd", "zcard", "zrange", "zrangebylex",
-    "zrangebyscore", "zrem", "wait",
-)  # fmt: skip
+    "evalsha",
+    "script|load",
+    "hget",
+    "hgetall",
+    "hset",
+    "hsetnx",
+    "hdel",
+    "sadd",
+    "sismember",
+    "smembers",
+    "smismember",
+    "srem",
+    "xack",
+    "xadd",
+    "xgroup|create",
+    "xrange",
+    "xread",
+    "xreadgroup",
+    "zadd",
+    "zcard",
+    "zrange",
+    "zrangebylex",
+    "zrangebyscore",
+    "zrem",
+    "wait",
+)
 #: Connection housekeeping redis-py performs (handshake, health checks, cluster topology).
 CONNECTION_COMMANDS = ("auth", "hello", "ping", "client|setname", "cluster|slots", "cluster|shards")
 #: Read-only probes of the store checks (``mq doctor``, and the broker service once at start). In no

@@ -54,4 +54,3 @@ def due_time_ms(msg: Message, levels: tuple[int, ...], now_ms: int | None = None
 def delay_levels(store: Store) -> tuple[int, ...]:
     """The namespace's delay levels (set by the broker service's config), else the defaults."""
     return parse_delay_levels(store.namespace_setting("message_delay_level") or DEFAULT_MESSAGE_DELAY_LEVEL)
-

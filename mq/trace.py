@@ -133,27 +133,31 @@ class Tracer:
     def sent_back(self, msg: MessageExt, to_topic: str) -> None:
         """``msg`` was sent back for another try (or to the DLQ) as a copy in ``to_topic``."""
         kind = "dlq" if to_topic.startswith("%DLQ%") else "retry"
-        self._record([(msg, kind, to_topic, msg.reconsume_times + 1, msg.topic, msg.queue_id, msg.queue_offset)],
-                     self.now_ms(), 0.0)  # fmt: skip
+        self._record(
+            [(msg, kind, to_topic, msg.reconsume_times + 1, msg.topic, msg.queue_id, msg.queue_offset)], self.now_ms(), 0.0
+        )
 
-    def sent(self, topic: str, queue_id: int, first_offset: int, msg_ids: Sequence[str], began_ms: int,
-             cost_ms: float) -> None:  # fmt: skip
+    def sent(self, topic: str, queue_id: int, first_offset: int, msg_ids: Sequence[str], began_ms: int, cost_ms: float) -> None:
         """A send stored ``msg_ids`` in ``queue_id`` of ``topic`` from offset ``first_offset`` on."""
-        rows = [((topic, queue_id, msg_id), "send", "SEND_OK", 1, topic, queue_id, first_offset + i)
-                for i, msg_id in enumerate(msg_ids)]  # fmt: skip
+        rows = [
+            ((topic, queue_id, msg_id), "send", "SEND_OK", 1, topic, queue_id, first_offset + i)
+            for i, msg_id in enumerate(msg_ids)
+        ]
         self._write(rows, began_ms, cost_ms)
 
     def _record(self, rows: Sequence[tuple[MessageExt, str, str, int, str, int, int]], began_ms: int, cost_ms: float) -> None:
         self._write([(origin(m), *rest) for m, *rest in rows], began_ms, cost_ms)  # type: ignore[misc]
 
-    def _write(self, rows: Sequence[tuple[tuple[str, int, str], str, str, int, str, int, int]], began_ms: int,
-               cost_ms: float) -> None:  # fmt: skip
+    def _write(
+        self, rows: Sequence[tuple[tuple[str, int, str], str, str, int, str, int, int]], began_ms: int, cost_ms: float
+    ) -> None:
         if not rows or not self.active:
             return
         events = []
         for where, kind, status, attempt, topic, qid, offset in rows:
-            event = TraceEvent(kind, began_ms, self._group, self._client_id, self._host, round(cost_ms, 3), status,
-                               attempt, topic, qid, offset)  # fmt: skip
+            event = TraceEvent(
+                kind, began_ms, self._group, self._client_id, self._host, round(cost_ms, 3), status, attempt, topic, qid, offset
+            )
             events.append((*where, json.dumps(asdict(event), separators=(",", ":"))))
         with self._lock:
             self._pending += events

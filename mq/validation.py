@@ -44,13 +44,36 @@ SYSTEM_TOPICS = frozenset(
 #: not Redis commands).
 RESERVED_PROPERTIES = frozenset(
     {
-        "TAGS", "KEYS", "DELAY", "UNIQ_KEY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP",
-        "RECONSUME_TIME", "MAX_RECONSUME_TIMES", "ORIGIN_MESSAGE_ID", "TRANSACTION_CHECK_TIMES",
-        "TIMER_DELIVER_MS", "WAIT", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "CORRECTION_FLAG",
-        "MSG_REGION", "TRACE_ON", "CHECK_IMMUNITY_TIME_IN_SECONDS", "SHARDING_KEY", "INSTANCE_ID",
-        "CONSUME_START_TIME", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "__STARTDELIVERTIME",
+        "TAGS",
+        "KEYS",
+        "DELAY",
+        "UNIQ_KEY",
+        "RETRY_TOPIC",
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TRAN_MSG",
+        "PGROUP",
+        "RECONSUME_TIME",
+        "MAX_RECONSUME_TIMES",
+        "ORIGIN_MESSAGE_ID",
+        "TRANSACTION_CHECK_TIMES",
+        "TIMER_DELIVER_MS",
+        "WAIT",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "BUYER_ID",
+        "CORRECTION_FLAG",
+        "MSG_REGION",
+        "TRACE_ON",
+        "CHECK_IMMUNITY_TIME_IN_SECONDS",
+        "SHARDING_KEY",
+        "INSTANCE_ID",
+        "CONSUME_START_TIME",
+        "TIMER_DELAY_SEC",
+        "TIMER_DELAY_MS",
+        "__STARTDELIVERTIME",
     }
-)  # fmt: skip
+)
 
 
 def _check_name(kind: str, name: object, max_length: int) -> str:
@@ -122,8 +145,10 @@ def check_message(msg: object, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     if extra > MAX_USER_PROPERTY_SIZE:
         raise MessageTooLargeError(f"tags, keys and properties take {extra} bytes; the limit is {MAX_USER_PROPERTY_SIZE}")
     if body_size + extra > max_message_size:
-        raise MessageTooLargeError(f"message is {body_size + extra} bytes with its tags, keys and properties; "
-                                   f"the limit is {max_message_size} (max_message_size)")  # fmt: skip
+        raise MessageTooLargeError(
+            f"message is {body_size + extra} bytes with its tags, keys and properties; "
+            f"the limit is {max_message_size} (max_message_size)"
+        )
     _check_delay(msg, now_ms)
     return msg
 
@@ -143,8 +168,10 @@ def _check_tags(tags: object) -> int:
     size = _check_text("tags", tags)
     assert isinstance(tags, str)
     if any(c.isspace() or c == "|" for c in tags):
-        raise MQClientError(f"tag {tags!r} contains '|' or whitespace: a message has one tag, and no TAG filter "
-                            "could select this one; use a property for several values")  # fmt: skip
+        raise MQClientError(
+            f"tag {tags!r} contains '|' or whitespace: a message has one tag, and no TAG filter "
+            "could select this one; use a property for several values"
+        )
     return size
 
 
@@ -169,8 +196,9 @@ def _check_properties(properties: object) -> int:
         size += _check_text("property name", name)
         size += _check_text(f"property {name!r} value", value)
         if str(name).upper() in RESERVED_PROPERTIES:
-            raise MQClientError(f"property name {name!r} is reserved by the system (names are compared "
-                                "case-insensitively); choose another name")  # fmt: skip
+            raise MQClientError(
+                f"property name {name!r} is reserved by the system (names are compared case-insensitively); choose another name"
+            )
     return size
 
 
@@ -184,8 +212,10 @@ def _check_delay(msg: Message, now_ms: int | None) -> None:
         raise MQClientError(f"deliver_time_ms must be epoch milliseconds (int >= 0), got {when!r}")
     latest = (int(time.time() * 1000) if now_ms is None else now_ms) + MAX_DELAY_MS
     if when > latest:
-        raise MQClientError(f"deliver_time_ms {when} is more than {MAX_DELAY_MS // 3_600_000} h ahead (MAX_DELAY_MS); "
-                            "deliver it later or store the schedule elsewhere")  # fmt: skip
+        raise MQClientError(
+            f"deliver_time_ms {when} is more than {MAX_DELAY_MS // 3_600_000} h ahead (MAX_DELAY_MS); "
+            "deliver it later or store the schedule elsewhere"
+        )
 
 
 def _is_int(value: object) -> bool:
@@ -221,5 +251,6 @@ def _check_text(what: str, value: object) -> int:
     try:
         return len(value.encode("utf-8"))
     except UnicodeEncodeError as e:
-        raise MQClientError(f"{what} {value!r} is not valid UTF-8 text ({e.reason} at index {e.start}): "
-                            "lone surrogates cannot be stored") from None
+        raise MQClientError(
+            f"{what} {value!r} is not valid UTF-8 text ({e.reason} at index {e.start}): lone surrogates cannot be stored"
+        ) from None

@@ -56,9 +56,18 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         parse_delay_levels(self.message_delay_level)  # raises on a bad level
         SyncReplicas(self.sync_replicas, self.sync_replicas_timeout_ms)  # raises on bad values
-        for name in ("transaction_timeout_s", "transaction_check_interval_s", "transaction_reserve_h", "file_reserved_time_h",
-                     "retention_interval_s", "timer_sweep_interval_s", "health_interval_s", "health_timeout_s",
-                     "cleanup_interval_s", "stats_interval_s"):  # fmt: skip
+        for name in (
+            "transaction_timeout_s",
+            "transaction_check_interval_s",
+            "transaction_reserve_h",
+            "file_reserved_time_h",
+            "retention_interval_s",
+            "timer_sweep_interval_s",
+            "health_interval_s",
+            "health_timeout_s",
+            "cleanup_interval_s",
+            "stats_interval_s",
+        ):
             if getattr(self, name) <= 0:
                 raise MQClientError(f"{name} must be positive, got {getattr(self, name)!r}")
         if self.transaction_check_max < 1 or self.timer_batch < 1 or self.timer_poll_ms < 1:

@@ -63,8 +63,9 @@ class StoreCollector(Collector):
         yield GaugeMetricFamily("rocketredis_brokers_healthy", "Broker services reporting healthy", value=len(alive))
 
 
-def serve_metrics(port: int, url: str | None, namespace: str, *, health_timeout_s: float = 10.0,
-                  addr: str = "127.0.0.1") -> CollectorRegistry:  # fmt: skip
+def serve_metrics(
+    port: int, url: str | None, namespace: str, *, health_timeout_s: float = 10.0, addr: str = "127.0.0.1"
+) -> CollectorRegistry:
     """Serve the namespace's metrics on ``http://addr:port/metrics``; returns the registry."""
     registry = CollectorRegistry()
     registry.register(StoreCollector(Store(Connection(url, namespace)), health_timeout_s))

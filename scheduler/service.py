@@ -61,8 +61,9 @@ class BrokerService:
         self._conn = Connection(url, namespace, socket_timeout_s=sync_socket_timeout_s(sync))
         self._store = Store(self._conn, sync=sync)
         self._stop = threading.Event()
-        self.timers = TimerDelivery(self._store, poll_ms=self.config.timer_poll_ms, batch=self.config.timer_batch,
-                                    stop=self._stop)  # fmt: skip
+        self.timers = TimerDelivery(
+            self._store, poll_ms=self.config.timer_poll_ms, batch=self.config.timer_batch, stop=self._stop
+        )
         self.transactions = TransactionChecker(self._store, self.config)
         self._scheduler: BackgroundScheduler | None = None
 
@@ -73,29 +74,71 @@ class BrokerService:
         """Publish the namespace settings and start the jobs. Returns self."""
         if self._scheduler is not None:
             return self
-        self._store.publish_settings({"message_delay_level": self.config.message_delay_level,
-                                      "transaction_timeout_s": self.config.transaction_timeout_s})  # fmt: skip
+        self._store.publish_settings(
+            {"message_delay_level": self.config.message_delay_level, "transaction_timeout_s": self.config.transaction_timeout_s}
+        )
         self._beat()
         self._check_store()
         c = self.config
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
-        scheduler.add_job(self.timers.ensure_running, "interval", seconds=1.0, id="timer-delivery",
-                          misfire_grace_time=1, next_run_time=datetime.now())  # fmt: skip
-        scheduler.add_job(self._guard(self.timers.sweep), "interval", seconds=c.timer_sweep_interval_s,
-                          id="timer-sweep", misfire_grace_time=_grace(c.timer_sweep_interval_s), next_run_time=datetime.now())
-        scheduler.add_job(self._guard(self.transactions.run), "interval", seconds=c.transaction_check_interval_s,
-                          id="transaction-check", misfire_grace_time=_grace(c.transaction_check_interval_s))  # fmt: skip
-        scheduler.add_job(self._guard(self.transactions.index.sweep), "interval", seconds=c.timer_sweep_interval_s,
-                          id="transaction-sweep", misfire_grace_time=_grace(c.timer_sweep_interval_s))  # fmt: skip
-        scheduler.add_job(self._guard(apply_retention, self._store, c.file_reserved_time_h), "interval",
-                          seconds=c.retention_interval_s, id="retention",
-                          misfire_grace_time=_grace(c.retention_interval_s))  # fmt: skip
-        scheduler.add_job(self._guard(self._remove_dead_clients), "interval", seconds=c.cleanup_interval_s,
-                          id="dead-clients", misfire_grace_time=_grace(c.cleanup_interval_s))  # fmt: skip
-        scheduler.add_job(self._guard(self._snapshot), "interval", seconds=c.stats_interval_s, id="stats",
-                          misfire_grace_time=_grace(c.stats_interval_s))  # fmt: skip
-        scheduler.add_job(self._guard(self._beat), "interval", seconds=c.health_interval_s, id="health",
-                          misfire_grace_time=_grace(c.health_interval_s))  # fmt: skip
+        scheduler.add_job(
+            self.timers.ensure_running,
+            "interval",
+            seconds=1.0,
+            id="timer-delivery",
+            misfire_grace_time=1,
+            next_run_time=datetime.now(),
+        )
+        scheduler.add_job(
+            self._guard(self.timers.sweep),
+            "interval",
+            seconds=c.timer_sweep_interval_s,
+            id="timer-sweep",
+            misfire_grace_time=_grace(c.timer_sweep_interval_s),
+            next_run_time=datetime.now(),
+        )
+        scheduler.add_job(
+            self._guard(self.transactions.run),
+            "interval",
+            seconds=c.transaction_check_interval_s,
+            id="transaction-check",
+            misfire_grace_time=_grace(c.transaction_check_interval_s),
+        )
+        scheduler.add_job(
+            self._guard(self.transactions.index.sweep),
+            "interval",
+            seconds=c.timer_sweep_interval_s,
+            id="transaction-sweep",
+            misfire_grace_time=_grace(c.timer_sweep_interval_s),
+        )
+        scheduler.add_job(
+            self._guard(apply_retention, self._store, c.file_reserved_time_h),
+            "interval",
+            seconds=c.retention_interval_s,
+            id="retention",
+            misfire_grace_time=_grace(c.retention_interval_s),
+        )
+        scheduler.add_job(
+            self._guard(self._remove_dead_clients),
+            "interval",
+            seconds=c.cleanup_interval_s,
+            id="dead-clients",
+            misfire_grace_time=_grace(c.cleanup_interval_s),
+        )
+        scheduler.add_job(
+            self._guard(self._snapshot),
+            "interval",
+            seconds=c.stats_interval_s,
+            id="stats",
+            misfire_grace_time=_grace(c.stats_interval_s),
+        )
+        scheduler.add_job(
+            self._guard(self._beat),
+            "interval",
+            seconds=c.health_interval_s,
+            id="health",
+            misfire_grace_time=_grace(c.health_interval_s),
+        )
         scheduler.start()
         self._scheduler = scheduler
         log.info("broker service %s started on %s", self.id, mask_url(self._conn.url))

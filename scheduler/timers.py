@@ -73,15 +73,19 @@ class TimerDelivery:
         failed: list[tuple[str, int]] = []
         for (topic, qid), result in zip(queues, results):
             if isinstance(result, MQError):  # nothing of that queue changed: try it again later
-                log.error("timer delivery of %r queue %d failed, retrying in %d ms: %s", topic, qid, RETRY_FAILED_MS,
-                          result)  # fmt: skip
+                log.error("timer delivery of %r queue %d failed, retrying in %d ms: %s", topic, qid, RETRY_FAILED_MS, result)
                 failed.append((topic, qid))
                 continue
             self.delivered += result.moved
             done.append((topic, qid))
             if result.dead:
-                log.error("%d delayed message(s) of %r queue %d could not be delivered: kept in its timer "
-                          "dead-letter stream (Store.timer_dead_letters)", result.dead, topic, qid)  # fmt: skip
+                log.error(
+                    "%d delayed message(s) of %r queue %d could not be delivered: kept in its timer "
+                    "dead-letter stream (Store.timer_dead_letters)",
+                    result.dead,
+                    topic,
+                    qid,
+                )
             next_due.append(result.next_due_ms)
         if failed:
             self.index.postpone(failed, now + RETRY_FAILED_MS)

@@ -44,16 +44,26 @@ class TransactionChecker:
             queues = self.index.due(now)
             if not queues:
                 return
-            results = self._store.check_halves(queues, now, int(c.transaction_check_interval_s * 1000),
-                                               c.transaction_check_max, int(c.transaction_reserve_h * 3_600_000),
-                                               HALVES_PER_QUEUE)  # fmt: skip
+            results = self._store.check_halves(
+                queues,
+                now,
+                int(c.transaction_check_interval_s * 1000),
+                c.transaction_check_max,
+                int(c.transaction_reserve_h * 3_600_000),
+                HALVES_PER_QUEUE,
+            )
             for (topic, qid), (_, items) in zip(queues, results):
                 self._ask(topic, qid, [(half_id, checks) for kind, half_id, checks in items if kind == "c"])
                 for kind, half_id, checks in items:
                     if kind == "x":
                         self.discarded += 1
-                        log.warning("half message %s of %s queue %d rolled back after %d checks "
-                                    "(listed by Admin.discarded_transactions)", half_id, topic, qid, checks)  # fmt: skip
+                        log.warning(
+                            "half message %s of %s queue %d rolled back after %d checks (listed by Admin.discarded_transactions)",
+                            half_id,
+                            topic,
+                            qid,
+                            checks,
+                        )
             self.index.write_back(queues, [next_ms for next_ms, _ in results])
 
     def _ask(self, topic: str, qid: int, halves: list[tuple[str, int]]) -> None:
@@ -63,8 +73,9 @@ class TransactionChecker:
             except MQBrokerError:
                 raise  # the store failed: the round stops and the job runs again
             except Exception:  # one bad half message must not stop the check-backs of the others
-                log.exception("check-back of half message %s of %r queue %d failed; it is asked again next interval",
-                              half_id, topic, qid)  # fmt: skip
+                log.exception(
+                    "check-back of half message %s of %r queue %d failed; it is asked again next interval", half_id, topic, qid
+                )
 
     def _ask_one(self, topic: str, qid: int, half_id: str, checks: int) -> None:
         msg = self._store.read_half(topic, qid, half_id)

@@ -80,9 +80,18 @@ class Child:
         self.code: int | None = None  # exit code once stopped by Stack.shutdown
         self._lock = threading.Lock()
         self.proc = subprocess.Popen(
-            self.argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, errors="replace", bufsize=1, start_new_session=True, preexec_fn=_die_with_parent,
-        )  # fmt: skip
+            self.argv,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         assert self.proc.stdout is not None
         self._reader = threading.Thread(target=self._read, args=(self.proc.stdout,), name=f"read-{name}", daemon=True)
         self._reader.start()
@@ -188,15 +197,34 @@ class Stack:
 
         for _attempt in range(3):  # a port picked here may be taken by someone else before redis binds it
             port = free_port()
-            argv = [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", self.workdir, "--daemonize", "no",
-                    "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--logfile", ""]  # fmt: skip
+            argv = [
+                binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--dir",
+                self.workdir,
+                "--daemonize",
+                "no",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+                "--logfile",
+                "",
+            ]
             server = self.redis = self.spawn("redis-server", argv)
 
             def up(port: int = port, server: Child = server) -> bool:
                 if not server.running:
                     return True  # exited: looked at below
-                with contextlib.suppress(redis.RedisError, OSError), \
-                        redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, socket_connect_timeout=1) as c:  # fmt: skip
+                with (
+                    contextlib.suppress(redis.RedisError, OSError),
+                    redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, socket_connect_timeout=1) as c,
+                ):
                     return bool(c.ping())
                 return False
 
@@ -222,10 +250,27 @@ class Stack:
         a = self.args
         self.broker = self.spawn("broker", [*self.mq_command(), "broker", "--namespace", a.namespace])
         for i in range(1, a.consumers + 1):
-            self.consumers.append(self.spawn(f"consumer-{i}", [
-                sys.executable, str(EXAMPLES / "consumer_app.py"), "--namespace", a.namespace, "--topic", a.topic,
-                "--group", a.group, "--queues", str(a.queues), "--duration-s", "0", "--count", "0",
-            ]))  # fmt: skip
+            self.consumers.append(
+                self.spawn(
+                    f"consumer-{i}",
+                    [
+                        sys.executable,
+                        str(EXAMPLES / "consumer_app.py"),
+                        "--namespace",
+                        a.namespace,
+                        "--topic",
+                        a.topic,
+                        "--group",
+                        a.group,
+                        "--queues",
+                        str(a.queues),
+                        "--duration-s",
+                        "0",
+                        "--count",
+                        "0",
+                    ],
+                )
+            )
         self.wait_for(self.group_split, f"the {a.consumers} consumers to split the {a.queues} queues of {a.topic}")
         shares = ", ".join(f"{c.name} [{','.join(map(str, sorted(self.assigned(c) or ())))}]" for c in self.consumers)
         self.say(f"broker service pid {self.broker.pid}; consumer group {a.group}: {shares}")
@@ -249,10 +294,23 @@ class Stack:
 
     def start_producer(self) -> None:
         a = self.args
-        self.producer = self.spawn("producer", [
-            sys.executable, str(EXAMPLES / "producer_app.py"), "--namespace", a.namespace, "--topic", a.topic,
-            "--queues", str(a.queues), "--count", str(a.messages), "--rate", str(a.rate),
-        ])  # fmt: skip
+        self.producer = self.spawn(
+            "producer",
+            [
+                sys.executable,
+                str(EXAMPLES / "producer_app.py"),
+                "--namespace",
+                a.namespace,
+                "--topic",
+                a.topic,
+                "--queues",
+                str(a.queues),
+                "--count",
+                str(a.messages),
+                "--rate",
+                str(a.rate),
+            ],
+        )
 
     def exchange(self) -> tuple[list[str], list[list[str]]]:
         """Wait until the producer has sent everything and the consumers have received all of it."""
@@ -263,8 +321,10 @@ class Stack:
         producer.wait_stopped(0)
         sent = [line.split()[2] for line in producer.output() if line.startswith("sent ")]
         if producer.proc.returncode != 0 or len(sent) != a.messages:
-            raise StackError(f"the producer exited with code {producer.proc.returncode} after sending {len(sent)} "
-                             f"of {a.messages} messages:\n{producer.tail()}")  # fmt: skip
+            raise StackError(
+                f"the producer exited with code {producer.proc.returncode} after sending {len(sent)} "
+                f"of {a.messages} messages:\n{producer.tail()}"
+            )
         self.say(f"producer sent {len(sent)} messages to {a.topic}")
         want = set(sent)
 
@@ -287,8 +347,9 @@ class Stack:
         last = ""
         while True:
             try:
-                done = subprocess.run(argv, cwd=ROOT, env=self.env(), capture_output=True, text=True,
-                                      timeout=max(1.0, min(10.0, self.remaining())))  # fmt: skip
+                done = subprocess.run(
+                    argv, cwd=ROOT, env=self.env(), capture_output=True, text=True, timeout=max(1.0, min(10.0, self.remaining()))
+                )
             except subprocess.TimeoutExpired:
                 last = "(timed out)"
             else:
@@ -336,8 +397,10 @@ class Stack:
         if not all(per):
             idle = [c.name for c, n in zip(self.consumers, per) if n == 0]
             raise StackError(f"{', '.join(idle)} received nothing although the group had split the queues")
-        self.say(f"consumers received {len(set(flat) & set(sent))} of {len(sent)} "
-                 f"({', '.join(f'{c.name} {n}' for c, n in zip(self.consumers, per))}), {duplicates} duplicates")  # fmt: skip
+        self.say(
+            f"consumers received {len(set(flat) & set(sent))} of {len(sent)} "
+            f"({', '.join(f'{c.name} {n}' for c, n in zip(self.consumers, per))}), {duplicates} duplicates"
+        )
         pids = [c.pid for c in self.children]
         problems = self.shutdown()
         if problems:
@@ -346,15 +409,18 @@ class Stack:
         if unreported:
             raise StackError(f"{', '.join(unreported)} exited without its final report")
         self.say("stopped " + ", ".join(f"{name} (exit {code})" for name, code in self.stop_codes.items()))
-        return (f"STACK OK sent={len(sent)} received={len(set(flat) & set(sent))} duplicates={duplicates} "
-                f"per_consumer={','.join(map(str, per))} broker_check=0 pids={','.join(map(str, pids))} "
-                f"elapsed_s={time.monotonic() - self.start:.1f}")  # fmt: skip
+        return (
+            f"STACK OK sent={len(sent)} received={len(set(flat) & set(sent))} duplicates={duplicates} "
+            f"per_consumer={','.join(map(str, per))} broker_check=0 pids={','.join(map(str, pids))} "
+            f"elapsed_s={time.monotonic() - self.start:.1f}"
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="stack.py", description="run the compose topology as local processes on loopback")
-    p.add_argument("--duration-s", type=float, default=10.0,
-                   help="time limit from the first start to a verified exchange (default: 10)")  # fmt: skip
+    p.add_argument(
+        "--duration-s", type=float, default=10.0, help="time limit from the first start to a verified exchange (default: 10)"
+    )
     p.add_argument("--messages", type=int, default=100, help="messages the producer sends (default: 100)")
     p.add_argument("--rate", type=float, default=200.0, help="producer rate, messages per second; 0 = unpaced (default: 200)")
     p.add_argument("--consumers", type=int, default=2, help="consumer processes in the group (default: 2)")
@@ -388,8 +454,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             problems = stack.shutdown()
         for child in stack.children:
-            print(f"--- {child.name} (pid {child.pid}, exit {'?' if child.code is None else child.code}):\n{child.tail()}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"--- {child.name} (pid {child.pid}, exit {'?' if child.code is None else child.code}):\n{child.tail()}",
+                file=sys.stderr,
+            )
         more = f" (and on shutdown: {'; '.join(problems)})" if problems else ""
         print(f"STACK FAILED: {reason}{more}", flush=True)
         return 1

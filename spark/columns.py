@@ -127,8 +127,9 @@ def _json_maps(texts: Sequence[bytes | None]) -> pa.Array | None:
     ``json.loads``; None when a text is not exactly what the codec writes."""
     present = [t for t in texts if t]
     if not present:
-        return pa.MapArray.from_arrays(pa.array([0] * (len(texts) + 1), pa.int32()), pa.array([], pa.string()),
-                                       pa.array([], pa.string()))  # fmt: skip
+        return pa.MapArray.from_arrays(
+            pa.array([0] * (len(texts) + 1), pa.int32()), pa.array([], pa.string()), pa.array([], pa.string())
+        )
     # Each text goes in a one-element list, and the lists are separated by "]", a newline, ",", "[": a
     # newline cannot stand inside a JSON string and the maps hold no lists, so in a parse that passes
     # the checks below every bracket is one of these, and list i holds exactly text i.

@@ -52,10 +52,20 @@ OffsetSpec = str | dict[str, dict[int, int]]
 
 _KNOWN = frozenset(
     {
-        "url", "namespace", "topic", "table", "min_store_time", "max_store_time", "starting_offsets",
-        "ending_offsets", "page_size", "min_partitions", "max_partition_messages", "max_messages_per_trigger",
+        "url",
+        "namespace",
+        "topic",
+        "table",
+        "min_store_time",
+        "max_store_time",
+        "starting_offsets",
+        "ending_offsets",
+        "page_size",
+        "min_partitions",
+        "max_partition_messages",
+        "max_messages_per_trigger",
     }
-)  # fmt: skip
+)
 #: Options Spark itself may add (``load(path)`` sets ``path``); ignored.
 _SPARK_OWN = frozenset({"path", "paths"})
 

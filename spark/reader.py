@@ -37,8 +37,11 @@ class RangeReader:
 
     def plan_ranges(self, ranges: Mapping[QueueId, tuple[int, int]]) -> list[InputPartition]:
         """Balanced partitions over per-queue ``[start, end)`` ranges (see :func:`spark.plan.plan`)."""
-        return list(plan.plan(ranges, min_partitions=self.options.min_partitions,
-                              max_partition_messages=self.options.max_partition_messages))  # fmt: skip
+        return list(
+            plan.plan(
+                ranges, min_partitions=self.options.min_partitions, max_partition_messages=self.options.max_partition_messages
+            )
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The messages of one planned range, as Arrow record batches."""
@@ -64,8 +67,14 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
             high = min(low + step, part.end)
             pages = [(first, min(first + opts.page_size, high) - 1) for first in range(low, high, opts.page_size)]
             entries = store.read_page_entries(part.topic, part.queue_id, pages)
-            batch = entries_batch(part.topic, part.queue_id, entries, schema, min_store_time_ms=opts.min_store_time_ms,
-                                  max_store_time_ms=opts.max_store_time_ms)  # fmt: skip
+            batch = entries_batch(
+                part.topic,
+                part.queue_id,
+                entries,
+                schema,
+                min_store_time_ms=opts.min_store_time_ms,
+                max_store_time_ms=opts.max_store_time_ms,
+            )
             if batch.num_rows:
                 yield batch
     finally:

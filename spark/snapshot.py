@@ -100,10 +100,18 @@ def topic_rows(store: Store, topics: Sequence[TopicInfo]) -> list[tuple[Any, ...
     stats = queue_stats(store, topics)
     by_name = {t.name: t.config for t in topics}
     return [
-        (t, q, s.min_offset, s.max_offset, s.max_offset - s.min_offset, s.last_store_timestamp_ms or None,
-         by_name[t].readable(q), by_name[t].writable(q))
+        (
+            t,
+            q,
+            s.min_offset,
+            s.max_offset,
+            s.max_offset - s.min_offset,
+            s.last_store_timestamp_ms or None,
+            by_name[t].readable(q),
+            by_name[t].writable(q),
+        )
         for (t, q), s in sorted(stats.items())
-    ]  # fmt: skip
+    ]
 
 
 def group_offsets(store: Store, topics: Sequence[TopicInfo]) -> dict[QueueId, dict[str, int]]:

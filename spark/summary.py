@@ -29,11 +29,17 @@ def summary_lines(session: SparkSession, url: str, namespace: str) -> list[str]:
 
     lines = []
     per_topic = (
-        read("messages").groupBy("topic")
-        .agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("body")).alias("bytes"),
-             F.countDistinct("queue_id").alias("queues"), F.array_sort(F.collect_set("tags")).alias("tags"))
-        .orderBy("topic").collect()
-    )  # fmt: skip
+        read("messages")
+        .groupBy("topic")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.length("body")).alias("bytes"),
+            F.countDistinct("queue_id").alias("queues"),
+            F.array_sort(F.collect_set("tags")).alias("tags"),
+        )
+        .orderBy("topic")
+        .collect()
+    )
     for r in per_topic:
         tags = ", ".join(r.tags) or "none"
         size = f"{_count(r.n, 'message')}, {_count(r.bytes, 'byte')} on {_count(r.queues, 'queue')}"

@@ -65,8 +65,7 @@ class LoadRun:
     """What both suites share: the consumer and broker processes, the acknowledged bodies, draining and
     judging. ``O`` is the ordered topic (``key:seq`` bodies), ``D`` the timer topic (``…:due_ms``)."""
 
-    def __init__(self, ns: str, topics: Sequence[str], seconds: float, rate: int, workdir: pathlib.Path,
-                 report: Report) -> None:  # fmt: skip
+    def __init__(self, ns: str, topics: Sequence[str], seconds: float, rate: int, workdir: pathlib.Path, report: Report) -> None:
         self.ns = ns
         self.seconds = seconds
         self.rate = rate
@@ -84,8 +83,12 @@ class LoadRun:
         raise NotImplementedError
 
     def _broker(self, *extra: str) -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-m", "mq", "broker", "--url", self.url, "--namespace", self.ns, *extra],
-                                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "mq", "broker", "--url", self.url, "--namespace", self.ns, *extra],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+        )
 
     def _consumer(self, topic: str, *extra: str) -> ConsumerProc:
         n = sum(len(v) for v in self.consumers.values())
@@ -102,8 +105,12 @@ class LoadRun:
         for topic, acked in self.acked.items():
             wanted = set() if topic in unawaited else set(acked)
             try:
-                wait_for(lambda t=topic, w=wanted: w <= set(self._consumed(t)), max(90.0, self.seconds),
-                         f"topic {topic} to drain", poll_s=0.5)
+                wait_for(
+                    lambda t=topic, w=wanted: w <= set(self._consumed(t)),
+                    max(90.0, self.seconds),
+                    f"topic {topic} to drain",
+                    poll_s=0.5,
+                )
             except AssertionError:
                 if strict:
                     raise
@@ -195,8 +202,7 @@ class Chaos(LoadRun):
             i = 0
             while not self.stop_sending.is_set():
                 key = f"k{t}-{i % KEYS}"
-                jobs = [("C", Message("C", f"c{t}-{i}".encode()), None),
-                        ("O", Message("O", f"{key}:{seq[key]}".encode()), key)]  # fmt: skip
+                jobs = [("C", Message("C", f"c{t}-{i}".encode()), None), ("O", Message("O", f"{key}:{seq[key]}".encode()), key)]
                 if i % 10 == 0:
                     due = int(time.time() * 1000) + 1000 + (i % 7) * 300
                     jobs.append(("D", Message("D", f"d{t}-{i}:{due}".encode(), deliver_time_ms=due), None))
@@ -269,8 +275,13 @@ class HAReport(Report):
     def ok(self) -> bool:
         """With sync_replicas=1: nothing acknowledged lost, no reordering, no overlap, no timer lost or early."""
         synced = [t for t in self.lost if not t.startswith("C0")]
-        return (not any(self.lost[t] for t in synced) and self.order_violations == 0 and self.orderly_overlap == 0
-                and self.timer_lost == 0 and self.timer_early == 0)  # fmt: skip
+        return (
+            not any(self.lost[t] for t in synced)
+            and self.order_violations == 0
+            and self.orderly_overlap == 0
+            and self.timer_lost == 0
+            and self.timer_early == 0
+        )
 
 
 def orderly_overlap(procs: list[ConsumerProc], window_s: float) -> int:
@@ -309,8 +320,9 @@ class HAChaos(LoadRun):
         self.report: HAReport
         super().__init__("hachaos", self.TOPICS, seconds, rate, workdir, HAReport(topology=topology))
         self.topology = topology
-        self.servers: SentinelProcs | RedisClusterProcs = SentinelProcs() if topology == "sentinel" else \
-            RedisClusterProcs(replicas=1)  # fmt: skip
+        self.servers: SentinelProcs | RedisClusterProcs = (
+            SentinelProcs() if topology == "sentinel" else RedisClusterProcs(replicas=1)
+        )
         self.unconfirmed = Counter[str]()
         self.failures: dict[str, list[float]] = {"sync_replicas=0": [], "sync_replicas=1": []}
         self.successes: dict[str, list[float]] = {"sync_replicas=0": [], "sync_replicas=1": []}
@@ -354,8 +366,9 @@ class HAChaos(LoadRun):
             for mode in self.failures:
                 after = [t for t in self.successes[mode] if t > killed_at]
                 self.report.send_failure_window_s[mode] = round(after[0] - killed_at, 2) if after else -1.0
-                on_killed = [t for t, topic, q in self.queue_successes[mode]
-                             if t > killed_at and (topic, q) in self.killed_queues]  # fmt: skip
+                on_killed = [
+                    t for t, topic, q in self.queue_successes[mode] if t > killed_at and (topic, q) in self.killed_queues
+                ]
                 self.report.killed_node_window_s[mode] = round(on_killed[0] - killed_at, 2) if on_killed else -1.0
             self._drain(unawaited=("C0",), strict=False)  # sync_replicas=0 may lose some: not waited for
             self._judge()
@@ -367,8 +380,11 @@ class HAChaos(LoadRun):
     def _failover(self) -> float:
         """SIGKILL the (a) master, wait for the promotion, then restart the victim: it rejoins as a replica,
         so ``sync_replicas=1`` sends can be confirmed again."""
-        self.killed_queues = self._queues_on(f"127.0.0.1:{self.servers.nodes[0].port}") \
-            if isinstance(self.servers, RedisClusterProcs) else {(t, q) for t in self.TOPICS for q in range(6)}  # fmt: skip
+        self.killed_queues = (
+            self._queues_on(f"127.0.0.1:{self.servers.nodes[0].port}")
+            if isinstance(self.servers, RedisClusterProcs)
+            else {(t, q) for t in self.TOPICS for q in range(6)}
+        )
         if isinstance(self.servers, SentinelProcs):
             old = self.servers.master.port
             victim = self.servers.kill_master()
@@ -384,8 +400,9 @@ class HAChaos(LoadRun):
             self.servers.wait_promoted(successor)
             self.report.failover_s = round(time.monotonic() - killed_at, 2)
             self.servers.nodes[0].start()  # rejoins (nodes.conf) as a replica of the promoted node
-            self.report.faults.append("SIGKILL one of the 3 cluster masters; its replica is promoted; the old master "
-                                      "restarts as replica")  # fmt: skip
+            self.report.faults.append(
+                "SIGKILL one of the 3 cluster masters; its replica is promoted; the old master restarts as replica"
+            )
         return killed_at
 
     def _produce(self, sync: int) -> None:
@@ -409,8 +426,9 @@ class HAChaos(LoadRun):
                 if self.rate:
                     time.sleep(1 / self.rate)
 
-    def _send(self, producer: Producer, mode: str, topic: str, msg: Message, arg: str | None,
-              selector: SelectMessageQueueByHash) -> None:  # fmt: skip
+    def _send(
+        self, producer: Producer, mode: str, topic: str, msg: Message, arg: str | None, selector: SelectMessageQueueByHash
+    ) -> None:
         """Send until SEND_OK: an unconfirmed or failed send may be stored (a duplicate, never a loss)."""
         while not (self.stop_sending.is_set() and topic != "O"):  # an ordered key's message is always finished
             try:
@@ -453,12 +471,20 @@ class HAChaos(LoadRun):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the load and faults last")
-    parser.add_argument("--rate", type=int, default=300,
-                        help="rounds per second per producer (each: 1 concurrent + 1 ordered msg; 0: as fast as possible)")
+    parser.add_argument(
+        "--rate",
+        type=int,
+        default=300,
+        help="rounds per second per producer (each: 1 concurrent + 1 ordered msg; 0: as fast as possible)",
+    )
     parser.add_argument("--producers", type=int, default=1, help="producer threads")
-    parser.add_argument("--topology", choices=("standalone", "sentinel", "cluster"), default="standalone",
-                        help="standalone: the faults above on one AOF server; sentinel/cluster: SIGKILL the (a) master "
-                             "under load and measure the failover")  # fmt: skip
+    parser.add_argument(
+        "--topology",
+        choices=("standalone", "sentinel", "cluster"),
+        default="standalone",
+        help="standalone: the faults above on one AOF server; sentinel/cluster: SIGKILL the (a) master "
+        "under load and measure the failover",
+    )
     args = parser.parse_args()
     if args.topology != "standalone":
         with tempfile.TemporaryDirectory(prefix="mq-chaos-") as tmp:

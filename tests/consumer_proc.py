@@ -51,10 +51,13 @@ def main() -> None:
         return ConsumeOrderlyStatus.SUCCESS
 
     consumer = PushConsumer(
-        args.group, args.url, namespace=args.namespace, client_id=args.client_id,
+        args.group,
+        args.url,
+        namespace=args.namespace,
+        client_id=args.client_id,
         message_model=MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING,
         consume_from_where=ConsumeFromWhere.FIRST_OFFSET if args.first else ConsumeFromWhere.LAST_OFFSET,
-    )  # fmt: skip
+    )
     consumer.subscribe(args.topic)
     if args.orderly:
         consumer.register_orderly_listener(orderly)

@@ -20,8 +20,9 @@ class ConsumerProc:
         self.log = log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.consumer_proc", url, namespace, group, topic, str(log), *extra],
-            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )  # fmt: skip
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
 
     def lines(self) -> list[str]:
         """The log so far."""

@@ -150,8 +150,21 @@ class RedisServer:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed: run `make test`, which installs it")
-        args = [binary, "--bind", "127.0.0.1", "--port", str(self._port), "--save", "", "--dir", self.workdir,
-                "--daemonize", "no", "--logfile", os.path.join(self.workdir, "redis.log")]  # fmt: skip
+        args = [
+            binary,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self._port),
+            "--save",
+            "",
+            "--dir",
+            self.workdir,
+            "--daemonize",
+            "no",
+            "--logfile",
+            os.path.join(self.workdir, "redis.log"),
+        ]
         if self.appendonly:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         if self.password:
@@ -163,8 +176,9 @@ class RedisServer:
         if self.running:
             raise RuntimeError(f"redis-server on port {self._port} is already running")
         with open(os.path.join(self.workdir, "redis.out"), "wb") as out:  # config errors go to stderr, not the log
-            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                         preexec_fn=_die_with_parent)  # fmt: skip
+            self.proc = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=out, preexec_fn=_die_with_parent
+            )
         _live.add(self.proc)
 
     def start(self) -> RedisServer:
@@ -265,9 +279,22 @@ class RedisServer:
 class RedisClusterProcs:
     """A Redis Cluster of three masters (no replicas) on loopback, created with ``redis-cli --cluster create``."""
 
-    CLUSTER_ARGS = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1500",
-                    "--cluster-require-full-coverage", "no", "--cluster-allow-reads-when-down", "yes",
-                    "--appendonly", "no", "--repl-diskless-sync-delay", "0")  # fmt: skip
+    CLUSTER_ARGS = (
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "1500",
+        "--cluster-require-full-coverage",
+        "no",
+        "--cluster-allow-reads-when-down",
+        "yes",
+        "--appendonly",
+        "no",
+        "--repl-diskless-sync-delay",
+        "0",
+    )
     OK_TIMEOUT_S = 20.0
 
     def __init__(self, masters: int = 3, replicas: int = 0) -> None:
@@ -301,8 +328,15 @@ class RedisClusterProcs:
                 node.spawn()
             for node in self.nodes:
                 node.finish_start()
-            args = [cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
-                    "--cluster-replicas", str(self.replicas), "--cluster-yes"]  # fmt: skip
+            args = [
+                cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in self.ports),
+                "--cluster-replicas",
+                str(self.replicas),
+                "--cluster-yes",
+            ]
             done = subprocess.run(args, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
             if done.returncode != 0:
                 raise RuntimeError(f"redis-cli --cluster create failed:\n{done.stdout}\n{done.stderr}")
@@ -357,8 +391,11 @@ class RedisClusterProcs:
 
     def wait_ok(self) -> None:
         """Wait (:attr:`OK_TIMEOUT_S` at most) until every node passes :meth:`_node_ok` and replicas are in sync."""
-        wait_until(lambda: all(self._node_ok(n) for n in self.nodes) and self._replicas_synced(), self.OK_TIMEOUT_S,
-                   "cluster_state:ok on every node")  # fmt: skip
+        wait_until(
+            lambda: all(self._node_ok(n) for n in self.nodes) and self._replicas_synced(),
+            self.OK_TIMEOUT_S,
+            "cluster_state:ok on every node",
+        )
 
     def role(self, i: int) -> str:
         """``"master"`` or ``"slave"``: what node ``i`` is now."""
@@ -451,12 +488,14 @@ class SentinelServer(RedisServer):
         conf = os.path.join(self.workdir, "sentinel.conf")
         if not os.path.exists(conf):  # a restarted sentinel keeps what it learned (it rewrites the file)
             with open(conf, "w") as f:
-                f.write(f"port {self.port}\nbind 127.0.0.1\ndaemonize no\ndir {self.workdir}\n"
-                        f"logfile {os.path.join(self.workdir, 'redis.log')}\n"
-                        f"sentinel monitor {self.master_name} 127.0.0.1 {self.master_port} {self.quorum}\n"
-                        f"sentinel down-after-milliseconds {self.master_name} {self.down_after_ms}\n"
-                        f"sentinel failover-timeout {self.master_name} {self.failover_timeout_ms}\n"
-                        f"sentinel parallel-syncs {self.master_name} 1\n")  # fmt: skip
+                f.write(
+                    f"port {self.port}\nbind 127.0.0.1\ndaemonize no\ndir {self.workdir}\n"
+                    f"logfile {os.path.join(self.workdir, 'redis.log')}\n"
+                    f"sentinel monitor {self.master_name} 127.0.0.1 {self.master_port} {self.quorum}\n"
+                    f"sentinel down-after-milliseconds {self.master_name} {self.down_after_ms}\n"
+                    f"sentinel failover-timeout {self.master_name} {self.failover_timeout_ms}\n"
+                    f"sentinel parallel-syncs {self.master_name} 1\n"
+                )
         return [binary, conf, "--sentinel"]
 
 
@@ -469,15 +508,31 @@ class SentinelProcs:
     MASTER_NAME = "mymaster"
     READY_TIMEOUT_S = 30.0
 
-    def __init__(self, *, replicas: int = 1, sentinels: int = 3, down_after_ms: int = 1000, failover_timeout_ms: int = 5000,
-                 extra_args: Sequence[str] = ()) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        replicas: int = 1,
+        sentinels: int = 3,
+        down_after_ms: int = 1000,
+        failover_timeout_ms: int = 5000,
+        extra_args: Sequence[str] = (),
+    ) -> None:
         extra_args = ["--repl-diskless-sync-delay", "0", *extra_args]  # replicas sync at once, not after 5 s
         self.servers: list[RedisServer] = [RedisServer(extra_args=extra_args)]
         master_port = self.servers[0].port
-        self.servers += [RedisServer(extra_args=[*extra_args, "--replicaof", "127.0.0.1", str(master_port)])
-                         for _ in range(replicas)]  # fmt: skip
-        self.sentinels = [SentinelServer(self.MASTER_NAME, master_port, quorum=sentinels // 2 + 1, down_after_ms=down_after_ms,
-                                         failover_timeout_ms=failover_timeout_ms) for _ in range(sentinels)]  # fmt: skip
+        self.servers += [
+            RedisServer(extra_args=[*extra_args, "--replicaof", "127.0.0.1", str(master_port)]) for _ in range(replicas)
+        ]
+        self.sentinels = [
+            SentinelServer(
+                self.MASTER_NAME,
+                master_port,
+                quorum=sentinels // 2 + 1,
+                down_after_ms=down_after_ms,
+                failover_timeout_ms=failover_timeout_ms,
+            )
+            for _ in range(sentinels)
+        ]
 
     @property
     def url(self) -> str:

@@ -48,10 +48,16 @@ def fill(url: str, namespace: str, topic: str, n: int, queues: int, *, create: b
         for low in range(start, start + n, 5000):
             batch = range(low, min(low + 5000, start + n))
             futures = [
-                (i, producer.send_async(Message(topic, body_of(i), tags=TAGS[i % 3], keys=[f"user-{i % 97}"],
-                                                properties={"amount": str(i % 1000)})))
+                (
+                    i,
+                    producer.send_async(
+                        Message(
+                            topic, body_of(i), tags=TAGS[i % 3], keys=[f"user-{i % 97}"], properties={"amount": str(i % 1000)}
+                        )
+                    ),
+                )
                 for i in batch
-            ]  # fmt: skip
+            ]
             for i, f in futures:
                 r = f.result(timeout=30)
                 out.sent[r.msg_id] = (r.message_queue.queue_id, r.queue_offset, body_of(i), i % 1000)

@@ -190,8 +190,15 @@ def test_consistent_hash_matches_the_jvm(tmp_path: pathlib.Path) -> None:
     mqs = _queues(40, "TopicTest") + _queues(12, "订单", "idc1@broker-b")
     keys = list(JVM_MD5_HASHES) + ["%s-%d" % (cid, j) for cid in cids for j in range(10)]
     lines = ["H " + k for k in keys] + ["C " + cid for cid in cids] + ["Q " + str(mq) for mq in mqs]
-    out = subprocess.run([java, "-Dfile.encoding=UTF-8", str(source), "10"], input="\n".join(lines) + "\n",
-                         capture_output=True, text=True, encoding="utf-8", check=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [java, "-Dfile.encoding=UTF-8", str(source), "10"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=True,
+        timeout=120,
+    )
     answers = out.stdout.splitlines()
     assert [md5_hash(k) for k in keys] == [int(x) for x in answers[: len(keys)]]
     owners = dict(zip(mqs, answers[len(keys) :], strict=True))
@@ -248,8 +255,9 @@ def test_by_machine_room_with_mixed_broker_names() -> None:
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES, ids=repr)
-def test_nothing_for_unknown_client_or_empty_lists(strategy: AllocateMessageQueueStrategy,
-                                                   caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+def test_nothing_for_unknown_client_or_empty_lists(
+    strategy: AllocateMessageQueueStrategy, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.INFO, logger="mq.rebalance"):
         assert strategy.allocate(GROUP, "stranger", _queues(4), _cids(2)) == []
         assert "stranger" in caplog.text and "not among" in caplog.text

@@ -26,17 +26,19 @@ def _cases() -> dict[str, tuple[Callable[[Producer], object], type[Exception], s
         "non-str property": (lambda p: p.send(Message("ok", ok, properties={"n": 3})), MQClientError, "3"),  # type: ignore[dict-item]
         "unknown topic": (lambda p: p.send(Message("nosuch", ok)), TopicNotFoundError, "nosuch"),
         "negative delay level": (lambda p: p.send(Message("ok", ok, delay_level=-1)), MQClientError, "-1"),
-        "batch mixed topics": (
-            lambda p: p.send_batch([Message("ok", ok), Message("ok2", ok)]), MQClientError, "ok2"),
+        "batch mixed topics": (lambda p: p.send_batch([Message("ok", ok), Message("ok2", ok)]), MQClientError, "ok2"),
         "batch over the limit": (
-            lambda p: p.send_batch([Message("ok", b"x" * 600), Message("ok", b"x" * 600)]), MessageTooLargeError, "1200"),
+            lambda p: p.send_batch([Message("ok", b"x" * 600), Message("ok", b"x" * 600)]),
+            MessageTooLargeError,
+            "1200",
+        ),
         "empty batch": (lambda p: p.send_batch([]), MQClientError, "non-empty"),
         "delayed batch": (lambda p: p.send_batch([Message("ok", ok, delay_level=2)]), MQClientError, "delayed"),
         "foreign queue": (lambda p: p.send(Message("ok", ok), queue=MessageQueue("ok2", "broker-a", 0)), MQClientError, "ok2"),
         "missing queue": (lambda p: p.send(Message("ok", ok), queue=MessageQueue("ok", "broker-a", 9)), TopicNotFoundError, "9"),
         "async unknown topic": (lambda p: p.send_async(Message("nosuch", ok)), TopicNotFoundError, "nosuch"),
         "async empty body": (lambda p: p.send_async(Message("ok", b"")), MQClientError, "empty"),
-    }  # fmt: skip
+    }
 
 
 CASES = _cases()

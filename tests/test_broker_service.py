@@ -97,14 +97,17 @@ def test_broker_killed_mid_delivery_loses_and_duplicates_nothing(redis_server, n
     now = int(time.time() * 1000)
     with Producer("p", url, namespace=namespace) as producer:
         # due over two seconds from now, so delivery is under way when the kill comes
-        futures = [producer.send_async(Message("bulk", b"%d" % i, deliver_time_ms=now + 1500 + i // 5))
-                   for i in range(10_000)]  # fmt: skip
+        futures = [producer.send_async(Message("bulk", b"%d" % i, deliver_time_ms=now + 1500 + i // 5)) for i in range(10_000)]
         for f in futures:
             f.result(timeout=60)
 
     def broker_proc() -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-m", "mq", "broker", "--url", url, "--namespace", namespace],
-                                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "mq", "broker", "--url", url, "--namespace", namespace],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+        )
 
     admin = Admin(url, namespace)
     total = lambda: sum(s.max_offset for s in admin.topic_status("bulk").values())  # noqa: E731
@@ -174,8 +177,13 @@ def test_ack_index_retries_the_rest_of_a_batch(backend_url: str, namespace: str,
 
     with Producer("p", backend_url, namespace=namespace) as producer:
         producer.send_batch([Message("AI", b"%d" % i) for i in range(4)])
-        consumer = PushConsumer("gai", backend_url, namespace=namespace, consume_message_batch_max_size=4,
-                                consume_from_where=ConsumeFromWhere.FIRST_OFFSET)  # fmt: skip
+        consumer = PushConsumer(
+            "gai",
+            backend_url,
+            namespace=namespace,
+            consume_message_batch_max_size=4,
+            consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+        )
         consumer.subscribe("AI", "*")
         consumer.register_message_listener(listener)
         with consumer:
@@ -247,8 +255,12 @@ def test_broker_check_reports_health(redis_server, namespace: str) -> None:
     url = redis_server.url
 
     def check() -> int:
-        return subprocess.run([sys.executable, "-m", "mq", "broker", "--check", "--url", url, "--namespace", namespace],
-                              capture_output=True, timeout=30, cwd=ROOT).returncode  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "mq", "broker", "--check", "--url", url, "--namespace", namespace],
+            capture_output=True,
+            timeout=30,
+            cwd=ROOT,
+        ).returncode
 
     assert check() == 1
     with BrokerService(url, namespace) as service:

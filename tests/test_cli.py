@@ -21,8 +21,9 @@ from mq.cli.demo import TOPIC, queue_names, split_settled
 
 def run_mq(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``mq`` in a separate process, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "mq", *args], capture_output=True, text=True, timeout=180,
-                          env={**os.environ, **(env or {})})  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "mq", *args], capture_output=True, text=True, timeout=180, env={**os.environ, **(env or {})}
+    )
 
 
 def test_topic_send_query_round_trip(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,8 +176,9 @@ def test_group_commands(redis_server, namespace: str, capsys: pytest.CaptureFixt
     got: list[int] = []
     consumer = PushConsumer("cli-group", redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
     consumer.subscribe("gt", "*")
-    consumer.register_message_listener(lambda msgs, ctx: (got.extend(m.queue_offset for m in msgs),
-                                                           ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1])  # fmt: skip
+    consumer.register_message_listener(
+        lambda msgs, ctx: (got.extend(m.queue_offset for m in msgs), ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1]
+    )
     with consumer:
         deadline = time.monotonic() + 10
         while len(got) < 10 and time.monotonic() < deadline:
@@ -203,8 +205,11 @@ def test_dlq_commands(redis_server, namespace: str, capsys: pytest.CaptureFixtur
     consumer = PushConsumer("cli-dlq", url, namespace=namespace, max_reconsume_times=0)
     consumer.subscribe("dq", "*")
     consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.RECONSUME_LATER)
-    with BrokerService(url, namespace, BrokerConfig(message_delay_level="100ms")), consumer, \
-            Producer("p", url, namespace=namespace) as producer:  # fmt: skip
+    with (
+        BrokerService(url, namespace, BrokerConfig(message_delay_level="100ms")),
+        consumer,
+        Producer("p", url, namespace=namespace) as producer,
+    ):
         time.sleep(0.5)
         sent = producer.send(Message("dq", b"bad order"))
         deadline = time.monotonic() + 10

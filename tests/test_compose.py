@@ -79,26 +79,49 @@ def test_the_topology_is_the_one_the_issue_asks_for() -> None:
 BROKEN = [
     pytest.param("broker", '["broker", "--url"', '["brokr", "--url"', "invalid choice: 'brokr'", id="subcommand"),
     pytest.param("broker", '"broker", "--check"', '"broker", "--chek"', "unrecognized arguments: --chek", id="option"),
-    pytest.param("broker", '["CMD", "mq", "broker"', '["CMD", "mqctl", "broker"', "'mqctl' is not a program",
-                 id="healthcheck-program"),
-    pytest.param("producer", "examples/producer_app.py", "examples/missing_app.py",
-                 "'examples/missing_app.py' is not in the image", id="script"),
+    pytest.param(
+        "broker", '["CMD", "mq", "broker"', '["CMD", "mqctl", "broker"', "'mqctl' is not a program", id="healthcheck-program"
+    ),
+    pytest.param(
+        "producer",
+        "examples/producer_app.py",
+        "examples/missing_app.py",
+        "'examples/missing_app.py' is not in the image",
+        id="script",
+    ),
     pytest.param("producer", '"--rate", "5"', '"--rte", "5"', "unrecognized arguments: --rte", id="script-option"),
-    pytest.param("consumer", '["python", "examples/consumer_app.py"]', '["pythn", "examples/consumer_app.py"]',
-                 "'pythn' is not a program", id="program"),
-    pytest.param("spark", "spark.jobs.throughput", "spark.jobs.missing", "module 'spark.jobs.missing' is not in the image",
-                 id="module"),
-    pytest.param("redis-cluster-init", "./redis-cluster-init.sh", "./missing-init.sh", "'./missing-init.sh' does not exist",
-                 id="bind-mount"),
-    pytest.param("broker", 'dockerfile: "docker/Dockerfile"', 'dockerfile: "docker/Dockerfile.missing"', "does not exist",
-                 id="dockerfile"),
-    pytest.param("broker", '"broker", "--url"', '"broker", "--retention-h", "a day", "--url"',
-                 "argument --retention-h: invalid float value: 'a day'", id="option-value"),
-    pytest.param("broker", '"--check", "--url"', '"--check", "--urll"', "unrecognized arguments: --urll",
-                 id="healthcheck-option"),
-    pytest.param("redis", '"redis-data:/data"', '"redis-date:/data"', "volume 'redis-date' is not declared",
-                 id="named-volume"),
-]  # fmt: skip
+    pytest.param(
+        "consumer",
+        '["python", "examples/consumer_app.py"]',
+        '["pythn", "examples/consumer_app.py"]',
+        "'pythn' is not a program",
+        id="program",
+    ),
+    pytest.param(
+        "spark", "spark.jobs.throughput", "spark.jobs.missing", "module 'spark.jobs.missing' is not in the image", id="module"
+    ),
+    pytest.param(
+        "redis-cluster-init",
+        "./redis-cluster-init.sh",
+        "./missing-init.sh",
+        "'./missing-init.sh' does not exist",
+        id="bind-mount",
+    ),
+    pytest.param(
+        "broker", 'dockerfile: "docker/Dockerfile"', 'dockerfile: "docker/Dockerfile.missing"', "does not exist", id="dockerfile"
+    ),
+    pytest.param(
+        "broker",
+        '"broker", "--url"',
+        '"broker", "--retention-h", "a day", "--url"',
+        "argument --retention-h: invalid float value: 'a day'",
+        id="option-value",
+    ),
+    pytest.param(
+        "broker", '"--check", "--url"', '"--check", "--urll"', "unrecognized arguments: --urll", id="healthcheck-option"
+    ),
+    pytest.param("redis", '"redis-data:/data"', '"redis-date:/data"', "volume 'redis-date' is not declared", id="named-volume"),
+]
 
 
 @pytest.mark.parametrize(("service", "old", "new", "expected"), BROKEN)

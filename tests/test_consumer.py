@@ -60,8 +60,9 @@ def env(backend_url: str, namespace: str) -> Iterator[tuple[str, str, Admin, Pro
     admin.close()
 
 
-def _consumer(url: str, ns: str, group: str, listener: Collector, expression: str | MessageSelector = "*",
-              **kw: object) -> PushConsumer:  # fmt: skip
+def _consumer(
+    url: str, ns: str, group: str, listener: Collector, expression: str | MessageSelector = "*", **kw: object
+) -> PushConsumer:
     c = PushConsumer(group, url, namespace=ns, **kw)  # type: ignore[arg-type]
     c.subscribe("T", expression)
     c.register_message_listener(listener)
@@ -133,8 +134,11 @@ def test_consume_from_where(env) -> None:  # type: ignore[no-untyped-def]
     last, first, stamp = Collector(), Collector(), Collector()
     first_kw = {"consume_from_where": ConsumeFromWhere.FIRST_OFFSET}
     ts_kw = {"consume_from_where": ConsumeFromWhere.TIMESTAMP, "consume_timestamp_ms": mark_ms}
-    with _consumer(url, ns, "g-last", last), _consumer(url, ns, "g-first", first, **first_kw), \
-            _consumer(url, ns, "g-ts", stamp, **ts_kw):  # fmt: skip
+    with (
+        _consumer(url, ns, "g-last", last),
+        _consumer(url, ns, "g-first", first, **first_kw),
+        _consumer(url, ns, "g-ts", stamp, **ts_kw),
+    ):
         time.sleep(0.3)
         new = [producer.send(Message("T", b"new%d" % i)) for i in range(40)]
         assert new

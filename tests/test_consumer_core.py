@@ -146,8 +146,14 @@ def test_undecodable_entries_are_skipped_by_every_consumer(
                 pulled += [m.body for m in pc.poll(timeout_s=1.0)]
         assert sorted(pulled) == sorted(good)
         received: list[bytes] = []
-        with SimpleConsumer("u-simple", backend_url, namespace=namespace, subscriptions={"U": "*"},
-                            consume_from_where=ConsumeFromWhere.FIRST_OFFSET, await_duration_s=1) as sc:  # fmt: skip
+        with SimpleConsumer(
+            "u-simple",
+            backend_url,
+            namespace=namespace,
+            subscriptions={"U": "*"},
+            consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+            await_duration_s=1,
+        ) as sc:
             deadline = time.monotonic() + 15
             while len(received) < 10 and time.monotonic() < deadline:
                 for view in sc.receive(max_messages=16):
@@ -177,8 +183,11 @@ def test_a_consumer_that_lost_its_queue_never_moves_the_new_owners_offset_back(
         client.hset(store.queue_keys("L", 0).owners, "lg", "someone-else")
         client.hset(store.queue_keys("L", 0).offsets, "lg", 70)
         _fill(backend_url, namespace, "L", 30)  # the old owner's next pull or commit meets the guard
-        wait_for(lambda: any("lost" in r.getMessage() and str(q) in r.getMessage() for r in caplog.records), 15,
-                 "the old owner notices it lost the queue")  # fmt: skip
+        wait_for(
+            lambda: any("lost" in r.getMessage() and str(q) in r.getMessage() for r in caplog.records),
+            15,
+            "the old owner notices it lost the queue",
+        )
         seen = []
         deadline = time.monotonic() + 6  # more than a persist interval: a stale commit would land now
         while time.monotonic() < deadline:
@@ -223,8 +232,11 @@ def test_group_pause_and_resume_reach_push_pull_and_simple_consumers(backend_url
 
     with push, pull, simple, Producer("p", backend_url, namespace=namespace) as producer:
         producer.send(Message("G", b"before"))
-        wait_for(lambda: (drain_pull_and_simple(), b"before" in pushed and b"before" in pulled and b"before" in received)[1],
-                 15, "the first message everywhere")  # fmt: skip
+        wait_for(
+            lambda: (drain_pull_and_simple(), b"before" in pushed and b"before" in pulled and b"before" in received)[1],
+            15,
+            "the first message everywhere",
+        )
         for group in ("g-push", "g-pull", "g-simple"):
             admin.update_group(group, consume_enable=False)
         time.sleep(2.5)  # one heartbeat (1 s) and a margin
@@ -235,8 +247,11 @@ def test_group_pause_and_resume_reach_push_pull_and_simple_consumers(backend_url
         assert b"paused" not in pushed + pulled + received
         for group in ("g-push", "g-pull", "g-simple"):
             admin.update_group(group, consume_enable=True)
-        wait_for(lambda: (drain_pull_and_simple(), b"paused" in pushed and b"paused" in pulled and b"paused" in received)[1],
-                 15, "the paused message after resume")  # fmt: skip
+        wait_for(
+            lambda: (drain_pull_and_simple(), b"paused" in pushed and b"paused" in pulled and b"paused" in received)[1],
+            15,
+            "the paused message after resume",
+        )
 
 
 def test_simple_consumer_of_a_first_offset_group_starts_at_the_first_message(

@@ -9,9 +9,22 @@ from mq.producer.fault import LatencyFaultTolerance, not_available_duration_ms
 
 @pytest.mark.parametrize(
     ("latency_ms", "duration_ms"),
-    [(0, 0), (49, 0), (50, 0), (100, 0), (549, 0), (550, 30000), (999, 30000), (1000, 60000),
-     (2000, 120000), (3000, 180000), (14999, 180000), (15000, 600000), (30000, 600000)],
-)  # fmt: skip
+    [
+        (0, 0),
+        (49, 0),
+        (50, 0),
+        (100, 0),
+        (549, 0),
+        (550, 30000),
+        (999, 30000),
+        (1000, 60000),
+        (2000, 120000),
+        (3000, 180000),
+        (14999, 180000),
+        (15000, 600000),
+        (30000, 600000),
+    ],
+)
 def test_not_available_duration_table(latency_ms: int, duration_ms: int) -> None:
     assert not_available_duration_ms(latency_ms) == duration_ms
 

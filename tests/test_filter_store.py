@@ -25,28 +25,76 @@ PROPS: list[tuple[str | None, dict[str, str]]] = [
 ]
 
 EXPRESSIONS = [
-    "TRUE", "FALSE", "TAGS = 'a'", "TAGS <> 'a'", "TAGS IS NULL", "TAGS IS NOT NULL",
-    "region = 'HZ'", "region <> 'HZ'", "region IN ('HZ', 'SH')", "region NOT IN ('HZ', 'SH')",
-    "TAGS = 'a' AND region IN ('HZ','SH')", "n > 4", "n >= 5", "n < 5", "n <= -3", "n = 5", "n <> 5",
-    "n BETWEEN 0 AND 10", "n NOT BETWEEN 0 AND 10", "price > 5", "price < 1", "price = 5.5", "price >= .5",
-    "price > 5E9", "n = 9223372036854775807", "n > 9223372036854775806L", "big < n", "n > big",
-    "flag = TRUE", "flag = FALSE", "flag <> TRUE", "missing IS NULL", "missing IS NOT NULL", "missing = 'x'",
-    "NOT (missing = 'x')", "missing = 'x' OR TRUE", "missing = 'x' AND FALSE", "NOT missing IS NULL",
-    "name CONTAINS 'World'", "name STARTSWITH 'Hello'", "name ENDSWITH 'World'", "name NOT CONTAINS 'x'",
-    "name NOT STARTSWITH 'W'", "missing CONTAINS 'a'", "missing NOT CONTAINS 'a'", "q = 'it''s'",
-    "(region = 'HZ' OR region = 'SH') AND NOT (n > 7)", "n > -4 AND n < +6", "region = ''",
-    "TAGS IN ('a', 'c') OR price IS NOT NULL", "n = '5'", "n = 5 OR n = 10",
-    "name CONTAINS ''", "name STARTSWITH ''", "name ENDSWITH ''", "name NOT CONTAINS ''", "name NOT ENDSWITH ''",
-    "n = 5 -- five\nOR n = 10", "n /* n */ > 4 -- the end",
-]  # fmt: skip
+    "TRUE",
+    "FALSE",
+    "TAGS = 'a'",
+    "TAGS <> 'a'",
+    "TAGS IS NULL",
+    "TAGS IS NOT NULL",
+    "region = 'HZ'",
+    "region <> 'HZ'",
+    "region IN ('HZ', 'SH')",
+    "region NOT IN ('HZ', 'SH')",
+    "TAGS = 'a' AND region IN ('HZ','SH')",
+    "n > 4",
+    "n >= 5",
+    "n < 5",
+    "n <= -3",
+    "n = 5",
+    "n <> 5",
+    "n BETWEEN 0 AND 10",
+    "n NOT BETWEEN 0 AND 10",
+    "price > 5",
+    "price < 1",
+    "price = 5.5",
+    "price >= .5",
+    "price > 5E9",
+    "n = 9223372036854775807",
+    "n > 9223372036854775806L",
+    "big < n",
+    "n > big",
+    "flag = TRUE",
+    "flag = FALSE",
+    "flag <> TRUE",
+    "missing IS NULL",
+    "missing IS NOT NULL",
+    "missing = 'x'",
+    "NOT (missing = 'x')",
+    "missing = 'x' OR TRUE",
+    "missing = 'x' AND FALSE",
+    "NOT missing IS NULL",
+    "name CONTAINS 'World'",
+    "name STARTSWITH 'Hello'",
+    "name ENDSWITH 'World'",
+    "name NOT CONTAINS 'x'",
+    "name NOT STARTSWITH 'W'",
+    "missing CONTAINS 'a'",
+    "missing NOT CONTAINS 'a'",
+    "q = 'it''s'",
+    "(region = 'HZ' OR region = 'SH') AND NOT (n > 7)",
+    "n > -4 AND n < +6",
+    "region = ''",
+    "TAGS IN ('a', 'c') OR price IS NOT NULL",
+    "n = '5'",
+    "n = 5 OR n = 10",
+    "name CONTAINS ''",
+    "name STARTSWITH ''",
+    "name ENDSWITH ''",
+    "name NOT CONTAINS ''",
+    "name NOT ENDSWITH ''",
+    "n = 5 -- five\nOR n = 10",
+    "n /* n */ > 4 -- the end",
+]
 
 
 @pytest.fixture
 def loaded(backend_url: str, namespace: str) -> tuple[Store, list[str]]:
     Admin(backend_url, namespace).create_topic("F", read_queues=1, write_queues=1)
     with Producer("p", backend_url, namespace=namespace) as producer:
-        ids = [producer.send(Message("F", b"%d" % i, tags=tags or None, properties=props)).msg_id
-               for i, (tags, props) in enumerate(PROPS)]  # fmt: skip
+        ids = [
+            producer.send(Message("F", b"%d" % i, tags=tags or None, properties=props)).msg_id
+            for i, (tags, props) in enumerate(PROPS)
+        ]
     return Store(Connection(backend_url, namespace)), ids
 
 
@@ -83,8 +131,10 @@ def rocketmq_loaded(backend_url: str, namespace: str) -> tuple[Store, list[str]]
     """Topic R holding one message per ported RocketMQ case, in case order (queue offset = case index)."""
     Admin(backend_url, namespace).create_topic("R", read_queues=1, write_queues=1)
     with Producer("p", backend_url, namespace=namespace) as producer:
-        ids = [producer.send(Message("R", b"%d" % i, tags=case.tags, properties=case.properties)).msg_id
-               for i, case in enumerate(CASES)]  # fmt: skip
+        ids = [
+            producer.send(Message("R", b"%d" % i, tags=case.tags, properties=case.properties)).msg_id
+            for i, case in enumerate(CASES)
+        ]
     return Store(Connection(backend_url, namespace)), ids
 
 

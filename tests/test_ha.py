@@ -15,7 +15,7 @@ from mq import (
     LocalTransactionState,
     Message,
     MessageQueue,
-    Producer,  # fmt: skip
+    Producer,
     PushConsumer,
     SendStatus,
     TransactionProducer,
@@ -42,13 +42,16 @@ def test_sentinel_url_parts_and_masking() -> None:
     assert parse_sentinel_url("rediss+sentinel://h:1/m").tls and parse_sentinel_url("redis+sentinel://h:1/m").db == 0
 
 
-@pytest.mark.parametrize("url, says", [
-    ("redis+sentinel:///mymaster", "no sentinel address"),
-    ("redis+sentinel://h:notaport/mymaster", "bad sentinel address"),
-    ("redis+sentinel://h:26379", "names no master"),
-    ("redis+sentinel://h:26379/m/x", "bad db"),
-    ("redis+sentinel://u:pw@h:26379/m/x", "bad db"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("redis+sentinel:///mymaster", "no sentinel address"),
+        ("redis+sentinel://h:notaport/mymaster", "bad sentinel address"),
+        ("redis+sentinel://h:26379", "names no master"),
+        ("redis+sentinel://h:26379/m/x", "bad db"),
+        ("redis+sentinel://u:pw@h:26379/m/x", "bad db"),
+    ],
+)
 def test_bad_sentinel_urls_are_refused_before_connecting(url: str, says: str) -> None:
     with pytest.raises(MQClientError, match=says) as e:
         Connection(url)
@@ -91,8 +94,11 @@ def test_round_trip_through_sentinel_with_broker(sentinel: SentinelProcs, namesp
     admin.create_topic("t", read_queues=2, write_queues=2)
     seen: list[bytes] = []
     config = BrokerConfig(sync_replicas=1, message_delay_level="100ms 200ms")
-    with BrokerService(url, namespace, config), _collecting_consumer(url, namespace, "t", seen), \
-            Producer("p", url, namespace=namespace, sync_replicas=1) as producer:  # fmt: skip
+    with (
+        BrokerService(url, namespace, config),
+        _collecting_consumer(url, namespace, "t", seen),
+        Producer("p", url, namespace=namespace, sync_replicas=1) as producer,
+    ):
         assert producer.send(Message("t", b"now")).status is SendStatus.SEND_OK
         assert producer.send(Message("t", b"later", delay_level=1)).status is SendStatus.SEND_OK
         wait_for(lambda: sorted(seen) == [b"later", b"now"], 15, "both messages consumed")
@@ -132,8 +138,14 @@ def test_transaction_half_not_confirmed_is_rolled_back(sentinel: SentinelProcs, 
         ran.append(True)
         return LocalTransactionState.COMMIT_MESSAGE
 
-    with TransactionProducer("tp", url, namespace=namespace, checker=lambda m: LocalTransactionState.COMMIT_MESSAGE,
-                             sync_replicas=1, sync_replicas_timeout_ms=200) as tp:  # fmt: skip
+    with TransactionProducer(
+        "tp",
+        url,
+        namespace=namespace,
+        checker=lambda m: LocalTransactionState.COMMIT_MESSAGE,
+        sync_replicas=1,
+        sync_replicas_timeout_ms=200,
+    ) as tp:
         ok = tp.send_message_in_transaction(Message("t", b"ok"), executor)
         assert ok.status is SendStatus.SEND_OK and ok.queue_offset == 0 and ran == [True]
         sentinel.replicas[0].stop()
@@ -158,8 +170,9 @@ def _send_through(producer: Producer, topic: str, seconds: float, on_result: Cal
         i += 1
 
 
-def _fail_over_under_load(producer: Producer, topic: str,
-                          fail_over: Callable[[], object]) -> tuple[list[tuple[str, float, float]], float]:  # fmt: skip
+def _fail_over_under_load(
+    producer: Producer, topic: str, fail_over: Callable[[], object]
+) -> tuple[list[tuple[str, float, float]], float]:
     """Send from a thread for 8 s while ``fail_over()`` kills a master and waits for its successor;
     returns each send's ``(outcome, seconds it took, when it ended)`` and when the kill began."""
     outcomes: list[tuple[str, float, float]] = []
@@ -240,14 +253,19 @@ def test_round_trip_through_replicated_cluster_with_broker(replicated_cluster: R
     seen: list[bytes] = []
     config = BrokerConfig(sync_replicas=1, message_delay_level="100ms 200ms")
     checker = lambda m: LocalTransactionState.COMMIT_MESSAGE  # noqa: E731
-    with BrokerService(url, namespace, config), _collecting_consumer(url, namespace, "t", seen), \
-            Producer("p", url, namespace=namespace, sync_replicas=1) as producer, \
-            TransactionProducer("tp", url, namespace=namespace, checker=checker, sync_replicas=1) as tp:  # fmt: skip
+    with (
+        BrokerService(url, namespace, config),
+        _collecting_consumer(url, namespace, "t", seen),
+        Producer("p", url, namespace=namespace, sync_replicas=1) as producer,
+        TransactionProducer("tp", url, namespace=namespace, checker=checker, sync_replicas=1) as tp,
+    ):
         statuses = {producer.send(Message("t", b"now%d" % q), queue=MessageQueue("t", "broker-a", q)).status for q in range(6)}
         assert statuses == {SendStatus.SEND_OK}
         assert producer.send(Message("t", b"later", delay_level=1)).status is SendStatus.SEND_OK
-        assert tp.send_message_in_transaction(Message("t", b"tx"), lambda m, a: LocalTransactionState.COMMIT_MESSAGE).status \
-            is SendStatus.SEND_OK  # fmt: skip
+        assert (
+            tp.send_message_in_transaction(Message("t", b"tx"), lambda m, a: LocalTransactionState.COMMIT_MESSAGE).status
+            is SendStatus.SEND_OK
+        )
         wanted = {b"now%d" % q for q in range(6)} | {b"later", b"tx"}
         wait_for(lambda: wanted <= set(seen), 20, "every message consumed")
 
@@ -259,8 +277,11 @@ def test_cluster_failover_is_followed_without_restart(replicated_cluster: RedisC
     url = cluster.url
     Admin(url, namespace).create_topic("t", read_queues=6, write_queues=6)
     seen: list[bytes] = []
-    with _collecting_consumer(url, namespace, "t", seen), Producer("p", url, namespace=namespace, sync_replicas=1) as synced, \
-            Producer("p0", url, namespace=namespace) as plain:  # fmt: skip
+    with (
+        _collecting_consumer(url, namespace, "t", seen),
+        Producer("p", url, namespace=namespace, sync_replicas=1) as synced,
+        Producer("p0", url, namespace=namespace) as plain,
+    ):
         synced.send(Message("t", b"before"))
         wait_for(lambda: b"before" in seen, 20, "the first message consumed")
         _fail_over_under_load(plain, "t", lambda: cluster.wait_promoted(cluster.kill_master(cluster.masters - 1)))
@@ -351,8 +372,9 @@ def test_sync_send_is_one_round_trip(sentinel: SentinelProcs, namespace: str, mo
 
 def test_unconfirmed_send_counts_as_a_fault_of_its_node(sentinel: SentinelProcs, namespace: str) -> None:
     Admin(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
-    with Producer("p", sentinel.url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=100,
-                  send_latency_fault_enable=True) as producer:  # fmt: skip
+    with Producer(
+        "p", sentinel.url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=100, send_latency_fault_enable=True
+    ) as producer:
         assert producer.send(Message("t", b"a")).status is SendStatus.SEND_OK
         node = producer._conn.node_of(producer._store.queue_keys("t", 0).meta)
         assert producer._fault.is_available(node)

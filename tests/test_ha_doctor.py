@@ -112,8 +112,9 @@ def test_replicated_cluster_ok_then_uncovered_slots_fail(replicated_cluster: Red
     assert found["cluster"][0].level == FAIL and "slots served" in found["cluster"][0].text
 
 
-def test_broker_logs_checks_at_start_and_check_fails_on_a_fail(caplog: pytest.LogCaptureFixture,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_broker_logs_checks_at_start_and_check_fails_on_a_fail(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
     with RedisServer(extra_args=["--maxmemory-policy", "volatile-lru"]) as server:
         with caplog.at_level(logging.INFO, logger="scheduler"), BrokerService(server.url, "mq"):
             assert main(["broker", "--check", "--url", server.url]) == 1  # healthy, but the store check FAILs
@@ -127,9 +128,9 @@ def test_broker_logs_checks_at_start_and_check_fails_on_a_fail(caplog: pytest.Lo
             assert main(["broker", "--check", "--url", server.url]) == 0
 
 
-def test_a_failing_check_never_keeps_the_broker_from_starting(redis_server: RedisServer, namespace: str,
-                                                             monkeypatch: pytest.MonkeyPatch,
-                                                             caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+def test_a_failing_check_never_keeps_the_broker_from_starting(
+    redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     import mq.doctor
 
     def broken(*args: object, **kwargs: object) -> list[Finding]:

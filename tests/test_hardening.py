@@ -246,14 +246,16 @@ def test_a_password_with_reserved_characters_is_masked_and_refused(password: str
     with pytest.raises(MQClientError, match="percent-encode") as info:
         Admin(url).close()
     assert password not in str(info.value)
-    r = subprocess.run([sys.executable, "-m", "mq", "topic", "list", "--url", url], capture_output=True, text=True,
-                       timeout=60, cwd=ROOT)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "mq", "topic", "list", "--url", url], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert r.returncode == 1 and "percent-encode" in r.stderr and password not in r.stdout + r.stderr
     assert "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("query", ["socket_timeout=abc", "socket_timeout=-1", "socket_connect_timeout=nan",
-                                   "health_check_interval=zz"])  # fmt: skip
+@pytest.mark.parametrize(
+    "query", ["socket_timeout=abc", "socket_timeout=-1", "socket_connect_timeout=nan", "health_check_interval=zz"]
+)
 def test_bad_url_parameters_raise_mq_client_error(query: str, redis_server: RedisServer) -> None:
     with pytest.raises(MQClientError):
         Admin(f"redis://:s3cret@127.0.0.1:{redis_server.port}/0?{query}").close()
@@ -340,8 +342,9 @@ def test_resend_dlq_resends_each_letter_once_and_skips_letters_whose_topic_is_go
         assert admin.resend_dlq("g") == 1  # skipped letters stay unmarked: resent once the topic is back
 
 
-def test_a_big_batch_goes_out_in_bounded_script_calls(redis_server: RedisServer, namespace: str,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_big_batch_goes_out_in_bounded_script_calls(
+    redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = redis_server.url
     store = _store(url, namespace)
     sizes: list[int] = []
@@ -448,8 +451,9 @@ def test_a_put_call_over_the_per_call_bounds_is_refused_unchanged(redis_server: 
 # -- background threads survive what one round throws at them ------------------------------------------
 
 
-def test_the_check_back_thread_survives_a_malformed_request(redis_server: RedisServer, namespace: str,
-                                                           caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+def test_the_check_back_thread_survives_a_malformed_request(
+    redis_server: RedisServer, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """A request written around the library (the client role has XADD) used to end the thread with a
     KeyError: every later check-back of the group went unanswered."""
     from mq import LocalTransactionState, TransactionProducer
@@ -496,8 +500,9 @@ def test_the_timer_thread_survives_an_unexpected_error(
     assert "timer delivery round failed unexpectedly" in caplog.text
 
 
-def test_a_big_batch_that_fails_half_way_says_how_much_was_stored(redis_server: RedisServer, namespace: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_big_batch_that_fails_half_way_says_how_much_was_stored(
+    redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = redis_server.url
     store = _store(url, namespace)
     calls: list[int] = []

@@ -40,8 +40,9 @@ def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> N
         for i in range(10):
             producer.send(Message("M", b"%d" % i), queue=MessageQueue("M", "broker-a", i % 2))
         producer.send(Message("M", b"later", deliver_time_ms=int(time.time() * 1000) + 3_600_000))  # timer backlog 1
-    Store(Connection(url, namespace)).commit_offsets("lagging", {MessageQueue("M", "broker-a", 0): 2,
-                                                                      MessageQueue("M", "broker-a", 1): 5})  # fmt: skip
+    Store(Connection(url, namespace)).commit_offsets(
+        "lagging", {MessageQueue("M", "broker-a", 0): 2, MessageQueue("M", "broker-a", 1): 5}
+    )
     failing = PushConsumer("dead-letters", url, namespace=namespace, max_reconsume_times=0)
     failing.subscribe("M", "*")
     failing.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.RECONSUME_LATER)
@@ -50,8 +51,9 @@ def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> N
         time.sleep(0.5)
         with Producer("p2", url, namespace=namespace) as producer:
             producer.send(Message("M", b"poison"), queue=MessageQueue("M", "broker-a", 0))
-        tp.send_message_in_transaction(Message("M", b"half"), lambda m, a: LocalTransactionState.UNKNOW,
-                                       check_immunity_time_s=3600)  # fmt: skip
+        tp.send_message_in_transaction(
+            Message("M", b"half"), lambda m, a: LocalTransactionState.UNKNOW, check_immunity_time_s=3600
+        )
         wait_for(lambda: len(admin.dlq_messages("dead-letters")) == 1, 10, "the forced dead letter")
         port = free_port()
         serve_metrics(port, url, namespace)
@@ -110,8 +112,9 @@ def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, na
         got: list[bytes] = []
         consumer = PushConsumer("cg", url, namespace=namespace)
         consumer.subscribe("C", "*")
-        consumer.register_message_listener(lambda msgs, ctx: (got.extend(m.body for m in msgs),
-                                                               ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1])  # fmt: skip
+        consumer.register_message_listener(
+            lambda msgs, ctx: (got.extend(m.body for m in msgs), ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1]
+        )
         with consumer, Producer("p", url, namespace=namespace) as producer:
             time.sleep(0.5)
             for i in range(7):

@@ -58,11 +58,14 @@ def test_times_are_printed_as_iso_8601_with_the_zone() -> None:
 
 
 def test_times_follow_the_local_zone_in_and_out() -> None:
-    code = "from mq.cli.common import format_ms, parse_time_ms; print(format_ms(1700000000123)); " \
-           "print(parse_time_ms('2023-11-15T06:13:20.123'))"  # fmt: skip
+    code = (
+        "from mq.cli.common import format_ms, parse_time_ms; print(format_ms(1700000000123)); "
+        "print(parse_time_ms('2023-11-15T06:13:20.123'))"
+    )
     for tz, shown in (("UTC-8", "2023-11-15T06:13:20.123+08:00"), ("UTC+0", "2023-11-14T22:13:20.123+00:00")):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "TZ": tz}, check=True).stdout.split()  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env={**os.environ, "TZ": tz}, check=True
+        ).stdout.split()
         assert out[0] == shown
         assert out[1] == ("1700000000123" if tz == "UTC-8" else str(1_700_000_000_123 + 8 * 3600 * 1000))
 
@@ -213,12 +216,16 @@ def test_msg_finds_an_id_in_every_topic(redis_server, namespace: str, capsys: py
     with Admin(url, namespace) as admin:
         for name in ("fa", "fb", "fc"):
             admin.create_topic(name, read_queues=4, write_queues=4)
-    consumer = PushConsumer("fg", url, namespace=namespace, max_reconsume_times=0,
-                            consume_from_where=ConsumeFromWhere.FIRST_OFFSET)  # fmt: skip
+    consumer = PushConsumer(
+        "fg", url, namespace=namespace, max_reconsume_times=0, consume_from_where=ConsumeFromWhere.FIRST_OFFSET
+    )
     consumer.subscribe("fb", "*")
     consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.RECONSUME_LATER)
-    with BrokerService(url, namespace, BrokerConfig(message_delay_level="100ms")), consumer, \
-            Producer("p", url, namespace=namespace) as producer:  # fmt: skip
+    with (
+        BrokerService(url, namespace, BrokerConfig(message_delay_level="100ms")),
+        consumer,
+        Producer("p", url, namespace=namespace) as producer,
+    ):
         for name in ("fa", "fc"):
             producer.send(Message(name, b"other"))
         sent = producer.send(Message("fb", b"dead soon"))
@@ -244,8 +251,12 @@ def test_rates_come_from_two_snapshots_a_window_apart() -> None:
     def snap(at_s: float, stored: int, consumed: dict[str, int]) -> dict[str, object]:
         return {"taken_at_ms": int(at_s * 1000), "topic_messages": {"t": stored}, "group_consumed": consumed}
 
-    history = [snap(0, 100, {"g/t": 90}), snap(10, 130, {"g/t": 95}), snap(60, 400, {"g/t": 380, "h/t": 50}),
-               snap(70, 700, {"g/t": 690, "h/t": 80})]  # fmt: skip
+    history = [
+        snap(0, 100, {"g/t": 90}),
+        snap(10, 130, {"g/t": 95}),
+        snap(60, 400, {"g/t": 380, "h/t": 50}),
+        snap(70, 700, {"g/t": 690, "h/t": 80}),
+    ]
     rates = rates_over(history, 60)
     assert rates is not None and (rates.since_ms, rates.until_ms) == (10_000, 70_000)
     assert rates.topics_in["t"].count == 570 and rates.topics_in["t"].per_s == pytest.approx(9.5)
@@ -268,8 +279,9 @@ def test_stats_rates_with_a_real_broker_service(redis_server, namespace: str, ca
     got: list[int] = []
     consumer = PushConsumer("stg", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
     consumer.subscribe("st", "*")
-    consumer.register_message_listener(lambda msgs, ctx: (got.extend(m.queue_offset for m in msgs),
-                                                           ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1])  # fmt: skip
+    consumer.register_message_listener(
+        lambda msgs, ctx: (got.extend(m.queue_offset for m in msgs), ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1]
+    )
     with BrokerService(url, namespace, BrokerConfig(stats_interval_s=0.2)):
         consumer.start()
         # the group's starting offsets (0) are in a snapshot before anything is sent

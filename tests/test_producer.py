@@ -142,8 +142,9 @@ def test_msg_ids_unique_across_processes() -> None:
     import sys
 
     code = "from mq.msgid import new_msg_id\nprint('\\n'.join(new_msg_id() for _ in range(2000)))"
-    procs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-             for _ in range(3)]  # fmt: skip
+    procs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60) for _ in range(3)
+    ]
     ids = [line for p in procs for line in p.stdout.split()]
     assert len(ids) == len(set(ids)) == 6000
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)

@@ -51,7 +51,11 @@ def server() -> Any:
 
 def _same(stored: Any, sent: Message) -> bool:
     return (stored.body, stored.tags, list(stored.keys), stored.properties) == (
-        bytes(sent.body), sent.tags, list(sent.keys), sent.properties)  # fmt: skip
+        bytes(sent.body),
+        sent.tags,
+        list(sent.keys),
+        sent.properties,
+    )
 
 
 def test_messages_are_refused_unchanged_or_stored_and_read_back_identical(server: RedisServer) -> None:
@@ -119,24 +123,37 @@ def test_names_are_refused_unchanged_or_created_and_listed(server: RedisServer, 
 
 # SQL92 pieces: mostly well-formed expressions over a few properties, and some noise.
 props = st.sampled_from(["a", "b", "TAGS", "missing"])
-literals = st.one_of(st.integers(-5, 5).map(str), st.sampled_from(["'x'", "'y'", "''", "'it''s'", "1.5", "TRUE"]),
-                     st.text(alphabet="xy'", max_size=4).map(lambda s: "'" + s + "'"))  # fmt: skip
+literals = st.one_of(
+    st.integers(-5, 5).map(str),
+    st.sampled_from(["'x'", "'y'", "''", "'it''s'", "1.5", "TRUE"]),
+    st.text(alphabet="xy'", max_size=4).map(lambda s: "'" + s + "'"),
+)
 atoms = st.one_of(
     st.builds(lambda p, op, v: f"{p} {op} {v}", props, st.sampled_from(["=", "<>", ">", "<", ">=", "<="]), literals),
     st.builds(lambda p, vs: f"{p} IN ({', '.join(vs)})", props, st.lists(literals, min_size=1, max_size=4)),
     st.builds(lambda p, n: f"{p} IS {n}NULL", props, st.sampled_from(["", "NOT "])),
-    st.builds(lambda p, op, v: f"{p} {op} {v}", props, st.sampled_from(["CONTAINS", "STARTSWITH", "NOT ENDSWITH"]),
-              literals),
+    st.builds(lambda p, op, v: f"{p} {op} {v}", props, st.sampled_from(["CONTAINS", "STARTSWITH", "NOT ENDSWITH"]), literals),
     st.builds(lambda p, a, b: f"{p} BETWEEN {a} AND {b}", props, literals, literals),
 )
 expressions = st.one_of(
-    st.recursive(atoms, lambda inner: st.one_of(
-        st.builds(lambda x, op, y: f"({x}) {op} ({y})", inner, st.sampled_from(["AND", "OR"]), inner),
-        inner.map(lambda x: f"NOT ({x})")), max_leaves=6),
+    st.recursive(
+        atoms,
+        lambda inner: st.one_of(
+            st.builds(lambda x, op, y: f"({x}) {op} ({y})", inner, st.sampled_from(["AND", "OR"]), inner),
+            inner.map(lambda x: f"NOT ({x})"),
+        ),
+        max_leaves=6,
+    ),
     st.text(max_size=20),
 )
-MESSAGES = [(None, {}), ("x", {"a": "1", "b": "x"}), ("y", {"a": "-3", "b": "it's"}), ("x", {"a": "1.5", "b": "z"}),
-            (None, {"a": "TRUE", "b": "yx"}), ("z", {"a": "abc"})]  # fmt: skip
+MESSAGES = [
+    (None, {}),
+    ("x", {"a": "1", "b": "x"}),
+    ("y", {"a": "-3", "b": "it's"}),
+    ("x", {"a": "1.5", "b": "z"}),
+    (None, {"a": "TRUE", "b": "yx"}),
+    ("z", {"a": "abc"}),
+]
 
 
 def test_filter_expressions_are_refused_or_filter_in_the_store_as_locally(server: RedisServer) -> None:

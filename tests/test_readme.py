@@ -39,8 +39,14 @@ def test_the_readme_snippets_run_as_written_and_print_what_it_says() -> None:
     program = "\n".join(python_blocks(text))
     with RedisServer() as server:
         code = program.replace(README_URL, server.url)
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                                cwd=README.parent, env={**os.environ, "MQ_URL": ""})  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+            cwd=README.parent,
+            env={**os.environ, "MQ_URL": ""},
+        )
         assert result.returncode == 0, result.stderr
         printed = result.stdout.splitlines()
     said = text_blocks(text)[0].splitlines()  # the README's "prints" block: same lines, ids and queues differ
@@ -52,7 +58,11 @@ def test_the_readme_snippets_run_as_written_and_print_what_it_says() -> None:
     def shape(line: str) -> str:
         return re.sub(r"queue \d+ offset \d+$", "queue Q offset O", line)
 
-    assert sorted(map(shape, printed[2:])) == sorted(map(shape, said[2:])) == [
-        "orders created b'{\"id\": 1}' queue Q offset O",
-        "orders paid b'paid' queue Q offset O",
-    ]
+    assert (
+        sorted(map(shape, printed[2:]))
+        == sorted(map(shape, said[2:]))
+        == [
+            "orders created b'{\"id\": 1}' queue Q offset O",
+            "orders paid b'paid' queue Q offset O",
+        ]
+    )

@@ -136,8 +136,15 @@ def test_every_feature_runs_under_the_client_role(redis_server, namespace: str) 
         simple = SimpleConsumer("gs", url, namespace=namespace, subscriptions={"S": "*"}, await_duration_s=0.5)
         commit = LocalTransactionState.COMMIT_MESSAGE
         transactions = TransactionProducer("gt", url, namespace=namespace, checker=lambda msg: commit)
-        with (BrokerService(url, namespace, fast), concurrent, orderly, tx_reader, simple, transactions,
-              Producer("p", url, namespace=namespace) as producer):  # fmt: skip
+        with (
+            BrokerService(url, namespace, fast),
+            concurrent,
+            orderly,
+            tx_reader,
+            simple,
+            transactions,
+            Producer("p", url, namespace=namespace) as producer,
+        ):
             time.sleep(0.5)
             sent = producer.send(Message("A", b"plain", keys=["k1"]))
             producer.send(Message("A", b"later", deliver_time_ms=int(time.time() * 1000) + 300))
@@ -182,12 +189,42 @@ def test_every_feature_runs_under_the_client_role(redis_server, namespace: str) 
 @pytest.fixture
 def tls_server(tmp_path) -> Iterator[tuple[RedisServer, int, str]]:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     tls_port = free_port()
-    args = ["--tls-port", str(tls_port), "--tls-cert-file", str(cert), "--tls-key-file", str(key),
-            "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"]  # fmt: skip
+    args = [
+        "--tls-port",
+        str(tls_port),
+        "--tls-cert-file",
+        str(cert),
+        "--tls-key-file",
+        str(key),
+        "--tls-ca-cert-file",
+        str(cert),
+        "--tls-auth-clients",
+        "no",
+    ]
     with RedisServer(extra_args=args, password="tls-pass") as server:  # plain port only for the harness probe
         yield server, tls_port, str(cert)
 
@@ -209,12 +246,22 @@ def test_secrets_stay_out_of_cli_output(redis_server, namespace: str) -> None:
         url = f"redis://cli-{namespace}:cli-secret-123@127.0.0.1:{redis_server.port}/0"
         outputs = []
         for args in (["demo"], ["topic", "list"], ["send", "nosuch", "x"], ["broker", "--check"]):
-            r = subprocess.run([sys.executable, "-m", "mq", *args, "--url", url, "--namespace", namespace],
-                               capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
+            r = subprocess.run(
+                [sys.executable, "-m", "mq", *args, "--url", url, "--namespace", namespace],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=ROOT,
+            )
             outputs.append(r.stdout + r.stderr)
         wrong = url.replace("cli-secret-123", "wrong-secret-456")
-        r = subprocess.run([sys.executable, "-m", "mq", "topic", "list", "--url", wrong, "--namespace", namespace],
-                           capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
+        r = subprocess.run(
+            [sys.executable, "-m", "mq", "topic", "list", "--url", wrong, "--namespace", namespace],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
         outputs.append(r.stdout + r.stderr)
     finally:
         conn.execute_command("ACL", "DELUSER", f"cli-{namespace}")
@@ -260,9 +307,13 @@ def test_the_client_role_cannot_delete_or_rewrite_topic_configs(redis_server: Re
             assert [m.body for m in store.read("keep", 0, 0, 5)] == [b"x"]
             store.conn.close()
         raw = redis.Redis.from_url(url)
-        for command in (("DEL", f"{{{namespace}}}:topics"), ("HDEL", f"{{{namespace}}}:topics", "keep"),
-                        ("HSET", f"{{{namespace}}}:topics", "keep", "{}"), ("UNLINK", f"{{{namespace}:keep:0}}:log"),
-                        ("GET", "outside-the-namespace")):  # fmt: skip
+        for command in (
+            ("DEL", f"{{{namespace}}}:topics"),
+            ("HDEL", f"{{{namespace}}}:topics", "keep"),
+            ("HSET", f"{{{namespace}}}:topics", "keep", "{}"),
+            ("UNLINK", f"{{{namespace}:keep:0}}:log"),
+            ("GET", "outside-the-namespace"),
+        ):
             with pytest.raises(redis.exceptions.NoPermissionError):
                 raw.execute_command(*command)
         raw.close()
@@ -296,8 +347,7 @@ def test_a_resource_user_reaches_only_its_topics_and_groups(redis_server: RedisS
     with Producer("p", redis_server.url, namespace=namespace) as producer:
         secret = producer.send(Message("theirs", b"secret", keys=["k"]))
     user = f"res-{namespace}"
-    url = _acl_user(redis_server, user, resource_acl_args(namespace, "pw", produce_topics=["mine"],
-                                                          consume={"g-mine": ["mine"]}))  # fmt: skip
+    url = _acl_user(redis_server, user, resource_acl_args(namespace, "pw", produce_topics=["mine"], consume={"g-mine": ["mine"]}))
     try:
         consumer = PullConsumer("g-mine", url, namespace=namespace)
         consumer.assign([MessageQueue("mine", "broker-a", 0)])

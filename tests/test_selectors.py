@@ -78,8 +78,9 @@ def test_hash_selector_agrees_across_processes() -> None:
     answers = []
     for seed in ("1", "2"):  # different str hash seeds: Python's hash() would disagree
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        out = subprocess.run([sys.executable, "-c", code], input=json.dumps(keys), capture_output=True,
-                             text=True, env=env, check=True, timeout=60)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", code], input=json.dumps(keys), capture_output=True, text=True, env=env, check=True, timeout=60
+        )
         answers.append(json.loads(out.stdout))
     assert answers[0] == answers[1] == [_java_pick(k, 16) for k in keys]
 
@@ -105,8 +106,15 @@ def test_hash_selector_matches_the_jvm() -> None:
         pytest.fail("java is not on PATH; the project needs Java 17 (see README)")
     keys = ["order-%d" % i for i in range(100)] + ["客户-%d" % i for i in range(30)] + ["😀%d" % i for i in range(5)]
     source = pathlib.Path(__file__).parent / "java" / "Hash.java"
-    out = subprocess.run([java, str(source), "16"], input="\n".join(keys) + "\n", capture_output=True,
-                         text=True, encoding="utf-8", check=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [java, str(source), "16"],
+        input="\n".join(keys) + "\n",
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=True,
+        timeout=120,
+    )
     mqs = [MessageQueue("t", "broker-a", i) for i in range(16)]
     selector = SelectMessageQueueByHash()
     for key, line in zip(keys, out.stdout.splitlines(), strict=True):

@@ -15,8 +15,9 @@ from mq.errors import MQClientError
 def test_invisibility_ack_extend_shorten_and_dead_letter(backend_url: str, namespace: str) -> None:
     admin = Admin(backend_url, namespace)
     admin.create_topic("S", read_queues=2, write_queues=2)
-    sc = SimpleConsumer("gs", backend_url, namespace=namespace, subscriptions={"S": "*"}, await_duration_s=0.5,
-                        max_delivery_attempts=2)  # fmt: skip
+    sc = SimpleConsumer(
+        "gs", backend_url, namespace=namespace, subscriptions={"S": "*"}, await_duration_s=0.5, max_delivery_attempts=2
+    )
     with sc, Producer("p", backend_url, namespace=namespace) as producer:
         for body in (b"acked", b"redeliver", b"extend", b"shorten"):
             producer.send(Message("S", body))
@@ -67,8 +68,12 @@ def test_two_receivers_never_hold_one_message_at_once(backend_url: str, namespac
                     held.pop(v.body, None)
                 sc.ack(v)
 
-    consumers = [SimpleConsumer("g2", backend_url, namespace=namespace, subscriptions={"S2": MessageSelector.by_tag("*")},
-                                await_duration_s=0.3).start() for _ in range(2)]  # fmt: skip
+    consumers = [
+        SimpleConsumer(
+            "g2", backend_url, namespace=namespace, subscriptions={"S2": MessageSelector.by_tag("*")}, await_duration_s=0.3
+        ).start()
+        for _ in range(2)
+    ]
     with Producer("p", backend_url, namespace=namespace) as producer:
         for i in range(300):
             producer.send(Message("S2", b"%d" % i))
@@ -85,8 +90,9 @@ def test_two_receivers_never_hold_one_message_at_once(backend_url: str, namespac
 
 def test_filters_and_bad_arguments(redis_server, namespace: str) -> None:
     Admin(redis_server.url, namespace).create_topic("S3", read_queues=1, write_queues=1)
-    sc = SimpleConsumer("g3", redis_server.url, namespace=namespace, await_duration_s=0.2,
-                        subscriptions={"S3": MessageSelector.by_sql("n > 5")})  # fmt: skip
+    sc = SimpleConsumer(
+        "g3", redis_server.url, namespace=namespace, await_duration_s=0.2, subscriptions={"S3": MessageSelector.by_sql("n > 5")}
+    )
     with sc, Producer("p", redis_server.url, namespace=namespace) as producer:
         for n in range(10):
             producer.send(Message("S3", b"%d" % n, properties={"n": str(n)}))
@@ -102,8 +108,10 @@ def test_filters_and_bad_arguments(redis_server, namespace: str) -> None:
 
 def test_receive_waits_for_a_message_without_spinning(redis_server, namespace: str) -> None:
     Admin(redis_server.url, namespace).create_topic("S4", read_queues=2, write_queues=2)
-    with SimpleConsumer("g4", redis_server.url, namespace=namespace, subscriptions={"S4": "*"}, await_duration_s=5) as sc, \
-            Producer("p", redis_server.url, namespace=namespace) as producer:  # fmt: skip
+    with (
+        SimpleConsumer("g4", redis_server.url, namespace=namespace, subscriptions={"S4": "*"}, await_duration_s=5) as sc,
+        Producer("p", redis_server.url, namespace=namespace) as producer,
+    ):
         threading.Timer(0.5, lambda: producer.send(Message("S4", b"later"))).start()
         started = time.monotonic()
         views = sc.receive(max_messages=1, invisible_duration_s=10)

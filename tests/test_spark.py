@@ -224,9 +224,13 @@ def test_cluster_counts(spark_session: SparkSession, redis_cluster: Any, namespa
 
 
 def test_bad_options_are_client_errors(
-    spark_session: SparkSession, redis_server: Any, namespace: str, monkeypatch: pytest.MonkeyPatch,
-    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    spark_session: SparkSession,
+    redis_server: Any,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     url = redis_server.url
     cases = [
         ({"url": url, "topics": "x"}, "unknown option"),
@@ -289,8 +293,12 @@ def test_streaming_sees_new_messages_once_across_restart(
 
     def start(**extra: str) -> Any:
         stream = spark_session.readStream.format("mq").options(url=url, namespace=namespace, topic="Live", **extra).load()
-        return (stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ck"))
-                .trigger(processingTime="200 milliseconds").start())  # fmt: skip
+        return (
+            stream.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
 
     query = start()
     try:
@@ -338,9 +346,15 @@ def test_streaming_available_now_reads_what_was_there_then_stops(
     def run() -> list[str]:
         done = len(batches)
         options = {"topic": "Nightly", "starting_offsets": "earliest", "max_messages_per_trigger": "100"}
-        query = (spark_session.readStream.format("mq").options(url=url, namespace=namespace, **options)
-                 .load().writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ck"))
-                 .trigger(availableNow=True).start())  # fmt: skip
+        query = (
+            spark_session.readStream.format("mq")
+            .options(url=url, namespace=namespace, **options)
+            .load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start()
+        )
         assert query.awaitTermination(120), "an availableNow query stops by itself"
         return [i for batch in batches[done:] for i in batch]
 
@@ -366,8 +380,11 @@ def test_jobs_write_tables_and_charts(
         lines = (tmp_path / f"{name}.csv").read_text().splitlines()
         assert lines[0] and (len(lines) > 1 or name == "dlq"), name  # the demo may have no dead letters
     with Admin(redis_server.url, namespace) as admin:
-        stored = {(t.name, mq.queue_id): s.max_offset - s.min_offset for t in admin.topics()
-                  for mq, s in admin.topic_status(t.name).items()}  # fmt: skip
+        stored = {
+            (t.name, mq.queue_id): s.max_offset - s.min_offset
+            for t in admin.topics()
+            for mq, s in admin.topic_status(t.name).items()
+        }
     dlq_rows = (tmp_path / "dlq.csv").read_text().splitlines()[1:]
     assert sum(int(line.split(",")[3]) for line in dlq_rows) == sum(n for (t, _), n in stored.items() if t.startswith("%DLQ%"))
     skew = (tmp_path / "skew.csv").read_text().splitlines()
@@ -405,8 +422,11 @@ def test_job_runs_as_a_module(redis_server: Any, namespace: str, tmp_path: pathl
     fill(redis_server.url, namespace, "Orders", 300, 4)
     result = subprocess.run(
         [sys.executable, "-m", "spark.jobs.skew", "--url", redis_server.url, "--namespace", namespace, "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=110, cwd=pathlib.Path(__file__).parent.parent,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=110,
+        cwd=pathlib.Path(__file__).parent.parent,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "skew: wrote" in result.stdout
     assert (tmp_path / "skew.png").stat().st_size > 1000 and len((tmp_path / "skew.csv").read_text().splitlines()) == 5

@@ -57,7 +57,9 @@ def test_create_list_delete(admin: Admin, backend_url: str, namespace: str) -> N
     admin.create_topic("b-topic", read_queues=2, write_queues=2, order=True)
     admin.create_topic("a-topic", read_queues=3, write_queues=1, perm="rw")
     assert [(t.name, t.read_queues, t.write_queues, t.order) for t in admin.topics()] == [
-        ("a-topic", 3, 1, False), ("b-topic", 2, 2, True)]  # fmt: skip
+        ("a-topic", 3, 1, False),
+        ("b-topic", 2, 2, True),
+    ]
     with Producer("pg", backend_url, namespace=namespace) as producer:
         r = producer.send(Message("b-topic", b"x"))
         admin.delete_topic("b-topic")

@@ -169,8 +169,14 @@ def test_a_consumers_process_span_is_a_child_of_the_producers_send_span_across_p
     assert send.attributes["messaging.message.id"] == sent.msg_id
     assert list(send.attributes["messaging.rocketmq.message.keys"]) == ["order-7"]
     assert send.attributes["messaging.rocketmq.message.tag"] == "paid"
-    result = subprocess.run([sys.executable, "-c", OTEL_CONSUMER, url, namespace], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", OTEL_CONSUMER, url, namespace],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode == 0, result.stderr
     consumed = json.loads(result.stdout.strip().splitlines()[-1])
     assert consumed["trace_id"] == send.context.trace_id

@@ -27,8 +27,11 @@ from scheduler import BrokerConfig, BrokerService
 from tests.helpers import raw_client, snapshot
 from tests.procs import ROOT, wait_for
 
-COMMIT, ROLLBACK, UNKNOW = (LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE,
-                            LocalTransactionState.UNKNOW)  # fmt: skip
+COMMIT, ROLLBACK, UNKNOW = (
+    LocalTransactionState.COMMIT_MESSAGE,
+    LocalTransactionState.ROLLBACK_MESSAGE,
+    LocalTransactionState.UNKNOW,
+)
 FAST = BrokerConfig(transaction_timeout_s=1.0, transaction_check_interval_s=1.0, transaction_check_max=3)
 
 
@@ -108,8 +111,14 @@ def test_unknown_resolved_by_check_back(env) -> None:  # type: ignore[no-untyped
 @pytest.mark.fault
 def test_another_member_answers_for_a_killed_producer(env) -> None:  # type: ignore[no-untyped-def]
     url, ns, _, inbox = env
-    proc = subprocess.run([sys.executable, "-m", "tests.tx_proc", url, ns, "txg", "T", "orphan"], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.tx_proc", url, ns, "txg", "T", "orphan"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == -9 and "half stored" in proc.stdout
     assert inbox.bodies() == []
     with BrokerService(url, ns, FAST), TransactionProducer("txg", url, namespace=ns, checker=lambda m: COMMIT):
@@ -146,8 +155,11 @@ def test_two_broker_services_check_once_per_interval_and_commit_once(env) -> Non
             return COMMIT if len(checks[msg.body]) >= 3 else UNKNOW
 
     config = BrokerConfig(transaction_timeout_s=1.0, transaction_check_interval_s=1.0, transaction_check_max=10)
-    with BrokerService(url, ns, config), BrokerService(url, ns, config), \
-            TransactionProducer("txg", url, namespace=ns, checker=third_time_lucky) as tp:  # fmt: skip
+    with (
+        BrokerService(url, ns, config),
+        BrokerService(url, ns, config),
+        TransactionProducer("txg", url, namespace=ns, checker=third_time_lucky) as tp,
+    ):
         for i in range(10):
             tp.send_message_in_transaction(Message("T", b"m%d" % i), lambda m, a: UNKNOW)
         wait_for(lambda: len(inbox.bodies()) >= 10, 20, "all committed")

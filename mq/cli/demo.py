@@ -76,8 +76,10 @@ def run(url: str | None = None, namespace: str | None = None, *, keep: bool = Fa
     namespace = namespace or f"demo-{uuid.uuid4().hex[:8]}"
     with Admin(url, namespace) as admin:
         if not admin.namespace_empty():
-            raise MQClientError(f"namespace {namespace!r} already holds keys and the demo removes its namespace at the "
-                                "end: pass a new --namespace, or none for a fresh demo-XXXXXXXX")  # fmt: skip
+            raise MQClientError(
+                f"namespace {namespace!r} already holds keys and the demo removes its namespace at the "
+                "end: pass a new --namespace, or none for a fresh demo-XXXXXXXX"
+            )
     print(f"rocketredis demo on {mask_url(url)} (namespace {namespace!r})")
     print("Offset ranges are half-open: [first, end) holds offsets first .. end-1.\n")
     try:
@@ -112,8 +114,13 @@ def _produce(admin: Admin, producer: Producer) -> None:
     hash_selector = SelectMessageQueueByHash()
     for order in ORDERS:
         for event in EVENTS:
-            msg = Message(TOPIC, f"{order} {event}".encode(), tags=event, keys=[order],
-                          properties={"region": "HZ" if order[-1] in "135" else "SH", "amount": "42"})  # fmt: skip
+            msg = Message(
+                TOPIC,
+                f"{order} {event}".encode(),
+                tags=event,
+                keys=[order],
+                properties={"region": "HZ" if order[-1] in "135" else "SH", "amount": "42"},
+            )
             sent.append((order, producer.send(msg, selector=hash_selector, arg=order)))
     print(f"2. sent {len(sent)} order events by sharding key: each order's events share one queue")
     for order in ORDERS[:2]:
@@ -122,8 +129,10 @@ def _produce(admin: Admin, producer: Producer) -> None:
 
     batch = [Message(TOPIC, f"audit {i}".encode(), tags="audit") for i in range(10)]
     result = producer.send_batch(batch)
-    print(f"3. sent a batch of {len(batch)} to queue {result.message_queue.queue_id}, "
-          f"offsets [{result.queue_offset}, {result.queue_offset + len(batch)})")  # fmt: skip
+    print(
+        f"3. sent a batch of {len(batch)} to queue {result.message_queue.queue_id}, "
+        f"offsets [{result.queue_offset}, {result.queue_offset + len(batch)})"
+    )
 
     futures = [producer.send_async(Message(TOPIC, f"click {i}".encode(), tags="click")) for i in range(20)]
     done = [f.result(timeout=10) for f in futures]
@@ -153,8 +162,15 @@ class _Recorder:
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
-def _consumer(url: str, namespace: str, group: str, expression: str | MessageSelector, sink: _Recorder,
-              where: ConsumeFromWhere = ConsumeFromWhere.FIRST_OFFSET, topic: str = TOPIC) -> PushConsumer:  # fmt: skip
+def _consumer(
+    url: str,
+    namespace: str,
+    group: str,
+    expression: str | MessageSelector,
+    sink: _Recorder,
+    where: ConsumeFromWhere = ConsumeFromWhere.FIRST_OFFSET,
+    topic: str = TOPIC,
+) -> PushConsumer:
     consumer = PushConsumer(group, url, namespace=namespace, consume_from_where=where)
     consumer.subscribe(topic, expression)
     consumer.register_message_listener(sink)
@@ -185,8 +201,10 @@ def _consume(url: str, namespace: str, admin: Admin, producer: Producer) -> None
             consumer.shutdown()
     state = "" if settled else f" (still rebalancing after {SETTLE_TIMEOUT_S:g} s)"
     print(f"7. consumer group DemoGroup: two members split the queues [{shares[0]}] and [{shares[1]}]{state}, then")
-    print(f"   40 new tickets were sent: member 1 got {len(members[0].bodies)}, member 2 got {len(members[1].bodies)}, "
-          f"none twice: {not set(members[0].bodies) & set(members[1].bodies)}")  # fmt: skip
+    print(
+        f"   40 new tickets were sent: member 1 got {len(members[0].bodies)}, member 2 got {len(members[1].bodies)}, "
+        f"none twice: {not set(members[0].bodies) & set(members[1].bodies)}"
+    )
     print(f"8. tag filter 'paid' (filtered in Redis): {sorted(paid.bodies)}")
     print(f"9. SQL92 filter {sql.expression!r}: {sorted(hz.bodies)}")
     lag = sum(p.lag for p in admin.consumer_progress("DemoGroup", TOPIC))
@@ -249,16 +267,17 @@ def _ordered(url: str, namespace: str, admin: Admin, producer: Producer) -> None
         selector = SelectMessageQueueByHash()
         for event in EVENTS:
             for order in orders:
-                producer.send(Message("DemoOrderEvents", f"{order} {event}".encode(), tags=event),
-                              selector=selector, arg=order)  # fmt: skip
+                producer.send(Message("DemoOrderEvents", f"{order} {event}".encode(), tags=event), selector=selector, arg=order)
         _wait(lambda: sum(len(v) for v in seen.values()) >= len(orders) * len(EVENTS))
         shares = [sorted(q.queue_id for q in c.assigned_queues()) for c in consumers]
     finally:
         for c in consumers:
             c.shutdown()
     in_sequence = sum(1 for events in seen.values() if events == list(EVENTS))
-    print(f"11. ordered: {len(orders)} orders x {len(EVENTS)} events sent by sharding key; two orderly members "
-          f"locked queues {shares[0]} and {shares[1]};")  # fmt: skip
+    print(
+        f"11. ordered: {len(orders)} orders x {len(EVENTS)} events sent by sharding key; two orderly members "
+        f"locked queues {shares[0]} and {shares[1]};"
+    )
     print(f"    {in_sequence} of {len(orders)} orders consumed exactly as created -> paid -> shipped")
 
 
@@ -279,11 +298,12 @@ def _time(url: str, namespace: str, admin: Admin, producer: Producer) -> None:
         producer.send(Message("DemoPayments", b"charge order-1002"))  # fails once, then succeeds
         producer.send(Message("DemoPayments", b"charge order-1003 (card declined)"))  # always fails
         _wait(lambda: bool(timeouts.bodies) and len(admin.dlq_messages("DemoPaymentService")) == 1)
-        print(f"12. timer message delivered {time.time() - sent_at:.2f} s after sending (due after 2 s): "
-              f"{timeouts.bodies}")  # fmt: skip
+        print(f"12. timer message delivered {time.time() - sent_at:.2f} s after sending (due after 2 s): {timeouts.bodies}")
         print(f"13. retry: {payments.summary('charge order-1002')}")
-        print(f"14. dead letter after max_reconsume_times=1: {payments.summary('charge order-1003 (card declined)')}; "
-              f"DLQ holds {[m.body.decode() for m in admin.dlq_messages('DemoPaymentService')]}")  # fmt: skip
+        print(
+            f"14. dead letter after max_reconsume_times=1: {payments.summary('charge order-1003 (card declined)')}; "
+            f"DLQ holds {[m.body.decode() for m in admin.dlq_messages('DemoPaymentService')]}"
+        )
         payments.fix("charge order-1003 (card declined)")
         resent = admin.resend_dlq("DemoPaymentService")
         _wait(lambda: payments.succeeded("charge order-1003 (card declined)"))
@@ -299,8 +319,11 @@ def _transactions(url: str, namespace: str, admin: Admin) -> None:
     created = _Recorder()
     consumers = [_consumer(url, namespace, "DemoCartCleaner", "*", created, ConsumeFromWhere.LAST_OFFSET, "DemoOrderCreated")]
     carts = {"order-3001": "committed", "order-3002": "rolled back", "order-3003": "unknown"}
-    outcome = {"committed": LocalTransactionState.COMMIT_MESSAGE, "rolled back": LocalTransactionState.ROLLBACK_MESSAGE,
-               "unknown": LocalTransactionState.UNKNOW}  # fmt: skip
+    outcome = {
+        "committed": LocalTransactionState.COMMIT_MESSAGE,
+        "rolled back": LocalTransactionState.ROLLBACK_MESSAGE,
+        "unknown": LocalTransactionState.UNKNOW,
+    }
 
     def local_transaction(msg: Message, order: str) -> LocalTransactionState:
         return outcome[carts[order]]  # e.g. the database transaction that clears the cart
@@ -313,8 +336,9 @@ def _transactions(url: str, namespace: str, admin: Admin) -> None:
         with TransactionProducer("DemoOrderService", url, namespace=namespace, checker=check_back) as tp:
             print("15. transactions (order/cart): the order message goes out only if clearing the cart commits")
             for order in carts:
-                r = tp.send_message_in_transaction(Message("DemoOrderCreated", f"{order} created".encode()),
-                                                   local_transaction, order, check_immunity_time_s=1.0)  # fmt: skip
+                r = tp.send_message_in_transaction(
+                    Message("DemoOrderCreated", f"{order} created".encode()), local_transaction, order, check_immunity_time_s=1.0
+                )
                 print(f"    {order}: local transaction {carts[order]} -> {r.local_transaction_state.value}")
             _wait(lambda: len(created.bodies) >= 2)
             time.sleep(0.5)

@@ -13,14 +13,14 @@ DEFAULT_LIST_MAX = 64
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     """Add ``mq dlq`` and its actions."""
     actions = add_family(commands, "dlq", "dead-letter queues: list, resend to their group, purge")
-    listing = add_leaf(actions, "list", _list, "a group's oldest dead letters, one JSON object a line (RESENT once resent)",
-                       common)  # fmt: skip
+    listing = add_leaf(
+        actions, "list", _list, "a group's oldest dead letters, one JSON object a line (RESENT once resent)", common
+    )
     listing.add_argument("group", help="consumer group whose dead letters to show")
     listing.add_argument(
         "--max", type=int, default=DEFAULT_LIST_MAX, dest="max_num", help="most letters printed (default: %(default)s)"
     )
-    resend = add_leaf(actions, "resend", _resend, "deliver a group's dead letters again, to that group only, once each",
-                      common)  # fmt: skip
+    resend = add_leaf(actions, "resend", _resend, "deliver a group's dead letters again, to that group only, once each", common)
     resend.add_argument("group", help="consumer group whose dead letters to resend")
     resend.add_argument(
         "--id",
@@ -29,7 +29,6 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         default=None,
         help="only this msg id, repeatable (default: every letter not resent before)",
     )
-
 
     purge = add_leaf(actions, "purge", _purge, "remove every dead letter of a group", common)
     purge.add_argument("group", help="consumer group whose dead letters to remove")

@@ -9,8 +9,10 @@ from mq.cli.common import Commands, add_leaf
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     """Add ``mq doctor``."""
-    help_text = ("check the store: eviction policy, persistence, replicas and lag, sentinel quorum, cluster slots, "
-                 "version, ACL; one OK/WARN/FAIL line each, exit 1 on a FAIL")  # fmt: skip
+    help_text = (
+        "check the store: eviction policy, persistence, replicas and lag, sentinel quorum, cluster slots, "
+        "version, ACL; one OK/WARN/FAIL line each, exit 1 on a FAIL"
+    )
     d = add_leaf(commands, "doctor", _doctor, help_text, common)
     d.add_argument(
         "--acl-user",

@@ -96,8 +96,12 @@ def _config_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
 
     option("--consume-enable", d.consume_enable, "false pauses every member within a second, true resumes", type=_bool)
     option("--retry-max-times", d.retry_max_times, "retries before the dead-letter queue", type=int)
-    option("--consume-from-where", d.consume_from_where.value, "where members start on queues without an offset",
-           choices=[w.value for w in ConsumeFromWhere])  # fmt: skip
+    option(
+        "--consume-from-where",
+        d.consume_from_where.value,
+        "where members start on queues without an offset",
+        choices=[w.value for w in ConsumeFromWhere],
+    )
     option("--fifo", d.fifo, "message groups consumed in order (RocketMQ 5 endpoint)", type=_bool)
 
 
@@ -188,8 +192,17 @@ def _status(args: argparse.Namespace) -> int:
     for c in members:
         status = c.status or {}
         for queue, q in sorted((status.get("queues") or {}).items()):
-            rows.append((c.client_id, queue, q.get("cached", 0), q.get("cached_bytes", 0), q.get("next_offset", -1),
-                         q.get("committed", -1), format_ms(q.get("last_pull_ms", 0), raw=args.raw_ms)))  # fmt: skip
+            rows.append(
+                (
+                    c.client_id,
+                    queue,
+                    q.get("cached", 0),
+                    q.get("cached_bytes", 0),
+                    q.get("next_offset", -1),
+                    q.get("committed", -1),
+                    format_ms(q.get("last_pull_ms", 0), raw=args.raw_ms),
+                )
+            )
         if not status.get("queues"):
             rows.append((c.client_id, "-", 0, 0, "-", "-", "-"))
     last_pull = "LAST_PULL_MS" if args.raw_ms else "LAST_PULL"

@@ -24,8 +24,9 @@ FAMILIES = (demo, topic, message, group, stats, trace, broker, doctor, dlq, anal
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mq``."""
     parser = argparse.ArgumentParser(prog="mq", description="rocketredis: RocketMQ's messaging model on Redis")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {mq.__version__}",
-                        help="print the package version and exit")  # fmt: skip
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {mq.__version__}", help="print the package version and exit"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     common = connection_options()
     for family in FAMILIES:

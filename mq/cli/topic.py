@@ -86,9 +86,14 @@ def _status(args: argparse.Namespace) -> int:
     print_table(
         ("QUEUE", "MIN", "MAX", "STORED", "LAST_STORE_MS" if args.raw_ms else "LAST_STORE_TIME"),
         [
-            (mq.queue_id, s.min_offset, s.max_offset, s.max_offset - s.min_offset,
-             format_ms(s.last_store_timestamp_ms, raw=args.raw_ms))
+            (
+                mq.queue_id,
+                s.min_offset,
+                s.max_offset,
+                s.max_offset - s.min_offset,
+                format_ms(s.last_store_timestamp_ms, raw=args.raw_ms),
+            )
             for mq, s in sorted(status.items())
         ],
-    )  # fmt: skip
+    )
     return 0

@@ -10,16 +10,27 @@ from mq.cli.common import Commands, add_leaf, add_raw_ms, admin, format_ms, prin
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     """Add ``mq trace``."""
-    leaf = add_leaf(commands, "trace", _trace, "what happened to a message: its send, each group's consumptions and retries",
-                    common)  # fmt: skip
+    leaf = add_leaf(
+        commands, "trace", _trace, "what happened to a message: its send, each group's consumptions and retries", common
+    )
     leaf.add_argument("topic", nargs="?", help="the topic the message was sent to")
     leaf.add_argument("msg_id", nargs="?", help="the message id")
     switch = leaf.add_mutually_exclusive_group()
-    switch.add_argument("--enable", dest="enabled", action="store_const", const=True,
-                        help="record traces for every producer and consumer of the namespace, seen within 30 s "
-                             "(default: off; clients may also pass trace=True)")  # fmt: skip
-    switch.add_argument("--disable", dest="enabled", action="store_const", const=False,
-                        help="stop recording traces for the namespace; clients with trace=True go on (default: off)")  # fmt: skip
+    switch.add_argument(
+        "--enable",
+        dest="enabled",
+        action="store_const",
+        const=True,
+        help="record traces for every producer and consumer of the namespace, seen within 30 s "
+        "(default: off; clients may also pass trace=True)",
+    )
+    switch.add_argument(
+        "--disable",
+        dest="enabled",
+        action="store_const",
+        const=False,
+        help="stop recording traces for the namespace; clients with trace=True go on (default: off)",
+    )
     add_raw_ms(leaf)
 
 
@@ -37,11 +48,20 @@ def _trace(args: argparse.Namespace) -> int:
     print_table(
         ("TIME_MS" if args.raw_ms else "TIME", "EVENT", "GROUP", "CLIENT", "HOST", "COST_MS", "STATUS", "ATTEMPT", "WHERE"),
         [
-            (format_ms(e.time_ms, raw=args.raw_ms), e.kind, e.group, e.client_id, e.host, e.cost_ms, e.status, e.attempt,
-             f"{e.topic}:{e.queue_id}@{e.offset}")
+            (
+                format_ms(e.time_ms, raw=args.raw_ms),
+                e.kind,
+                e.group,
+                e.client_id,
+                e.host,
+                e.cost_ms,
+                e.status,
+                e.attempt,
+                f"{e.topic}:{e.queue_id}@{e.offset}",
+            )
             for e in events
         ],
-    )  # fmt: skip
+    )
     return 0
 
 

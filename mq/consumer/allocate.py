@@ -59,8 +59,9 @@ class AllocateMessageQueueStrategy(ABC):
     name: str = ""
 
     @abstractmethod
-    def allocate(self, group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:  # fmt: skip
+    def allocate(
+        self, group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         """Return the queues client ``current_cid`` of ``group`` should consume, in queue order.
 
         Args:
@@ -73,8 +74,9 @@ class AllocateMessageQueueStrategy(ABC):
             MQClientError: ``current_cid`` is empty or not a string.
         """
 
-    def sorted_inputs(self, group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                      cid_all: Sequence[str]) -> tuple[list[MessageQueue], list[str]] | None:  # fmt: skip
+    def sorted_inputs(
+        self, group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> tuple[list[MessageQueue], list[str]] | None:
         """Check the arguments like RocketMQ's ``AbstractAllocateMessageQueueStrategy.check``.
 
         Returns the deduplicated, sorted ``(queues, client ids)``, or ``None`` (after logging why to
@@ -94,8 +96,7 @@ class AllocateMessageQueueStrategy(ABC):
             log.info("group %s: client list is empty, nothing allocated to client %s", group, current_cid)
             return None
         if current_cid not in cids:
-            log.info("group %s: client %s is not among the group's clients %s, nothing allocated",
-                     group, current_cid, cids)  # fmt: skip
+            log.info("group %s: client %s is not among the group's clients %s, nothing allocated", group, current_cid, cids)
             return None
         return mqs, cids
 
@@ -117,8 +118,9 @@ class AllocateMessageQueueAveragely(AllocateMessageQueueStrategy):
 
     name = "AVG"
 
-    def allocate(self, group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:  # fmt: skip
+    def allocate(
+        self, group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         """See :meth:`AllocateMessageQueueStrategy.allocate`."""
         inputs = self.sorted_inputs(group, current_cid, mq_all, cid_all)
         if inputs is None:
@@ -138,8 +140,9 @@ class AllocateMessageQueueAveragelyByCircle(AllocateMessageQueueStrategy):
 
     name = "AVG_BY_CIRCLE"
 
-    def allocate(self, group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:  # fmt: skip
+    def allocate(
+        self, group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         """See :meth:`AllocateMessageQueueStrategy.allocate`."""
         inputs = self.sorted_inputs(group, current_cid, mq_all, cid_all)
         if inputs is None:
@@ -168,8 +171,9 @@ class AllocateMessageQueueConsistentHash(AllocateMessageQueueStrategy):
             raise MQClientError(f"illegal virtual_node_count: {virtual_node_count!r} (must be >= 1)")
         self.virtual_node_count = virtual_node_count
 
-    def allocate(self, group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:  # fmt: skip
+    def allocate(
+        self, group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         """See :meth:`AllocateMessageQueueStrategy.allocate`."""
         inputs = self.sorted_inputs(group, current_cid, mq_all, cid_all)
         if inputs is None:
@@ -208,8 +212,9 @@ class AllocateMessageQueueByConfig(AllocateMessageQueueStrategy):
                 raise MQClientError(f"AllocateMessageQueueByConfig takes MessageQueue items, got {mq!r}")
         self.queues: tuple[MessageQueue, ...] = tuple(sorted(set(items)))
 
-    def allocate(self, group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:  # fmt: skip
+    def allocate(
+        self, group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         """See :meth:`AllocateMessageQueueStrategy.allocate`; returns a fresh list of the configured queues."""
         _check_cid(current_cid)
         return list(self.queues)
@@ -245,8 +250,9 @@ class AllocateMessageQueueByMachineRoom(AllocateMessageQueueStrategy):
             raise MQClientError("consumer_idcs must be a collection of room names, not a string")
         self.consumer_idcs: frozenset[str] = frozenset(consumer_idcs)
 
-    def allocate(self, group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:  # fmt: skip
+    def allocate(
+        self, group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         """See :meth:`AllocateMessageQueueStrategy.allocate`."""
         inputs = self.sorted_inputs(group, current_cid, mq_all, cid_all)
         if inputs is None:

@@ -27,10 +27,21 @@ MAX_PULL_BATCH_SIZE = 1024
 class QueueConsumer:
     """The shared part of :class:`~mq.PushConsumer` and :class:`~mq.PullConsumer`."""
 
-    def __init__(self, group: str, url: str | None, *, namespace: str, message_model: MessageModel,
-                 consume_from_where: ConsumeFromWhere, consume_timestamp_ms: int | None,
-                 allocate_strategy: AllocateMessageQueueStrategy | None, pull_batch_size: int, client_id: str | None,
-                 kind: str, sync: SyncReplicas | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        group: str,
+        url: str | None,
+        *,
+        namespace: str,
+        message_model: MessageModel,
+        consume_from_where: ConsumeFromWhere,
+        consume_timestamp_ms: int | None,
+        allocate_strategy: AllocateMessageQueueStrategy | None,
+        pull_batch_size: int,
+        client_id: str | None,
+        kind: str,
+        sync: SyncReplicas | None = None,
+    ) -> None:
         group = check_group(group)
         batch = pull_batch_size
         if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= MAX_PULL_BATCH_SIZE:
@@ -93,10 +104,26 @@ class QueueConsumer:
         core = self._core
         return set() if core is None else {mq for mq, pq in list(core.process_queues.items()) if not pq.releasing}
 
-    def _build_core(self, consumption: Consumption, *, orderly: bool = False,
-                    assigned: list[MessageQueue] | None = None) -> ConsumerCore:  # fmt: skip
-        ownership, offsets = choose(self._store, self.group, self.client_id, self.message_model, orderly=orderly,
-                                    assigned=assigned is not None, sync=self._sync)  # fmt: skip
-        self._core = ConsumerCore(self._store, self._settings, self._subscriptions, registry=self._registry,
-                                  ownership=ownership, offsets=offsets, consumption=consumption, assigned=assigned)  # fmt: skip
+    def _build_core(
+        self, consumption: Consumption, *, orderly: bool = False, assigned: list[MessageQueue] | None = None
+    ) -> ConsumerCore:
+        ownership, offsets = choose(
+            self._store,
+            self.group,
+            self.client_id,
+            self.message_model,
+            orderly=orderly,
+            assigned=assigned is not None,
+            sync=self._sync,
+        )
+        self._core = ConsumerCore(
+            self._store,
+            self._settings,
+            self._subscriptions,
+            registry=self._registry,
+            ownership=ownership,
+            offsets=offsets,
+            consumption=consumption,
+            assigned=assigned,
+        )
         return self._core

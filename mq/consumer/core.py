@@ -55,9 +55,18 @@ SHUTDOWN_TIMEOUT_S = 30.0
 class ConsumerCore:
     """Registration, rebalance, pulling and commits of one consumer (see the module docstring)."""
 
-    def __init__(self, store: Store, settings: ConsumerSettings, subscriptions: dict[str, MessageSelector], *,
-                 registry: Registry, ownership: Ownership, offsets: OffsetStore, consumption: Consumption,
-                 assigned: list[MessageQueue] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: Store,
+        settings: ConsumerSettings,
+        subscriptions: dict[str, MessageSelector],
+        *,
+        registry: Registry,
+        ownership: Ownership,
+        offsets: OffsetStore,
+        consumption: Consumption,
+        assigned: list[MessageQueue] | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.group, self.client_id = settings.group, settings.client_id
@@ -77,15 +86,30 @@ class ConsumerCore:
         self._rebalance_lock = threading.RLock()
         self._stopped = threading.Event()
         self._scheduler: BackgroundScheduler | None = None
-        self.puller = Puller(store, group=self.group, client_id=self.client_id, guard=ownership.guard,
-                             batch=settings.pull_batch_size, max_span=consumption.max_span,
-                             selector=lambda t: self.subscriptions.get(t) or MATCH_ALL,
-                             queues=lambda: list(self.process_queues.values()), deliver=consumption.deliver,
-                             commit_offset=self._commit_with_pull, on_lost=self._lost, active=self.active,
-                             stopped=self._stopped)  # fmt: skip
-        self.poller = LongPoller(store.conn.url, store.conn.namespace, on_news=self.puller.take,
-                                 before_wait=self._commit_before_wait, may_wait=lambda pq: self.active(),
-                                 batch=settings.pull_batch_size, stopped=self._stopped)  # fmt: skip
+        self.puller = Puller(
+            store,
+            group=self.group,
+            client_id=self.client_id,
+            guard=ownership.guard,
+            batch=settings.pull_batch_size,
+            max_span=consumption.max_span,
+            selector=lambda t: self.subscriptions.get(t) or MATCH_ALL,
+            queues=lambda: list(self.process_queues.values()),
+            deliver=consumption.deliver,
+            commit_offset=self._commit_with_pull,
+            on_lost=self._lost,
+            active=self.active,
+            stopped=self._stopped,
+        )
+        self.poller = LongPoller(
+            store.conn.url,
+            store.conn.namespace,
+            on_news=self.puller.take,
+            before_wait=self._commit_before_wait,
+            may_wait=lambda pq: self.active(),
+            batch=settings.pull_batch_size,
+            stopped=self._stopped,
+        )
         self.rebalance_count = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -97,9 +121,13 @@ class ConsumerCore:
         self.settings.start.started_ms = self.registry.last_now_ms
         self.puller.start(f"mq-puller-{self.group}")
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 5})
-        every = [(self._heartbeat, HEARTBEAT_INTERVAL_S, "heartbeat"), (self.rebalance, REBALANCE_INTERVAL_S, "rebalance"),
-                 (self.persist_offsets, PERSIST_INTERVAL_S, "persist-offsets"),
-                 (self.publish_status, STATUS_INTERVAL_S, "status"), *jobs]  # fmt: skip
+        every = [
+            (self._heartbeat, HEARTBEAT_INTERVAL_S, "heartbeat"),
+            (self.rebalance, REBALANCE_INTERVAL_S, "rebalance"),
+            (self.persist_offsets, PERSIST_INTERVAL_S, "persist-offsets"),
+            (self.publish_status, STATUS_INTERVAL_S, "status"),
+            *jobs,
+        ]
         if self.ownership.renews:
             every.append((self.renew, LOCK_RENEW_INTERVAL_S, "renew-locks"))
         for fn, seconds, job_id in every:
@@ -191,8 +219,12 @@ class ConsumerCore:
         if config is not None:
             self.settings.start.where = config.consume_from_where
         if self.active() != was_active:
-            log.info("group %s %s by its config (consume_enable=%s)", self.group,
-                     "resumed" if self.active() else "paused", self.active())  # fmt: skip
+            log.info(
+                "group %s %s by its config (consume_enable=%s)",
+                self.group,
+                "resumed" if self.active() else "paused",
+                self.active(),
+            )
             self.puller.wake()
         changed = members != self._members
         self._members = members
@@ -210,8 +242,9 @@ class ConsumerCore:
                     continue  # applied at an earlier heartbeat
                 for mq, pq in list(self.process_queues.items()):
                     if mq.topic == topic and mq.queue_id in offsets:
-                        log.info("group %s: %s continues from offset %d (reset by an operator)", self.group, mq,
-                                 offsets[mq.queue_id])  # fmt: skip
+                        log.info(
+                            "group %s: %s continues from offset %d (reset by an operator)", self.group, mq, offsets[mq.queue_id]
+                        )
                         pq.reset(offsets[mq.queue_id])
                         pq.stored_offset = -1  # a pull in flight may have committed over the reset: commit again
                         pq.idle.clear()

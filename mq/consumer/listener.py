@@ -19,8 +19,17 @@ log = logging.getLogger("mq.consumer")
 S = TypeVar("S")
 
 
-def invoke(group: str, hooks: Sequence[ConsumeHook], listener: Callable[..., Any], mq: MessageQueue,
-           msgs: list[MessageExt], ctx: Any, failure: S, *, namespace: str = "") -> S:  # fmt: skip
+def invoke(
+    group: str,
+    hooks: Sequence[ConsumeHook],
+    listener: Callable[..., Any],
+    mq: MessageQueue,
+    msgs: list[MessageExt],
+    ctx: Any,
+    failure: S,
+    *,
+    namespace: str = "",
+) -> S:
     """``listener(msgs, ctx)`` between the hooks (in an OpenTelemetry ``process`` span when tracing is
     on); returns its status, or ``failure`` when it failed."""
     if otel.enabled():
@@ -29,8 +38,15 @@ def invoke(group: str, hooks: Sequence[ConsumeHook], listener: Callable[..., Any
     return _invoke(group, hooks, listener, mq, msgs, ctx, failure)
 
 
-def _invoke(group: str, hooks: Sequence[ConsumeHook], listener: Callable[..., Any], mq: MessageQueue,
-            msgs: list[MessageExt], ctx: Any, failure: S) -> S:  # fmt: skip
+def _invoke(
+    group: str,
+    hooks: Sequence[ConsumeHook],
+    listener: Callable[..., Any],
+    mq: MessageQueue,
+    msgs: list[MessageExt],
+    ctx: Any,
+    failure: S,
+) -> S:
     if not hooks and metrics.CLIENT_METRICS is None:  # the common case, without the hooks' bookkeeping
         try:
             return type(failure)(listener(msgs, ctx))  # type: ignore[call-arg]
@@ -57,12 +73,19 @@ def _invoke(group: str, hooks: Sequence[ConsumeHook], listener: Callable[..., An
 def _failed(group: str, mq: MessageQueue, msgs: list[MessageExt], failure: S, e: BaseException) -> S:
     """Log a failed listener call (a ValueError: its answer was no status); returns ``failure``."""
     if isinstance(e, ValueError):
-        log.error("listener of %s returned something that is not a %s on %d message(s) from %s (%s): they are "
-                  "consumed again later", group, type(failure).__name__, len(msgs), mq, e)  # fmt: skip
+        log.error(
+            "listener of %s returned something that is not a %s on %d message(s) from %s (%s): they are consumed again later",
+            group,
+            type(failure).__name__,
+            len(msgs),
+            mq,
+            e,
+        )
     else:
         level = logging.WARNING if isinstance(e, Exception) else logging.ERROR
-        log.log(level, "listener of %s raised on %d message(s) from %s: %r; they are consumed again later",
-                group, len(msgs), mq, e)  # fmt: skip
+        log.log(
+            level, "listener of %s raised on %d message(s) from %s: %r; they are consumed again later", group, len(msgs), mq, e
+        )
     return failure
 
 

@@ -44,8 +44,17 @@ class LongPoller:
         stopped: set at shutdown.
     """
 
-    def __init__(self, url: str | None, namespace: str, *, on_news: OnNews, before_wait: Callable[[ProcessQueue], None],
-                 may_wait: Callable[[ProcessQueue], bool], batch: int, stopped: threading.Event) -> None:  # fmt: skip
+    def __init__(
+        self,
+        url: str | None,
+        namespace: str,
+        *,
+        on_news: OnNews,
+        before_wait: Callable[[ProcessQueue], None],
+        may_wait: Callable[[ProcessQueue], bool],
+        batch: int,
+        stopped: threading.Event,
+    ) -> None:
         self._conn = Connection(url, namespace, socket_timeout_s=LONG_POLL_BLOCK_MS / 1000 + 5)
         self._store = Store(self._conn)
         self._on_news = on_news
@@ -56,8 +65,7 @@ class LongPoller:
 
     def watch(self, pq: ProcessQueue) -> None:
         """Start the waiter of ``pq``; it ends when the queue is dropped or the consumer stops."""
-        threading.Thread(target=self._run, args=(pq,), name=f"mq-poll-{pq.queue.topic}-{pq.queue.queue_id}",
-                         daemon=True).start()  # fmt: skip
+        threading.Thread(target=self._run, args=(pq,), name=f"mq-poll-{pq.queue.topic}-{pq.queue.queue_id}", daemon=True).start()
 
     def close(self) -> None:
         """Close the waiters' connection (blocked calls end with an error the waiters ignore)."""
@@ -71,8 +79,14 @@ class LongPoller:
                 if self._stopped.is_set() or pq.dropped:
                     return  # shutdown closed the connection under this call
                 level = logging.WARNING if isinstance(e, (MQBrokerError, OSError)) else logging.ERROR
-                log.log(level, "long poll of %s failed, retrying in %s s: %r", pq.queue, RETRY_PAUSE_S, e,
-                        exc_info=level == logging.ERROR)  # fmt: skip
+                log.log(
+                    level,
+                    "long poll of %s failed, retrying in %s s: %r",
+                    pq.queue,
+                    RETRY_PAUSE_S,
+                    e,
+                    exc_info=level == logging.ERROR,
+                )
                 self._stopped.wait(RETRY_PAUSE_S)
 
     def _once(self, pq: ProcessQueue) -> None:

@@ -111,8 +111,10 @@ class LocalFileOffsetStore:
         """Remember ``offsets`` and write every remembered offset to the file (atomically)."""
         with self._lock:
             self._table.update(offsets)
-            rows = [{"topic": q.topic, "broker_name": q.broker_name, "queue_id": q.queue_id, "offset": o}
-                    for q, o in sorted(self._table.items())]  # fmt: skip
+            rows = [
+                {"topic": q.topic, "broker_name": q.broker_name, "queue_id": q.queue_id, "offset": o}
+                for q, o in sorted(self._table.items())
+            ]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".offsets-")
         with os.fdopen(fd, "w") as f:

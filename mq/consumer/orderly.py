@@ -38,8 +38,17 @@ CallListener = Callable[[ProcessQueue, list[MessageExt], ConsumeOrderlyContext],
 class OrderlyService:
     """Schedules and runs the per-queue consume tasks of an orderly push consumer."""
 
-    def __init__(self, core: ConsumerCore, executor: Callable[[], Executor | None], call: CallListener,
-                 send_back: SendBack, *, batch_size: int, max_reconsume_times: int, suspend_ms: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        core: ConsumerCore,
+        executor: Callable[[], Executor | None],
+        call: CallListener,
+        send_back: SendBack,
+        *,
+        batch_size: int,
+        max_reconsume_times: int,
+        suspend_ms: int,
+    ) -> None:
         self._core = core
         self._executor = executor
         self._call = call

@@ -124,8 +124,7 @@ class Locked(_StoreHeld):
 
     def _lock(self, queues: Sequence[MessageQueue]) -> tuple[float, list[MessageQueue]]:
         ttl_ms = int(LOCK_TTL_S * 1000)
-        return self._take(queues, lambda qs: self._store.lock_queues(self._group, self._client_id, qs, ttl_ms,
-                                                                     sync=self._sync))  # fmt: skip
+        return self._take(queues, lambda qs: self._store.lock_queues(self._group, self._client_id, qs, ttl_ms, sync=self._sync))
 
     def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> None:
         """Unlock, committing ``offset`` only while the lock is still ours locally."""
@@ -170,8 +169,16 @@ class Fixed:
         return time.monotonic(), set(queues)
 
 
-def choose(store: Store, group: str, client_id: str, model: MessageModel, *, orderly: bool = False,
-           assigned: bool = False, sync: SyncReplicas | None = None) -> tuple[Ownership, OffsetStore]:  # fmt: skip
+def choose(
+    store: Store,
+    group: str,
+    client_id: str,
+    model: MessageModel,
+    *,
+    orderly: bool = False,
+    assigned: bool = False,
+    sync: SyncReplicas | None = None,
+) -> tuple[Ownership, OffsetStore]:
     """The ownership and offset store of a consumer: broadcasting reads every queue with offsets in a
     local file; manual assignment reads its queues with unguarded store offsets; clustering claims
     queues (orderly: locks them) with offsets committed only while they are ours."""

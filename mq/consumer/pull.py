@@ -60,10 +60,18 @@ class PullConsumer(QueueConsumer):
     ) -> None:
         if not isinstance(auto_commit, bool):
             raise MQClientError(f"auto_commit must be True or False, got {auto_commit!r}")
-        super().__init__(group, url, namespace=namespace, message_model=message_model,
-                         consume_from_where=consume_from_where, consume_timestamp_ms=consume_timestamp_ms,
-                         allocate_strategy=allocate_strategy, pull_batch_size=pull_batch_size, client_id=client_id,
-                         kind="pull")  # fmt: skip
+        super().__init__(
+            group,
+            url,
+            namespace=namespace,
+            message_model=message_model,
+            consume_from_where=consume_from_where,
+            consume_timestamp_ms=consume_timestamp_ms,
+            allocate_strategy=allocate_strategy,
+            pull_batch_size=pull_batch_size,
+            client_id=client_id,
+            kind="pull",
+        )
         self.auto_commit = auto_commit
         self.pull_batch_size = pull_batch_size
         self._buffer: queue.Queue[tuple[ProcessQueue, int, MessageExt]] = queue.Queue()

@@ -68,11 +68,23 @@ class Puller:
         stopped: set at shutdown.
     """
 
-    def __init__(self, store: Store, *, group: str, client_id: str, guard: str, batch: int, max_span: int | None,
-                 selector: Callable[[str], MessageSelector], queues: Callable[[], Sequence[ProcessQueue]],
-                 deliver: Deliver, commit_offset: Callable[[ProcessQueue], int | None],
-                 on_lost: Callable[[ProcessQueue], None], active: Callable[[], bool],
-                 stopped: threading.Event) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: Store,
+        *,
+        group: str,
+        client_id: str,
+        guard: str,
+        batch: int,
+        max_span: int | None,
+        selector: Callable[[str], MessageSelector],
+        queues: Callable[[], Sequence[ProcessQueue]],
+        deliver: Deliver,
+        commit_offset: Callable[[ProcessQueue], int | None],
+        on_lost: Callable[[ProcessQueue], None],
+        active: Callable[[], bool],
+        stopped: threading.Event,
+    ) -> None:
         self._store = store
         self._group, self._client_id, self._guard = group, client_id, guard
         self.batch = batch
@@ -125,8 +137,14 @@ class Puller:
                 self.pull(ready)
             except Exception as e:  # the puller never dies: every queue would stall
                 level = logging.WARNING if isinstance(e, MQBrokerError) else logging.ERROR
-                log.log(level, "pull round of %s failed, retrying in %s s: %r", self._group, RETRY_PAUSE_S, e,
-                        exc_info=level == logging.ERROR)  # fmt: skip
+                log.log(
+                    level,
+                    "pull round of %s failed, retrying in %s s: %r",
+                    self._group,
+                    RETRY_PAUSE_S,
+                    e,
+                    exc_info=level == logging.ERROR,
+                )
                 self._stopped.wait(RETRY_PAUSE_S)
 
     def pull(self, ready: Sequence[ProcessQueue]) -> None:
@@ -143,8 +161,20 @@ class Puller:
     def _request(self, pq: ProcessQueue) -> PullRequest:
         ftype, fdata = filter_args(self._selector(pq.queue.topic))
         max_bytes = PULL_MAX_BYTES_FILTERED if ftype else PULL_MAX_BYTES
-        return PullRequest(pq.queue.topic, pq.queue.queue_id, pq.next_offset, self.batch, PULL_MAX_SCAN, ftype, fdata,
-                           max_bytes, self._group, self._commit_due(pq), self._guard, self._client_id)  # fmt: skip
+        return PullRequest(
+            pq.queue.topic,
+            pq.queue.queue_id,
+            pq.next_offset,
+            self.batch,
+            PULL_MAX_SCAN,
+            ftype,
+            fdata,
+            max_bytes,
+            self._group,
+            self._commit_due(pq),
+            self._guard,
+            self._client_id,
+        )
 
     def _commit_due(self, pq: ProcessQueue) -> int | None:
         offset = self._commit_offset(pq)

@@ -124,10 +124,19 @@ class PushConsumer(QueueConsumer):
             raise MQClientError(f"consume_message_batch_max_size must be in 1..1024, got {consume_message_batch_max_size!r}")
         if max_reconsume_times is not None and (not isinstance(max_reconsume_times, int) or max_reconsume_times < -1):
             raise MQClientError(f"max_reconsume_times must be None, -1 (unlimited) or a count, got {max_reconsume_times!r}")
-        super().__init__(group, url, namespace=namespace, message_model=message_model,
-                         consume_from_where=consume_from_where, consume_timestamp_ms=consume_timestamp_ms,
-                         allocate_strategy=allocate_strategy, pull_batch_size=pull_batch_size, client_id=client_id,
-                         kind="push", sync=SyncReplicas(sync_replicas, sync_replicas_timeout_ms))  # fmt: skip
+        super().__init__(
+            group,
+            url,
+            namespace=namespace,
+            message_model=message_model,
+            consume_from_where=consume_from_where,
+            consume_timestamp_ms=consume_timestamp_ms,
+            allocate_strategy=allocate_strategy,
+            pull_batch_size=pull_batch_size,
+            client_id=client_id,
+            kind="push",
+            sync=SyncReplicas(sync_replicas, sync_replicas_timeout_ms),
+        )
         self.consume_thread_max = consume_thread_max
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.consume_timeout_min = consume_timeout_min
@@ -198,10 +207,15 @@ class PushConsumer(QueueConsumer):
             self._subscriptions[self._send_back.ensure_retry_topic()] = MessageSelector.by_tag("*")
         core = self._build_core(self, orderly=orderly)
         if orderly:
-            self._orderly = OrderlyService(core, lambda: self._executor, self._call_orderly, self._send_back,
-                                           batch_size=self.consume_message_batch_max_size,
-                                           max_reconsume_times=self.max_reconsume_times,
-                                           suspend_ms=self.suspend_current_queue_time_ms)  # fmt: skip
+            self._orderly = OrderlyService(
+                core,
+                lambda: self._executor,
+                self._call_orderly,
+                self._send_back,
+                batch_size=self.consume_message_batch_max_size,
+                max_reconsume_times=self.max_reconsume_times,
+                suspend_ms=self.suspend_current_queue_time_ms,
+            )
         self._executor = ThreadPoolExecutor(self.consume_thread_max, thread_name_prefix=f"mq-consume-{self.group}")
         core.start(jobs=[(self._send_back_overdue, min(60.0, self.consume_timeout_min * 60 / 4), "consume-timeout")])
         self._send_back.max_reconsume_times = self.max_reconsume_times  # the group's config is known now
@@ -266,8 +280,12 @@ class PushConsumer(QueueConsumer):
                 try:
                     self._consume_batch(pq, msgs)
                 except Exception:  # our own handling failed: never leave the messages stuck in flight
-                    log.exception("handling the listener's answer for %d message(s) of %s failed; they are "
-                                  "consumed again here in %s s", len(msgs), pq.queue, LOCAL_RECONSUME_DELAY_S)  # fmt: skip
+                    log.exception(
+                        "handling the listener's answer for %d message(s) of %s failed; they are consumed again here in %s s",
+                        len(msgs),
+                        pq.queue,
+                        LOCAL_RECONSUME_DELAY_S,
+                    )
                     self._reconsume_here(pq, msgs)
         finally:
             with self._in_flight_cv:
@@ -282,8 +300,16 @@ class PushConsumer(QueueConsumer):
         for m in msgs:
             pq.consuming[m.queue_offset] = began
         try:
-            status = invoke(self.group, self._hooks, self._listener or _no_listener, pq.queue, msgs, ctx,
-                            ConsumeConcurrentlyStatus.RECONSUME_LATER, namespace=self._conn.namespace)  # fmt: skip
+            status = invoke(
+                self.group,
+                self._hooks,
+                self._listener or _no_listener,
+                pq.queue,
+                msgs,
+                ctx,
+                ConsumeConcurrentlyStatus.RECONSUME_LATER,
+                namespace=self._conn.namespace,
+            )
         finally:
             for m in msgs:
                 pq.consuming.pop(m.queue_offset, None)
@@ -305,8 +331,16 @@ class PushConsumer(QueueConsumer):
         # a running batch is marked by pq.consume_lock (held by OrderlyService), not pq.consuming
         traced, began = self._tracer.active, time.monotonic()
         began_ms = self._tracer.now_ms() if traced else 0
-        status = invoke(self.group, self._hooks, self._orderly_listener or _no_listener, pq.queue, msgs, ctx,
-                        ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, namespace=self._conn.namespace)  # fmt: skip
+        status = invoke(
+            self.group,
+            self._hooks,
+            self._orderly_listener or _no_listener,
+            pq.queue,
+            msgs,
+            ctx,
+            ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+            namespace=self._conn.namespace,
+        )
         if traced:
             self._tracer.consumed(pq.queue, msgs, status.value, began_ms, (time.monotonic() - began) * 1000)
         return status
@@ -349,8 +383,12 @@ class PushConsumer(QueueConsumer):
         for pq in list(self._core.process_queues.values()):
             overdue = pq.overdue(self.consume_timeout_min * 60)
             if overdue:
-                log.warning("%d message(s) of %s exceeded consume_timeout_min=%s: sending them back",
-                            len(overdue), pq.queue, self.consume_timeout_min)  # fmt: skip
+                log.warning(
+                    "%d message(s) of %s exceeded consume_timeout_min=%s: sending them back",
+                    len(overdue),
+                    pq.queue,
+                    self.consume_timeout_min,
+                )
                 self._reconsume_later(pq, overdue, 0)
 
     def _drain(self, timeout_s: float) -> bool:
@@ -358,8 +396,12 @@ class PushConsumer(QueueConsumer):
         with self._in_flight_cv:
             done = self._in_flight_cv.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
             if not done:
-                log.warning("%d listener task(s) of %s still run after %.1f s: their messages are not committed and are "
-                            "delivered again", self._in_flight, self.group, timeout_s)  # fmt: skip
+                log.warning(
+                    "%d listener task(s) of %s still run after %.1f s: their messages are not committed and are delivered again",
+                    self._in_flight,
+                    self.group,
+                    timeout_s,
+                )
             return bool(done)
 
 

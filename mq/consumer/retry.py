@@ -93,15 +93,23 @@ class SendBack:
         return self._copy(msg, 0, reason, to_dlq=True)
 
     def _copy(self, msg: MessageExt, delay_level: int, reason: str, *, to_dlq: bool) -> str:
-        system = {**msg.system_properties, RETRY_TOPIC: original_topic(msg),
-                  ORIGIN_MESSAGE_ID: msg.system_properties.get(ORIGIN_MESSAGE_ID, msg.msg_id),
-                  ORIGIN_QUEUE_ID: msg.system_properties.get(ORIGIN_QUEUE_ID, str(msg.queue_id))}  # fmt: skip
+        system = {
+            **msg.system_properties,
+            RETRY_TOPIC: original_topic(msg),
+            ORIGIN_MESSAGE_ID: msg.system_properties.get(ORIGIN_MESSAGE_ID, msg.msg_id),
+            ORIGIN_QUEUE_ID: msg.system_properties.get(ORIGIN_QUEUE_ID, str(msg.queue_id)),
+        }
         topic = self._ensure(dlq_topic(self._group) if to_dlq else retry_topic(self._group))
         if to_dlq:
             system[DLQ_REASON] = reason
         copy = Message(topic, msg.body, msg.tags, msg.keys, msg.properties)
-        encoded = codec.encode(copy, msg.msg_id, msg.born_timestamp_ms,
-                               reconsume_times=msg.reconsume_times + (0 if to_dlq else 1), system_properties=system)  # fmt: skip
+        encoded = codec.encode(
+            copy,
+            msg.msg_id,
+            msg.born_timestamp_ms,
+            reconsume_times=msg.reconsume_times + (0 if to_dlq else 1),
+            system_properties=system,
+        )
         if to_dlq:
             self._store.put(topic, 0, [encoded])
         else:

@@ -114,8 +114,9 @@ class SimpleConsumer:
         self._poll = Connection(url, namespace, socket_timeout_s=WAIT_SLICE_S + 5)
         self._store = Store(self._conn)
         self._poll_store = Store(self._poll)
-        info = ClientInfo.of_this_process(client_id or new_client_id(), kind="simple",
-                                          subscriptions={t: s.expression for t, s in self.subscriptions.items()})  # fmt: skip
+        info = ClientInfo.of_this_process(
+            client_id or new_client_id(), kind="simple", subscriptions={t: s.expression for t, s in self.subscriptions.items()}
+        )
         self._registry = Registry(self._store, self.group, info)
         self._queues: list[MessageQueue] = []
         self._refreshed_s = 0.0
@@ -256,9 +257,17 @@ class SimpleConsumer:
         for i in range(len(self._queues)):  # one queue at a time: nothing handed out beyond ``want``
             q = self._queues[(start + i) % len(self._queues)]
             ftype, fdata = filter_args(self.subscriptions[q.topic])
-            handed = self._store.receive_simple(self.group, q, now_ms=int(time.time() * 1000), invisible_ms=invisible_ms,
-                                                max_messages=want - len(views), max_attempts=self.max_delivery_attempts,
-                                                filter_type=ftype, filter_data=fdata, max_scan=RECEIVE_MAX_SCAN)  # fmt: skip
+            handed = self._store.receive_simple(
+                self.group,
+                q,
+                now_ms=int(time.time() * 1000),
+                invisible_ms=invisible_ms,
+                max_messages=want - len(views),
+                max_attempts=self.max_delivery_attempts,
+                filter_type=ftype,
+                filter_data=fdata,
+                max_scan=RECEIVE_MAX_SCAN,
+            )
             for d in handed:
                 if d.message is None:  # not a message (logged when decoding): acked so it is never handed out again
                     self._store.ack_simple(self.group, q, d.offset, d.visible_at_ms, None)
@@ -274,11 +283,22 @@ class SimpleConsumer:
 
     def _dead_letter(self, view: MessageView) -> None:
         topic = self._store.ensure_topic(TopicConfig(dlq_topic(self.group), read_queues=1, write_queues=1)).name
-        system = {**view.system_properties, RETRY_TOPIC: view.topic, ORIGIN_MESSAGE_ID: view.msg_id,
-                  DLQ_REASON: "max delivery attempts"}  # fmt: skip
+        system = {
+            **view.system_properties,
+            RETRY_TOPIC: view.topic,
+            ORIGIN_MESSAGE_ID: view.msg_id,
+            DLQ_REASON: "max delivery attempts",
+        }
         copy = Message(topic, view.body, view.tags, view.keys, view.properties)
-        self._store.put(topic, 0, [codec.encode(copy, view.msg_id, view.born_timestamp_ms,
-                                                reconsume_times=view.delivery_attempt, system_properties=system)])  # fmt: skip
+        self._store.put(
+            topic,
+            0,
+            [
+                codec.encode(
+                    copy, view.msg_id, view.born_timestamp_ms, reconsume_times=view.delivery_attempt, system_properties=system
+                )
+            ],
+        )
         self._ack_receipt(view, None)
         log.info("message %s of %s went to %s after %d attempts", view.msg_id, view.topic, topic, view.delivery_attempt)
 

@@ -37,8 +37,11 @@ _TEXT_TESTS = {"contains", "starts_with", "ends_with", "not_contains", "not_star
 def check_expression_length(expression: str | None) -> None:
     """Refuse an expression longer than :data:`MAX_EXPRESSION_LENGTH` (checked before parsing)."""
     if expression is not None and len(expression) > MAX_EXPRESSION_LENGTH:
-        raise FilterExpressionError(f"the expression is {len(expression)} characters; the limit is {MAX_EXPRESSION_LENGTH}",
-                                    expression=expression[:64] + "…", position=MAX_EXPRESSION_LENGTH)  # fmt: skip
+        raise FilterExpressionError(
+            f"the expression is {len(expression)} characters; the limit is {MAX_EXPRESSION_LENGTH}",
+            expression=expression[:64] + "…",
+            position=MAX_EXPRESSION_LENGTH,
+        )
 
 
 def check_tags(expression: str, tags: list[str]) -> None:
@@ -47,8 +50,11 @@ def check_tags(expression: str, tags: list[str]) -> None:
         raise FilterExpressionError(f"{len(tags)} tags; the limit is {MAX_IN_ITEMS}", expression=expression)
     for tag in tags:
         if len(tag) > MAX_LITERAL_LENGTH:
-            raise FilterExpressionError(f"a tag of {len(tag)} characters; the limit is {MAX_LITERAL_LENGTH}",
-                                        expression=expression, position=expression.find(tag))  # fmt: skip
+            raise FilterExpressionError(
+                f"a tag of {len(tag)} characters; the limit is {MAX_LITERAL_LENGTH}",
+                expression=expression,
+                position=expression.find(tag),
+            )
 
 
 def check_tree(expression: str, tree: list[Any]) -> None:
@@ -69,24 +75,31 @@ def check_tree(expression: str, tree: list[Any]) -> None:
             _literal(expression, node[1])
         elif kind in ("in", "not_in"):
             if len(node[2]) > MAX_IN_ITEMS:
-                raise FilterExpressionError(f"an IN list of {len(node[2])} items; the limit is {MAX_IN_ITEMS}",
-                                            expression=expression)  # fmt: skip
+                raise FilterExpressionError(
+                    f"an IN list of {len(node[2])} items; the limit is {MAX_IN_ITEMS}", expression=expression
+                )
             for item in node[2]:
                 _literal(expression, item)
         elif kind in _TEXT_TESTS:
             _literal(expression, node[2])
             text_tests += 1
             if text_tests > MAX_TEXT_TESTS:
-                raise FilterExpressionError(f"more than {MAX_TEXT_TESTS} CONTAINS/STARTSWITH/ENDSWITH tests",
-                                            expression=expression[:64] + "…")  # fmt: skip
+                raise FilterExpressionError(
+                    f"more than {MAX_TEXT_TESTS} CONTAINS/STARTSWITH/ENDSWITH tests", expression=expression[:64] + "…"
+                )
             pattern_chars += len(node[2])
             if pattern_chars > MAX_PATTERN_CHARS:
-                raise FilterExpressionError(f"CONTAINS/STARTSWITH/ENDSWITH patterns of more than {MAX_PATTERN_CHARS} "
-                                            "characters together", expression=expression[:64] + "…")  # fmt: skip
+                raise FilterExpressionError(
+                    f"CONTAINS/STARTSWITH/ENDSWITH patterns of more than {MAX_PATTERN_CHARS} characters together",
+                    expression=expression[:64] + "…",
+                )
         stack.extend((child, depth + 1) for child in node[1:] if isinstance(child, list))
 
 
 def _literal(expression: str, value: Any) -> None:
     if isinstance(value, str) and len(value) > MAX_LITERAL_LENGTH:
-        raise FilterExpressionError(f"a string literal of {len(value)} characters; the limit is {MAX_LITERAL_LENGTH}",
-                                    expression=expression[:64] + "…", position=max(0, expression.find(value[:16])))  # fmt: skip
+        raise FilterExpressionError(
+            f"a string literal of {len(value)} characters; the limit is {MAX_LITERAL_LENGTH}",
+            expression=expression[:64] + "…",
+            position=max(0, expression.find(value[:16])),
+        )

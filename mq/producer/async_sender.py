@@ -79,9 +79,14 @@ class AsyncSender:
             self._send(batch)
         except Exception as e:
             unfinished = [r for r in batch if not r.future.done()]
-            log.error("async sender: a round of %d send(s) failed unexpectedly; failing %d unfinished send(s) "
-                      "(msg ids %s): %r", len(batch), len(unfinished), ", ".join(r.msg_id for r in unfinished[:5]),
-                      e, exc_info=True)  # fmt: skip
+            log.error(
+                "async sender: a round of %d send(s) failed unexpectedly; failing %d unfinished send(s) (msg ids %s): %r",
+                len(batch),
+                len(unfinished),
+                ", ".join(r.msg_id for r in unfinished[:5]),
+                e,
+                exc_info=True,
+            )
             for r in unfinished:
                 self._fail(r, e)
 

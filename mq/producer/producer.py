@@ -38,6 +38,7 @@ DELAY_LEVELS_TTL_S = 30.0
 
 _NOT_STARTED = "the producer is not started: call start() or use it as a context manager"
 
+
 class Producer:
     """Sends messages to topics.
 
@@ -155,9 +156,14 @@ class Producer:
         return result
 
     def send_async(
-        self, msg: Message, *, queue: MessageQueue | None = None, selector: Selector | None = None, arg: Any = None,
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: Selector | None = None,
+        arg: Any = None,
         timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
-    ) -> Future[SendResult]:  # fmt: skip
+    ) -> Future[SendResult]:
         """Send ``msg`` without waiting; the future resolves to the :class:`SendResult` or the error.
 
         Bad input raises here at once. Sends waiting at the same time share one pipeline.
@@ -216,11 +222,26 @@ class Producer:
         """Record a stored send in the message trace (when tracing is on; a delayed one is traced on delivery)."""
         if result.queue_offset >= 0 and self._tracer.active:
             cost_ms = (time.monotonic() - began) * 1000
-            self._tracer.sent(request.topic, result.message_queue.queue_id, result.queue_offset, request.msg_ids,
-                              self._tracer.now_ms() - int(cost_ms), cost_ms)  # fmt: skip
+            self._tracer.sent(
+                request.topic,
+                result.message_queue.queue_id,
+                result.queue_offset,
+                request.msg_ids,
+                self._tracer.now_ms() - int(cost_ms),
+                cost_ms,
+            )
 
-    def _request(self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float,
-                 *, oneway: bool = False, carried: dict[str, str] | None = None) -> SendRequest:  # fmt: skip
+    def _request(
+        self,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: Selector | None,
+        arg: Any,
+        timeout_s: float,
+        *,
+        oneway: bool = False,
+        carried: dict[str, str] | None = None,
+    ) -> SendRequest:
         """The request of one checked message (raises MQClientError for bad input, before any I/O);
         ``carried``: the trace context stored with it."""
         if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s < float("inf"):
@@ -228,13 +249,29 @@ class Producer:
         due_ms = self._check(msg)
         msg_id = new_msg_id()
         encoded = codec.encode(msg, msg_id, extra_properties=carried)
-        return SendRequest(msg.topic, [encoded], [msg_id], msg, time.monotonic() + timeout_s,
-                           queue=queue, selector=selector, arg=arg, due_ms=due_ms, oneway=oneway)  # fmt: skip
+        return SendRequest(
+            msg.topic,
+            [encoded],
+            [msg_id],
+            msg,
+            time.monotonic() + timeout_s,
+            queue=queue,
+            selector=selector,
+            arg=arg,
+            due_ms=due_ms,
+            oneway=oneway,
+        )
 
     def _enqueue(
-        self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float, *,
+        self,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: Selector | None,
+        arg: Any,
+        timeout_s: float,
+        *,
         oneway: bool,
-    ) -> Future[SendResult]:  # fmt: skip
+    ) -> Future[SendResult]:
         sender = self._sender
         if sender is None:
             raise MQClientError(_NOT_STARTED)
@@ -244,12 +281,14 @@ class Producer:
             if self._tracer.active:
                 began = time.monotonic()
                 request.future.add_done_callback(
-                    lambda f: None if f.exception() else self._trace_sent(request, f.result(), began))
+                    lambda f: None if f.exception() else self._trace_sent(request, f.result(), began)
+                )
             sender.submit(request)
         return request.future
 
-    def _fixed_queue(self, route: TopicRoute, msg: Message, queue: MessageQueue | None, selector: Selector | None,
-                     arg: Any) -> MessageQueue | None:  # fmt: skip
+    def _fixed_queue(
+        self, route: TopicRoute, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any
+    ) -> MessageQueue | None:
         """The queue an explicit ``queue`` or a selector names, or None for the default choice."""
         if queue is not None:
             if not isinstance(queue, MessageQueue) or queue.topic != msg.topic:
@@ -286,8 +325,9 @@ class Producer:
 
     def _select_for_async(self, request: SendRequest) -> MessageQueue:
         route = self._routes.get(request.topic)
-        return self._fixed_queue(route, request.first, request.queue, request.selector, request.arg) or \
-            self._select_default(route, None)  # fmt: skip
+        return self._fixed_queue(route, request.first, request.queue, request.selector, request.arg) or self._select_default(
+            route, None
+        )
 
     def _send(self, request: SendRequest) -> SendResult:
         """Run ``request`` with retries (the sync path, and the async path's fallback).
@@ -303,15 +343,18 @@ class Producer:
             try:
                 confirmed &= self._put_with_retries(request, chunk, mq)[2]
             except MQError as e:
-                raise MQBrokerError(f"batch to {request.topic!r} partly stored: the first {stored} of "
-                                    f"{len(request.encoded)} messages are in {mq} from offset {offset}; "
-                                    f"the rest were not stored: {e}") from e  # fmt: skip
+                raise MQBrokerError(
+                    f"batch to {request.topic!r} partly stored: the first {stored} of "
+                    f"{len(request.encoded)} messages are in {mq} from offset {offset}; "
+                    f"the rest were not stored: {e}"
+                ) from e
             stored += len(chunk)
         status = SendStatus.SEND_OK if confirmed else SendStatus.FLUSH_SLAVE_TIMEOUT
         return SendResult(status, request.msg_id, mq, offset)
 
-    def _put_with_retries(self, request: SendRequest, encoded: list[list[Any]],
-                          pinned: MessageQueue | None) -> tuple[MessageQueue, int, bool]:  # fmt: skip
+    def _put_with_retries(
+        self, request: SendRequest, encoded: list[list[Any]], pinned: MessageQueue | None
+    ) -> tuple[MessageQueue, int, bool]:
         """Store ``encoded`` (all of ``request`` or one chunk of it); ``(queue, first offset, confirmed)``
         — not confirmed: stored on the master, but fewer than ``sync_replicas`` replicas confirmed in time
         (not retried: that would store it twice)."""

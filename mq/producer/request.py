@@ -66,8 +66,7 @@ class SendRequest:
 
 def encoded_size(encoded: list[Any]) -> int:
     """Bytes of one encoded message's field values, as the put script counts them (numbers as digits)."""
-    return sum(len(v.encode()) if isinstance(v, str) else len(v) if isinstance(v, bytes) else len(str(v))
-               for v in encoded[2::2])  # fmt: skip
+    return sum(len(v.encode()) if isinstance(v, str) else len(v) if isinstance(v, bytes) else len(str(v)) for v in encoded[2::2])
 
 
 def encoded_keys(encoded: list[Any]) -> int:
@@ -86,8 +85,9 @@ def split_puts(encoded: Sequence[list[Any]]) -> list[list[list[Any]]]:
     run_bytes = run_keys = 0
     for fields in encoded:
         size, keys = encoded_size(fields), encoded_keys(fields)
-        if run and (len(run) >= PUT_CALL_MAX_MESSAGES or run_bytes + size > PUT_CALL_MAX_BYTES
-                    or run_keys + keys > PUT_CALL_MAX_KEYS):  # fmt: skip
+        if run and (
+            len(run) >= PUT_CALL_MAX_MESSAGES or run_bytes + size > PUT_CALL_MAX_BYTES or run_keys + keys > PUT_CALL_MAX_KEYS
+        ):
             out.append(run)
             run, run_bytes, run_keys = [], 0, 0
         run.append(fields)

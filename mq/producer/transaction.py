@@ -85,8 +85,7 @@ class TransactionProducer(Producer):
         **options: as :class:`Producer`.
     """
 
-    def __init__(self, group: str, url: str | None = None, *, checker: Checker, namespace: str = "mq",
-                 **options: Any) -> None:  # fmt: skip
+    def __init__(self, group: str, url: str | None = None, *, checker: Checker, namespace: str = "mq", **options: Any) -> None:
         if not callable(checker):
             raise MQClientError("checker must be a callable(msg) -> LocalTransactionState")
         super().__init__(group, url, namespace=namespace, **options)
@@ -119,9 +118,15 @@ class TransactionProducer(Producer):
         self._poll.close()
         super().shutdown()
 
-    def send_message_in_transaction(self, msg: Message, executor: Executor, arg: Any = None, *,
-                                    check_immunity_time_s: float | None = None,
-                                    timeout_s: float = DEFAULT_SEND_TIMEOUT_S) -> TransactionSendResult:  # fmt: skip
+    def send_message_in_transaction(
+        self,
+        msg: Message,
+        executor: Executor,
+        arg: Any = None,
+        *,
+        check_immunity_time_s: float | None = None,
+        timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+    ) -> TransactionSendResult:
         """Store ``msg`` as a half message, run ``executor(msg, arg)``, then commit or roll back.
 
         Args:
@@ -169,15 +174,21 @@ class TransactionProducer(Producer):
         transaction_id = f"{mq.topic}:{mq.queue_id}:{half_id}"
         return TransactionSendResult(status, msg_id, mq, offset, transaction_id, state)
 
-    def _outcome(self, topic: str, queue_id: int, msg_id: str, half_id: str,
-                 local: LocalTransactionState) -> tuple[LocalTransactionState, int]:  # fmt: skip
+    def _outcome(
+        self, topic: str, queue_id: int, msg_id: str, half_id: str, local: LocalTransactionState
+    ) -> tuple[LocalTransactionState, int]:
         """How a transaction the local end did not decide ended: committed (the message is in the log) or
         rolled back; ``(state, offset)``, with a warning when it differs from ``local``."""
         found = self._store.find_ids(topic, [queue_id], msg_id)
         state = LocalTransactionState.COMMIT_MESSAGE if found else LocalTransactionState.ROLLBACK_MESSAGE
         if state is not local:
-            log.warning("transaction %s was already ended as %s (by a check-back) when the local transaction "
-                        "returned %s: reported as %s", half_id, state.value, local.value, state.value)  # fmt: skip
+            log.warning(
+                "transaction %s was already ended as %s (by a check-back) when the local transaction returned %s: reported as %s",
+                half_id,
+                state.value,
+                local.value,
+                state.value,
+            )
         return state, found[0][1] if found else -1
 
     def _timeout_s(self) -> float:

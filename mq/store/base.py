@@ -73,9 +73,14 @@ class StoreBase:
             if isinstance(result, Exception) or acked >= sync.replicas:
                 out.append(result)
             else:
-                out.append(ReplicaAckTimeout(
-                    f"stored on the master, but {acked} of {sync.replicas} replica(s) confirmed within "
-                    f"{sync.timeout_ms} ms", result=result, acked=acked, wanted=sync.replicas))  # fmt: skip
+                out.append(
+                    ReplicaAckTimeout(
+                        f"stored on the master, but {acked} of {sync.replicas} replica(s) confirmed within {sync.timeout_ms} ms",
+                        result=result,
+                        acked=acked,
+                        wanted=sync.replicas,
+                    )
+                )
         return out
 
     def _write(self, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any:

@@ -97,12 +97,16 @@ class BrokerOps(StoreBase):
     def index_lower(self, index: str, queues: Sequence[tuple[str, int]], schedule: Callable[[QueueKeys], str]) -> None:
         """Lower each queue's score in ``index`` to the earliest item of its schedule zset
         (``schedule(queue keys)``: the timer or the half-message index), adding missing entries."""
-        firsts = all_or_raise(self._pipeline(
-            lambda p: [p.zrange(schedule(self.queue_keys(t, q)), 0, 0, withscores=True) for t, q in queues],
-            "re-reading queue schedules"))  # fmt: skip
+        firsts = all_or_raise(
+            self._pipeline(
+                lambda p: [p.zrange(schedule(self.queue_keys(t, q)), 0, 0, withscores=True) for t, q in queues],
+                "re-reading queue schedules",
+            )
+        )
         lowered = [(q, int(first[0][1])) for q, first in zip(queues, firsts) if first]
-        all_or_raise(self._pipeline(lambda p: [p.zadd(index, {timer_member(*q): at}, lt=True) for q, at in lowered],
-                                    "re-indexing queues"))  # fmt: skip
+        all_or_raise(
+            self._pipeline(lambda p: [p.zadd(index, {timer_member(*q): at}, lt=True) for q, at in lowered], "re-indexing queues")
+        )
 
     def index_first_ms(self, index: str) -> int | None:
         """The earliest score of ``index`` (ms), or None when it is empty."""
@@ -139,14 +143,18 @@ class BrokerOps(StoreBase):
 
     def group_offsets_of(self, queues: Sequence[tuple[str, int]]) -> list[dict[str, int]]:
         """Committed offset of every group on each queue ``(topic, queue_id)``."""
-        replies = all_or_raise(self._pipeline(lambda p: [p.hgetall(self.queue_keys(t, q).offsets) for t, q in queues],
-                                              "reading committed offsets"))  # fmt: skip
+        replies = all_or_raise(
+            self._pipeline(lambda p: [p.hgetall(self.queue_keys(t, q).offsets) for t, q in queues], "reading committed offsets")
+        )
         return [{g.decode(): int(o) for g, o in reply.items()} for reply in replies]
 
     def discarded_entries(self, queues: Sequence[tuple[str, int]]) -> list[list[tuple[bytes, dict[bytes, bytes]]]]:
         """The raw ``txdead`` entries of each queue (half messages rolled back after too many checks)."""
-        return all_or_raise(self._pipeline(lambda p: [p.xrange(self.queue_keys(t, q).txdead) for t, q in queues],
-                                           "reading discarded transactions"))  # fmt: skip
+        return all_or_raise(
+            self._pipeline(
+                lambda p: [p.xrange(self.queue_keys(t, q).txdead) for t, q in queues], "reading discarded transactions"
+            )
+        )
 
     def read_pages(self, topic: str, queue_id: int, pages: Sequence[tuple[int, int]]) -> list[MessageExt]:
         """The messages at offsets ``[first, last]`` of each page, one round trip for all pages."""

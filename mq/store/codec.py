@@ -97,8 +97,14 @@ def decode_entries(topic: str, queue_id: int, entries: Iterable[tuple[bytes, Any
         try:
             out.append(decode(topic, queue_id, entry_id, fields if isinstance(fields, dict) else _pairs(fields)))
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
-            log.error("skipping entry %s of %r queue %d: it is not a message this library wrote (%s: %s); "
-                      "consumers pass it by", _text(entry_id), topic, queue_id, type(e).__name__, e)  # fmt: skip
+            log.error(
+                "skipping entry %s of %r queue %d: it is not a message this library wrote (%s: %s); consumers pass it by",
+                _text(entry_id),
+                topic,
+                queue_id,
+                type(e).__name__,
+                e,
+            )
     return out
 
 

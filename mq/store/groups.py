@@ -92,8 +92,12 @@ class GroupOps(StoreBase):
         """Say ``client_id`` is alive (sending ``info_json`` unless ""), drop clients silent for
         ``timeout_ms``; returns the live members and the group's config."""
         keys = self.keys.group(group)
-        reply = self._script("heartbeat", [keys.clients, keys.info, keys.config],
-                             [client_id, info_json, int(timeout_ms)], f"heartbeat of group {group!r}")  # fmt: skip
+        reply = self._script(
+            "heartbeat",
+            [keys.clients, keys.info, keys.config],
+            [client_id, info_json, int(timeout_ms)],
+            f"heartbeat of group {group!r}",
+        )
         config = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1] or "")
         return Heartbeat(int(reply[0]), sorted(_text(c) for c in reply[3:]), config, int(reply[2]))
 
@@ -122,15 +126,17 @@ class GroupOps(StoreBase):
     def unregister_client(self, group: str, client_id: str) -> None:
         """Remove a client from its group at once (a clean shutdown)."""
         keys = self.keys.group(group)
-        all_or_raise(self._pipeline(lambda p: (p.zrem(keys.clients, client_id), p.hdel(keys.info, client_id)),
-                                    "unregistering"))  # fmt: skip
+        all_or_raise(self._pipeline(lambda p: (p.zrem(keys.clients, client_id), p.hdel(keys.info, client_id)), "unregistering"))
 
     def group_clients_raw(self, group: str) -> tuple[dict[str, str], dict[str, int]]:
         """The registry of ``group``: client id → info JSON, and client id → last heartbeat (server ms)."""
         keys = self.keys.group(group)
-        info, beats = all_or_raise(self._pipeline(
-            lambda p: (p.hgetall(keys.info), p.zrange(keys.clients, 0, -1, withscores=True)),
-            f"reading clients of group {group!r}"))  # fmt: skip
+        info, beats = all_or_raise(
+            self._pipeline(
+                lambda p: (p.hgetall(keys.info), p.zrange(keys.clients, 0, -1, withscores=True)),
+                f"reading clients of group {group!r}",
+            )
+        )
         return {_text(k): _text(v) for k, v in info.items()}, {_text(c): int(s) for c, s in beats}
 
     def groups(self) -> list[str]:
@@ -156,16 +162,20 @@ class GroupOps(StoreBase):
     def save_group_config(self, group: str, config_json: str) -> bool:
         """Store the config of ``group`` (and list the group); True when it was new."""
         key = self.keys.group(group).config
-        added, _ = all_or_raise(self._pipeline(
-            lambda p: (p.hset(key, "json", config_json), p.sadd(self.keys.groups, group)),
-            f"saving the config of group {group!r}"))  # fmt: skip
+        added, _ = all_or_raise(
+            self._pipeline(
+                lambda p: (p.hset(key, "json", config_json), p.sadd(self.keys.groups, group)),
+                f"saving the config of group {group!r}",
+            )
+        )
         return bool(added)
 
     def delete_group_config(self, group: str) -> bool:
         """Delete the config of ``group`` and drop it from the group list; False when it had none."""
         key = self.keys.group(group).config
-        deleted, _ = all_or_raise(self._pipeline(lambda p: (p.hdel(key, "json"), p.srem(self.keys.groups, group)),
-                                                 f"deleting group {group!r}"))  # fmt: skip
+        deleted, _ = all_or_raise(
+            self._pipeline(lambda p: (p.hdel(key, "json"), p.srem(self.keys.groups, group)), f"deleting group {group!r}")
+        )
         return bool(deleted)
 
     # -- ownership ------------------------------------------------------------------------------
@@ -181,11 +191,18 @@ class GroupOps(StoreBase):
     def release_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> bool:
         """Commit ``offset`` (None: nothing) and give ``queue`` up, if the caller owns it (release-queue.lua)."""
         keys = self.queue_keys(queue.topic, queue.queue_id)
-        return bool(self._script("release-queue", [keys.owners, keys.offsets],
-                                 [group, client_id, "" if offset is None else int(offset)], f"releasing {queue}"))  # fmt: skip
+        return bool(
+            self._script(
+                "release-queue",
+                [keys.owners, keys.offsets],
+                [group, client_id, "" if offset is None else int(offset)],
+                f"releasing {queue}",
+            )
+        )
 
-    def lock_queues(self, group: str, client_id: str, queues: Sequence[MessageQueue], ttl_ms: int, *,
-                    sync: SyncReplicas | None = None) -> list[bool]:  # fmt: skip
+    def lock_queues(
+        self, group: str, client_id: str, queues: Sequence[MessageQueue], ttl_ms: int, *, sync: SyncReplicas | None = None
+    ) -> list[bool]:
         """Take or renew the orderly locks of ``queues`` (lock-queue.lua); True where the caller holds it.
 
         With ``sync`` (replicas ≥ 1), ``WAIT`` goes in the same pipeline and a lock counts as held only
@@ -207,21 +224,31 @@ class GroupOps(StoreBase):
     def unlock_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> bool:
         """Release the caller's lock of ``queue``, committing ``offset`` (None: nothing) with it."""
         keys = self.queue_keys(queue.topic, queue.queue_id)
-        return bool(self._script("unlock-queue", [keys.lock(group), keys.offsets],
-                                 [client_id, group, "" if offset is None else int(offset)], f"unlocking {queue}"))  # fmt: skip
+        return bool(
+            self._script(
+                "unlock-queue",
+                [keys.lock(group), keys.offsets],
+                [client_id, group, "" if offset is None else int(offset)],
+                f"unlocking {queue}",
+            )
+        )
 
     # -- offsets --------------------------------------------------------------------------------
 
     def read_offsets(self, group: str, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
         """Committed offsets of ``group`` on ``queues`` (queues without one are left out)."""
         qs = list(queues)
-        values = all_or_raise(self._pipeline(
-            lambda p: [p.hget(self.queue_keys(q.topic, q.queue_id).offsets, group) for q in qs],
-            f"reading offsets of group {group!r}"))  # fmt: skip
+        values = all_or_raise(
+            self._pipeline(
+                lambda p: [p.hget(self.queue_keys(q.topic, q.queue_id).offsets, group) for q in qs],
+                f"reading offsets of group {group!r}",
+            )
+        )
         return {q: int(v) for q, v in zip(qs, values) if v is not None}
 
-    def commit_offsets(self, group: str, offsets: Mapping[MessageQueue, int], *, guard: str = NO_GUARD,
-                       client_id: str = "") -> dict[MessageQueue, bool]:  # fmt: skip
+    def commit_offsets(
+        self, group: str, offsets: Mapping[MessageQueue, int], *, guard: str = NO_GUARD, client_id: str = ""
+    ) -> dict[MessageQueue, bool]:
         """Commit offsets of ``group``, each only while ``guard`` holds for ``client_id``
         (commit-offset.lua); False for a queue whose guard did not hold (nothing written there)."""
         qs = list(offsets)
@@ -249,8 +276,12 @@ class GroupOps(StoreBase):
     def group_since(self, group: str, topic: str, now_ms: int) -> int:
         """When ``group`` first consumed ``topic`` (ms): ``now_ms`` unless a member recorded it before."""
         key = self.keys.group(group).since
-        _, since = all_or_raise(self._pipeline(lambda p: (p.hsetnx(key, topic, int(now_ms)), p.hget(key, topic)),
-                                               f"reading when group {group!r} began on {topic!r}"))  # fmt: skip
+        _, since = all_or_raise(
+            self._pipeline(
+                lambda p: (p.hsetnx(key, topic, int(now_ms)), p.hget(key, topic)),
+                f"reading when group {group!r} began on {topic!r}",
+            )
+        )
         return int(since)
 
     # -- reading --------------------------------------------------------------------------------
@@ -259,11 +290,24 @@ class GroupOps(StoreBase):
         """Run ``pull-messages`` for several queues in one pipeline (filtering in the store, committing
         each request's offset); each slot holds a result or the store's error for that queue."""
         calls: list[ScriptCall] = [
-            ("pull-messages", self.queue_keys(p.topic, p.queue_id).pull(p.group, p.guard),
-             [p.offset, p.max_messages, p.max_scan, p.filter_type, p.filter_data, p.max_bytes, p.group,
-              "" if p.commit is None else int(p.commit), p.guard, p.client_id])
+            (
+                "pull-messages",
+                self.queue_keys(p.topic, p.queue_id).pull(p.group, p.guard),
+                [
+                    p.offset,
+                    p.max_messages,
+                    p.max_scan,
+                    p.filter_type,
+                    p.filter_data,
+                    p.max_bytes,
+                    p.group,
+                    "" if p.commit is None else int(p.commit),
+                    p.guard,
+                    p.client_id,
+                ],
+            )
             for p in pulls
-        ]  # fmt: skip
+        ]
         out: list[PullResult | MQBrokerError] = []
         for p, reply in zip(pulls, self._scripts(calls, "pulling messages")):
             if isinstance(reply, MQBrokerError):
@@ -273,8 +317,9 @@ class GroupOps(StoreBase):
             out.append(PullResult(msgs, int(reply[0]), int(reply[1]), reply[2] == 1))
         return out
 
-    def wait_for_messages(self, queue: MessageQueue, offset: int, count: int,
-                          block_ms: int) -> tuple[list[MessageExt], int] | None:  # fmt: skip
+    def wait_for_messages(
+        self, queue: MessageQueue, offset: int, count: int, block_ms: int
+    ) -> tuple[list[MessageExt], int] | None:
         """Block up to ``block_ms`` until ``queue`` has a message at or after ``offset``; returns up to
         ``count`` of them unfiltered with the offset after the last entry read, or None when none
         arrived (``XREAD BLOCK``; use a connection whose reply timeout is longer than ``block_ms``)."""
@@ -295,12 +340,31 @@ class GroupOps(StoreBase):
 
     # -- simple consumers -----------------------------------------------------------------------
 
-    def receive_simple(self, group: str, queue: MessageQueue, *, now_ms: int, invisible_ms: int, max_messages: int,
-                       max_attempts: int, filter_type: str, filter_data: str, max_scan: int) -> list[SimpleDelivery]:  # fmt: skip
+    def receive_simple(
+        self,
+        group: str,
+        queue: MessageQueue,
+        *,
+        now_ms: int,
+        invisible_ms: int,
+        max_messages: int,
+        max_attempts: int,
+        filter_type: str,
+        filter_data: str,
+        max_scan: int,
+    ) -> list[SimpleDelivery]:
         """Hand out messages of one queue to a simple-consumer group (receive-simple.lua)."""
         keys = self.queue_keys(queue.topic, queue.queue_id).simple(group)
-        argv = [group, int(now_ms), int(invisible_ms), int(max_messages), int(max_attempts), filter_type, filter_data,
-                int(max_scan)]  # fmt: skip
+        argv = [
+            group,
+            int(now_ms),
+            int(invisible_ms),
+            int(max_messages),
+            int(max_attempts),
+            filter_type,
+            filter_data,
+            int(max_scan),
+        ]
         reply = self._script("receive-simple", keys, argv, f"receiving from {queue}")
         out = []
         for kind, offset, attempt, visible_at, fields in reply:

@@ -81,8 +81,13 @@ def _load_all() -> dict[str, Script]:
         source = _expand(entry.read_text(encoding="utf-8"), folder)
         sha = hashlib.sha1(source.encode()).hexdigest()
         header = source.split("]]", 1)[0]
-        flags = tuple(f.strip() for line in header.splitlines() if line.strip().startswith("Flags:")
-                      for f in line.strip().removeprefix("Flags:").split("(")[0].split(",") if f.strip())  # fmt: skip
+        flags = tuple(
+            f.strip()
+            for line in header.splitlines()
+            if line.strip().startswith("Flags:")
+            for f in line.strip().removeprefix("Flags:").split("(")[0].split(",")
+            if f.strip()
+        )
         scripts[name] = Script(name=name, numkeys=int(numkeys), source=source, sha=sha, flags=flags)
     return scripts
 

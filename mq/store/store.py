@@ -170,13 +170,15 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
         keys = self.queue_keys(topic, queue_id)
         return self._put_pending(topic, queue_id, encoded, first_check_ms, keys.half, keys.halfidx, self.keys.halves)
 
-    def _put_pending(self, topic: str, queue_id: int, encoded: list[Any], at_ms: int, stream: str, schedule: str,
-                     index: str) -> str:  # fmt: skip
+    def _put_pending(
+        self, topic: str, queue_id: int, encoded: list[Any], at_ms: int, stream: str, schedule: str, index: str
+    ) -> str:
         unconfirmed: ReplicaAckTimeout | None = None
         with self._errors(f"storing a pending message in {topic!r} queue {queue_id}"):
             try:
-                result = self._write("put-pending", [self.queue_keys(topic, queue_id).meta, stream, schedule],
-                                     [int(at_ms), *encoded[1:]])  # fmt: skip
+                result = self._write(
+                    "put-pending", [self.queue_keys(topic, queue_id).meta, stream, schedule], [int(at_ms), *encoded[1:]]
+                )
             except ReplicaAckTimeout as e:
                 result, unconfirmed = e.result, e
             if result in (scripts.QUEUE_MISSING, scripts.QUEUE_NOT_WRITABLE):
@@ -203,14 +205,19 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
         keys = self.queue_keys(topic, queue_id)
         with self._errors(f"ending a transaction in {topic!r} queue {queue_id}"):
             try:
-                done, offset = self._write("end-transaction", keys.end_transaction(),
-                                           ["commit" if commit else "rollback", half_id])  # fmt: skip
+                done, offset = self._write(
+                    "end-transaction", keys.end_transaction(), ["commit" if commit else "rollback", half_id]
+                )
             except ReplicaAckTimeout as e:
                 e.result = (bool(e.result[0]), int(e.result[1]))
                 raise
         if int(done) == END_DISCARDED:
-            log.error("half message %s of %r queue %d is malformed: discarded instead of committed "
-                      "(see Admin.discarded_transactions)", half_id, topic, queue_id)  # fmt: skip
+            log.error(
+                "half message %s of %r queue %d is malformed: discarded instead of committed (see Admin.discarded_transactions)",
+                half_id,
+                topic,
+                queue_id,
+            )
         return bool(done), int(offset)
 
     def read_half(self, topic: str, queue_id: int, half_id: str) -> MessageExt | None:
@@ -221,8 +228,9 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
             return None
         return decode_half(topic, queue_id, half_id, entries[0][1])
 
-    def check_halves(self, queues: Sequence[tuple[str, int]], now_ms: int, interval_ms: int, check_max: int,
-                     reserve_ms: int, limit: int) -> list[tuple[int, list[tuple[str, str, int]]]]:  # fmt: skip
+    def check_halves(
+        self, queues: Sequence[tuple[str, int]], now_ms: int, interval_ms: int, check_max: int, reserve_ms: int, limit: int
+    ) -> list[tuple[int, list[tuple[str, str, int]]]]:
         """Count and take the half messages due for a check-back; per queue ``(next_ms, [(kind, id, checks)])``."""
         calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
             ("check-halves", self.queue_keys(t, q).check_halves(), [now_ms, interval_ms, check_max, reserve_ms, limit])
@@ -282,8 +290,9 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
         removed = 0
         with self._errors(f"trimming {topic!r} queue {queue_id}"):
             while True:
-                count, more = scripts.run(self._client, "trim-queue", [keys.log, keys.ids, keys.keys],
-                                          [int(cutoff_ms), int(limit)])  # fmt: skip
+                count, more = scripts.run(
+                    self._client, "trim-queue", [keys.log, keys.ids, keys.keys], [int(cutoff_ms), int(limit)]
+                )
                 removed += int(count)
                 if not more:
                     return removed

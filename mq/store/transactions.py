@@ -29,15 +29,19 @@ class TransactionOps(StoreBase):
     def ask_check(self, group: str, topic: str, queue_id: int, half_id: str, checks: int) -> None:
         """Post a check-back request for half message ``half_id`` to producer group ``group``."""
         with self._errors(f"asking producer group {group!r}"):
-            self._client.xadd(self.keys.group(group).txcheck,
-                              {"topic": topic, "queue_id": queue_id, "half_id": half_id, "checks": checks},
-                              maxlen=CHECK_STREAM_MAXLEN, approximate=True)  # fmt: skip
+            self._client.xadd(
+                self.keys.group(group).txcheck,
+                {"topic": topic, "queue_id": queue_id, "half_id": half_id, "checks": checks},
+                maxlen=CHECK_STREAM_MAXLEN,
+                approximate=True,
+            )
 
     def read_checks(self, group: str, consumer: str, count: int, block_ms: int) -> list[tuple[bytes, dict[bytes, bytes]]]:
         """Up to ``count`` new check-back requests for ``consumer`` of ``group``, waiting up to ``block_ms``."""
         with self._errors(f"reading check-backs of {group!r}"):
-            replies = self._client.xreadgroup(CHECKERS, consumer, {self.keys.group(group).txcheck: ">"}, count=count,
-                                              block=block_ms)  # fmt: skip
+            replies = self._client.xreadgroup(
+                CHECKERS, consumer, {self.keys.group(group).txcheck: ">"}, count=count, block=block_ms
+            )
         return [(entry_id, fields) for _, entries in replies or [] for entry_id, fields in entries]
 
     def ack_check(self, group: str, entry_id: bytes) -> None:

@@ -31,8 +31,7 @@ def main(argv: Sequence[str] | None = None, session: SparkSession | None = None)
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in (*JOBS, "all"):
-        print(f"usage: python -m spark.jobs {{{','.join(JOBS)},all}} --url URL [--namespace NS] [--out DIR] ...",
-              file=sys.stderr)  # fmt: skip
+        print(f"usage: python -m spark.jobs {{{','.join(JOBS)},all}} --url URL [--namespace NS] [--out DIR] ...", file=sys.stderr)
         return 2
     names = JOBS if args[0] == "all" else (args[0],)
     if session is not None or len(names) == 1:

@@ -42,10 +42,16 @@ def build(session: SparkSession, args: runner.JobArgs) -> DataFrame:
         )
         .groupBy("group", "topic", "reason")
         .agg(F.count(F.lit(1)).alias("messages"), F.min("store_timestamp").alias("first"), F.max("store_timestamp").alias("last"))
-        .select("group", "topic", "reason", "messages", runner.iso_utc(F.col("first")).alias("first_stored"),
-                runner.iso_utc(F.col("last")).alias("last_stored"))
+        .select(
+            "group",
+            "topic",
+            "reason",
+            "messages",
+            runner.iso_utc(F.col("first")).alias("first_stored"),
+            runner.iso_utc(F.col("last")).alias("last_stored"),
+        )
         .orderBy("group", "topic", "reason")
-    )  # fmt: skip
+    )
 
 
 def draw(rows: list[Row], png: pathlib.Path) -> pathlib.Path:

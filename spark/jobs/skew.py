@@ -41,15 +41,21 @@ def build(session: SparkSession, args: runner.JobArgs) -> DataFrame:
     )
     split = (
         by_key.where(F.col("key").isNotNull())
-        .groupBy("topic", "key").agg(F.countDistinct("queue_id").alias("queues"))
-        .where(F.col("queues") > 1).select("topic", "key", F.lit(1).alias("split"))
-    )  # fmt: skip
+        .groupBy("topic", "key")
+        .agg(F.countDistinct("queue_id").alias("queues"))
+        .where(F.col("queues") > 1)
+        .select("topic", "key", F.lit(1).alias("split"))
+    )
     per_queue = (
         by_key.join(split, ["topic", "key"], "left")
         .groupBy("topic", "queue_id")
-        .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"),
-             F.count("key").alias("distinct_keys"), F.count("split").alias("split_keys"))
-    )  # fmt: skip
+        .agg(
+            F.sum("messages").alias("messages"),
+            F.sum("bytes").alias("bytes"),
+            F.count("key").alias("distinct_keys"),
+            F.count("split").alias("split_keys"),
+        )
+    )
     queues = args.read(session, "topics").select("topic", "queue_id", "writable")
     filled = queues.join(per_queue, ["topic", "queue_id"], "left").fillna(0, ["messages", "bytes", "distinct_keys", "split_keys"])
     totals = filled.groupBy("topic").agg(
@@ -59,15 +65,20 @@ def build(session: SparkSession, args: runner.JobArgs) -> DataFrame:
     return (
         filled.join(totals, "topic")
         .select(
-            "topic", "queue_id", "writable", F.col("messages").cast("long").alias("messages"),
+            "topic",
+            "queue_id",
+            "writable",
+            F.col("messages").cast("long").alias("messages"),
             F.col("bytes").cast("long").alias("bytes"),
             F.round(F.when(F.col("total") > 0, F.col("messages") / F.col("total")).otherwise(0.0), 4).alias("share"),
-            F.round(F.when(F.col("total") > 0, F.col("messages") * F.col("even_over") / F.col("total")).otherwise(0.0), 3)
-            .alias("skew"),
-            F.col("distinct_keys").cast("long").alias("distinct_keys"), F.col("split_keys").cast("long").alias("split_keys"),
+            F.round(F.when(F.col("total") > 0, F.col("messages") * F.col("even_over") / F.col("total")).otherwise(0.0), 3).alias(
+                "skew"
+            ),
+            F.col("distinct_keys").cast("long").alias("distinct_keys"),
+            F.col("split_keys").cast("long").alias("split_keys"),
         )
         .orderBy("topic", "queue_id")
-    )  # fmt: skip
+    )
 
 
 def draw(rows: list[Row], png: pathlib.Path) -> pathlib.Path:

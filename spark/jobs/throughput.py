@@ -50,12 +50,16 @@ def build(session: SparkSession, args: runner.JobArgs) -> DataFrame:
         per_second.groupBy("topic", "queue_id", start.alias("start_s"))
         .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
         .select(
-            "topic", "queue_id", runner.iso_utc(F.timestamp_seconds("start_s")).alias("bucket_start"),
-            F.lit(bucket_s).alias("bucket_s"), "messages", "bytes",
+            "topic",
+            "queue_id",
+            runner.iso_utc(F.timestamp_seconds("start_s")).alias("bucket_start"),
+            F.lit(bucket_s).alias("bucket_s"),
+            "messages",
+            "bytes",
             F.round(F.col("messages") / bucket_s, 3).alias("messages_per_s"),
         )
         .orderBy("topic", "bucket_start", "queue_id")
-    )  # fmt: skip
+    )
 
 
 def draw(rows: list[Row], png: pathlib.Path) -> pathlib.Path:
