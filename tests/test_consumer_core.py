@@ -401,3 +401,108 @@ def test_a_consumer_starts_and_consumes_on_a_full_store(namespace: str) -> None:
             wait_for(lambda: len(got) >= 20, 15, "the stored messages consumed on a full store")
         assert sorted(got) == sorted(b"%d" % i for i in range(20))
         client.close()
+
+
+@pytest.mark.parametrize("orderly", [False, True], ids=["concurrent", "orderly"])
+def test_shutdown_returns_within_its_bound_when_a_listener_never_returns(
+    redis_server, namespace: str, orderly: bool, caplog: pytest.LogCaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue 13, finding 8: a listener stuck forever no longer makes shutdown() hang."""
+    from mq import ConsumeOrderlyStatus
+
+    url = redis_server.url
+    Admin(url, namespace).create_topic("H", read_queues=1, write_queues=1)
+    release = threading.Event()
+    entered = threading.Event()
+
+    def stuck(msgs, ctx):  # type: ignore[no-untyped-def]
+        entered.set()
+        release.wait(60)
+        return ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("hg", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("H")
+    (consumer.register_orderly_listener if orderly else consumer.register_message_listener)(stuck)
+    _fill(url, namespace, "H", 3)
+    try:
+        consumer.start()
+        assert entered.wait(15)
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="mq.consumer"):
+            clean = consumer.shutdown(timeout_s=2.0)
+        took = time.monotonic() - started
+        assert clean is False and took < 2.0 + 3.0, took
+        assert any("still run" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    finally:
+        release.set()
+    # nothing of the stuck call was committed: it is delivered again
+    assert Admin(url, namespace).consumer_progress("hg", "H")[0].consumer_offset in (-1, 0)
+
+
+def test_a_listener_raising_system_exit_counts_as_a_failure(
+    redis_server, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue 13, finding 9: SystemExit / KeyboardInterrupt from a listener is logged and retried like
+    any failure; the queue's offset moves on past it."""
+    url = redis_server.url
+    admin = Admin(url, namespace)
+    admin.create_topic("SX", read_queues=1, write_queues=1)
+    _fill(url, namespace, "SX", 50)
+    raised: list[bool] = []
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        if msgs[0].queue_offset == 0 and not raised:
+            raised.append(True)
+            raise SystemExit(3)
+        if msgs[0].queue_offset == 1 and len(raised) == 1:
+            raised.append(True)
+            raise KeyboardInterrupt
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("sx", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("SX")
+    consumer.register_message_listener(listener)
+    with caplog.at_level(logging.ERROR, logger="mq.consumer"), consumer:
+        wait_for(lambda: admin.consumer_progress("sx", "SX")[0].consumer_offset == 50, 15, "the offset past all 50")
+    assert len(raised) == 2
+    assert any("SystemExit" in r.getMessage() for r in caplog.records)
+    assert any("KeyboardInterrupt" in r.getMessage() for r in caplog.records)
+    retried = Store(Connection(url, namespace)).queue_stats("%RETRY%sx", [0])[0]
+    assert retried.max_offset == 0  # sent back as delayed retries (the broker delivers them later)
+    client = raw_client(url)
+    assert client.zcard(Store(Connection(url, namespace)).queue_keys("%RETRY%sx", 0).timer) == 2
+    client.close()
+
+
+def test_an_idle_consumers_waiter_passes_a_non_utf8_entry_and_delivers_the_next(
+    redis_server, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue 13, finding 10: a non-UTF-8 field reaching a caught-up queue's long-poll waiter."""
+    url = redis_server.url
+    Admin(url, namespace).create_topic("NU", read_queues=1, write_queues=1)
+    got: list[bytes] = []
+    consumer = PushConsumer("nu", url, namespace=namespace)
+    consumer.subscribe("NU")
+    consumer.register_message_listener(
+        lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    )
+    with caplog.at_level(logging.ERROR, logger="mq.store"), consumer:
+        time.sleep(1.5)  # caught up: its waiter blocks in XREAD
+        client = raw_client(url)
+        keys = Connection(url, namespace).keys.queue("NU", 0)
+        seq = int(client.hget(keys.meta, "seq") or 0)
+        client.xadd(keys.log, {"i": "x", "b": "y", "bt": "1", "st": "1", "t": b"\xff"}, id=f"0-{seq + 1}")
+        client.hset(keys.meta, "seq", seq + 1)
+        client.close()
+        time.sleep(0.5)
+        _fill(url, namespace, "NU", 1)
+        wait_for(lambda: got == [b"0"], 10, "the good message after the bad entry")
+    assert any("not a message this library wrote" in r.getMessage() for r in caplog.records)
+
+
+def test_a_simple_consumer_started_on_a_missing_topic_leaves_no_member(redis_server, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    url = redis_server.url
+    sc = SimpleConsumer("ghost", url, namespace=namespace, subscriptions={"nope": "*"})
+    with pytest.raises(MQClientError, match="does not exist"):
+        sc.start()
+    assert Admin(url, namespace).consumer_connections("ghost") == []
