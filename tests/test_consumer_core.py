@@ -506,3 +506,46 @@ def test_a_simple_consumer_started_on_a_missing_topic_leaves_no_member(redis_ser
     with pytest.raises(MQClientError, match="does not exist"):
         sc.start()
     assert Admin(url, namespace).consumer_connections("ghost") == []
+
+
+def test_producers_reread_delay_levels_and_time_delays_on_the_stores_clock(
+    backend_url: str, namespace: str, admin: Admin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Delay levels were cached forever by producers, and delayed sends were timed on the sender's clock."""
+    import mq.producer.producer as producer_module
+
+    admin.create_topic("DL", read_queues=1, write_queues=1)
+    store = Store(Connection(backend_url, namespace))
+    timer = store.queue_keys("DL", 0).timer
+    client = raw_client(backend_url)
+
+    def last_due_ahead_ms() -> int:
+        [(_, due)] = client.zrange(timer, -1, -1, withscores=True)
+        return int(due) - store.server_time_ms()
+
+    monkeypatch.setattr(producer_module, "DELAY_LEVELS_TTL_S", 0.2, raising=False)
+    with Producer("p", backend_url, namespace=namespace) as producer:
+        real_time = time.time
+        monkeypatch.setattr(time, "time", lambda: real_time() + 3600)  # this host runs an hour ahead
+        producer.send(Message("DL", b"a", delay_level=1))  # default level 1: 1 s
+        assert 0 <= last_due_ahead_ms() <= 1500
+        store.publish_settings({"message_delay_level": "7s 8s"})  # a broker service publishes new levels
+        time.sleep(0.3)
+        producer.send(Message("DL", b"b", delay_level=1))
+        assert 6000 <= last_due_ahead_ms() <= 7500
+    client.close()
+
+
+def test_the_timer_sweep_reindexes_queues_of_a_shrunk_topic(backend_url: str, namespace: str, admin: Admin) -> None:
+    from scheduler.index import QueueIndex
+
+    admin.create_topic("SW", read_queues=4, write_queues=4)
+    with Producer("p", backend_url, namespace=namespace) as producer:
+        producer.send(Message("SW", b"later", delay_level=5), queue=MessageQueue("SW", "broker-a", 3))
+    admin.update_topic("SW", read_queues=2, write_queues=2)
+    store = Store(Connection(backend_url, namespace))
+    client = raw_client(backend_url)
+    client.delete(store.keys.timers)  # the index write was lost (a producer crashed between its writes)
+    QueueIndex(store, store.keys.timers, lambda keys: keys.timer).sweep()
+    assert [m.decode() for m in client.zrange(store.keys.timers, 0, -1)] == ["SW\x1f3"]
+    client.close()
