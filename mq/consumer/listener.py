@@ -4,6 +4,7 @@ even ``SystemExit`` or ``KeyboardInterrupt``, or an answer that is not a status 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -32,13 +33,11 @@ def invoke(
 ) -> S:
     """``listener(msgs, ctx)`` between the hooks (in an OpenTelemetry ``process`` span when tracing is
     on); returns its status, or ``failure`` when it failed."""
-    if otel.enabled():
-        with otel.process_span(group, namespace, msgs):
-            return _invoke(group, hooks, listener, mq, msgs, ctx, failure)
-    return _invoke(group, hooks, listener, mq, msgs, ctx, failure)
+    with otel.process_span(group, namespace, msgs) if otel.enabled() else contextlib.nullcontext():
+        return _call(group, hooks, listener, mq, msgs, ctx, failure)
 
 
-def _invoke(
+def _call(
     group: str,
     hooks: Sequence[ConsumeHook],
     listener: Callable[..., Any],
