@@ -183,9 +183,12 @@ class Connection:
         return f"{kwargs.get('host')}:{kwargs.get('port')}"
 
     def close(self) -> None:
-        """Close every connection of the client."""
+        """Close every connection of the client (through Sentinel: the sentinels' connections too)."""
         with contextlib.suppress(*REDIS_ERRORS):  # closing a broken connection is not worth an error
             self.client.close()
+            manager = getattr(getattr(self.client, "connection_pool", None), "sentinel_manager", None)
+            for sentinel in getattr(manager, "sentinels", ()):
+                sentinel.close()
 
 
 def check_url(url: str) -> None:
