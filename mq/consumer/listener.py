@@ -4,7 +4,6 @@ even ``SystemExit`` or ``KeyboardInterrupt``, or an answer that is not a status 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +32,9 @@ def invoke(
 ) -> S:
     """``listener(msgs, ctx)`` between the hooks (in an OpenTelemetry ``process`` span when tracing is
     on); returns its status, or ``failure`` when it failed."""
-    with otel.process_span(group, namespace, msgs) if otel.enabled() else contextlib.nullcontext():
+    if not otel.enabled():  # the common case: no span, no context manager
+        return _call(group, hooks, listener, mq, msgs, ctx, failure)
+    with otel.process_span(group, namespace, msgs):
         return _call(group, hooks, listener, mq, msgs, ctx, failure)
 
 
