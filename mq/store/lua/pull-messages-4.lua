@@ -51,7 +51,7 @@ local matches = make_matcher(ARGV[4], ARGV[5])
 local out = {0, max_offset, 1}
 local next_offset = offset
 local found = 0
-local batch = math.min(scan, want * 4, 16)
+local batch = math.min(scan, want)  -- an unfiltered pull reads exactly what it returns
 while found < want and scan > 0 and budget > 0 and next_offset < max_offset do
   local entries = redis.call('XRANGE', KEYS[2], '0-' .. (next_offset + 1), '+', 'COUNT', batch)
   if #entries == 0 then next_offset = max_offset break end
