@@ -17,6 +17,7 @@ import pathlib
 import statistics
 import threading
 import time
+from typing import Any
 
 import redis
 
@@ -28,15 +29,8 @@ BODY = b"x" * 1024
 QUEUES = 16
 
 
-def drain(url: str, n: int) -> dict[str, float]:
-    """Messages per second drained by a push consumer and by a raw XREAD loop."""
-    ns = f"drain{time.monotonic_ns()}"
-    Admin(url, ns).create_topic("D", read_queues=QUEUES, write_queues=QUEUES)
-    with Producer("p", url, namespace=ns) as producer:
-        for i in range(0, n, 256):
-            futures = [producer.send_async(Message("D", BODY)) for _ in range(min(256, n - i))]
-            for f in futures:
-                f.result()
+def push_drain_rate(url: str, ns: str, topic: str, n: int, **consumer_options: Any) -> float:
+    """Messages per second a push consumer with a no-op listener drains from ``topic`` (holding ``n``)."""
     done = threading.Event()
     count = [0]
     lock = threading.Lock()
@@ -48,14 +42,28 @@ def drain(url: str, n: int) -> dict[str, float]:
                 done.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer("bench", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
-    consumer.subscribe("D")
+    group = f"bench{time.monotonic_ns()}"
+    consumer = PushConsumer(group, url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **consumer_options)
+    consumer.subscribe(topic)
     consumer.register_message_listener(listener)
     started = time.perf_counter()
     consumer.start()
     done.wait(300)
-    ours = n / (time.perf_counter() - started)
+    rate = n / (time.perf_counter() - started)
     consumer.shutdown()
+    return rate
+
+
+def drain(url: str, n: int) -> dict[str, float]:
+    """Messages per second drained by a push consumer and by a raw XREAD loop."""
+    ns = f"drain{time.monotonic_ns()}"
+    Admin(url, ns).create_topic("D", read_queues=QUEUES, write_queues=QUEUES)
+    with Producer("p", url, namespace=ns) as producer:
+        for i in range(0, n, 256):
+            futures = [producer.send_async(Message("D", BODY)) for _ in range(min(256, n - i))]
+            for f in futures:
+                f.result()
+    ours = push_drain_rate(url, ns, "D", n)
 
     keys = Connection(url, ns).keys
     streams = {keys.queue("D", q).log: "0-0" for q in range(QUEUES)}

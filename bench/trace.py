@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import threading
 import time
 
-from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+from bench.consumer import push_drain_rate
+from mq import Admin, Message, Producer
 from tests.servers import RedisServer
 
 BODY = b"x" * 1024
@@ -32,26 +32,7 @@ def send_rate(url: str, ns: str, n: int, trace: bool) -> float:
 
 def drain_rate(url: str, ns: str, n: int, trace: bool) -> float:
     """Messages per second a push consumer drains (the topic holds ``n`` messages)."""
-    done = threading.Event()
-    count = [0]
-    lock = threading.Lock()
-
-    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
-        with lock:
-            count[0] += len(msgs)
-            if count[0] >= n:
-                done.set()
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer(f"g-{trace}", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, trace=trace)
-    consumer.subscribe("T")
-    consumer.register_message_listener(listener)
-    started = time.perf_counter()
-    consumer.start()
-    done.wait(300)
-    rate = n / (time.perf_counter() - started)
-    consumer.shutdown()
-    return rate
+    return push_drain_rate(url, ns, "T", n, trace=trace)
 
 
 def main() -> None:
