@@ -97,48 +97,16 @@ class BrokerService:
             misfire_grace_time=_grace(c.timer_sweep_interval_s),
             next_run_time=datetime.now(),
         )
-        scheduler.add_job(
-            self._guard(self.transactions.run),
-            "interval",
-            seconds=c.transaction_check_interval_s,
-            id="transaction-check",
-            misfire_grace_time=_grace(c.transaction_check_interval_s),
-        )
-        scheduler.add_job(
-            self._guard(self.transactions.index.sweep),
-            "interval",
-            seconds=c.timer_sweep_interval_s,
-            id="transaction-sweep",
-            misfire_grace_time=_grace(c.timer_sweep_interval_s),
-        )
-        scheduler.add_job(
-            self._guard(apply_retention, self._store, c.file_reserved_time_h),
-            "interval",
-            seconds=c.retention_interval_s,
-            id="retention",
-            misfire_grace_time=_grace(c.retention_interval_s),
-        )
-        scheduler.add_job(
-            self._guard(self._remove_dead_clients),
-            "interval",
-            seconds=c.cleanup_interval_s,
-            id="dead-clients",
-            misfire_grace_time=_grace(c.cleanup_interval_s),
-        )
-        scheduler.add_job(
-            self._guard(self._snapshot),
-            "interval",
-            seconds=c.stats_interval_s,
-            id="stats",
-            misfire_grace_time=_grace(c.stats_interval_s),
-        )
-        scheduler.add_job(
-            self._guard(self._beat),
-            "interval",
-            seconds=c.health_interval_s,
-            id="health",
-            misfire_grace_time=_grace(c.health_interval_s),
-        )
+        guarded: list[tuple[Callable[[], None], float, str]] = [
+            (self._guard(self.transactions.run), c.transaction_check_interval_s, "transaction-check"),
+            (self._guard(self.transactions.index.sweep), c.timer_sweep_interval_s, "transaction-sweep"),
+            (self._guard(apply_retention, self._store, c.file_reserved_time_h), c.retention_interval_s, "retention"),
+            (self._guard(self._remove_dead_clients), c.cleanup_interval_s, "dead-clients"),
+            (self._guard(self._snapshot), c.stats_interval_s, "stats"),
+            (self._guard(self._beat), c.health_interval_s, "health"),
+        ]
+        for job, seconds, job_id in guarded:
+            scheduler.add_job(job, "interval", seconds=seconds, id=job_id, misfire_grace_time=_grace(seconds))
         scheduler.start()
         self._scheduler = scheduler
         log.info("broker service %s started on %s", self.id, mask_url(self._conn.url))
