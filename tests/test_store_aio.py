@@ -124,7 +124,7 @@ def test_async_writes_wait_for_replicas_on_the_node_that_served_them(any_url: st
     results = asyncio.run(run())
     assert len(results) == 4
     for r in results:
-        assert isinstance(r, ReplicaAckTimeout) and r.acked == 0 and list(r.result)[0] == 0
+        assert isinstance(r, ReplicaAckTimeout) and r.acked == 0 and r.result[0] == 0
 
 
 def test_async_store_errors_are_the_library_errors(namespace: str) -> None:
