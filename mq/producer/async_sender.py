@@ -21,7 +21,7 @@ from typing import Any
 
 from mq.errors import MQBrokerError
 from mq.message import SendResult
-from mq.producer.core import MAX_PIPELINE, outcomes, plan_puts, puts_of
+from mq.producer.core import MAX_PIPELINE, oneway_failed, outcomes, plan_puts, puts_of, round_failed
 from mq.producer.request import SendRequest
 from mq.queue import MessageQueue
 from mq.store import Store
@@ -79,14 +79,7 @@ class AsyncSender:
             self._send(batch)
         except Exception as e:
             unfinished = [r for r in batch if not r.future.done()]
-            log.error(
-                "async sender: a round of %d send(s) failed unexpectedly; failing %d unfinished send(s) (msg ids %s): %r",
-                len(batch),
-                len(unfinished),
-                ", ".join(r.msg_id for r in unfinished[:5]),
-                e,
-                exc_info=True,
-            )
+            round_failed(batch, unfinished, e)
             for r in unfinished:
                 self._fail(r, e)
 
@@ -131,7 +124,7 @@ class AsyncSender:
     @staticmethod
     def _fail(r: SendRequest, error: BaseException) -> None:
         if r.oneway:
-            log.warning("oneway send of %s to %r failed: %s", r.msg_id, r.topic, error)
+            oneway_failed(r, error)
         else:
             _settle(r.future, error=error)
 

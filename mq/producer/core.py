@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from mq import metrics
-from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, is_out_of_memory
+from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory
 from mq.errors import MQBrokerError, MQClientError, MQError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
 from mq.message import Message, SendResult, SendStatus
 from mq.msgid import new_msg_id
@@ -32,7 +32,8 @@ from mq.store.ops import AsyncRunner, Op, SyncRunner, operation
 from mq.store.replication import SyncReplicas
 from mq.store.store import StoreOps
 from mq.timer import DEFAULT_MESSAGE_DELAY_LEVEL, due_time_ms, parse_delay_levels
-from mq.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_message
+from mq.trace import TraceEvents
+from mq.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
 
 log = logging.getLogger("mq.producer")
 
@@ -67,10 +68,7 @@ class SendCore:
         retry_times_when_send_failed: int = DEFAULT_RETRY_TIMES,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
-        if not isinstance(retry_times_when_send_failed, int) or retry_times_when_send_failed < 0:
-            raise MQClientError(f"retry_times_when_send_failed must be an int >= 0, got {retry_times_when_send_failed!r}")
-        if not isinstance(max_message_size, int) or max_message_size < 1:
-            raise MQClientError(f"max_message_size must be a positive int, got {max_message_size!r}")
+        self.check_options(retry_times_when_send_failed, max_message_size)
         self.send_latency_fault_enable = send_latency_fault_enable
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.max_message_size = max_message_size
@@ -81,6 +79,14 @@ class SendCore:
         self._levels: tuple[int, ...] = ()
         self._levels_read_s = 0.0
         self._clock = ClockOffset()
+
+    @staticmethod
+    def check_options(retry_times_when_send_failed: int, max_message_size: int) -> None:
+        """Raise MQClientError for a bad retry count or size limit."""
+        if not isinstance(retry_times_when_send_failed, int) or retry_times_when_send_failed < 0:
+            raise MQClientError(f"retry_times_when_send_failed must be an int >= 0, got {retry_times_when_send_failed!r}")
+        if not isinstance(max_message_size, int) or max_message_size < 1:
+            raise MQClientError(f"max_message_size must be a positive int, got {max_message_size!r}")
 
     # -- operations -----------------------------------------------------------------------------
 
@@ -276,6 +282,47 @@ class SendCore:
             self.fault.update(node, (time.monotonic() - started) * 1000, isolation=isolation)
 
 
+class ProducerSettings:
+    """The constructor the sync and the asyncio producers share (see :class:`mq.Producer` for the
+    arguments): checks them and makes the connection; each producer's :meth:`_open` adds its store,
+    core and tracer."""
+
+    def __init__(
+        self,
+        group: str,
+        url: str | None = None,
+        *,
+        namespace: str = "mq",
+        send_latency_fault_enable: bool = False,
+        retry_times_when_send_failed: int = DEFAULT_RETRY_TIMES,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        sync_replicas: int = 0,
+        sync_replicas_timeout_ms: int = 1000,
+        trace: bool | None = None,
+    ) -> None:
+        self.group = check_group(group)
+        self.sync = SyncReplicas(sync_replicas, sync_replicas_timeout_ms)
+        self.send_latency_fault_enable = send_latency_fault_enable
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.max_message_size = max_message_size
+        self.trace = trace
+        SendCore.check_options(retry_times_when_send_failed, max_message_size)
+        self._conn = Connection(url, namespace, socket_timeout_s=sync_socket_timeout_s(self.sync))
+        self._open()
+
+    def _open(self) -> None:
+        """Make the producer's store, core and tracer on ``self._conn``."""
+        raise NotImplementedError
+
+    def _core_options(self) -> dict[str, Any]:
+        """The keyword arguments of this producer's :class:`SendCore`."""
+        return {
+            "send_latency_fault_enable": self.send_latency_fault_enable,
+            "retry_times_when_send_failed": self.retry_times_when_send_failed,
+            "max_message_size": self.max_message_size,
+        }
+
+
 class SyncSendCore(SendCore, SyncRunner):
     """:class:`SendCore` run at once (the sync producer)."""
 
@@ -319,6 +366,33 @@ def outcomes(calls: Sequence[PutCall], results: Sequence[Any]) -> Iterator[tuple
                 yield r, result
             else:
                 yield r, None
+
+
+def oneway_failed(request: SendRequest, error: BaseException) -> None:
+    """Log a failed oneway send (nobody waits for its result)."""
+    log.warning("oneway send of %s to %r failed: %s", request.msg_id, request.topic, error)
+
+
+def round_failed(batch: Sequence[SendRequest], unfinished: Sequence[SendRequest], error: BaseException) -> None:
+    """Log a pipelined round that failed unexpectedly (a bug): its unfinished sends fail with ``error``."""
+    log.error(
+        "async sender: a round of %d send(s) failed unexpectedly; failing %d unfinished send(s) (msg ids %s): %r",
+        len(batch),
+        len(unfinished),
+        ", ".join(r.msg_id for r in unfinished[:5]),
+        error,
+        exc_info=True,
+    )
+
+
+def trace_sent(tracer: TraceEvents, request: SendRequest, result: SendResult, began: float, now_ms: int) -> None:
+    """Record a stored send (``began``: monotonic s) in the message trace; a delayed one (offset -1)
+    is traced on delivery. Call it when tracing is on; ``now_ms``: the store's clock."""
+    if result.queue_offset >= 0:
+        cost_ms = (time.monotonic() - began) * 1000
+        tracer.sent(
+            request.topic, result.message_queue.queue_id, result.queue_offset, request.msg_ids, now_ms - int(cost_ms), cost_ms
+        )
 
 
 def check_timeout(timeout_s: float) -> None:

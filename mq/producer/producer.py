@@ -9,7 +9,6 @@ from types import TracebackType
 from typing import Any
 
 from mq import otel
-from mq.connection import Connection
 from mq.errors import MQClientError
 from mq.message import Message, SendResult
 from mq.msgid import new_client_id
@@ -19,20 +18,20 @@ from mq.producer.core import (
     DEFAULT_SEND_TIMEOUT_S,
     DELAY_LEVELS_TTL_S,
     NOT_STARTED,
+    ProducerSettings,
     SyncSendCore,
     sync_socket_timeout_s,
+    trace_sent,
 )
 from mq.producer.request import Selector, SendRequest
 from mq.queue import MessageQueue
 from mq.store import Store
-from mq.store.replication import SyncReplicas
 from mq.trace import Tracer
-from mq.validation import DEFAULT_MAX_MESSAGE_SIZE, check_group
 
 __all__ = ["DEFAULT_RETRY_TIMES", "DEFAULT_SEND_TIMEOUT_S", "DELAY_LEVELS_TTL_S", "Producer", "sync_socket_timeout_s"]
 
 
-class Producer:
+class Producer(ProducerSettings):
     """Sends messages to topics.
 
     Args:
@@ -58,35 +57,12 @@ class Producer:
     Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
     """
 
-    def __init__(
-        self,
-        group: str,
-        url: str | None = None,
-        *,
-        namespace: str = "mq",
-        send_latency_fault_enable: bool = False,
-        retry_times_when_send_failed: int = DEFAULT_RETRY_TIMES,
-        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-        sync_replicas: int = 0,
-        sync_replicas_timeout_ms: int = 1000,
-        trace: bool | None = None,
-    ) -> None:
-        self.group = check_group(group)
-        self.sync = SyncReplicas(sync_replicas, sync_replicas_timeout_ms)
-        self._conn = Connection(url, namespace, socket_timeout_s=sync_socket_timeout_s(self.sync))
+    def _open(self) -> None:
         self._store = Store(self._conn, sync=self.sync)
-        self._core = SyncSendCore(
-            self._store,
-            send_latency_fault_enable=send_latency_fault_enable,
-            retry_times_when_send_failed=retry_times_when_send_failed,
-            max_message_size=max_message_size,
-        )
-        self.send_latency_fault_enable = send_latency_fault_enable
-        self.retry_times_when_send_failed = retry_times_when_send_failed
-        self.max_message_size = max_message_size
+        self._core = SyncSendCore(self._store, **self._core_options())
         self._fault = self._core.fault
         self._sender: AsyncSender | None = None
-        self._tracer = Tracer(self._store, self.group, new_client_id(), trace)
+        self._tracer = Tracer(self._store, self.group, new_client_id(), self.trace)
 
     def __repr__(self) -> str:
         return f"Producer(group={self.group!r}, {self._conn!r}, started={self._sender is not None})"
@@ -196,17 +172,9 @@ class Producer:
             raise MQClientError(NOT_STARTED)
 
     def _trace_sent(self, request: SendRequest, result: SendResult, began: float) -> None:
-        """Record a stored send in the message trace (when tracing is on; a delayed one is traced on delivery)."""
+        """Record a stored send in the message trace (when tracing is on)."""
         if result.queue_offset >= 0 and self._tracer.active:
-            cost_ms = (time.monotonic() - began) * 1000
-            self._tracer.sent(
-                request.topic,
-                result.message_queue.queue_id,
-                result.queue_offset,
-                request.msg_ids,
-                self._tracer.now_ms() - int(cost_ms),
-                cost_ms,
-            )
+            trace_sent(self._tracer, request, result, began, self._tracer.now_ms())
 
     def _enqueue(
         self,

@@ -36,8 +36,7 @@ from mq.producer.tx_core import (
     SyncTransactionCore,
     TransactionSendResult,
     check_callable,
-    local_state,
-    unknown_after,
+    run_local,
 )
 from mq.store import Store
 
@@ -117,12 +116,7 @@ class TransactionProducer(Producer):
         self._check_started()
         check_callable(executor, "executor(msg, arg) -> LocalTransactionState")
         half = self._tx.begin(msg, check_immunity_time_s)
-        state = LocalTransactionState.ROLLBACK_MESSAGE
-        if half.confirmed:
-            try:
-                state = local_state(executor(msg, arg))
-            except Exception as e:  # an exception in the local transaction means "unknown": check back later
-                state = unknown_after(e)
+        state = run_local(executor, msg, arg) if half.confirmed else LocalTransactionState.ROLLBACK_MESSAGE
         return self._tx.finish(half, state)
 
     def _answer_checks(self) -> None:
@@ -148,12 +142,7 @@ class TransactionProducer(Producer):
     def _answer(self, request: CheckRequest) -> None:
         try:
             msg = self._tx.checked_half(request)
-            if msg is None:
-                return  # resolved meanwhile
-            try:
-                state = local_state(self.checker(msg))
-            except Exception as e:
-                state = unknown_after(e)
-            self._tx.answer(request, state)
+            if msg is not None:  # else resolved meanwhile
+                self._tx.answer(request, run_local(self.checker, msg))
         except MQError as e:
             self._tx.check_failed(request, e)

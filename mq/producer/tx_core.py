@@ -123,6 +123,14 @@ def unknown_after(error: BaseException) -> LocalTransactionState:
     return LocalTransactionState.UNKNOW
 
 
+def run_local(fn: Callable[..., Any], *args: Any) -> LocalTransactionState:
+    """Call a plain executor or checker; its answer as a state (UNKNOW when it raised or answered nonsense)."""
+    try:
+        return local_state(fn(*args))
+    except Exception as e:  # an exception in the local transaction means "unknown": check back later
+        return unknown_after(e)
+
+
 class TransactionCore:
     """Half messages, their end and check-backs for one producer group (no I/O of its own).
 
