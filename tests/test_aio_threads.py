@@ -26,12 +26,6 @@ async def _send(url: str, ns: str, topic: str, n: int) -> None:
             await producer.send(Message(topic, b"%d" % i))
 
 
-async def _eventually(check: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:
-    with anyio.fail_after(timeout_s):
-        while not await check():
-            await anyio.sleep(0.05)
-
-
 async def admin_round_trip(url: str, ns: str, threads: Callable[[], None]) -> None:
     async with aio.Admin(url, ns) as admin:
         await admin.create_topic("A", read_queues=2, write_queues=2)
@@ -67,12 +61,27 @@ async def transaction_producer_round_trip(url: str, ns: str, threads: Callable[[
         threads()
 
 
+async def _three_received(fetch: Callable[[], Awaitable[list[bytes]]]) -> None:
+    """Call ``fetch`` until it gave the three messages ``_send`` sent (each once)."""
+    got: list[bytes] = []
+    with anyio.fail_after(20):
+        while len(got) < 3:
+            got += await fetch()
+    assert sorted(got) == [b"0", b"1", b"2"]
+
+
 async def push_consumer_round_trip(url: str, ns: str, threads: Callable[[], None]) -> None:
     got: list[bytes] = []
 
     async def listener(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
         got.extend(m.body for m in msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async def new_ones() -> list[bytes]:
+        await anyio.sleep(0.05)
+        taken = got[:]
+        del got[:]
+        return taken
 
     async with aio.Admin(url, ns) as admin:
         await admin.create_topic("A", read_queues=2, write_queues=2)
@@ -81,13 +90,8 @@ async def push_consumer_round_trip(url: str, ns: str, threads: Callable[[], None
         await _maybe(consumer.register_message_listener(listener))
         async with consumer:
             await _send(url, ns, "A", 3)
-
-            async def all_three() -> bool:
-                return len(got) >= 3
-
-            await _eventually(all_three, 20, "three messages")
+            await _three_received(new_ones)
             threads()
-        assert sorted(got) == [b"0", b"1", b"2"]
 
 
 async def pull_consumer_round_trip(url: str, ns: str, threads: Callable[[], None]) -> None:
@@ -96,17 +100,14 @@ async def pull_consumer_round_trip(url: str, ns: str, threads: Callable[[], None
         await _send(url, ns, "A", 3)
         consumer = aio.PullConsumer("g", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
         await _maybe(consumer.subscribe("A", "*"))
-        got: list[bytes] = []
+
+        async def polled() -> list[bytes]:
+            return [m.body for m in await consumer.poll(timeout_s=0.5)]
+
         async with consumer:
-
-            async def all_three() -> bool:
-                got.extend(m.body for m in await consumer.poll(timeout_s=0.5))
-                return len(got) >= 3
-
-            await _eventually(all_three, 20, "three messages")
+            await _three_received(polled)
             await consumer.commit()
             threads()
-        assert sorted(got) == [b"0", b"1", b"2"]
 
 
 async def simple_consumer_round_trip(url: str, ns: str, threads: Callable[[], None]) -> None:
@@ -114,18 +115,16 @@ async def simple_consumer_round_trip(url: str, ns: str, threads: Callable[[], No
         await admin.create_topic("A", read_queues=2, write_queues=2)
         await _send(url, ns, "A", 3)
         consumer = aio.SimpleConsumer("g", url, namespace=ns, subscriptions={"A": "*"}, await_duration_s=0.5)
-        got: list[bytes] = []
+
+        async def received() -> list[bytes]:
+            views = await consumer.receive(max_messages=3, invisible_duration_s=10)
+            for view in views:
+                await consumer.ack(view)
+            return [v.body for v in views]
+
         async with consumer:
-
-            async def all_three() -> bool:
-                for view in await consumer.receive(max_messages=3, invisible_duration_s=10):
-                    got.append(view.body)
-                    await consumer.ack(view)
-                return len(got) >= 3
-
-            await _eventually(all_three, 20, "three messages")
+            await _three_received(received)
             threads()
-        assert sorted(got) == [b"0", b"1", b"2"]
 
 
 ROUND_TRIPS = {
