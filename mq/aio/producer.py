@@ -9,6 +9,7 @@ sync producer runs. Concurrent ``await send()`` calls share pipelines (:mod:`mq.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -48,6 +49,7 @@ class Producer(ProducerSettings):
         self._core = AsyncSendCore(self._store, **self._core_options())
         self._fault = self._core.fault
         self._sender: PipelineSender | None = None
+        self._route_lock = asyncio.Lock()
         self._tracer = AsyncTracer(self._store, self.group, new_client_id(), self.trace)
 
     def __repr__(self) -> str:
@@ -111,8 +113,8 @@ class Producer(ProducerSettings):
             if request.due_ms is not None:  # delayed: its own script call
                 result = await self._core.send(request)
             else:
-                future = sender.submit(request, await self._core.pipeline_queue(request))
-                assert future is not None
+                future = sender.submit(request, await self._pipeline_queue(request))
+                assert future is not None  # not oneway
                 result = await future
             otel.set_message_id(result.msg_id)
         await self._trace_sent(request, result, began)
@@ -127,7 +129,7 @@ class Producer(ProducerSettings):
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
             request = await self._core.request(msg, queue, selector, arg, DEFAULT_SEND_TIMEOUT_S, oneway=True, carried=carried)
             if request.due_ms is None:
-                sender.submit(request, await self._core.pipeline_queue(request))
+                sender.submit(request, await self._pipeline_queue(request))
                 return
             try:
                 await self._core.send(request)
@@ -161,6 +163,14 @@ class Producer(ProducerSettings):
         if self._sender is None:
             raise MQClientError(NOT_STARTED)
         return self._sender
+
+    async def _pipeline_queue(self, request: SendRequest) -> MessageQueue:
+        """The queue of a pipelined send; a route not cached yet is read once for all concurrent sends
+        (one at a time: many first commands at once on a fresh ``redis.asyncio`` cluster client race in redis-py)."""
+        if self._core.routes.cached(request.topic) is None:
+            async with self._route_lock:
+                await self._core.route(request.topic)
+        return await self._core.pipeline_queue(request)
 
     async def _trace_sent(self, request: SendRequest, result: SendResult, began: float) -> None:
         if result.queue_offset >= 0 and await self._tracer.is_active():

@@ -69,12 +69,17 @@ class TransactionProducer(Producer):
         self._poll = Connection(url, namespace, socket_timeout_s=CHECK_POLL_MS / 1000 + 5)
         self._poll_store = AsyncStore(self._poll)
         self._checks: asyncio.Task[None] | None = None
+        self._stopping = False
 
     async def start(self) -> TransactionProducer:
         """Start sending and answering check-backs. Returns self."""
         await super().start()
         if self._checks is None:
-            await self._store.join_checks(self.group)
+            try:
+                await self._store.join_checks(self.group)
+            except BaseException:  # ``async with`` does not exit what did not enter
+                await self.shutdown()
+                raise
             self._checks = asyncio.get_running_loop().create_task(self._answer_checks(), name=f"mq-tx-check-{self.group}")
         return self
 
@@ -82,13 +87,16 @@ class TransactionProducer(Producer):
         return await self.start()
 
     async def shutdown(self, timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S) -> None:
-        """Stop answering check-backs (a request being answered is asked again if cut short) and shut
-        the producer down."""
+        """Stop answering check-backs (the task ends after its current read, a second at most; a request
+        cut short is asked again next interval) and shut the producer down."""
+        self._stopping = True
         task, self._checks = self._checks, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            done, _ = await asyncio.wait([task], timeout=CHECK_POLL_MS / 1000 + 2)
+            if not done:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self._poll.aclose()
         await super().shutdown(timeout_s)
 
@@ -117,8 +125,8 @@ class TransactionProducer(Producer):
         return await self._tx.finish(half, state)
 
     async def _answer_checks(self) -> None:
-        """The check-back task: answers requests until cancelled, surviving any error of a round."""
-        while True:
+        """The check-back task: answers requests until stopped, surviving any error of a round."""
+        while not self._stopping:
             try:
                 entries = await self._poll_store.read_checks(self.group, self._tx.client_id, CHECK_BATCH, CHECK_POLL_MS)
             except MQError as e:

@@ -117,7 +117,7 @@ class ConsumerCore:
     def start(self, jobs: Iterable[tuple[Callable[[], None], float, str]] = ()) -> None:
         """Register, rebalance, and start the puller and the timed jobs (plus the caller's ``jobs``)."""
         self._register_group()
-        self._on_heartbeat(self.registry.heartbeat())
+        self._on_heartbeat(self.store._run(self.registry.heartbeat()))
         self.settings.start.started_ms = self.registry.last_now_ms
         self.puller.start(f"mq-puller-{self.group}")
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 5})
@@ -158,7 +158,7 @@ class ConsumerCore:
                 if not self._release(mq, pq, wait_s=max(0.0, deadline - time.monotonic())):
                     clean = False
                     log.warning("a batch of %s still runs at shutdown: its lock expires by itself", mq)
-        self.registry.unregister()
+        self.store._run(self.registry.unregister())
         self.store.conn.close()
         self.poller.close()
         return clean
@@ -202,7 +202,7 @@ class ConsumerCore:
             with contextlib.suppress(MQBrokerError):
                 self._register_group()
         try:
-            beat = self.registry.heartbeat()
+            beat = self.store._run(self.registry.heartbeat())
         except MQBrokerError as e:
             log.warning("heartbeat of %s failed: %s", self.group, e)
             return
