@@ -114,7 +114,14 @@ async def simple_consumer_round_trip(url: str, ns: str, threads: Callable[[], No
     async with aio.Admin(url, ns) as admin:
         await admin.create_topic("A", read_queues=2, write_queues=2)
         await _send(url, ns, "A", 3)
-        consumer = aio.SimpleConsumer("g", url, namespace=ns, subscriptions={"A": "*"}, await_duration_s=0.5)
+        consumer = aio.SimpleConsumer(
+            "g",
+            url,
+            namespace=ns,
+            subscriptions={"A": "*"},
+            await_duration_s=0.5,
+            consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+        )
 
         async def received() -> list[bytes]:
             views = await consumer.receive(max_messages=3, invisible_duration_s=10)
