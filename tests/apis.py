@@ -88,15 +88,6 @@ class Driven:
     def __exit__(self, *exc: object) -> None:
         self._portal.call(_invoke, self._obj.__aexit__, (None, None, None), {})
 
-    def __iter__(self) -> Iterator[Any]:
-        """``for msg in consumer`` over ``async for msg in consumer`` (a pull consumer), one at a time."""
-        iterator = self._portal.call(_invoke, self._obj.__aiter__, (), {})
-        while True:
-            try:
-                yield self._portal.call(_invoke, iterator.__anext__, (), {})
-            except StopAsyncIteration:
-                return
-
 
 class Api:
     """The classes of one API with the sync API's look (see the module docstring).
