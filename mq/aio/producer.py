@@ -90,18 +90,9 @@ class Producer(ProducerSettings):
         arg: Any = None,
         timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
     ) -> SendResult:
-        """Send ``msg`` and wait until the store accepted it; sends awaited at the same time share a pipeline.
-
-        Args:
-            queue: send to exactly this queue (no retry elsewhere).
-            selector: pick the queue with ``selector.select(mqs, msg, arg)`` (a plain function; it must
-                not block).
-            arg: passed to the selector, e.g. a sharding key.
-            timeout_s: total budget across retries, seconds.
-
-        Raises:
-            MQClientError: bad input, unknown topic, or a queue that takes no messages.
-            MQBrokerError: the store failed or was unreachable on every attempt within the budget.
+        """Send ``msg`` and wait until the store accepted it, as :meth:`mq.Producer.send` (same
+        arguments and errors; a selector is a plain function: it must not block). Sends awaited at the
+        same time share a pipeline.
 
         Cancelling the awaiting task after the send was handed to the pipeline does not withdraw it:
         the message is then stored whole or not at all.
