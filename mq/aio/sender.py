@@ -5,7 +5,8 @@ sync producer's background sender does for ``send_async`` — with the same plan
 
 Sends gathered while rounds are in flight go in the next round, so under load each round carries
 what arrived meanwhile (at most ``MAX_PIPELINE`` sends; up to ``ROUNDS_IN_FLIGHT`` rounds at once). A send that fails in the
-pipeline is retried through :meth:`SendCore.send` (its own task) within its time budget; oneway
+pipeline is retried through :meth:`SendCore.send` (one task per failed round, one send at a time)
+within its time budget; oneway
 sends are not retried. The task never dies of an error: an unexpected one fails the round's sends
 and is logged.
 """
@@ -26,7 +27,7 @@ from mq.store.aio import AsyncStore
 #: Pipelines in flight at once (each on a connection of the client's pool): while one waits for its
 #: replies the next is packed and sent. Concurrent sends have no order among them; one task's
 #: sends, each awaited, keep theirs.
-ROUNDS_IN_FLIGHT = 4
+ROUNDS_IN_FLIGHT = 2
 #: One pending send: the request, its queue, and the future its caller awaits (None: oneway).
 Pending = tuple[SendRequest, MessageQueue, "asyncio.Future[SendResult] | None"]
 
@@ -115,21 +116,26 @@ class PipelineSender:
             results = await self._store.put_many(puts)
         except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
             results = [e] * len(puts)
+        retries: list[tuple[SendRequest, asyncio.Future[SendResult] | None]] = []
         for r, outcome in outcomes(calls, results):
-            future = futures[id(r)]
             if outcome is None:
-                task = asyncio.get_running_loop().create_task(self._retry(r, future))
-                self._retries.add(task)
-                task.add_done_callback(self._retries.discard)
+                retries.append((r, futures[id(r)]))
             else:
-                self._settle(r, future, outcome)
+                self._settle(r, futures[id(r)], outcome)
+        if retries:  # one task per failed round, one send at a time (as the sync sender's thread)
+            task = asyncio.get_running_loop().create_task(self._retry(retries))
+            self._retries.add(task)
+            task.add_done_callback(self._retries.discard)
 
-    async def _retry(self, request: SendRequest, future: asyncio.Future[SendResult] | None) -> None:
-        try:
-            result: SendResult | BaseException = await self._core.send(request)
-        except Exception as e:
-            result = e
-        self._settle(request, future, result)
+    async def _retry(self, retries: list[tuple[SendRequest, asyncio.Future[SendResult] | None]]) -> None:
+        for request, future in retries:
+            if future is not None and future.done():
+                continue  # its caller gave up
+            try:
+                result: SendResult | BaseException = await self._core.send(request)
+            except Exception as e:
+                result = e
+            self._settle(request, future, result)
 
     @staticmethod
     def _settle(request: SendRequest, future: asyncio.Future[SendResult] | None, outcome: SendResult | BaseException) -> None:
