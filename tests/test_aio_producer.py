@@ -237,3 +237,16 @@ async def test_a_sync_and_an_async_producer_fill_one_queue_densely(admin: Admin,
             offsets += [(await producer.send(Message("T", b"a"), queue=q)).queue_offset]
             offsets += [sync_producer.send_async(Message("T", b"s2"), queue=q).result(timeout=10).queue_offset]
     assert offsets == [0, 1, 2]
+
+
+async def test_many_tasks_at_once_wait_for_a_connection(backend_url: str, namespace: str) -> None:
+    """redis.asyncio's default pool fails the 101st concurrent call ("Too many connections"); 1 000
+    concurrent sends that each read a stale setting (the trace switch, delay levels) did that."""
+    from mq.connection import Connection
+    from mq.store.aio import AsyncStore
+
+    store = AsyncStore(Connection(backend_url, namespace))
+    try:
+        assert await asyncio.gather(*(store.namespace_setting("absent") for _ in range(300))) == [None] * 300
+    finally:
+        await store.conn.aclose()

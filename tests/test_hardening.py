@@ -231,9 +231,10 @@ def test_the_async_sender_survives_any_error_and_fails_only_the_sends_it_affects
         assert sender is not None
         # a request that got past every check (a bug): its encoding fails inside the sender thread
         poisoned = SendRequest("h", [[4, "i", "x", "b", "\ud800"]], ["x"], Message("h", b"x"), time.monotonic() + 5)
+        future = poisoned.future  # made before the sender thread sees the request (as send_async does)
         sender.submit(poisoned)
         with pytest.raises(UnicodeEncodeError):
-            poisoned.future.result(timeout=10)
+            future.result(timeout=10)
         assert "async sender" in caplog.text and "x" in caplog.text
         assert producer.send_async(Message("h", b"later")).result(timeout=10).queue_offset == 0
 

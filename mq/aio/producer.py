@@ -10,6 +10,7 @@ sync producer runs. Concurrent ``await send()`` calls share pipelines (:mod:`mq.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -18,7 +19,7 @@ from typing import Any
 from mq import otel
 from mq.aio.sender import PipelineSender
 from mq.aio.trace import AsyncTracer
-from mq.errors import MQClientError
+from mq.errors import MQClientError, MQError
 from mq.message import Message, SendResult
 from mq.msgid import new_client_id
 from mq.producer.core import (
@@ -90,30 +91,22 @@ class Producer(ProducerSettings):
         arg: Any = None,
         timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
     ) -> SendResult:
-        """Send ``msg`` and wait until the store accepted it; sends awaited at the same time share a pipeline.
-
-        Args:
-            queue: send to exactly this queue (no retry elsewhere).
-            selector: pick the queue with ``selector.select(mqs, msg, arg)`` (a plain function; it must
-                not block).
-            arg: passed to the selector, e.g. a sharding key.
-            timeout_s: total budget across retries, seconds.
-
-        Raises:
-            MQClientError: bad input, unknown topic, or a queue that takes no messages.
-            MQBrokerError: the store failed or was unreachable on every attempt within the budget.
+        """Send ``msg`` and wait until the store accepted it, as :meth:`mq.Producer.send` (same
+        arguments and errors; a selector is a plain function: it must not block). Sends awaited at the
+        same time share a pipeline.
 
         Cancelling the awaiting task after the send was handed to the pipeline does not withdraw it:
         the message is then stored whole or not at all.
         """
         sender = self._started()
+        await self._load_route(msg)
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
-            request = await self._core.request(msg, queue, selector, arg, timeout_s, carried=carried)
+            request, pipelined = await self._core.prepare(msg, queue, selector, arg, timeout_s, carried=carried)
             began = time.monotonic()
-            if request.due_ms is not None:  # delayed: its own script call
+            if pipelined is None:  # delayed: its own script call
                 result = await self._core.send(request)
             else:
-                future = sender.submit(request, await self._pipeline_queue(request))
+                future = sender.submit(request, pipelined)
                 assert future is not None  # not oneway
                 result = await future
             otel.set_message_id(result.msg_id)
@@ -126,10 +119,12 @@ class Producer(ProducerSettings):
         """Hand ``msg`` over without waiting for it to be stored and without retry (failures are only
         logged); bad input and unknown topics raise here."""
         sender = self._started()
+        await self._load_route(msg)
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
-            request = await self._core.request(msg, queue, selector, arg, DEFAULT_SEND_TIMEOUT_S, oneway=True, carried=carried)
-            if request.due_ms is None:
-                sender.submit(request, await self._pipeline_queue(request))
+            timeout_s = DEFAULT_SEND_TIMEOUT_S
+            request, pipelined = await self._core.prepare(msg, queue, selector, arg, timeout_s, oneway=True, carried=carried)
+            if pipelined is not None:
+                sender.submit(request, pipelined)
                 return
             try:
                 await self._core.send(request)
@@ -164,13 +159,16 @@ class Producer(ProducerSettings):
             raise MQClientError(NOT_STARTED)
         return self._sender
 
-    async def _pipeline_queue(self, request: SendRequest) -> MessageQueue:
-        """The queue of a pipelined send; a route not cached yet is read once for all concurrent sends
-        (one at a time: many first commands at once on a fresh ``redis.asyncio`` cluster client race in redis-py)."""
-        if self._core.routes.cached(request.topic) is None:
+    async def _load_route(self, msg: Message) -> None:
+        """Read a route not cached yet once for all concurrent first sends (one at a time: many first
+        commands at once on a fresh ``redis.asyncio`` cluster client race in redis-py). Bad input is
+        left to the send's own checks."""
+        topic = getattr(msg, "topic", None)
+        if isinstance(topic, str) and self._core.routes.cached(topic) is None:
             async with self._route_lock:
-                await self._core.route(request.topic)
-        return await self._core.pipeline_queue(request)
+                if self._core.routes.cached(topic) is None:
+                    with contextlib.suppress(MQError):  # the send reports it
+                        await self._core.route(topic)
 
     async def _trace_sent(self, request: SendRequest, result: SendResult, began: float) -> None:
         if result.queue_offset >= 0 and await self._tracer.is_active():

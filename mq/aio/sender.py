@@ -3,9 +3,10 @@ tasks) go out in one pipeline (:meth:`~mq.store.Store.put_many`: one round trip 
 sync producer's background sender does for ``send_async`` — with the same planning and result code
 (:func:`mq.producer.core.plan_puts`, :func:`~mq.producer.core.outcomes`).
 
-A send gathered while a round is in flight goes in the next round, so under load each round carries
-what arrived during the previous one (at most ``MAX_PIPELINE`` sends). A send that fails in the
-pipeline is retried through :meth:`SendCore.send` (its own task) within its time budget; oneway
+Sends gathered while rounds are in flight go in the next round, so under load each round carries
+what arrived meanwhile (at most ``MAX_PIPELINE`` sends; up to ``ROUNDS_IN_FLIGHT`` rounds at once). A send that fails in the
+pipeline is retried through :meth:`SendCore.send` (one task per failed round, one send at a time)
+within its time budget; oneway
 sends are not retried. The task never dies of an error: an unexpected one fails the round's sends
 and is logged.
 """
@@ -23,6 +24,10 @@ from mq.producer.request import SendRequest
 from mq.queue import MessageQueue
 from mq.store.aio import AsyncStore
 
+#: Pipelines in flight at once (each on a connection of the client's pool): while one waits for its
+#: replies the next is packed and sent. Concurrent sends have no order among them; one task's
+#: sends, each awaited, keep theirs.
+ROUNDS_IN_FLIGHT = 2
 #: One pending send: the request, its queue, and the future its caller awaits (None: oneway).
 Pending = tuple[SendRequest, MessageQueue, "asyncio.Future[SendResult] | None"]
 
@@ -76,14 +81,21 @@ class PipelineSender:
         self._pending.clear()
 
     async def _run(self) -> None:
+        rounds: set[asyncio.Task[None]] = set()
         while True:
             await self._wake.wait()
             self._wake.clear()
             while self._pending:
+                if len(rounds) >= ROUNDS_IN_FLIGHT:
+                    _, rounds = await asyncio.wait(rounds, return_when=asyncio.FIRST_COMPLETED)
+                    continue
                 batch, self._pending = self._pending[:MAX_PIPELINE], self._pending[MAX_PIPELINE:]
-                await self._send_guarded(batch)
+                rounds.add(asyncio.get_running_loop().create_task(self._send_guarded(batch)))
             if self._closing:
+                if rounds:
+                    await asyncio.wait(rounds)
                 return
+            rounds = {t for t in rounds if not t.done()}
 
     async def _send_guarded(self, batch: list[Pending]) -> None:
         try:
@@ -104,21 +116,26 @@ class PipelineSender:
             results = await self._store.put_many(puts)
         except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
             results = [e] * len(puts)
+        retries: list[tuple[SendRequest, asyncio.Future[SendResult] | None]] = []
         for r, outcome in outcomes(calls, results):
-            future = futures[id(r)]
             if outcome is None:
-                task = asyncio.get_running_loop().create_task(self._retry(r, future))
-                self._retries.add(task)
-                task.add_done_callback(self._retries.discard)
+                retries.append((r, futures[id(r)]))
             else:
-                self._settle(r, future, outcome)
+                self._settle(r, futures[id(r)], outcome)
+        if retries:  # one task per failed round, one send at a time (as the sync sender's thread)
+            task = asyncio.get_running_loop().create_task(self._retry(retries))
+            self._retries.add(task)
+            task.add_done_callback(self._retries.discard)
 
-    async def _retry(self, request: SendRequest, future: asyncio.Future[SendResult] | None) -> None:
-        try:
-            result: SendResult | BaseException = await self._core.send(request)
-        except Exception as e:
-            result = e
-        self._settle(request, future, result)
+    async def _retry(self, retries: list[tuple[SendRequest, asyncio.Future[SendResult] | None]]) -> None:
+        for request, future in retries:
+            if future is not None and future.done():
+                continue  # its caller gave up
+            try:
+                result: SendResult | BaseException = await self._core.send(request)
+            except Exception as e:
+                result = e
+            self._settle(request, future, result)
 
     @staticmethod
     def _settle(request: SendRequest, future: asyncio.Future[SendResult] | None, outcome: SendResult | BaseException) -> None:

@@ -33,19 +33,23 @@ class AsyncTracer(TraceEvents):
         self._clock = AsyncServerClock(store)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._reading = asyncio.Lock()
 
     async def is_active(self) -> bool:
         """Whether events are recorded now."""
         if self.setting_stale():
-            try:
-                self.setting_read(await self._store.namespace_setting(NAMESPACE_SETTING))
-            except MQError as e:
-                self.setting_read(e)
+            async with self._reading:  # one read for all the tasks that find it stale at once
+                if self.setting_stale():
+                    try:
+                        self.setting_read(await self._store.namespace_setting(NAMESPACE_SETTING))
+                    except MQError as e:
+                        self.setting_read(e)
         return self.cached_active
 
     async def now_ms(self) -> int:
         """The store's clock, epoch ms (for the events' times)."""
-        return await self._clock.now_ms()
+        async with self._reading:  # one ``TIME`` for all the tasks that find the estimate stale at once
+            return await self._clock.now_ms()
 
     async def sent_back(self, msg: MessageExt, to_topic: str) -> None:
         """``msg`` was sent back for another try (or to the DLQ) as a copy in ``to_topic``."""

@@ -52,13 +52,9 @@ async def _state_of(fn: Callable[..., Any], *args: Any) -> LocalTransactionState
 class TransactionProducer(Producer):
     """An asyncio producer that also sends transaction messages and answers check-backs for its group.
 
-    Args:
-        group: producer group; check-backs go to any live member of it (sync or asyncio).
-        url: store URL; None uses ``$MQ_URL`` or ``memory://``.
-        checker: called with a half message whose transaction outcome is unknown; returns its state.
-            ``async def`` or a plain function (a plain one runs on the loop: it must not block).
-        namespace: key prefix of the deployment.
-        **options: as :class:`mq.Producer`.
+    The arguments are :class:`mq.TransactionProducer`'s; ``checker`` (and each executor) may be
+    ``async def`` or a plain function (a plain one runs on the loop: it must not block). Check-backs
+    go to any live member of the group, sync or asyncio.
     """
 
     def __init__(self, group: str, url: str | None = None, *, checker: Checker, namespace: str = "mq", **options: Any) -> None:

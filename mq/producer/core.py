@@ -148,6 +148,25 @@ class SendCore:
             oneway=oneway,
         )
 
+    @operation
+    def prepare(
+        self,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: Selector | None,
+        arg: Any,
+        timeout_s: float,
+        *,
+        oneway: bool = False,
+        carried: dict[str, str] | None = None,
+    ) -> Op[tuple[SendRequest, MessageQueue | None]]:
+        """:meth:`request` and, unless the message is delayed (its own script call), the queue its
+        pipelined attempt goes to (:meth:`pipeline_queue`) — one operation for the common path."""
+        request = yield from SendCore.request.op(self, msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried)
+        if request.due_ms is not None:
+            return request, None
+        return request, (yield from SendCore.pipeline_queue.op(self, request))
+
     def batch_request(
         self, msgs: Sequence[Message], queue: MessageQueue | None, timeout_s: float, carried: dict[str, str] | None
     ) -> SendRequest:

@@ -192,10 +192,9 @@ class Producer(ProducerSettings):
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:  # the span covers the hand-over
             request = self._core.request(msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried)
             self._core.route(msg.topic)  # an unknown topic fails here, not in the future
+            future = request.future  # made here, before the sender thread may touch it
             if self._tracer.active:
                 began = time.monotonic()
-                request.future.add_done_callback(
-                    lambda f: None if f.exception() else self._trace_sent(request, f.result(), began)
-                )
+                future.add_done_callback(lambda f: None if f.exception() else self._trace_sent(request, f.result(), began))
             sender.submit(request)
-        return request.future
+        return future
