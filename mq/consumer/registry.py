@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 from mq.errors import MQBrokerError, MQClientError
 from mq.group import GroupConfig
 from mq.store import Store
+from mq.store.ops import Op
+from mq.store.store import StoreOps
 
 log = logging.getLogger("mq.consumer")
 
@@ -86,24 +88,26 @@ class Registry:
         #: Server time of the last heartbeat, epoch ms.
         self.last_now_ms = 0
 
-    def heartbeat(self) -> Beat:
+    def heartbeat(self) -> Op[Beat]:
         """Say this client is alive; returns every live client id (sorted), the group's config and
-        its offset-reset counter.
+        its offset-reset counter (an operation: see :mod:`mq.store.ops`).
 
         The client info travels only when it changed (or every ``INFO_REFRESH_S``).
         """
         info = json.dumps({k: v for k, v in asdict(self.info).items() if k != "last_heartbeat_ms"})
         fresh = info != self._sent_info or time.monotonic() - self._sent_at > INFO_REFRESH_S
-        beat = self._store.heartbeat(self._group, self.info.client_id, info if fresh else "", int(HEARTBEAT_TIMEOUT_S * 1000))
+        beat = yield from StoreOps.heartbeat.op(
+            self._store, self._group, self.info.client_id, info if fresh else "", int(HEARTBEAT_TIMEOUT_S * 1000)
+        )
         if fresh:
             self._sent_info, self._sent_at = info, time.monotonic()
         self.last_now_ms = beat.now_ms
         return Beat(beat.members, parse_group_config(self._group, beat.config), beat.reset_seq)
 
-    def unregister(self) -> None:
+    def unregister(self) -> Op[None]:
         """Leave the group at once (a clean shutdown), so the others rebalance without waiting."""
         with contextlib.suppress(MQBrokerError):
-            self._store.unregister_client(self._group, self.info.client_id)
+            yield from StoreOps.unregister_client.op(self._store, self._group, self.info.client_id)
 
 
 def parse_group_config(group: str, raw: str | None) -> GroupConfig | None:

@@ -142,7 +142,7 @@ class SimpleConsumer:
             self._store.register_group(self.group)
             self._refresh_queues()
         except BaseException:
-            self._registry.unregister()
+            self._store._run(self._registry.unregister())
             raise
         self._started = True
         return self
@@ -150,7 +150,7 @@ class SimpleConsumer:
     def shutdown(self) -> None:
         """Leave the group; messages received and not acked reappear after their invisible time."""
         if self._started:
-            self._registry.unregister()
+            self._store._run(self._registry.unregister())
             self._started = False
         self._conn.close()
         self._poll.close()
@@ -212,7 +212,7 @@ class SimpleConsumer:
 
     def _heartbeat(self) -> None:
         """Say this member is alive (``Admin.consumer_connections``) and read the group's config."""
-        self.group_config = self._registry.heartbeat().config
+        self.group_config = self._store._run(self._registry.heartbeat()).config
         self._beat_s = time.monotonic()
 
     def _refresh_queues(self) -> None:
