@@ -1,17 +1,15 @@
-"""``mq.aio.PushConsumer`` beside the sync push consumer and raw ``redis.asyncio`` in the same run.
+"""The asyncio push consumer beside the sync one and raw ``redis.asyncio`` in the same run.
 
-Starts its own redis-server on a free loopback port, then:
+- drain: N preloaded 1 KiB messages of a 16-queue topic drained by ``mq.aio.PushConsumer`` with a
+  no-op ``async def`` listener, by the sync ``PushConsumer`` with a no-op listener, and by a raw
+  ``redis.asyncio`` ``XREAD COUNT 32`` loop over the same 16 streams (no listener, no offsets: the
+  floor of what reading costs);
+- latency: messages sent at a fixed rate (default 2000/s, from a sync producer in a thread of the
+  benchmark) to an idle ``mq.aio.PushConsumer``; end-to-end latency from before the send to the
+  listener call, p50/p99, beside raw ``XADD`` + ``redis.asyncio`` ``XREAD BLOCK``.
 
-- drain: ``n`` preloaded 1 KiB messages in a 16-queue topic, drained by an ``aio.PushConsumer`` with a
-  no-op ``async def`` listener, by the sync ``PushConsumer`` with a no-op listener (another group, the
-  same messages: ``bench.consumer.push_drain_rate``), and by a raw ``redis.asyncio`` ``XREAD COUNT 32``
-  loop over the same 16 streams (no listener, no offsets: the floor of what reading costs);
-  ``--rounds`` times, interleaved, median of each;
-- latency: ``--rate`` msg/s (default 2000) sent by an ``aio.Producer`` paced on the loop to an idle
-  ``aio.PushConsumer`` on the same loop; end-to-end latency from before the send to the listener
-  call, p50/p99, beside raw ``XADD`` + ``XREAD BLOCK`` on ``redis.asyncio``.
-
-Results go to stdout and ``bench/results/aio_consumer.json``.
+Run: ``.venv/bin/python -m bench.aio_consumer`` (``-n``, ``--rate``, ``--seconds``). Results go to
+stdout and ``bench/results/aio_consumer.json``.
 """
 
 from __future__ import annotations
@@ -20,38 +18,40 @@ import argparse
 import asyncio
 import json
 import pathlib
-import statistics
+import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
+import redis
 import redis.asyncio
 
-from bench.consumer import BODY, QUEUES, latency_summary, push_drain_rate
-from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, aio
+from bench.consumer import BODY, QUEUES, _paced, _pct, push_drain_rate
+from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer
+from mq.aio import PushConsumer
 from mq.connection import Connection
 from tests.servers import RedisServer
 
 
-async def _preload(url: str, ns: str, topic: str, n: int) -> None:
-    async with aio.Producer("p", url, namespace=ns) as producer:
-        for i in range(0, n, 1000):
-            await asyncio.gather(*(producer.send(Message(topic, BODY)) for _ in range(min(1000, n - i))))
+def preload(url: str, ns: str, topic: str, n: int) -> None:
+    """``n`` 1 KiB messages spread over the ``QUEUES`` queues of a new ``topic``."""
+    Admin(url, ns).create_topic(topic, read_queues=QUEUES, write_queues=QUEUES)
+    with Producer("p", url, namespace=ns) as producer:
+        for i in range(0, n, 256):
+            for f in [producer.send_async(Message(topic, BODY)) for _ in range(min(256, n - i))]:
+                f.result()
 
 
 async def aio_drain_rate(url: str, ns: str, topic: str, n: int) -> float:
-    """Messages per second an ``aio.PushConsumer`` with a no-op async listener drains from ``topic``."""
+    """Messages per second ``mq.aio.PushConsumer`` with a no-op async listener drains from ``topic``."""
     done = asyncio.Event()
-    count = 0
+    count = [0]
 
-    async def listener(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
-        nonlocal count
-        count += len(msgs)
-        if count >= n:
+    async def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        count[0] += len(msgs)
+        if count[0] >= n:
             done.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = aio.PushConsumer(f"aio{time.monotonic_ns()}", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer = PushConsumer(f"abench{time.monotonic_ns()}", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
     consumer.subscribe(topic)
     consumer.register_message_listener(listener)
     started = time.perf_counter()
@@ -63,14 +63,14 @@ async def aio_drain_rate(url: str, ns: str, topic: str, n: int) -> float:
 
 
 async def raw_drain_rate(url: str, ns: str, topic: str, n: int) -> float:
-    """Messages per second a raw ``redis.asyncio`` ``XREAD COUNT 32`` loop reads from the topic's streams."""
+    """Messages per second a raw ``redis.asyncio`` XREAD COUNT 32 loop reads from the same streams."""
     keys = Connection(url, ns).keys
-    streams: dict[Any, Any] = {keys.queue(topic, q).log: "0-0" for q in range(QUEUES)}
+    streams: dict[str, str] = {keys.queue(topic, q).log: "0-0" for q in range(QUEUES)}
     raw = redis.asyncio.Redis.from_url(url)
     started = time.perf_counter()
     seen = 0
     while seen < n:
-        for stream, entries in await raw.xread(streams, count=32):
+        for stream, entries in await raw.xread(streams, count=32):  # type: ignore[arg-type]
             streams[stream.decode()] = entries[-1][0]
             seen += len(entries)
     rate = n / (time.perf_counter() - started)
@@ -78,57 +78,61 @@ async def raw_drain_rate(url: str, ns: str, topic: str, n: int) -> float:
     return rate
 
 
-async def drain(url: str, n: int, rounds: int) -> dict[str, float]:
-    """The median drain rate of each case over ``rounds`` interleaved rounds, and the ratios."""
-    ns = f"aiodrain{time.monotonic_ns()}"
-    Admin(url, ns).create_topic("D", read_queues=QUEUES, write_queues=QUEUES)
-    await _preload(url, ns, "D", n)
-    samples: dict[str, list[float]] = {}
-    for _ in range(rounds):
-        samples.setdefault("aio_push_consumer_msg_s", []).append(await aio_drain_rate(url, ns, "D", n))
-        samples.setdefault("sync_push_consumer_msg_s", []).append(push_drain_rate(url, ns, "D", n))
-        samples.setdefault("raw_aio_xread_count32_msg_s", []).append(await raw_drain_rate(url, ns, "D", n))
-    med = {name: statistics.median(v) for name, v in samples.items()}
+def drain(url: str, n: int) -> dict[str, float]:
+    """The three drain rates over the same preloaded streams."""
+    ns = f"adrain{time.monotonic_ns()}"
+    preload(url, ns, "D", n)
+    aio_rate = asyncio.run(aio_drain_rate(url, ns, "D", n))
+    sync_rate = push_drain_rate(url, ns, "D", n)
+    raw_rate = asyncio.run(raw_drain_rate(url, ns, "D", n))
     return {
-        **med,
-        "aio / sync": med["aio_push_consumer_msg_s"] / med["sync_push_consumer_msg_s"],
-        "aio / raw": med["aio_push_consumer_msg_s"] / med["raw_aio_xread_count32_msg_s"],
+        "aio_push_msg_s": aio_rate,
+        "sync_push_msg_s": sync_rate,
+        "raw_aio_xread_count32_msg_s": raw_rate,
+        "aio_vs_sync": aio_rate / sync_rate,
+        "aio_vs_raw": aio_rate / raw_rate,
     }
 
 
-async def _paced(total: int, rate: int, send: Callable[[], Awaitable[object]]) -> None:
-    started = time.perf_counter()
-    for i in range(total):
-        wait = started + i / rate - time.perf_counter()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        await send()
+def _send_paced(url: str, ns: str, topic: str, total: int, rate: int) -> threading.Thread:
+    """Send ``total`` messages at ``rate`` per second from a thread (each body: its send time)."""
+
+    def run() -> None:
+        with Producer("p", url, namespace=ns) as producer:
+            _paced(total, rate, lambda: producer.send(Message(topic, repr(time.time()).encode())))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
 
 
-async def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
-    """End-to-end latency percentiles (ms) at ``rate`` msg/s: ours (aio producer to aio listener) and raw."""
-    ns = f"aiolat{time.monotonic_ns()}"
+async def aio_latency(url: str, ns: str, rate: int, seconds: float) -> list[float]:
+    """End-to-end latencies (ms) of ``mq.aio.PushConsumer`` at ``rate`` msg/s."""
     Admin(url, ns).create_topic("L", read_queues=4, write_queues=4)
     samples: list[float] = []
 
-    async def listener(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
+    async def listener(msgs, ctx):  # type: ignore[no-untyped-def]
         now = time.time()
         samples.extend((now - float(m.body)) * 1000 for m in msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = aio.PushConsumer("bench", url, namespace=ns)
+    consumer = PushConsumer("bench", url, namespace=ns)
     consumer.subscribe("L")
     consumer.register_message_listener(listener)
-    total = int(rate * seconds)
-    async with consumer, aio.Producer("p", url, namespace=ns) as producer:
+    async with consumer:
         await asyncio.sleep(1.5)
-        await _paced(total, rate, lambda: producer.send(Message("L", repr(time.time()).encode())))
+        sender = _send_paced(url, ns, "L", int(rate * seconds), rate)
+        while sender.is_alive():
+            await asyncio.sleep(0.05)
         await asyncio.sleep(0.5)
-    ours = samples
+    return sorted(samples)
 
-    raw_samples: list[float] = []
-    raw = redis.asyncio.Redis.from_url(url)
-    reader = redis.asyncio.Redis.from_url(url)
+
+async def raw_latency(url: str, rate: int, seconds: float) -> list[float]:
+    """End-to-end latencies (ms) of raw ``XADD`` (sync, paced) + ``redis.asyncio`` ``XREAD BLOCK``."""
+    samples: list[float] = []
+    reader = redis.asyncio.Redis.from_url(url, socket_timeout=10)
+    writer = redis.Redis.from_url(url)
     stop = asyncio.Event()
 
     async def read() -> None:
@@ -137,38 +141,49 @@ async def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
             for _, entries in await reader.xread({"lat:raw": last}, block=200) or []:
                 now = time.time()
                 last = entries[-1][0]
-                raw_samples.extend((now - float(e[1][b"b"])) * 1000 for e in entries)
+                samples.extend((now - float(e[1][b"b"])) * 1000 for e in entries)
 
     task = asyncio.create_task(read())
     await asyncio.sleep(0.5)
-    await _paced(total, rate, lambda: raw.xadd("lat:raw", {"b": repr(time.time())}))
+    total = int(rate * seconds)
+    thread = threading.Thread(target=_paced, args=(total, rate, lambda: writer.xadd("lat:raw", {"b": repr(time.time())})))
+    thread.start()
+    while thread.is_alive():
+        await asyncio.sleep(0.05)
     await asyncio.sleep(0.5)
     stop.set()
     await task
-    await raw.aclose()
     await reader.aclose()
-    return latency_summary(ours, raw_samples, total)
+    writer.close()
+    return sorted(samples)
+
+
+def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
+    """p50/p99 end-to-end latency (ms) at ``rate`` msg/s, ours (asyncio) and raw."""
+    ours = asyncio.run(aio_latency(url, f"alat{time.monotonic_ns()}", rate, seconds))
+    theirs = asyncio.run(raw_latency(url, rate, seconds))
+    return {
+        "aio_p50_ms": _pct(ours, 50),
+        "aio_p99_ms": _pct(ours, 99),
+        "raw_aio_p50_ms": _pct(theirs, 50),
+        "raw_aio_p99_ms": _pct(theirs, 99),
+        "received": len(ours),
+        "sent": int(rate * seconds),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=50_000, help="messages to drain")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved drain rounds (median)")
     parser.add_argument("--rate", type=int, default=2000, help="messages per second for the latency run")
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
-
-    async def both(url: str) -> dict[str, Any]:
-        return {"drain": await drain(url, args.n, args.rounds), "latency": await latency(url, args.rate, args.seconds)}
-
     with RedisServer() as server:
-        result = asyncio.run(both(server.url))
+        result = {"drain": drain(server.url, args.n), "latency": latency(server.url, args.rate, args.seconds)}
     print(json.dumps(result, indent=2))
     out = pathlib.Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
-    (out / "aio_consumer.json").write_text(
-        json.dumps({"n": args.n, "rounds": args.rounds, "rate": args.rate, **result}, indent=2)
-    )
+    (out / "aio_consumer.json").write_text(json.dumps({"n": args.n, "rate": args.rate, **result}, indent=2))
 
 
 if __name__ == "__main__":

@@ -255,6 +255,7 @@ class AsyncConsumerCore(CoreSteps):
                     await self._wake_flag.wait_for(self.puller.idle_wait_s())
                     continue
                 await self.run(self.puller.pull_op(ready))
+                await asyncio.sleep(0)  # a round that found every queue busy must not starve the loop
             except Exception as e:  # the puller never dies: every queue would stall
                 self.puller.round_failed(e)
                 await asyncio.sleep(RETRY_PAUSE_S)

@@ -154,8 +154,13 @@ class Puller:
         )
 
     def ready(self) -> list[ProcessQueue]:
-        """The queues to pull now (not releasing, not caught up, not flow-limited); [] while paused."""
-        ready = [pq for pq in self._queues() if not (pq.releasing or pq.idle.is_set() or self.flow_limited(pq))]
+        """The queues to pull now (not releasing, not caught up, not flow-limited, not being pulled by
+        their waiter, which wakes the puller when it is done); [] while paused."""
+        ready = [
+            pq
+            for pq in self._queues()
+            if not (pq.releasing or pq.idle.is_set() or pq.pull_lock.locked() or self.flow_limited(pq))
+        ]
         return ready if self._active() else []
 
     def idle_wait_s(self) -> float:
