@@ -9,7 +9,7 @@ STAMP   = $(VENV)/.installed-dev
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	$(PY) -m pip install --quiet -e '.[dev,spark,console]'
 	touch $(STAMP)
 
 demo: $(STAMP)            ## the end-to-end demo (embedded store unless MQ_URL is set)

@@ -23,6 +23,7 @@ from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
 from mq.store.trace import TraceOps
 from mq.store.transactions import TransactionOps
+from mq.store.views import ViewOps
 from mq.topic import QueueStats, TopicConfig
 
 log = logging.getLogger("mq.store")
@@ -33,10 +34,11 @@ TOPICS_PROBE_FIELD = ":permission-probe"
 __all__ = ["PullRequest", "PullResult", "Store", "check_put_result", "decode_half", "pairs"]
 
 
-class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
+class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps, ViewOps):
     """Typed operations on the Redis data of one namespace: topics and messages here, consumer groups
     in :class:`~mq.store.groups.GroupOps`, the broker service's in :class:`~mq.store.broker.BrokerOps`, operator tools' in
-    :class:`~mq.store.admin.AdminOps`, the message trace's in :class:`~mq.store.trace.TraceOps`.
+    :class:`~mq.store.admin.AdminOps`, the message trace's in :class:`~mq.store.trace.TraceOps`, the web
+    console's bulk views in :class:`~mq.store.views.ViewOps`.
 
     Args:
         connection: the client and key names.

@@ -1,0 +1,104 @@
+"""Store reads behind the web console's views (``mq console``): many queues in few round trips —
+queue stats with every group's committed offset, queue owners, key-index pages, per-topic backlogs of
+the timer and transaction indexes, and the broker services' last beats."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mq.keys import QueueKeys, key_index_range, parse_timer_member
+from mq.store.base import ScriptCall, StoreBase, all_or_raise, chunks
+from mq.topic import QueueStats
+
+#: Queues read per pipelined round trip.
+VIEW_BATCH = 2000
+
+
+class ViewOps(StoreBase):
+    """Bulk, read-only views over queues and the namespace indexes."""
+
+    def queues_state(self, queues: Sequence[tuple[str, int]]) -> list[tuple[QueueStats, dict[str, int]]]:
+        """For each ``(topic, queue_id)``: its stats and the committed offset of every group on it;
+        two pipelines (scripts, then ``HGETALL``) per :data:`VIEW_BATCH` queues."""
+        out: list[tuple[QueueStats, dict[str, int]]] = []
+        for batch in chunks(queues, VIEW_BATCH):
+            calls: list[ScriptCall] = [("queue-stats", self.queue_keys(t, q).read(), []) for t, q in batch]
+            stats = all_or_raise(self._scripts(calls, "reading queue stats"))
+            offsets = self._each_queue(batch, lambda p, k: p.hgetall(k.offsets), "reading committed offsets")
+            out += [
+                (QueueStats(int(s[0]), int(s[1]), int(s[2])), {_text(g): int(o) for g, o in off.items()})
+                for s, off in zip(stats, offsets)
+            ]
+        return out
+
+    def queue_owners(self, queues: Sequence[tuple[str, int]]) -> list[dict[str, str]]:
+        """For each ``(topic, queue_id)``: group → client id consuming it now (the owners hash)."""
+        replies = self._each_queue(queues, lambda p, k: p.hgetall(k.owners), "reading queue owners")
+        return [{_text(g): _text(c) for g, c in r.items()} for r in replies]
+
+    def key_counts(self, topic: str, queue_ids: Sequence[int], key: str) -> list[int]:
+        """How many messages of each queue are indexed under business key ``key`` (``ZLEXCOUNT``)."""
+        low, high = key_index_range(key)
+        replies = self._each_queue([(topic, q) for q in queue_ids], lambda p, k: p.zlexcount(k.keys, low, high), "counting a key")
+        return [int(r) for r in replies]
+
+    def key_page(self, topic: str, queue_id: int, key: str, start: int, count: int) -> list[int]:
+        """Offsets of the ``count`` messages of one queue indexed under ``key`` from the ``start``-th on
+        (in offset order: index members end in the 20-digit offset)."""
+        low, high = key_index_range(key)
+        with self._errors(f"looking up key {key!r}"):
+            members = self._client.zrangebylex(self.queue_keys(topic, queue_id).keys, low, high, int(start), int(count))
+        return [int(m.rpartition(b"\x1f")[2]) for m in members]
+
+    def index_backlog(self, index: str, schedule: Callable[[QueueKeys], str]) -> list[tuple[str, int, int, int]]:
+        """``(topic, queue_id, waiting, earliest ms)`` of every queue listed in a broker index
+        (``{ns}:timers`` with ``QueueKeys.timer``, ``{ns}:halves`` with ``QueueKeys.halfidx``):
+        the index's score and the size of the queue's own schedule."""
+        with self._errors("reading a broker index"):
+            listed = [(parse_timer_member(m), int(s)) for m, s in self._client.zrange(index, 0, -1, withscores=True)]
+        sizes = self._each_queue([q for q, _ in listed], lambda p, k: p.zcard(schedule(k)), "reading queue schedules")
+        return [(t, q, int(n), at) for ((t, q), at), n in zip(listed, sizes)]
+
+    def groups_clients_raw(self, groups: Sequence[str]) -> list[tuple[dict[str, str], dict[str, int]]]:
+        """:meth:`~mq.store.groups.GroupOps.group_clients_raw` of each of ``groups``, in one pipeline per
+        :data:`VIEW_BATCH` groups."""
+        out: list[tuple[dict[str, str], dict[str, int]]] = []
+        for batch in chunks(groups, VIEW_BATCH):
+            keys = [self.keys.group(g) for g in batch]
+
+            def build(p: Any, keys: Sequence[Any] = keys) -> None:
+                for k in keys:
+                    p.hgetall(k.info)
+                    p.zrange(k.clients, 0, -1, withscores=True)
+
+            r = all_or_raise(self._pipeline(build, "reading the clients of groups"))
+            out += [
+                ({_text(k): _text(v) for k, v in r[i].items()}, {_text(c): int(s) for c, s in r[i + 1]})
+                for i in range(0, len(r), 2)
+            ]
+        return out
+
+    def broker_beats(self) -> dict[str, int]:
+        """Every broker service id with its last health beat, epoch ms."""
+        with self._errors("reading broker health"):
+            return {_text(m): int(s) for m, s in self._client.zrange(self.keys.brokers, 0, -1, withscores=True)}
+
+    def _each_queue(
+        self, queues: Sequence[tuple[str, int]], command: Callable[[Any, QueueKeys], object], doing: str
+    ) -> list[Any]:
+        """One pipelined ``command(pipe, queue keys)`` per queue, :data:`VIEW_BATCH` a round trip."""
+        out: list[Any] = []
+        for batch in chunks(queues, VIEW_BATCH):
+            keys = [self.queue_keys(t, q) for t, q in batch]
+
+            def build(p: Any, keys: Sequence[QueueKeys] = keys) -> None:
+                for k in keys:
+                    command(p, k)
+
+            out += all_or_raise(self._pipeline(build, doing))
+        return out
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
