@@ -212,12 +212,20 @@ def overview(console: Console) -> Overview:
     )
 
 
+def fresh_snapshot(console: Console) -> dict[str, Any] | None:
+    """The broker service's last stats snapshot when it is at most :data:`FRESH_SNAPSHOT_S` old, else None."""
+    snap = console.admin.broker_stats()
+    if snap is not None and int(snap.get("taken_at_ms", 0)) >= time.time() * 1000 - FRESH_SNAPSHOT_S * 1000:
+        return snap
+    return None
+
+
 def lag_table(console: Console) -> LagTable:
     """The namespace's lag figures: from the broker service's last stats snapshot when it is at most
     :data:`FRESH_SNAPSHOT_S` old (one read), else from every queue of the store now (two pipelined
     reads per 2 000 queues: slow on big namespaces without a broker service)."""
-    snap = console.admin.broker_stats()
-    if snap is not None and int(snap.get("taken_at_ms", 0)) >= time.time() * 1000 - FRESH_SNAPSHOT_S * 1000:
+    snap = fresh_snapshot(console)
+    if snap is not None:
         return LagTable(
             {_pair(k): int(v) for k, v in snap.get("group_lag", {}).items()},
             {str(g): int(n) for g, n in snap.get("dlq_messages", {}).items()},
@@ -469,11 +477,16 @@ def groups(console: Console, *, search: str = "", page: object = 1, per_page: ob
     chosen = names[(p - 1) * n : p * n]
     rows: list[GroupRow] = []
     if chosen:
-        table = lag_table(console)
+        snap = fresh_snapshot(console)
+        as_of_ms = int(snap["taken_at_ms"]) if snap is not None else int(time.time() * 1000)
+        if snap is not None:
+            table = {_pair(k): int(v) for k, v in snap.get("group_lag", {}).items()}
+        else:
+            table = console.admin.group_lags(chosen)
         members = console.admin.consumer_connections_of(chosen)
         configs = console.admin.group_configs(chosen)
         for g in chosen:
-            lags = {t: v for (group, t), v in table.lag.items() if group == g}
+            lags = {t: v for (group, t), v in table.items() if group == g}
             config = configs.get(g)
             rows.append(
                 GroupRow(
@@ -482,7 +495,7 @@ def groups(console: Console, *, search: str = "", page: object = 1, per_page: ob
                     sum(lags.values()) if lags else None,
                     sorted(lags),
                     None if config is None else config.consume_enable,
-                    table.as_of_ms,
+                    as_of_ms,
                 )
             )
     return Page(rows, len(names), p, n)
@@ -913,6 +926,7 @@ __all__ = [
     "discarded",
     "dlq",
     "doctor",
+    "fresh_snapshot",
     "group_detail",
     "groups",
     "half_backlog",

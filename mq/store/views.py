@@ -42,6 +42,12 @@ class ViewOps(StoreBase):
         return out
 
     @operation
+    def queues_offsets(self, queues: Sequence[tuple[str, int]]) -> Op[list[dict[str, int]]]:
+        """For each ``(topic, queue_id)``: the committed offset of every group on it (``HGETALL``)."""
+        replies = yield from self._each_queue(queues, lambda p, k: p.hgetall(k.offsets), "reading committed offsets")
+        return [{_text(g): int(o) for g, o in r.items()} for r in replies]
+
+    @operation
     def queue_owners(self, queues: Sequence[tuple[str, int]]) -> Op[list[dict[str, str]]]:
         """For each ``(topic, queue_id)``: group → client id consuming it now (the owners hash)."""
         replies = yield from self._each_queue(queues, lambda p, k: p.hgetall(k.owners), "reading queue owners")
