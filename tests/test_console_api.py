@@ -607,6 +607,12 @@ def test_the_guard_redacts_a_secret_that_a_response_would_carry(world: World) ->
     assert PASSWORD not in text and "***" in text
 
 
+def test_the_api_document_lists_every_route() -> None:
+    table = (ROOT / "docs" / "console-api.md").read_text()
+    rows = {tuple(cell.strip(" `") for cell in line.split("|")[1:3]) for line in table.splitlines() if line.startswith("| ")}
+    assert {(method, path) for method, path, *_ in ROUTES} <= rows
+
+
 # -- mq console -------------------------------------------------------------------------------------
 
 

@@ -68,7 +68,7 @@ BODY_CAP = 64 * 1024
 BROKER_HEALTHY_S = 10.0
 #: Seconds a broker stats snapshot may be old and still give the lists' lag (the service takes one
 #: every 10 s by default).
-FRESH_SNAPSHOT_S = 30.0
+FRESH_SNAPSHOT_S = 60.0
 #: Window of the rates the overview shows, seconds.
 RATE_WINDOW_S = 60.0
 #: Producer group of the test messages the console sends.
