@@ -22,7 +22,7 @@ from typing import Any
 
 from mq.admin import Admin
 from mq.admin_views import QueueState
-from mq.connection import mask_url
+from mq.connection import mask_url, resolve_url, url_passwords
 from mq.console.shapes import (
     BacklogRow,
     Body,
@@ -99,11 +99,11 @@ class Console:
     """
 
     def __init__(self, url: str | None, namespace: str = "mq", *, read_only: bool = False, token: str | None = None) -> None:
-        self.admin = Admin(url, namespace)
+        self._url = resolve_url(url)
+        self.admin = Admin(self._url, namespace)
         self.namespace = namespace
         self.read_only = read_only
         self.token = token
-        self._url = url
         self._producer: Producer | None = None
         self._lock = threading.Lock()
 
@@ -111,20 +111,19 @@ class Console:
         return f"Console({self.masked_url!r}, namespace={self.namespace!r}, read_only={self.read_only})"
 
     @property
-    def url(self) -> str | None:
+    def url(self) -> str:
         """The store URL, password included: for connecting only, never to be shown."""
         return self._url
 
     @property
     def masked_url(self) -> str:
         """The store URL with its password replaced by ``***``."""
-        return mask_url(self._url) if self._url else "(default: $MQ_URL or memory://)"
+        return mask_url(self._url)
 
     @property
     def secrets(self) -> list[str]:
         """Texts no response may contain: the store URL's password, and the access token."""
-        out = [s for s in (_password(self._url), self.token) if s]
-        return out
+        return [*url_passwords(self._url), *([self.token] if self.token else [])]
 
     def producer(self) -> Producer:
         """The console's producer (group :data:`PRODUCER_GROUP`), started on first use."""
@@ -867,17 +866,6 @@ def _cut_utf8(shown: bytes) -> bool:
         except UnicodeDecodeError:
             continue
     return False
-
-
-def _password(url: str | None) -> str | None:
-    from urllib.parse import urlsplit
-
-    if not url:
-        return None
-    try:
-        return urlsplit(url).password or None
-    except ValueError:
-        return None
 
 
 __all__ = [
