@@ -1,0 +1,37 @@
+"""Figures only the pages show, gathered with :class:`mq.Admin` like :mod:`mq.console.service`:
+the overview's busiest topics, the names the message search suggests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mq.console.service import RATE_WINDOW_S, Console
+from mq.validation import DLQ_PREFIX, RETRY_PREFIX
+
+#: Topics the overview lists.
+BUSIEST_LIMIT = 10
+
+
+@dataclass(frozen=True)
+class TopicRate:
+    """A user topic and the messages stored in it per second over the last minute (None: unknown,
+    no broker service has taken stats snapshots that far back)."""
+
+    topic: str
+    in_per_s: float | None
+
+
+def busiest_topics(console: Console, *, limit: int = BUSIEST_LIMIT) -> list[TopicRate]:
+    """The ``limit`` user topics with the most messages in per second, busiest first (ties by name); when
+    the rates are unknown, the first ``limit`` topics by name with an unknown rate."""
+    names = user_topics(console)
+    rates = console.admin.stats(window_s=RATE_WINDOW_S)
+    if rates is None:
+        return [TopicRate(t, None) for t in names[:limit]]
+    per_s = {t: rates.topics_in[t].per_s if t in rates.topics_in else 0.0 for t in names}
+    return [TopicRate(t, per_s[t]) for t in sorted(names, key=lambda t: (-per_s[t], t))[:limit]]
+
+
+def user_topics(console: Console) -> list[str]:
+    """Every user topic's name (not retry or DLQ topics), sorted: one read of the topic table."""
+    return sorted(c.name for c in console.admin.topics() if not c.name.startswith((RETRY_PREFIX, DLQ_PREFIX)))
