@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mq.console.service import RATE_WINDOW_S, Console
+from mq.rates import rates_over
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX
 
 #: Topics the overview lists.
@@ -14,22 +15,33 @@ BUSIEST_LIMIT = 10
 
 @dataclass(frozen=True)
 class TopicRate:
-    """A user topic and the messages stored in it per second over the last minute (None: unknown,
-    no broker service has taken stats snapshots that far back)."""
+    """A user topic and the messages stored in it per second (None: unknown, fewer than two broker
+    stats snapshots).
+
+    Attributes:
+        topic: the topic.
+        in_per_s: messages stored per second over ``window_s``.
+        window_s: the window, seconds: the last minute, or less when the snapshots do not reach back so far.
+    """
 
     topic: str
     in_per_s: float | None
+    window_s: float | None
 
 
 def busiest_topics(console: Console, *, limit: int = BUSIEST_LIMIT) -> list[TopicRate]:
-    """The ``limit`` user topics with the most messages in per second, busiest first (ties by name); when
-    the rates are unknown, the first ``limit`` topics by name with an unknown rate."""
+    """The ``limit`` user topics with the most messages in per second, busiest first (ties by name), over
+    the last minute of the broker service's stats snapshots — or over what there is, when the service
+    has been taking them for less than a minute; the first ``limit`` topics by name with an unknown rate
+    when there are fewer than two snapshots."""
     names = user_topics(console)
-    rates = console.admin.stats(window_s=RATE_WINDOW_S)
+    history = console.admin.stats_history()
+    span_s = (int(history[-1]["taken_at_ms"]) - int(history[0]["taken_at_ms"])) / 1000 if history else 0.0
+    rates = rates_over(history, min(RATE_WINDOW_S, span_s)) if span_s > 0 else None
     if rates is None:
-        return [TopicRate(t, None) for t in names[:limit]]
+        return [TopicRate(t, None, None) for t in names[:limit]]
     per_s = {t: rates.topics_in[t].per_s if t in rates.topics_in else 0.0 for t in names}
-    return [TopicRate(t, per_s[t]) for t in sorted(names, key=lambda t: (-per_s[t], t))[:limit]]
+    return [TopicRate(t, per_s[t], rates.window_s) for t in sorted(names, key=lambda t: (-per_s[t], t))[:limit]]
 
 
 def user_topics(console: Console) -> list[str]:

@@ -12,13 +12,13 @@
   function startChart(fig) {
     var src = fig.dataset.src, key = fig.dataset.key, every = Number(fig.dataset.every || 5) * 1000;
     var box = fig.querySelector(".plot"), latest = fig.querySelector("output");
-    var width = Math.min(540, Math.max(280, box.clientWidth || 540));
+    var width = Math.min(460, Math.max(280, box.clientWidth || 460));
+    var colour = fig.dataset.colour || "#0b5cad";
     var plot = new uPlot({
-      width: width, height: 180,
+      width: width, height: 160,
       scales: { x: { time: true } },
       axes: [{ values: function (u, vals) { return vals.map(fmtTime); } }, {}],
-      series: [{}, { label: fig.dataset.label || key, stroke: fig.dataset.colour || "#0b5cad", width: 2,
-                     fill: "rgba(11,92,173,0.08)" }],
+      series: [{}, { label: fig.dataset.label || key, stroke: colour, width: 2, fill: colour + "14" }],
       legend: { show: false },
     }, [[], []], box);
     function refresh() {
