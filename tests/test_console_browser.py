@@ -405,3 +405,99 @@ def test_with_a_token_a_page_without_it_gets_the_login_form(tab: Tab, store: Sto
         page.wait_for_url(base + f"/topics/{TOPIC}")
         assert page.locator("#queues tbody tr").count() == 4
         assert token not in page.content()
+
+
+def test_a_topic_is_created_sent_to_updated_and_deleted_from_its_pages(tab: Tab, console: str, store: Store) -> None:
+    admin, page = store.admin(), tab.page
+    page.goto(console + "/topics")
+    create = page.locator("#create-topic")
+    create.get_by_label("Name").fill("invoices")
+    create.get_by_label("Read queues").fill("2")
+    create.get_by_label("Write queues").fill("2")
+    create.get_by_role("button", name="Create").click()
+    page.wait_for_url(console + "/topics")
+    assert page.locator("#done").inner_text() == "Topic invoices created."
+    assert admin.topic_config("invoices").read_queues == 2
+
+    page.goto(console + "/topics/invoices")
+    send = page.locator("#send-message")
+    send.get_by_label("Keys (space-separated)").fill("inv-1 inv-2")
+    send.get_by_label("Body (UTF-8 text)").fill("total 12.50")
+    send.get_by_role("button", name="Send").click()
+    sent_id = page.locator("#done").inner_text().split()[2]
+    [stored] = admin.query_messages_by_key("invoices", "inv-2")
+    assert (stored.msg_id, stored.body) == (sent_id, b"total 12.50")
+    assert page.locator("#topic-messages").inner_text() == "1"
+    screenshot(page, "topic")
+
+    update = page.locator("#update-topic")
+    update.get_by_label("Write queues").fill("1")
+    update.get_by_label("Permission").select_option("r")
+    update.get_by_role("button", name="Update").click()
+    page.locator("#done").wait_for()
+    config = admin.topic_config("invoices")
+    assert (config.read_queues, config.write_queues, config.perm) == (2, 1, "r")
+    assert page.locator("#queues tbody tr").count() == 2
+
+    page.locator("#delete-topic button").click()  # the confirmation dialog is accepted
+    page.locator("#done").wait_for()
+    assert page.locator("#done").inner_text() == "Topic invoices deleted."
+    assert not admin.topic_exists("invoices")
+
+
+def test_a_refused_form_shows_the_reason_and_writes_nothing(tab: Tab, console: str, store: Store) -> None:
+    page = tab.page
+    page.goto(console + "/topics")
+    create = page.locator("#create-topic")
+    create.get_by_label("Name").fill(TOPIC)  # exists already
+    create.get_by_role("button", name="Create").click()
+    assert "exists already" in page.locator("#error").inner_text()
+    page.goto(console + f"/groups/{AUDIT}")
+    page.locator("#reset-offset").get_by_label("Time (ISO 8601 or epoch ms)").fill("yesterday")
+    page.locator("#reset-offset").get_by_role("button", name="Reset").click()
+    assert "ISO 8601" in page.locator("#error").inner_text()
+    assert page.goto(console + "/topics/no-such-topic").status == 404
+    assert "does not exist" in page.locator("#error").inner_text()
+
+
+def test_a_group_is_paused_and_resumed_from_its_page(tab: Tab, console: str, store: Store) -> None:
+    admin, page = store.admin(), tab.page
+    page.goto(console + "/groups")
+    assert page.locator("#groups tbody tr", has_text=BILLING).locator("td").nth(1).inner_text() == "1"  # one live member
+    page.locator("#groups").get_by_role("link", name=AUDIT).click()
+    page.get_by_role("button", name="Pause consuming").click()
+    page.locator("#paused").wait_for()
+    assert admin.group_config(AUDIT).consume_enable is False
+    page.get_by_role("button", name="Resume consuming").click()
+    page.locator("#done").wait_for()
+    assert page.locator("#paused").count() == 0
+    assert admin.group_config(AUDIT).consume_enable is True
+
+
+def test_the_topic_list_is_searched_and_paged(tab: Tab, console: str, store: Store) -> None:
+    admin, page = store.admin(), tab.page
+    for i in range(60):
+        admin.create_topic(f"bulk-{i:03d}", read_queues=1, write_queues=1)
+    try:
+        page.goto(console + "/topics")
+        page.get_by_label("Name contains").fill("bulk-")
+        page.get_by_role("button", name="Search").click()
+        assert page.locator("#topics tbody tr").count() == 50
+        assert "page 1 of 2 (60 in all)" in page.locator(".pager").inner_text()
+        page.get_by_role("link", name="Next →").click()
+        names = page.locator("#topics tbody tr td:first-child a").all_inner_texts()
+        assert names == [f"bulk-{i:03d}" for i in range(50, 60)]
+    finally:
+        for i in range(60):
+            admin.delete_topic(f"bulk-{i:03d}")
+
+
+def test_the_timers_page_shows_the_delayed_backlog(tab: Tab, console: str, store: Store) -> None:
+    with Producer("later", store.url, namespace=store.namespace) as producer:
+        producer.send(Message(TOPIC, b"in an hour", deliver_time_ms=int(time.time() * 1000) + 3_600_000))
+    page = tab.page
+    page.goto(console + "/transactions")
+    row = page.locator("#timer-backlog tbody tr", has_text=TOPIC)
+    assert row.locator("td").nth(1).inner_text() == "1"
+    assert page.locator("#discarded tbody tr").inner_text() == "No half message was discarded."
+    screenshot(page, "transactions")
