@@ -284,6 +284,9 @@ def test_overview_shows_the_topic_and_a_non_zero_rate(tab: Tab, console: str) ->
     page.wait_for_function("document.querySelector('#chart-in output').textContent > 0", timeout=20_000)
     assert chart.locator("canvas").count() >= 1
     assert int(chart.get_attribute("data-points") or 0) >= 2
+    # htmx swaps fresh figures in every 5 s, without a reload
+    read_at = page.locator("#read-at").inner_text()
+    page.wait_for_function(f"document.querySelector('#read-at').textContent !== {read_at!r}", timeout=15_000)
     screenshot(page, "overview")
 
 
@@ -501,3 +504,31 @@ def test_the_timers_page_shows_the_delayed_backlog(tab: Tab, console: str, store
     assert row.locator("td").nth(1).inner_text() == "1"
     assert page.locator("#discarded tbody tr").inner_text() == "No half message was discarded."
     screenshot(page, "transactions")
+
+
+def test_every_page_names_its_controls_for_assistive_technology(tab: Tab, console: str, store: Store) -> None:
+    """Every page has a language, one h1 and a main landmark; every visible form control has a label."""
+    assert store.special is not None
+    page = tab.page
+    for path in [
+        "/",
+        "/topics",
+        f"/topics/{TOPIC}",
+        "/groups",
+        f"/groups/{BILLING}",
+        f"/messages?topic={TOPIC}&key={SPECIAL_KEY}",
+        f"/messages/{TOPIC}/{store.special.msg_id}",
+        "/dlq",
+        f"/dlq/{BILLING}",
+        "/transactions",
+    ]:
+        page.goto(console + path)
+        assert page.locator("html").get_attribute("lang") == "en", path
+        assert page.locator("h1").count() == 1 and page.locator("main").count() == 1, path
+        unlabelled = page.evaluate(
+            """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+                 .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label'))
+                 .map(el => el.outerHTML)"""
+        )
+        assert unlabelled == [], path
+        assert page.locator("th:not([scope])").count() == 0, f"a table header without scope on {path}"
