@@ -55,6 +55,7 @@ from mq.errors import InvalidNameError, MQClientError, TopicNotFoundError
 from mq.message import Message, MessageExt
 from mq.producer import Producer
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.rates import Rates, rates_over
 from mq.topic import DEFAULT_QUEUE_NUMS, MAX_QUEUE_NUMS, PERMS, TopicConfig
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
 
@@ -195,7 +196,7 @@ def overview(console: Console) -> Overview:
         for name, rows in states.items()
         if name.startswith(DLQ_PREFIX)
     }
-    rates = admin.stats(window_s=RATE_WINDOW_S)
+    rates = _recent_rates(admin)
     return Overview(
         topics=sum(1 for c in configs if not _system(c.name)),
         groups=len(admin.groups()),
@@ -699,6 +700,17 @@ def _topic_row(config: TopicConfig, states: Sequence[QueueState]) -> TopicRow:
         sum(s.stats.max_offset - s.stats.min_offset for s in states),
         max((s.stats.last_store_timestamp_ms for s in states), default=0),
     )
+
+
+def _recent_rates(admin: Admin) -> Rates | None:
+    """Rates over the last :data:`RATE_WINDOW_S` seconds of broker snapshots, or over as many as there
+    are (a service that started a moment ago); None without two snapshots, or when the newest is older
+    than the window (no broker service running)."""
+    history = admin.stats_history()
+    if len(history) < 2 or int(history[-1]["taken_at_ms"]) < time.time() * 1000 - RATE_WINDOW_S * 1000:
+        return None
+    span_s = (int(history[-1]["taken_at_ms"]) - int(history[0]["taken_at_ms"])) / 1000
+    return rates_over(history, min(RATE_WINDOW_S, span_s)) if span_s > 0 else None
 
 
 def _group_lags(console: Console, groups_: Iterable[str]) -> dict[str, tuple[int | None, list[str]]]:

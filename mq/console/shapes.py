@@ -66,12 +66,11 @@ class Overview:
 
     Attributes:
         topics, groups: how many user topics and consumer groups the namespace has.
-        in_per_s, out_per_s: messages stored / consumed per second over the last minute, from the broker
-            service's snapshots; None when unknown (no broker service took snapshots that far back).
+        in_per_s, out_per_s: messages stored / consumed per second over the last minute (or the snapshots
+            there are, when the service started less than a minute ago), from the broker service's
+            snapshots; None when unknown (fewer than two snapshots, or none in the last minute).
         total_lag: messages not consumed yet, summed over every (group, queue) with a committed offset;
             None when no group has one.
-        lag_unknown_queues: (group, queue) pairs whose lag is unknown (a subscribed queue the group has no
-            offset on is not counted: only the groups' own offsets are known here).
         dlq: group → dead letters stored.
         timer_backlog, half_backlog: delayed messages waiting, unresolved half messages (whole namespace).
         brokers: the broker services and their health.
