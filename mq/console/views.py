@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mq.console.service import RATE_WINDOW_S, Console
-from mq.rates import rates_over
+from mq.console.service import Console, _recent_rates
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX
 
 #: Topics the overview lists.
@@ -33,11 +32,9 @@ def busiest_topics(console: Console, *, limit: int = BUSIEST_LIMIT) -> list[Topi
     """The ``limit`` user topics with the most messages in per second, busiest first (ties by name), over
     the last minute of the broker service's stats snapshots — or over what there is, when the service
     has been taking them for less than a minute; the first ``limit`` topics by name with an unknown rate
-    when there are fewer than two snapshots."""
+    when there are fewer than two snapshots, or none recent (no broker service running)."""
     names = user_topics(console)
-    history = console.admin.stats_history()
-    span_s = (int(history[-1]["taken_at_ms"]) - int(history[0]["taken_at_ms"])) / 1000 if history else 0.0
-    rates = rates_over(history, min(RATE_WINDOW_S, span_s)) if span_s > 0 else None
+    rates = _recent_rates(console.admin)  # the overview's own rates: the same window
     if rates is None:
         return [TopicRate(t, None, None) for t in names[:limit]]
     per_s = {t: rates.topics_in[t].per_s if t in rates.topics_in else 0.0 for t in names}
