@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,7 +36,8 @@ from tests.servers import RedisServer, free_port, wait_until
 pytestmark = pytest.mark.slow
 
 #: Debian's Chromium (package ``chromium``); Playwright drives it, it never downloads a browser.
-CHROMIUM = "/usr/bin/chromium"
+#: ``MQ_TEST_CHROMIUM`` points elsewhere (the test of the missing-browser failure uses it).
+CHROMIUM = os.environ.get("MQ_TEST_CHROMIUM", "/usr/bin/chromium")
 #: Where the screenshots for docs/console.md go (overwritten on each run).
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "console"
 #: Size of the browser window and of the screenshots, CSS pixels.
@@ -277,6 +280,7 @@ def test_overview_shows_the_topic_and_a_non_zero_rate(tab: Tab, console: str) ->
     reload_until(page, lambda: rate() > 0, 30, f"a non-zero rate of {TOPIC} on the overview")
     assert row.locator("a").inner_text() == TOPIC
     assert 0 < rate() < 1000
+    assert float(page.locator("#rate-in").inner_text()) > 0  # the namespace's rate in
     assert page.locator("#topic-count").inner_text() == "1"
     assert page.locator("#brokers .badge.ok").inner_text() == "healthy"
     # the live chart of messages in per second: drawn by uPlot from /api/overview/series in this browser
@@ -319,6 +323,8 @@ def test_search_by_key_finds_the_message_and_its_page_shows_body_and_consumed(ta
 def test_a_dead_letter_resent_from_the_dlq_page_is_consumed_by_its_group(tab: Tab, console: str, store: Store) -> None:
     page = tab.page
     assert (store.poison_id, 0) not in store.consumed.get(BILLING, [])  # it failed its only delivery
+    page.goto(console + f"/messages/{TOPIC}/{store.poison_id}")
+    assert page.locator("#group-states tr", has_text=BILLING).locator("td").nth(1).inner_text() == "dead lettered"
     page.goto(console + f"/dlq/{BILLING}")
     letter = page.locator(f'#letters tr[data-msg-id="{store.poison_id}"]')
     assert letter.locator("td.resent").inner_text() == "no"
@@ -532,3 +538,27 @@ def test_every_page_names_its_controls_for_assistive_technology(tab: Tab, consol
         )
         assert unlabelled == [], path
         assert page.locator("th:not([scope])").count() == 0, f"a table header without scope on {path}"
+
+
+def test_without_chromium_the_browser_tests_fail_and_are_not_skipped() -> None:
+    """A missing browser is a failure with the command that fixes it, never a skip counted as a pass."""
+    here = Path(__file__).resolve()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"{here}::test_overview_shows_the_topic_and_a_non_zero_rate",
+        ],
+        cwd=here.parent.parent,
+        env={**os.environ, "MQ_TEST_CHROMIUM": "/nonexistent/chromium"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "/nonexistent/chromium is missing" in result.stdout and "apt-get install chromium" in result.stdout
+    assert "1 error" in result.stdout and "skipped" not in result.stdout
