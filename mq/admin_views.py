@@ -19,6 +19,8 @@ from mq.store import Store
 from mq.topic import QueueStats, TopicConfig
 from mq.validation import check_group, check_topic
 
+#: Delayed entries of a retry topic :meth:`AdminViews.message_states` reads at most per message and group.
+MAX_TIMER_SCAN = 10_000
 #: What a group did with a message (:meth:`AdminViews.message_states`).
 CONSUMED, RETRYING, DEAD_LETTERED, PENDING, UNKNOWN = "consumed", "retrying", "dead_lettered", "pending", "unknown"
 
@@ -150,26 +152,33 @@ class AdminViews:
 
     def message_states(self, message: MessageExt, groups: Sequence[str]) -> dict[str, str]:
         """What each of ``groups`` did with ``message`` (a stored message of a user topic):
-        :data:`DEAD_LETTERED` (a copy is in ``%DLQ%<group>``), :data:`RETRYING` (a copy in
-        ``%RETRY%<group>`` the group has not consumed yet), :data:`CONSUMED` (its committed offset on the
-        message's queue is past the message), :data:`PENDING` (not yet), or :data:`UNKNOWN` (the group has
-        no committed offset on that queue)."""
+
+        - :data:`DEAD_LETTERED`: a copy is in ``%DLQ%<group>``;
+        - :data:`RETRYING`: a copy waits in ``%RETRY%<group>`` — in its timer, or stored and not consumed yet;
+        - :data:`CONSUMED`: the group's committed offset on the message's queue is past the message;
+        - :data:`PENDING`: not yet;
+        - :data:`UNKNOWN`: the group has no committed offset on that queue, or its retry timer holds more
+          than :data:`MAX_TIMER_SCAN` messages (not searched through).
+        """
         queue = MessageQueue(message.topic, DEFAULT_BROKER_NAME, message.queue_id)
         out: dict[str, str] = {}
         for group in groups:
-            check_group(group)
-            copies = self._copies(message.msg_id, [dlq_topic(group), retry_topic(group)])
+            retry = retry_topic(check_group(group))
+            copies = self._copies(message.msg_id, [dlq_topic(group), retry])
             if any(t == dlq_topic(group) for t, _, _ in copies):
                 out[group] = DEAD_LETTERED
                 continue
-            retry = [(q, o) for t, q, o in copies if t == retry_topic(group)]
-            if retry:
-                committed = self._store.read_offsets(
-                    group, [MessageQueue(retry_topic(group), DEFAULT_BROKER_NAME, q) for q, _ in retry]
-                )
-                if any(committed.get(MessageQueue(retry_topic(group), DEFAULT_BROKER_NAME, q), -1) <= o for q, o in retry):
-                    out[group] = RETRYING
-                    continue
+            stored = [MessageQueue(retry, DEFAULT_BROKER_NAME, q) for t, q, _ in copies if t == retry]
+            committed = self._store.read_offsets(group, stored)
+            if any(committed.get(mq, -1) <= o for mq, (_, _, o) in zip(stored, [c for c in copies if c[0] == retry])):
+                out[group] = RETRYING
+                continue
+            waiting = (
+                self._store.delayed_holds(retry, 0, message.msg_id, limit=MAX_TIMER_SCAN) if self._store.topic(retry) else False
+            )
+            if waiting is not False:
+                out[group] = RETRYING if waiting else UNKNOWN
+                continue
             offset = self._store.read_offsets(group, [queue]).get(queue)
             out[group] = UNKNOWN if offset is None else CONSUMED if offset > message.queue_offset else PENDING
         return out

@@ -79,6 +79,25 @@ class ViewOps(StoreBase):
             ]
         return out
 
+    def delayed_holds(self, topic: str, queue_id: int, msg_id: str, *, limit: int) -> bool | None:
+        """Whether the timer of a queue (its delayed messages waiting to be due) holds message ``msg_id``;
+        None when it holds more than ``limit`` entries (not all read). ``XRANGE`` in pages of 500."""
+        delayed = self.queue_keys(topic, queue_id).delayed
+        start, seen, wanted = "-", 0, msg_id.encode()
+        while seen < limit:
+            with self._errors(f"reading the timer of {topic!r} queue {queue_id}"):
+                entries = self._client.xrange(delayed, start, "+", 500)
+            if not entries:
+                return False
+            if any(fields.get(b"i") == wanted for _, fields in entries):
+                return True
+            seen += len(entries)
+            last = _text(entries[-1][0])
+            start = "(" + last
+            if len(entries) < 500:
+                return False
+        return None
+
     def broker_beats(self) -> dict[str, int]:
         """Every broker service id with its last health beat, epoch ms."""
         with self._errors("reading broker health"):
