@@ -2,14 +2,15 @@
 uses (:mod:`mq.console.service`), with htmx for the parts that refresh and uPlot for the charts.
 
 ``routes`` is what the app mounts. Every change is a POST form carrying the CSRF token the guard
-(:mod:`mq.console.auth`) puts in ``request.state.csrf_token``; in read-only mode no change control is drawn and the service
-refuses the change anyway (403). A failed request shows the error page with the service's message and
-the status the API would answer (400, 403, 404, 409, 503).
+(:mod:`mq.console.auth`) puts in ``request.state.csrf_token``; in read-only mode no change control is
+drawn and the guard and the service refuse the change anyway (403). A failed request shows the error
+page with the service's message and the status the API would answer (400, 403, 404, 409, 503).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,10 +22,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from mq.console import service, views
-from mq.console.api import status_of
-from mq.console.service import BadInput, Console
+from mq.console.api import console_of, status_of
+from mq.console.service import BadInput
 from mq.console.templating import STATIC_DIR, make_templates
 from mq.errors import MQBrokerError, MQClientError
+
+log = logging.getLogger("mq.console")
 
 templates = make_templates()
 
@@ -41,19 +44,14 @@ NAV = [
 ]
 
 
-def _console(request: Request) -> Console:
-    console: Console = request.app.state.console
-    return console
-
-
 async def _call(request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(console, *args, **kwargs)`` in the thread pool (the service is synchronous)."""
-    return await run_in_threadpool(fn, _console(request), *args, **kwargs)
+    return await run_in_threadpool(fn, console_of(request), *args, **kwargs)
 
 
 def render(request: Request, template: str, *, status_code: int = 200, nav: str = "", **context: Any) -> Response:
     """``template`` with what every page needs: the console's settings, the CSRF token, the navigation."""
-    console = _console(request)
+    console = console_of(request)
     base = {
         "info": service.info(console),
         "read_only": console.read_only,
@@ -73,6 +71,8 @@ def page(nav: str) -> Callable[[Handler], Handler]:
             try:
                 return await handler(request)
             except (MQClientError, MQBrokerError) as e:
+                if isinstance(e, MQBrokerError):
+                    log.warning("%s %s: %s", request.method, request.url.path, e)
                 status = status_of(e)
                 return render(request, "error.html", status_code=status, nav=nav, error=str(e), status=status)
 
