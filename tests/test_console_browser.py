@@ -293,6 +293,12 @@ def test_overview_shows_the_topic_and_a_non_zero_rate(tab: Tab, console: str) ->
     page.wait_for_function(f"document.querySelector('#read-at').textContent !== {read_at!r}", timeout=15_000)
     screenshot(page, "overview")
 
+    page.locator("#busiest").get_by_role("link", name=TOPIC).click()  # the topic's page: its own chart, its readers
+    page.wait_for_function("document.querySelector('#chart-topic-in output').textContent > 0", timeout=20_000)
+    assert sorted(page.locator("#topic-groups tbody td:first-child").all_inner_texts()) == [AUDIT, BILLING]
+    assert page.locator("#queues tbody tr").count() == 4
+    screenshot(page, "topic")
+
 
 def test_search_by_key_finds_the_message_and_its_page_shows_body_and_consumed(tab: Tab, console: str, store: Store) -> None:
     assert store.special is not None
@@ -437,7 +443,6 @@ def test_a_topic_is_created_sent_to_updated_and_deleted_from_its_pages(tab: Tab,
     [stored] = admin.query_messages_by_key("invoices", "inv-2")
     assert (stored.msg_id, stored.body) == (sent_id, b"total 12.50")
     assert page.locator("#topic-messages").inner_text() == "1"
-    screenshot(page, "topic")
 
     update = page.locator("#update-topic")
     update.get_by_label("Write queues").fill("1")
