@@ -31,7 +31,7 @@ def test_messages_by_key_page_through_every_match_past_the_cap(redis_server, nam
     with Admin(url, namespace) as admin, Producer("p", url, namespace=namespace) as producer:
         admin.create_topic("K", read_queues=3, write_queues=3)
         ids = [producer.send(Message("K", f"m{i}".encode(), keys=["k", f"own-{i}"])).msg_id for i in range(100)]
-        for i in range(10):
+        for _ in range(10):
             producer.send(Message("K", b"other", keys=["kk"]))
         assert len(admin.query_messages_by_key("K", "k")) == 64  # the old call's cap
         assert admin.count_messages_by_key("K", "k") == 100 and admin.count_messages_by_key("K", "kk") == 10
