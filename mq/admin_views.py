@@ -12,6 +12,7 @@ from mq.consumer import registry
 from mq.consumer.registry import ClientInfo
 from mq.consumer.retry import dlq_topic, retry_topic
 from mq.errors import MQClientError
+from mq.group import GroupConfig
 from mq.keys import QueueKeys
 from mq.message import MessageExt
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
@@ -139,6 +140,20 @@ class AdminViews:
         """:meth:`mq.Admin.consumer_connections` of each of ``groups``, in one round trip."""
         names = [check_group(g) for g in groups]
         return registry.groups_clients(self._store, names)
+
+    def group_configs(self, groups: Sequence[str]) -> dict[str, GroupConfig]:
+        """The config of each of ``groups`` that has one (see :meth:`mq.Admin.group_config`), in one round trip."""
+        names = [check_group(g) for g in groups]
+        found = {g: registry.parse_group_config(g, raw) for g, raw in zip(names, self._store.group_configs_json(names))}
+        return {g: c for g, c in found.items() if c is not None}
+
+    def topics_with_offsets(self, group: str, configs: Sequence[TopicConfig] | None = None) -> set[str]:
+        """The topics (of ``configs``, default every topic) on whose queues ``group`` has a committed
+        offset: one pipelined ``HGET`` per queue."""
+        check_group(group)
+        chosen = self._store.topics() if configs is None else configs
+        queues = [MessageQueue(c.name, DEFAULT_BROKER_NAME, q) for c in chosen for q in range(c.queue_count)]
+        return {mq.topic for mq in self._store.read_offsets(group, queues)}
 
     def stats_history(self) -> list[dict[str, Any]]:
         """The broker service's stats snapshots of the last 3 minutes, oldest first (see

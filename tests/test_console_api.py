@@ -117,6 +117,7 @@ def world(secure_server: RedisServer) -> Iterator[World]:
         admin.create_group("half")
         admin.reset_offset("half", MessageQueue("Quiet", "broker-a", 0), 0)
         wait_for(lambda: admin.stats(window_s=1.0) is not None, 20, "two stats snapshots")
+        wait_for(lambda: "half/Quiet" in (admin.broker_stats() or {}).get("group_lag", {}), 20, "a snapshot after the reset")
         yield w
     finally:
         for c in consumers:
@@ -247,6 +248,28 @@ def test_groups_list_has_total_lag_and_null_when_unknown(world: World) -> None:
     page2 = ok(c.get("/api/groups?per_page=2&page=2"))
     assert page2["total"] == data["total"] and len(page2["items"]) == 2
     assert [g["group"] for g in page2["items"]] == sorted(rows)[2:4]
+
+
+def test_without_a_broker_service_lists_read_the_lag_from_every_queue_now(still: tuple[str, str, Admin]) -> None:
+    url, ns, admin = still
+    admin.create_group("g2")
+    c = client(url, ns)
+    before = time.time() * 1000
+    rows = {g["group"]: g for g in ok(c.get("/api/groups"))["items"]}
+    assert (rows["g"]["total_lag"], rows["g"]["topics"], rows["g"]["consume_enable"]) == (2, ["S"], True)
+    assert rows["g2"]["total_lag"] is None and rows["g2"]["topics"] == []
+    assert rows["g"]["lag_as_of_ms"] >= before
+    overview = ok(c.get("/api/overview"))
+    assert overview["total_lag"] == 2 and overview["dlq"] == {} and overview["brokers"] == []
+    assert overview["in_per_s"] is None and overview["lag_as_of_ms"] >= before  # no broker service: rates unknown
+
+
+def test_with_a_broker_service_lists_read_the_lag_of_its_last_snapshot(world: World) -> None:
+    c = client(world.url, world.namespace)
+    snapshot_ms = int((world.admin.broker_stats() or {})["taken_at_ms"])
+    rows = ok(c.get("/api/groups"))["items"]
+    assert all(r["lag_as_of_ms"] >= snapshot_ms and r["lag_as_of_ms"] < time.time() * 1000 for r in rows)
+    assert ok(c.get("/api/overview"))["lag_as_of_ms"] >= snapshot_ms
 
 
 def test_group_detail_shows_members_progress_owner_and_dead_letters(world: World) -> None:

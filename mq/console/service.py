@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +33,7 @@ from mq.console.shapes import (
     GroupOnTopic,
     GroupRow,
     Info,
+    LagTable,
     Letter,
     Member,
     MessageDetail,
@@ -65,6 +66,9 @@ DEFAULT_PER_PAGE, MAX_PER_PAGE = 50, 500
 BODY_CAP = 64 * 1024
 #: Seconds a broker service's last beat may be old and still count as healthy.
 BROKER_HEALTHY_S = 10.0
+#: Seconds a broker stats snapshot may be old and still give the lists' lag (the service takes one
+#: every 10 s by default).
+FRESH_SNAPSHOT_S = 30.0
 #: Window of the rates the overview shows, seconds.
 RATE_WINDOW_S = 60.0
 #: Producer group of the test messages the console sends.
@@ -186,29 +190,56 @@ def info(console: Console) -> Info:
 
 
 def overview(console: Console) -> Overview:
-    """Counts, rates, total lag, dead letters, backlogs and broker health of the namespace."""
+    """Counts, rates, total lag, dead letters, backlogs and broker health of the namespace. Lag, dead
+    letters and backlogs come from the broker service's last stats snapshot when it is at most
+    :data:`FRESH_SNAPSHOT_S` old (``lag_as_of_ms`` says when), else from the store now (every queue)."""
     admin = console.admin
     configs = admin.topics()
-    states = admin.queue_states([c.name for c in configs])
-    lags = [lag for rows in states.values() for s in rows if s.readable for lag in _lags(s).values()]
-    dlq = {
-        name.removeprefix(DLQ_PREFIX): sum(s.stats.max_offset - s.stats.min_offset for s in rows)
-        for name, rows in states.items()
-        if name.startswith(DLQ_PREFIX)
-    }
+    table = lag_table(console)
     rates = _recent_rates(admin)
     return Overview(
         topics=sum(1 for c in configs if not _system(c.name)),
         groups=len(admin.groups()),
         in_per_s=None if rates is None else sum(r.per_s for r in rates.topics_in.values()),
         out_per_s=None if rates is None else sum(r.per_s for r in rates.groups_out.values()),
-        total_lag=sum(lags) if lags else None,
-        dlq=dlq,
-        timer_backlog=sum(b.waiting for b in admin.timer_backlog()),
-        half_backlog=sum(b.waiting for b in admin.half_backlog()),
+        total_lag=sum(table.lag.values()) if table.lag else None,
+        dlq=table.dlq,
+        timer_backlog=table.timer_backlog,
+        half_backlog=table.half_backlog,
         brokers=brokers(console),
         taken_at_ms=int(time.time() * 1000),
+        lag_as_of_ms=table.as_of_ms,
     )
+
+
+def lag_table(console: Console) -> LagTable:
+    """The namespace's lag figures: from the broker service's last stats snapshot when it is at most
+    :data:`FRESH_SNAPSHOT_S` old (one read), else from every queue of the store now (two pipelined
+    reads per 2 000 queues: slow on big namespaces without a broker service)."""
+    snap = console.admin.broker_stats()
+    if snap is not None and int(snap.get("taken_at_ms", 0)) >= time.time() * 1000 - FRESH_SNAPSHOT_S * 1000:
+        return LagTable(
+            {_pair(k): int(v) for k, v in snap.get("group_lag", {}).items()},
+            {str(g): int(n) for g, n in snap.get("dlq_messages", {}).items()},
+            int(snap.get("timer_backlog", 0)),
+            int(snap.get("half_backlog", 0)),
+            int(snap["taken_at_ms"]),
+        )
+    now_ms = int(time.time() * 1000)
+    states = console.admin.queue_states([c.name for c in console.admin.topics()])
+    lag: dict[tuple[str, str], int] = {}
+    for name, rows in states.items():
+        for state in rows:
+            for g, n in _lags(state).items():
+                lag[(g, name)] = lag.get((g, name), 0) + n
+    dlq = {
+        name.removeprefix(DLQ_PREFIX): sum(s.stats.max_offset - s.stats.min_offset for s in rows)
+        for name, rows in states.items()
+        if name.startswith(DLQ_PREFIX)
+    }
+    timers = sum(b.waiting for b in console.admin.timer_backlog())
+    halves = sum(b.waiting for b in console.admin.half_backlog())
+    return LagTable(lag, dlq, timers, halves, now_ms)
 
 
 def brokers(console: Console) -> list[Broker]:
@@ -427,8 +458,9 @@ def send_test_message(
 
 
 def groups(console: Console, *, search: str = "", page: object = 1, per_page: object = DEFAULT_PER_PAGE) -> Page[GroupRow]:
-    """Groups whose name contains ``search``, by name, one page with members and total lag (over every
-    queue of every topic the group has committed offsets on; None when it has none)."""
+    """Groups whose name contains ``search``, by name, one page with live members, paused or not, and
+    total lag over every queue the group has a committed offset on (None when it has none), from
+    :func:`lag_table` (``lag_as_of_ms`` says when it was read)."""
     p, n = page_args(page, per_page)
     if not isinstance(search, str):
         raise BadInput(f"search must be text, got {search!r}")
@@ -437,11 +469,22 @@ def groups(console: Console, *, search: str = "", page: object = 1, per_page: ob
     chosen = names[(p - 1) * n : p * n]
     rows: list[GroupRow] = []
     if chosen:
-        lag_by_group = _group_lags(console, chosen)
+        table = lag_table(console)
+        members = console.admin.consumer_connections_of(chosen)
+        configs = console.admin.group_configs(chosen)
         for g in chosen:
-            members = console.admin.consumer_connections(g)
-            total, topics_of = lag_by_group.get(g, (None, []))
-            rows.append(GroupRow(g, len(members), total, topics_of, _consume_enable(console, g)))
+            lags = {t: v for (group, t), v in table.lag.items() if group == g}
+            config = configs.get(g)
+            rows.append(
+                GroupRow(
+                    g,
+                    len(members[g]),
+                    sum(lags.values()) if lags else None,
+                    sorted(lags),
+                    None if config is None else config.consume_enable,
+                    table.as_of_ms,
+                )
+            )
     return Page(rows, len(names), p, n)
 
 
@@ -713,36 +756,23 @@ def _recent_rates(admin: Admin) -> Rates | None:
     return rates_over(history, min(RATE_WINDOW_S, span_s)) if span_s > 0 else None
 
 
-def _group_lags(console: Console, groups_: Iterable[str]) -> dict[str, tuple[int | None, list[str]]]:
-    """Total lag and topics of each of ``groups_``, from one read of every readable queue's offsets."""
-    wanted = set(groups_)
-    configs = console.admin.topics()
-    states = console.admin.queue_states([c.name for c in configs])
-    totals: dict[str, list[int]] = {}
-    topics_of: dict[str, set[str]] = {}
-    for name, rows in states.items():
-        for s in rows:
-            if not s.readable:
-                continue
-            for g, lag in _lags(s).items():
-                if g in wanted:
-                    totals.setdefault(g, []).append(lag)
-                    topics_of.setdefault(g, set()).add(name)
-    return {g: (sum(totals[g]) if totals.get(g) else None, sorted(topics_of.get(g, ()))) for g in wanted}
-
-
 def _group_topics(console: Console, group: str, subscribed: set[str]) -> set[str]:
-    """Existing topics the group has committed offsets on or a live member subscribes to."""
-    names = {c.name for c in console.admin.topics()}
-    states = console.admin.queue_states(sorted(names))
-    with_offsets = {t for t, rows in states.items() if any(group in s.offsets for s in rows)}
-    return (with_offsets | subscribed) & names
+    """Existing topics the group has a committed offset on (one pipelined ``HGET`` per queue of the
+    namespace) or a live member subscribes to."""
+    configs = console.admin.topics()
+    return console.admin.topics_with_offsets(group, configs) | (subscribed & {c.name for c in configs})
 
 
 def _subscribers(console: Console, topic: str) -> set[str]:
     """Groups with a live member subscribed to ``topic``."""
     members = console.admin.consumer_connections_of(console.admin.groups())
     return {g for g, clients in members.items() if any(topic in c.subscriptions for c in clients)}
+
+
+def _pair(key: str) -> tuple[str, str]:
+    """``(group, topic)`` of a stats snapshot's ``group/topic`` key (names never hold ``/``)."""
+    group, _, topic = key.partition("/")
+    return group, topic
 
 
 def _config(console: Console, group: str) -> dict[str, Any] | None:
@@ -752,11 +782,6 @@ def _config(console: Console, group: str) -> dict[str, Any] | None:
         return None
     data: dict[str, Any] = json.loads(config.to_json())
     return data
-
-
-def _consume_enable(console: Console, group: str) -> bool | None:
-    config = _config(console, group)
-    return None if config is None else bool(config["consume_enable"])
 
 
 def _topic(console: Console, topic: object) -> TopicConfig:
@@ -847,6 +872,7 @@ __all__ = [
     "BROKER_HEALTHY_S",
     "DEFAULT_PER_PAGE",
     "DEFAULT_QUEUE_NUMS",
+    "FRESH_SNAPSHOT_S",
     "MAX_PER_PAGE",
     "PRODUCER_GROUP",
     "RATE_WINDOW_S",
@@ -862,6 +888,7 @@ __all__ = [
     "GroupOnTopic",
     "GroupRow",
     "Info",
+    "LagTable",
     "Letter",
     "Member",
     "MessageDetail",

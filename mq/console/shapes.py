@@ -75,6 +75,8 @@ class Overview:
         timer_backlog, half_backlog: delayed messages waiting, unresolved half messages (whole namespace).
         brokers: the broker services and their health.
         taken_at_ms: when this was read.
+        lag_as_of_ms: when lag, dead letters and backlogs were read (the broker's last stats snapshot
+            when it is recent, else now).
     """
 
     topics: int
@@ -87,6 +89,19 @@ class Overview:
     half_backlog: int
     brokers: list[Broker]
     taken_at_ms: int
+    lag_as_of_ms: int
+
+
+@dataclass(frozen=True)
+class LagTable:
+    """Lag of every (group, topic) with a committed offset (summed over the topic's queues), dead
+    letters per group, backlogs, and when they were read (epoch ms)."""
+
+    lag: dict[tuple[str, str], int]
+    dlq: dict[str, int]
+    timer_backlog: int
+    half_backlog: int
+    as_of_ms: int
 
 
 @dataclass(frozen=True)
@@ -159,13 +174,15 @@ class TopicDetail:
 
 @dataclass(frozen=True)
 class GroupRow:
-    """A line of the groups list: live members, total lag (None: unknown), topics it has offsets on, paused."""
+    """A line of the groups list: live members, total lag (None: unknown — no committed offset), topics
+    it has offsets on, whether it consumes (None: it has no config), and when the lag was read."""
 
     group: str
     members: int
     total_lag: int | None
     topics: list[str]
     consume_enable: bool | None
+    lag_as_of_ms: int
 
 
 @dataclass(frozen=True)

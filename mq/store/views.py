@@ -98,6 +98,13 @@ class ViewOps(StoreBase):
                 return False
         return None
 
+    def group_configs_json(self, groups: Sequence[str]) -> list[str | None]:
+        """The stored config JSON of each of ``groups`` (None: it has none), in one pipeline."""
+        replies = all_or_raise(
+            self._pipeline(lambda p: [p.hget(self.keys.group(g).config, "json") for g in groups], "reading group configs")
+        )
+        return [None if r is None else _text(r) for r in replies]
+
     def broker_beats(self) -> dict[str, int]:
         """Every broker service id with its last health beat, epoch ms."""
         with self._errors("reading broker health"):
