@@ -330,7 +330,7 @@ def topics(
     configs = {c.name: c for c in console.admin.topics() if (system or not _system(c.name)) and needle in c.name.lower()}
     names = sorted(configs)
     chosen = names[(p - 1) * n : p * n]
-    states = console.admin.queue_states(chosen)
+    states = console.admin.queue_states(chosen, offsets=False)
     return Page([_topic_row(configs[t], states[t]) for t in chosen], len(names), p, n)
 
 

@@ -18,17 +18,20 @@ VIEW_BATCH = 2000
 class ViewOps(StoreBase):
     """Bulk, read-only views over queues and the namespace indexes."""
 
-    def queues_state(self, queues: Sequence[tuple[str, int]]) -> list[tuple[QueueStats, dict[str, int]]]:
-        """For each ``(topic, queue_id)``: its stats and the committed offset of every group on it;
-        two pipelines (scripts, then ``HGETALL``) per :data:`VIEW_BATCH` queues."""
+    def queues_state(self, queues: Sequence[tuple[str, int]], *, offsets: bool = True) -> list[tuple[QueueStats, dict[str, int]]]:
+        """For each ``(topic, queue_id)``: its stats and (with ``offsets``) the committed offset of every
+        group on it; two pipelines (scripts, then ``HGETALL``) per :data:`VIEW_BATCH` queues."""
         out: list[tuple[QueueStats, dict[str, int]]] = []
         for batch in chunks(queues, VIEW_BATCH):
             calls: list[ScriptCall] = [("queue-stats", self.queue_keys(t, q).read(), []) for t, q in batch]
             stats = all_or_raise(self._scripts(calls, "reading queue stats"))
-            offsets = self._each_queue(batch, lambda p, k: p.hgetall(k.offsets), "reading committed offsets")
+            if offsets:
+                offsets_of = self._each_queue(batch, lambda p, k: p.hgetall(k.offsets), "reading committed offsets")
+            else:
+                offsets_of = [{}] * len(batch)
             out += [
                 (QueueStats(int(s[0]), int(s[1]), int(s[2])), {_text(g): int(o) for g, o in off.items()})
-                for s, off in zip(stats, offsets)
+                for s, off in zip(stats, offsets_of)
             ]
         return out
 
