@@ -547,8 +547,8 @@ class Admin(AdminViews):
         return had
 
     def namespace_empty(self) -> bool:
-        """Whether no key of this namespace exists (``SCAN MATCH`` until the first one)."""
-        return next(self._store.namespace_keys(), None) is None
+        """Whether no key of this namespace exists (``SCAN MATCH``)."""
+        return not self._store.namespace_keys()
 
 
 @dataclasses.dataclass(frozen=True)

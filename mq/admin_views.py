@@ -85,6 +85,25 @@ class AdminViews:
                 out[c.name].append(QueueState(mq, stats, c.readable(q), c.writable(q), committed))
         return out
 
+    def group_lags(self, groups: Sequence[str]) -> dict[tuple[str, str], int]:
+        """``(group, topic)`` → lag of each of ``groups``, summed over the topic's queues the group has a
+        committed offset on (a pair without any is absent: its lag is unknown). Reads every queue's
+        committed offsets (one pipelined ``HGETALL`` each), then the stats of the queues those groups
+        have offsets on only."""
+        wanted = {check_group(g) for g in groups}
+        locations = [(c.name, q) for c in self._store.topics() for q in range(c.queue_count)]
+        mine = []
+        for location, committed in zip(locations, self._store.queues_offsets(locations)):
+            found = {g: o for g, o in committed.items() if g in wanted}
+            if found:
+                mine.append((location, found))
+        stats = self._store.queues_state([loc for loc, _ in mine], offsets=False)
+        lags: dict[tuple[str, str], int] = {}
+        for ((topic, _), found), (s, _) in zip(mine, stats):
+            for g, o in found.items():
+                lags[(g, topic)] = lags.get((g, topic), 0) + s.max_offset - max(o, s.min_offset)
+        return lags
+
     def queue_owners(self, topic: str) -> dict[int, dict[str, str]]:
         """Queue id → (group → client id consuming the queue now) for every queue of ``topic``."""
         config = self._require(topic)

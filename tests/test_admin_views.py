@@ -69,6 +69,8 @@ def test_queue_states_read_every_queue_with_each_groups_offset(redis_server, nam
         assert [s.offsets for s in states["A"]] == [{}, {"g1": 1}, {"g2": 3}]
         assert [(s.readable, s.writable) for s in states["A"]] == [(True, True), (True, True), (False, True)]
         assert [(s.readable, s.writable) for s in states["B"]] == [(True, False)]
+        assert admin.group_lags(["g1", "g2", "g3"]) == {("g1", "A"): 1, ("g2", "A"): 0}  # g3: no offset, absent
+        assert admin.group_lags([]) == {}
         bare = admin.queue_states(["A"], offsets=False)["A"]
         assert [s.stats for s in bare] == [s.stats for s in states["A"]] and [s.offsets for s in bare] == [{}, {}, {}]
         with pytest.raises(TopicNotFoundError):

@@ -141,9 +141,27 @@ def still(secure_server: RedisServer) -> Iterator[tuple[str, str, Admin]]:
         yield url, ns, admin
 
 
+_apps: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_apps() -> Iterator[None]:
+    """Close the store connections of the apps a test made."""
+    yield
+    while _apps:
+        _apps.pop().state.console.close()
+
+
+def app_of(url: str | None, ns: str, **options: Any) -> Any:
+    """A console app, closed after the test."""
+    app = create_app(url, ns, **options)
+    _apps.append(app)
+    return app
+
+
 def client(url: str, ns: str, **options: Any) -> TestClient:
     """A client of a new console app; its first GET takes the CSRF cookie."""
-    return TestClient(create_app(url, ns, **options), follow_redirects=False)
+    return TestClient(app_of(url, ns, **options), follow_redirects=False)
 
 
 def post(c: TestClient, path: str, body: Any = None, **kwargs: Any) -> httpx.Response:
@@ -595,7 +613,7 @@ def test_the_password_and_the_token_appear_in_no_response(world: World) -> None:
 def test_the_guard_redacts_a_secret_that_a_response_would_carry(world: World) -> None:
     """The last line of defence: a response carrying the password (say, an error text quoting the URL)
     reaches the client with *** instead."""
-    app = create_app(world.url, world.namespace)
+    app = app_of(world.url, world.namespace)
 
     async def leak(request):  # type: ignore[no-untyped-def]
         from starlette.responses import PlainTextResponse
@@ -605,6 +623,27 @@ def test_the_guard_redacts_a_secret_that_a_response_would_carry(world: World) ->
     app.router.add_route("/leak", leak)
     text = TestClient(app).get("/leak").text
     assert PASSWORD not in text and "***" in text
+
+
+def test_the_api_document_lists_every_route() -> None:
+    table = (ROOT / "docs" / "console-api.md").read_text()
+    rows = {tuple(cell.strip(" `") for cell in line.split("|")[1:3]) for line in table.splitlines() if line.startswith("| ")}
+    assert {(method, path) for method, path, *_ in ROUTES} <= rows
+
+
+def test_a_password_from_mq_url_and_one_with_url_characters_are_hidden(
+    secure_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The URL may come from $MQ_URL (no --url), and a password may hold characters a URL parser stops at."""
+    from mq.connection import url_passwords
+
+    assert url_passwords("redis://u:p%2Fq#r@h:1/0") == ["p%2Fq#r", "p/q#r"]
+    assert url_passwords("redis://user@h:1/0") == [] and url_passwords("redis://h:1/0") == []
+    monkeypatch.setenv("MQ_URL", secure_server.url)
+    app = app_of(None, "envns")
+    info = TestClient(app).get("/api").text
+    assert PASSWORD not in info and "127.0.0.1" in info and "***" in info
+    assert PASSWORD in app.state.console.secrets
 
 
 # -- mq console -------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ Reads are GETs with query parameters; changes are POSTs with a JSON object body 
 form) and the CSRF token (see :mod:`mq.console.auth`). Answers are JSON: the view (see the
 dataclasses of :mod:`mq.console.service`), or ``{"error": "…"}`` with 400 (bad input), 403
 (read-only, CSRF), 404 (unknown topic, group, message or path), 409 (conflict) or 503 (store down).
-Nothing is written when a request is refused. The table of routes is in docs/console.md.
+Nothing is written when a request is refused. The table of routes is in docs/console-api.md
+(tests/test_console_api.py keeps it in step with :data:`ROUTES`).
 """
 
 from __future__ import annotations
@@ -287,10 +288,10 @@ async def _discarded(request: Request, console: Console) -> Any:
 
 
 async def _not_found(request: Request) -> Response:
-    return JSONResponse({"error": f"no API at {request.method} {request.url.path}: see docs/console.md"}, 404)
+    return JSONResponse({"error": f"no API at {request.method} {request.url.path}: see docs/console-api.md"}, 404)
 
 
-#: ``(method, path, view, status)`` of every API route: docs/console.md's table follows it.
+#: ``(method, path, view, status)`` of every API route: docs/console-api.md's table follows it.
 ROUTES: list[tuple[str, str, Callable[[Request, Console], Awaitable[Any]], int]] = [
     ("GET", "/api", _info, 200),
     ("GET", "/api/overview", _overview, 200),

@@ -22,7 +22,7 @@ from typing import Any
 
 from mq.admin import Admin
 from mq.admin_views import QueueState
-from mq.connection import mask_url
+from mq.connection import mask_url, resolve_url, url_passwords
 from mq.console.shapes import (
     BacklogRow,
     Body,
@@ -68,7 +68,7 @@ BODY_CAP = 64 * 1024
 BROKER_HEALTHY_S = 10.0
 #: Seconds a broker stats snapshot may be old and still give the lists' lag (the service takes one
 #: every 10 s by default).
-FRESH_SNAPSHOT_S = 30.0
+FRESH_SNAPSHOT_S = 60.0
 #: Window of the rates the overview shows, seconds.
 RATE_WINDOW_S = 60.0
 #: Producer group of the test messages the console sends.
@@ -99,11 +99,11 @@ class Console:
     """
 
     def __init__(self, url: str | None, namespace: str = "mq", *, read_only: bool = False, token: str | None = None) -> None:
-        self.admin = Admin(url, namespace)
+        self._url = resolve_url(url)
+        self.admin = Admin(self._url, namespace)
         self.namespace = namespace
         self.read_only = read_only
         self.token = token
-        self._url = url
         self._producer: Producer | None = None
         self._lock = threading.Lock()
 
@@ -111,20 +111,19 @@ class Console:
         return f"Console({self.masked_url!r}, namespace={self.namespace!r}, read_only={self.read_only})"
 
     @property
-    def url(self) -> str | None:
+    def url(self) -> str:
         """The store URL, password included: for connecting only, never to be shown."""
         return self._url
 
     @property
     def masked_url(self) -> str:
         """The store URL with its password replaced by ``***``."""
-        return mask_url(self._url) if self._url else "(default: $MQ_URL or memory://)"
+        return mask_url(self._url)
 
     @property
     def secrets(self) -> list[str]:
         """Texts no response may contain: the store URL's password, and the access token."""
-        out = [s for s in (_password(self._url), self.token) if s]
-        return out
+        return [*url_passwords(self._url), *([self.token] if self.token else [])]
 
     def producer(self) -> Producer:
         """The console's producer (group :data:`PRODUCER_GROUP`), started on first use."""
@@ -212,12 +211,20 @@ def overview(console: Console) -> Overview:
     )
 
 
+def fresh_snapshot(console: Console) -> dict[str, Any] | None:
+    """The broker service's last stats snapshot when it is at most :data:`FRESH_SNAPSHOT_S` old, else None."""
+    snap = console.admin.broker_stats()
+    if snap is not None and int(snap.get("taken_at_ms", 0)) >= time.time() * 1000 - FRESH_SNAPSHOT_S * 1000:
+        return snap
+    return None
+
+
 def lag_table(console: Console) -> LagTable:
     """The namespace's lag figures: from the broker service's last stats snapshot when it is at most
     :data:`FRESH_SNAPSHOT_S` old (one read), else from every queue of the store now (two pipelined
     reads per 2 000 queues: slow on big namespaces without a broker service)."""
-    snap = console.admin.broker_stats()
-    if snap is not None and int(snap.get("taken_at_ms", 0)) >= time.time() * 1000 - FRESH_SNAPSHOT_S * 1000:
+    snap = fresh_snapshot(console)
+    if snap is not None:
         return LagTable(
             {_pair(k): int(v) for k, v in snap.get("group_lag", {}).items()},
             {str(g): int(n) for g, n in snap.get("dlq_messages", {}).items()},
@@ -469,11 +476,16 @@ def groups(console: Console, *, search: str = "", page: object = 1, per_page: ob
     chosen = names[(p - 1) * n : p * n]
     rows: list[GroupRow] = []
     if chosen:
-        table = lag_table(console)
+        snap = fresh_snapshot(console)
+        as_of_ms = int(snap["taken_at_ms"]) if snap is not None else int(time.time() * 1000)
+        if snap is not None:
+            table = {_pair(k): int(v) for k, v in snap.get("group_lag", {}).items()}
+        else:
+            table = console.admin.group_lags(chosen)
         members = console.admin.consumer_connections_of(chosen)
         configs = console.admin.group_configs(chosen)
         for g in chosen:
-            lags = {t: v for (group, t), v in table.lag.items() if group == g}
+            lags = {t: v for (group, t), v in table.items() if group == g}
             config = configs.get(g)
             rows.append(
                 GroupRow(
@@ -482,7 +494,7 @@ def groups(console: Console, *, search: str = "", page: object = 1, per_page: ob
                     sum(lags.values()) if lags else None,
                     sorted(lags),
                     None if config is None else config.consume_enable,
-                    table.as_of_ms,
+                    as_of_ms,
                 )
             )
     return Page(rows, len(names), p, n)
@@ -856,17 +868,6 @@ def _cut_utf8(shown: bytes) -> bool:
     return False
 
 
-def _password(url: str | None) -> str | None:
-    from urllib.parse import urlsplit
-
-    if not url:
-        return None
-    try:
-        return urlsplit(url).password or None
-    except ValueError:
-        return None
-
-
 __all__ = [
     "BODY_CAP",
     "BROKER_HEALTHY_S",
@@ -913,6 +914,7 @@ __all__ = [
     "discarded",
     "dlq",
     "doctor",
+    "fresh_snapshot",
     "group_detail",
     "groups",
     "half_backlog",
