@@ -321,6 +321,8 @@ def test_search_by_key_finds_the_message_and_its_page_shows_body_and_consumed(ta
     assert page.locator("#fields").get_by_text("HZ").count() == 1  # a property
     page.get_by_role("link", name="pretty JSON").click()
     assert page.locator("#body").inner_text().startswith('{\n  "order": 42,')
+    page.get_by_role("link", name="hex").click()
+    assert page.locator("#body").inner_text().startswith("00000000  " + SPECIAL_BODY[:16].hex())
     kinds = page.locator("#trace tbody tr td:nth-child(2)").all_inner_texts()
     assert "send" in kinds and "consume" in kinds
     screenshot(page, "message")
@@ -568,3 +570,17 @@ def test_without_chromium_the_browser_tests_fail_and_are_not_skipped() -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "/nonexistent/chromium is missing" in result.stdout and "apt-get install chromium" in result.stdout
     assert "1 error" in result.stdout and "skipped" not in result.stdout
+
+
+def test_a_topics_messages_are_browsed_by_store_time_page_by_page(tab: Tab, console: str, store: Store) -> None:
+    page = tab.page
+    page.goto(console + f"/topics/{TOPIC}")
+    page.get_by_role("link", name="Browse its messages").click()
+    first = page.locator("#results tbody tr td:first-child").all_inner_texts()
+    assert len(first) == 50
+    assert page.locator(".pager").inner_text().startswith("page 1 of ")
+    page.get_by_role("link", name="Next →").click()
+    second = page.locator("#results tbody tr td:first-child").all_inner_texts()
+    assert second and not set(first) & set(second)
+    assert store.special is not None
+    assert store.special.msg_id in first + second  # stored among the first 100 (the steady sends came later)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -230,7 +231,11 @@ async def reset_offset(request: Request) -> Response:
 
 @page("/messages")
 async def messages(request: Request) -> Response:
+    """The message search. A store-time range without an end gets one, now: the pager's links carry it,
+    so messages stored meanwhile do not shift the pages (the order is queue id, then offset)."""
     criteria = {k: _query(request, k) for k in ("topic", "msg_id", "key", "begin", "end")}
+    if criteria["begin"] and not criteria["end"] and not criteria["msg_id"] and not criteria["key"]:
+        criteria["end"] = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     found = None
     if criteria["topic"]:
         found = await _call(
