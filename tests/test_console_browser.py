@@ -463,16 +463,21 @@ def test_a_topic_is_created_sent_to_updated_and_deleted_from_its_pages(tab: Tab,
 
 
 def test_a_refused_form_shows_the_reason_and_writes_nothing(tab: Tab, console: str, store: Store) -> None:
-    page = tab.page
+    admin, page = store.admin(), tab.page
+    config = admin.topic_config(TOPIC)
+    offsets = admin.consumer_progress(AUDIT, TOPIC)
     page.goto(console + "/topics")
     create = page.locator("#create-topic")
     create.get_by_label("Name").fill(TOPIC)  # exists already
+    create.get_by_label("Read queues").fill("2")
     create.get_by_role("button", name="Create").click()
-    assert "exists already" in page.locator("#error").inner_text()
+    assert page.locator("#error").is_visible() and "exists already" in page.locator("#error").inner_text()
+    assert admin.topic_config(TOPIC) == config
     page.goto(console + f"/groups/{AUDIT}")
     page.locator("#reset-offset").get_by_label("Time (ISO 8601 or epoch ms)").fill("yesterday")
     page.locator("#reset-offset").get_by_role("button", name="Reset").click()
     assert "ISO 8601" in page.locator("#error").inner_text()
+    assert [p.consumer_offset for p in admin.consumer_progress(AUDIT, TOPIC)] == [p.consumer_offset for p in offsets]
     assert page.goto(console + "/topics/no-such-topic").status == 404
     assert "does not exist" in page.locator("#error").inner_text()
 
