@@ -543,6 +543,7 @@ def test_a_token_is_required_by_api_and_pages_and_the_login_sets_a_cookie(still:
     r = c.get("/api/topics")
     assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer" and "login required" in r.json()["error"]
     assert c.get("/api/topics", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert c.get("/login-not").status_code == 303  # only /login itself is open
     assert ok(c.get("/api/topics", headers={"Authorization": f"Bearer {TOKEN}"}))["total"] == 1
     page = c.get("/topics?search=x")
     assert page.status_code == 303 and page.headers["location"] == "/login?next=/topics%3Fsearch%3Dx"

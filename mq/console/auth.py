@@ -44,8 +44,8 @@ SESSION_COOKIE = "mq_console_session"
 CSRF_COOKIE = "mq_console_csrf"
 #: Header and form field that carry the CSRF token on a POST.
 CSRF_HEADER, CSRF_FIELD = "x-csrf-token", "csrf_token"
-#: Paths reachable without the token.
-OPEN_PATHS = ("/login", "/static/")
+#: Paths reachable without the token: the login form, and what is under the static prefix.
+OPEN_PATH, OPEN_PREFIX = "/login", "/static/"
 #: POSTs allowed in read-only mode.
 READ_ONLY_ALLOWED = ("/login", "/logout")
 #: The largest request body the guard reads, bytes (forms and JSON of the console are small).
@@ -85,7 +85,8 @@ class Guard:
         scope.setdefault("state", {})["csrf_token"] = new_csrf or csrf
         send = self._redacting(self._with_cookie(send, new_csrf))
         bearer = self._bearer_ok(request)
-        if self.token is not None and not path.startswith(OPEN_PATHS) and not (bearer or self._session_ok(request)):
+        open_path = path == OPEN_PATH or path.startswith(OPEN_PREFIX)
+        if self.token is not None and not open_path and not (bearer or self._session_ok(request)):
             if api:
                 await _json(send, 401, "login required: send Authorization: Bearer <token>", {"www-authenticate": "Bearer"})
             else:
