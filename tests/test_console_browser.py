@@ -18,6 +18,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,8 +39,13 @@ pytestmark = pytest.mark.slow
 #: Debian's Chromium (package ``chromium``); Playwright drives it, it never downloads a browser.
 #: ``MQ_TEST_CHROMIUM`` points elsewhere (the test of the missing-browser failure uses it).
 CHROMIUM = os.environ.get("MQ_TEST_CHROMIUM", "/usr/bin/chromium")
-#: Where the screenshots for docs/console.md go (overwritten on each run).
-SHOTS = Path(__file__).resolve().parent.parent / "docs" / "console"
+#: Where the screenshots go: docs/console/ (for docs/console.md) when ``MQ_UPDATE_SCREENSHOTS=1``,
+#: else a temporary folder — every run takes them, only a deliberate one changes the docs' files.
+SHOTS = (
+    Path(__file__).resolve().parent.parent / "docs" / "console"
+    if os.environ.get("MQ_UPDATE_SCREENSHOTS") == "1"
+    else Path(tempfile.gettempdir()) / f"mq-console-shots-{os.getpid()}"
+)
 #: Size of the browser window and of the screenshots, CSS pixels.
 VIEWPORT = {"width": 1000, "height": 700}
 #: Messages per second of the steady producer the overview's rate comes from.
