@@ -287,7 +287,7 @@ def test_overview_shows_the_topic_and_a_non_zero_rate(tab: Tab, console: str) ->
     assert row.locator("a").inner_text() == TOPIC
     assert 0 < rate() < 1000
     assert float(page.locator("#rate-in").inner_text()) > 0  # the namespace's rate in
-    assert page.locator("#topic-count").inner_text() == "1"
+    assert int(page.locator("#topic-count").inner_text()) >= 1  # other tests of this module may add topics first
     assert page.locator("#brokers .badge.ok").inner_text() == "healthy"
     # the live chart of messages in per second: drawn by uPlot from /api/overview/series in this browser
     chart = page.locator("#chart-in")
