@@ -21,6 +21,7 @@ from mq.store.admin import AdminOps
 from mq.store.base import ScriptCall, all_or_raise
 from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
+from mq.store.proxy import ProxyOps
 from mq.store.trace import TraceOps
 from mq.store.transactions import TransactionOps
 from mq.topic import QueueStats, TopicConfig
@@ -33,7 +34,7 @@ TOPICS_PROBE_FIELD = ":permission-probe"
 __all__ = ["PullRequest", "PullResult", "Store", "check_put_result", "decode_half", "pairs"]
 
 
-class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
+class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps, ProxyOps):
     """Typed operations on the Redis data of one namespace: topics and messages here, consumer groups
     in :class:`~mq.store.groups.GroupOps`, the broker service's in :class:`~mq.store.broker.BrokerOps`, operator tools' in
     :class:`~mq.store.admin.AdminOps`, the message trace's in :class:`~mq.store.trace.TraceOps`.
