@@ -47,8 +47,8 @@ def produce(args):
             msg.body = bytes.fromhex(spec["body"])
             if spec.get("tag"):
                 msg.tag = spec["tag"]
-            if spec.get("keys"):
-                msg.keys = spec["keys"]
+            for key in spec.get("keys", []):
+                msg.keys = key  # the setter adds one key at a time
             for k, v in spec.get("properties", {}).items():
                 msg.add_property(k, v)
             if spec.get("message_group"):
