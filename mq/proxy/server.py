@@ -99,7 +99,7 @@ class ProxyServer:
         if self._pump is not None:
             self._pump.cancel()
         await self._server.stop(grace_s)
-        self.backend.close()
+        await self.backend.close()
 
     async def wait(self) -> None:
         """Until the server stops."""
