@@ -88,6 +88,7 @@ class ProxyServer:
                 raise ValueError("--tls-port needs --tls-cert and --tls-key (PEM files)")
             creds = grpc.ssl_server_credentials([(c.tls_key.read_bytes(), c.tls_cert.read_bytes())])
             self.tls_port = self._server.add_secure_port(f"{c.host}:{c.tls_port}", creds)
+        await self.backend.call("join_checks", PROXY_PRODUCER_GROUP)
         await self._server.start()
         self._pump = asyncio.create_task(
             pump_checks(self.backend, self.service.sessions, PROXY_PRODUCER_GROUP, self.service.replica_id, self._stop)

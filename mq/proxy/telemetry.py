@@ -109,8 +109,8 @@ class Sessions:
 async def pump_checks(backend: Backend, sessions: Sessions, group: str, consumer: str, stop: asyncio.Event) -> None:
     """Until ``stop``: read check-back requests of producer group ``group`` (posted by the broker
     service) and push each to a producer of the half message's topic connected here. A request no
-    producer here can take is acknowledged all the same: the broker asks again at its next check."""
-    await backend.call("join_checks", group)
+    producer here can take is acknowledged all the same: the broker asks again at its next check.
+    The stream's reader group must exist (``join_checks``)."""
     while not stop.is_set():
         try:
             entries = await backend.blocking("read_checks", group, consumer, CHECK_BATCH, CHECK_BLOCK_MS)
