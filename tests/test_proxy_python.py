@@ -249,3 +249,45 @@ def test_fifo_20_groups_by_two_official_consumers_in_order(env: Env) -> None:
         assert r["message_group"] == f"group-{g}"
         per_group.setdefault(g, []).append(int(seq))
     assert per_group == {str(g): list(range(50)) for g in range(20)}
+
+
+def test_delivery_time_in_milliseconds_is_refused_and_nothing_stored(env: Env) -> None:
+    topic = env.topic()
+    before = _namespace_data(env)
+    spec = [{"body": b"late".hex(), "delivery_timestamp": int(time.time() * 1000) + 10_000}]  # ms where the client wants s
+    [result] = rr_client("produce", env.proxy.endpoint, topic, json.dumps(spec))
+    assert (result["ok"], result["code"]) == (False, 40012)  # ILLEGAL_DELIVERY_TIME
+    assert _namespace_data(env) == before
+
+
+def test_signature_checked_when_keys_are_set(env: Env) -> None:
+    import urllib.request
+
+    from tests.servers import free_port
+
+    topic = env.topic()
+    metrics_port = free_port()
+    secured = ProxyProcess(
+        env.url, env.namespace, env.workdir / "proxy-keys.log", "--access-key", "ak1", "--secret-key", "sk1", "--metrics-port", str(metrics_port)
+    )
+    try:
+        before = _namespace_data(env)
+        [refused] = rr_client("produce", secured.endpoint, topic, json.dumps([{"body": "00"}]), "--ak", "ak1", "--sk", "wrong")
+        assert not refused["ok"]  # the client cannot even read the route
+        assert _namespace_data(env) == before
+        scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        assert re.search(r'mq_proxy_errors_total\{code="UNAUTHORIZED",rpc="QueryRoute"\} [1-9]', scraped), scraped[-2000:]
+        [ok] = rr_client("produce", secured.endpoint, topic, json.dumps([{"body": "00"}]), "--ak", "ak1", "--sk", "sk1")
+        assert ok["ok"] and [m.msg_id for m in env.stored(topic)] == [ok["message_id"]]
+    finally:
+        secured.stop()
+    assert "sk1" not in secured.log.read_text()
+
+
+def _namespace_data(env: Env) -> dict[bytes, bytes]:
+    """The namespace's data, without what changes with time alone: the endpoint's copies of client
+    settings, the broker service's health beats and stats, and group registries."""
+    from tests.helpers import snapshot
+
+    skip = (b":proxy:client:", b":brokers", b":stats", b":statshist", b":clients", b":info")
+    return {k: v for k, v in snapshot(env.url, env.namespace).items() if not any(s in k for s in skip)}

@@ -103,7 +103,10 @@ def incoming(m: Any, *, max_body_size: int, max_delay_ms: int, now_ms: int) -> I
 
 
 def _delivery_ms(sp: Any) -> int:
-    return int(sp.delivery_timestamp.ToMilliseconds())
+    """The delivery time, ms; computed by hand: a time given in ms where seconds are expected is out
+    of protobuf's valid Timestamp range, and must be refused as too far ahead, not fail."""
+    ts = sp.delivery_timestamp
+    return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
 
 
 def _check_type(kind: int, group: str | None, due_ms: int | None, msg_id: str) -> None:
