@@ -10,6 +10,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	$(PY) -m mq.proxy.generate
 	touch $(STAMP)
 
 demo: $(STAMP)            ## the end-to-end demo (embedded store unless MQ_URL is set)

@@ -101,7 +101,9 @@ def rr_client(*args: str, timeout_s: float = 120) -> list[dict[str, Any]]:
 def start_rr_client(*args: str, log: pathlib.Path) -> subprocess.Popen[bytes]:
     """Start rr_client.py in the background, its output to ``log``."""
     with open(log, "wb") as out:
-        return subprocess.Popen([str(python_client()), str(HERE / "python" / "rr_client.py"), *args], stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [str(python_client()), str(HERE / "python" / "rr_client.py"), *args], stdout=out, stderr=subprocess.STDOUT
+        )
 
 
 def json_lines(log: pathlib.Path) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from mq import Admin, Message, Producer
+from mq import Admin, Message
 from mq.connection import Connection
 from mq.consumer.types import ConsumeFromWhere
 from mq.proxy import auth
@@ -125,7 +125,10 @@ async def test_settings_reply_is_complete_tolerates_unknown_fields_and_is_kept_i
         consumer.subscription.subscriptions.add().topic.name = "T"
         # field 9 (client_properties, newer than our definitions) arrives as an unknown field
         unknown = b"\x4a\x08\x0a\x01k\x12\x03val"
-        commands = [service.TelemetryCommand.FromString(service.TelemetryCommand(settings=s).SerializeToString()) for s in (producer, consumer)]
+        commands = [
+            service.TelemetryCommand.FromString(service.TelemetryCommand(settings=s).SerializeToString())
+            for s in (producer, consumer)
+        ]
         commands[1] = service.TelemetryCommand.FromString(
             b"\x12" + bytes([len(consumer.SerializeToString() + unknown)]) + consumer.SerializeToString() + unknown
         )
@@ -167,7 +170,9 @@ async def test_send_receive_change_ack_and_fifo_group_receipts(topic_env: Any) -
         change.invisible_duration.FromSeconds(20)
         changed = await r.stub.ChangeInvisibleDuration(change)
         assert changed.status.code == Code.Value("OK") and changed.receipt_handle != sp.receipt_handle
-        ack = service.AckMessageRequest(entries=[service.AckMessageEntry(message_id=sp.message_id, receipt_handle=sp.receipt_handle)])
+        ack = service.AckMessageRequest(
+            entries=[service.AckMessageEntry(message_id=sp.message_id, receipt_handle=sp.receipt_handle)]
+        )
         ack.group.name, ack.topic.name = "G", "T"
         before = r.unchanged()
         assert (await r.stub.AckMessage(ack)).status.code == Code.Value("INVALID_RECEIPT_HANDLE")  # the old handle expired
@@ -250,9 +255,12 @@ async def test_sql92_filter_and_dead_letter_forwarding(topic_env: Any) -> None:
         msgs = [_message("T", b"red", properties={"color": "red"}), _message("T", b"blue", properties={"color": "blue"})]
         await r.stub.SendMessage(service.SendMessageRequest(messages=msgs))
         status, got = await _receive(r.stub, "G", "T", sql="color = 'blue'")
+        assert status.code == Code.Value("OK")
         assert [m.body for m in got] == [b"blue"]
         fwd = service.ForwardMessageToDeadLetterQueueRequest(
-            receipt_handle=got[0].system_properties.receipt_handle, message_id=got[0].system_properties.message_id, delivery_attempt=1
+            receipt_handle=got[0].system_properties.receipt_handle,
+            message_id=got[0].system_properties.message_id,
+            delivery_attempt=1,
         )
         fwd.group.name, fwd.topic.name = "G", "T"
         assert (await r.stub.ForwardMessageToDeadLetterQueue(fwd)).status.code == Code.Value("OK")
@@ -285,7 +293,16 @@ def test_fifo_receive_hands_out_a_message_group_only_after_its_previous_message_
 
     def receive(now_ms: int) -> list[tuple[int, int]]:
         got = store.receive_simple(
-            "F", queue, now_ms=now_ms, invisible_ms=10_000, max_messages=8, max_attempts=5, filter_type="", filter_data="", max_scan=64, fifo=True
+            "F",
+            queue,
+            now_ms=now_ms,
+            invisible_ms=10_000,
+            max_messages=8,
+            max_attempts=5,
+            filter_type="",
+            filter_data="",
+            max_scan=64,
+            fifo=True,
         )
         return [(d.offset, d.attempt) for d in got]
 

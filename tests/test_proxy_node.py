@@ -30,7 +30,9 @@ def proxy(redis_server: RedisServer, tmp_path: pytest.TempPathFactory) -> Iterat
         admin.close()
 
 
-def test_node_producer_and_simple_consumer_round_trip(proxy: tuple[ProxyProcess, Admin], tmp_path: pytest.TempPathFactory) -> None:
+def test_node_producer_and_simple_consumer_round_trip(
+    proxy: tuple[ProxyProcess, Admin], tmp_path: pytest.TempPathFactory
+) -> None:
     endpoint_proc, admin = proxy
     admin.create_topic("TopicNode", read_queues=4, write_queues=4)
     admin.create_group("node-group", consume_from_where=ConsumeFromWhere.FIRST_OFFSET)

@@ -94,7 +94,10 @@ def test_normal_producer_example(env: Env) -> None:
 
 def test_fifo_producer_example(env: Env) -> None:
     topic = env.topic(queues=8)
-    fill = {'endpoints = "foobar.com:8080"': f'endpoints = "{env.proxy.endpoint}"', 'topic = "fifo-test-topic"': f'topic = "{topic}"'}
+    fill = {
+        'endpoints = "foobar.com:8080"': f'endpoints = "{env.proxy.endpoint}"',
+        'topic = "fifo-test-topic"': f'topic = "{topic}"',
+    }
     done = run_python(env.workdir, example("python/fifo_producer_example.py", fill))
     assert done.returncode == 0, done.stderr
     ids = _sent_ids(done.stdout)
@@ -131,7 +134,9 @@ def test_transaction_example_answers_a_check_back_the_endpoint_starts(env: Env) 
 
     log = env.workdir / "tx_example.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([str(python_client()), str(path)], stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [str(python_client()), str(path)], stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True
+        )
     try:
         wait_for(lambda: "send message success" in log.read_text(), 60, "the half message sent")
         [msg_id] = _sent_ids(log.read_text())
@@ -212,7 +217,9 @@ def test_official_producer_messages_reach_mq_push_consumer_intact(env: Env) -> N
         got.extend(msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer(f"g{uuid.uuid4().hex[:8]}", env.url, namespace=env.namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer = PushConsumer(
+        f"g{uuid.uuid4().hex[:8]}", env.url, namespace=env.namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET
+    )
     consumer.subscribe(topic, "*")
     consumer.register_message_listener(listener)
     with consumer:
@@ -268,7 +275,15 @@ def test_signature_checked_when_keys_are_set(env: Env) -> None:
     topic = env.topic()
     metrics_port = free_port()
     secured = ProxyProcess(
-        env.url, env.namespace, env.workdir / "proxy-keys.log", "--access-key", "ak1", "--secret-key", "sk1", "--metrics-port", str(metrics_port)
+        env.url,
+        env.namespace,
+        env.workdir / "proxy-keys.log",
+        "--access-key",
+        "ak1",
+        "--secret-key",
+        "sk1",
+        "--metrics-port",
+        str(metrics_port),
     )
     try:
         before = _namespace_data(env)

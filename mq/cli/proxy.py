@@ -25,16 +25,22 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     p.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain of the TLS port (default: none)")
     p.add_argument("--tls-key", type=Path, default=None, help="PEM private key of the TLS port (default: none)")
     p.add_argument(
-        "--access-key", default=None, help="require requests signed with this access key (default: $MQ_PROXY_ACCESS_KEY, else none)"
+        "--access-key",
+        default=None,
+        help="require requests signed with this access key (default: $MQ_PROXY_ACCESS_KEY, else none)",
     )
     p.add_argument(
         "--secret-key",
         default=None,
-        help="the secret key of --access-key; prefer $MQ_PROXY_SECRET_KEY, which ps does not show (default: $MQ_PROXY_SECRET_KEY)",
+        help="the secret key of --access-key; prefer the variable, which ps does not show (default: $MQ_PROXY_SECRET_KEY)",
     )
     p.add_argument("--max-body-mib", type=float, default=4.0, help="largest message body, MiB (default: %(default)s)")
-    p.add_argument("--max-delay-h", type=float, default=24.0, help="furthest ahead a delivery time may be, hours (default: %(default)s)")
-    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (/metrics) (default: none)")
+    p.add_argument(
+        "--max-delay-h", type=float, default=24.0, help="furthest ahead a delivery time may be, hours (default: %(default)s)"
+    )
+    p.add_argument(
+        "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (/metrics) (default: none)"
+    )
     p.add_argument("--metrics-addr", default="127.0.0.1", help="address of the metrics endpoint (default: %(default)s)")
 
 

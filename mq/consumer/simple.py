@@ -311,7 +311,9 @@ def dead_letter(store: Store, group: str, view: MessageView, reason: str) -> str
     topic = store.ensure_topic(TopicConfig(dlq_topic(group), read_queues=1, write_queues=1)).name
     system = {**view.system_properties, RETRY_TOPIC: view.topic, ORIGIN_MESSAGE_ID: view.msg_id, DLQ_REASON: reason}
     copy = Message(topic, view.body, view.tags, view.keys, view.properties)
-    encoded = codec.encode(copy, view.msg_id, view.born_timestamp_ms, reconsume_times=view.delivery_attempt, system_properties=system)
+    encoded = codec.encode(
+        copy, view.msg_id, view.born_timestamp_ms, reconsume_times=view.delivery_attempt, system_properties=system
+    )
     store.put(topic, 0, [encoded])
     queue, offset, visible_at = parse_receipt(view.receipt_handle)
     store.ack_simple(group, queue, offset, visible_at, None)

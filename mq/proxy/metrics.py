@@ -11,5 +11,8 @@ class ProxyMetrics:
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.requests = Counter("mq_proxy_requests", "RocketMQ 5 RPCs served, by RPC", ["rpc"], registry=registry)
         self.errors = Counter(
-            "mq_proxy_errors", "RocketMQ 5 RPCs answered with an error status, by RPC and code", ["rpc", "code"], registry=registry
+            "mq_proxy_errors",
+            "RocketMQ 5 RPCs answered with an error status, by RPC and code",
+            ["rpc", "code"],
+            registry=registry,
         )

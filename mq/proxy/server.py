@@ -71,7 +71,9 @@ class ProxyServer:
             replica_id=new_client_id(),
         )
         size = config.limits.max_body_size + GRPC_HEADROOM
-        self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)])
+        self._server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)]
+        )
         grpc_service.add_MessagingServiceServicer_to_server(self.service, self._server)
         self._stop = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None

@@ -344,7 +344,9 @@ class MessagingService:
             if resolution not in (definition.COMMIT, definition.ROLLBACK):
                 raise ProxyError("BAD_REQUEST", "resolution must be COMMIT or ROLLBACK")
             if request.topic.name and request.topic.name != topic:
-                raise ProxyError("INVALID_TRANSACTION_ID", f"transaction {request.transaction_id!r} is not of topic {request.topic.name!r}")
+                raise ProxyError(
+                    "INVALID_TRANSACTION_ID", f"transaction {request.transaction_id!r} is not of topic {request.topic.name!r}"
+                )
             await self.backend.call("end_transaction", topic, qid, half_id, resolution == definition.COMMIT)
             return service.EndTransactionResponse(status=status())
 
@@ -367,7 +369,11 @@ class MessagingService:
         namespace = request.message_queue.topic.resource_namespace
         for view in views:
             message = convert.outgoing(
-                view, namespace=namespace, receipt_handle=view.receipt_handle, attempt=view.delivery_attempt, invisible_ms=invisible_ms
+                view,
+                namespace=namespace,
+                receipt_handle=view.receipt_handle,
+                attempt=view.delivery_attempt,
+                invisible_ms=invisible_ms,
             )
             yield service.ReceiveMessageResponse(message=message)
 
@@ -381,7 +387,8 @@ class MessagingService:
         invisible_ms = request.invisible_duration.ToMilliseconds() if request.HasField("invisible_duration") else 30_000
         if not MIN_INVISIBLE_S * 1000 <= invisible_ms <= MAX_INVISIBLE_S * 1000:
             raise ProxyError(
-                "ILLEGAL_INVISIBLE_TIME", f"invisible duration must be in {MIN_INVISIBLE_S:g} s .. {MAX_INVISIBLE_S:g} s, got {invisible_ms} ms"
+                "ILLEGAL_INVISIBLE_TIME",
+                f"invisible duration must be in {MIN_INVISIBLE_S:g} s .. {MAX_INVISIBLE_S:g} s, got {invisible_ms} ms",
             )
         poll_ms = request.long_polling_timeout.ToMilliseconds() if request.HasField("long_polling_timeout") else 20_000
         if poll_ms < 0:
@@ -410,7 +417,16 @@ class MessagingService:
             pause = min(pause * 2, POLL_MAX_S)
 
     async def _receive_once(
-        self, group: str, queues: list[MessageQueue], start: int, want: int, invisible_ms: int, attempts: int, ftype: str, fdata: str, fifo: bool
+        self,
+        group: str,
+        queues: list[MessageQueue],
+        start: int,
+        want: int,
+        invisible_ms: int,
+        attempts: int,
+        ftype: str,
+        fdata: str,
+        fifo: bool,
     ) -> list[MessageView]:
         views: list[MessageView] = []
         for i in range(len(queues)):
@@ -450,7 +466,9 @@ class MessagingService:
                 try:
                     queue, offset, visible_at = _receipt(entry.receipt_handle, request.topic.name)
                     if not await self.backend.call("ack_simple", group, queue, offset, visible_at, None):
-                        raise ProxyError("INVALID_RECEIPT_HANDLE", f"receipt of {entry.message_id} expired: the message was handed out again")
+                        raise ProxyError(
+                            "INVALID_RECEIPT_HANDLE", f"receipt of {entry.message_id} expired: the message was handed out again"
+                        )
                     result = status()
                 except ProxyError as e:
                     result = self._failed("AckMessage", e)
@@ -470,10 +488,14 @@ class MessagingService:
             queue, offset, visible_at = _receipt(request.receipt_handle, request.topic.name)
             duration_ms = request.invisible_duration.ToMilliseconds()
             if not 0 <= duration_ms <= MAX_INVISIBLE_S * 1000:
-                raise ProxyError("ILLEGAL_INVISIBLE_TIME", f"invisible duration must be in 0 .. {MAX_INVISIBLE_S:g} s, got {duration_ms} ms")
+                raise ProxyError(
+                    "ILLEGAL_INVISIBLE_TIME", f"invisible duration must be in 0 .. {MAX_INVISIBLE_S:g} s, got {duration_ms} ms"
+                )
             new_visible_at = int(time.time() * 1000) + duration_ms
             if not await self.backend.call("ack_simple", group, queue, offset, visible_at, new_visible_at):
-                raise ProxyError("INVALID_RECEIPT_HANDLE", f"receipt of {request.message_id} expired: the message was handed out again")
+                raise ProxyError(
+                    "INVALID_RECEIPT_HANDLE", f"receipt of {request.message_id} expired: the message was handed out again"
+                )
             handle = make_receipt(queue.topic, queue.queue_id, offset, new_visible_at)
             return service.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
 
@@ -488,11 +510,15 @@ class MessagingService:
                 raise ProxyError("MESSAGE_NOT_FOUND", f"message {request.message_id} is no longer stored")
             view = received_view(found[0], max(1, request.delivery_attempt), visible_at)
             if not await self.backend.call("ack_simple", group, queue, offset, visible_at, visible_at):
-                raise ProxyError("INVALID_RECEIPT_HANDLE", f"receipt of {request.message_id} expired: the message was handed out again")
+                raise ProxyError(
+                    "INVALID_RECEIPT_HANDLE", f"receipt of {request.message_id} expired: the message was handed out again"
+                )
             await self.backend.run(dead_letter, group, view, "forwarded by the consumer")
             return service.ForwardMessageToDeadLetterQueueResponse(status=status())
 
-        return await self._unary("ForwardMessageToDeadLetterQueue", context, service.ForwardMessageToDeadLetterQueueResponse, body)
+        return await self._unary(
+            "ForwardMessageToDeadLetterQueue", context, service.ForwardMessageToDeadLetterQueueResponse, body
+        )
 
 
 def _group(name: str) -> str:

@@ -5,6 +5,7 @@ the pump that turns the broker service's transaction check-backs into
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import AsyncIterator
@@ -46,10 +47,8 @@ class Session:
 
     def close(self) -> None:
         """End the stream once the commands before are sent."""
-        try:
+        with contextlib.suppress(asyncio.QueueFull):  # full: the reader is gone; the stream ends with the call
             self._queue.put_nowait(None)
-        except asyncio.QueueFull:
-            pass
 
     async def commands(self) -> AsyncIterator[Any]:
         """The commands to send, until :meth:`close`."""
