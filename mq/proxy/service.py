@@ -58,6 +58,9 @@ SETTINGS_TTL_MS = 3_600_000
 #: Milliseconds without a heartbeat after which a client connected through the endpoint is dropped
 #: from its group's registry (RocketMQ 5 clients beat every 10 s).
 CLIENT_TIMEOUT_MS = 30_000
+#: Seconds a topic's config is reused before it is read again (a producer's route cache does the same;
+#: a deleted or shrunk queue is still caught by the put script).
+TOPIC_TTL_S = 1.0
 #: Seconds a group's config is reused before it is read again.
 GROUP_CONFIG_TTL_S = 2.0
 #: Waits between empty polls of a long poll, seconds: from the first to the last, doubling.
@@ -120,6 +123,7 @@ class MessagingService:
         self._groups: dict[str, _GroupCache] = {}
         self._seeded: set[tuple[str, str]] = set()
         self._tx_timeout_ms: int | None = None
+        self._topics: dict[str, tuple[TopicConfig, float]] = {}
 
     # -- the frame of every RPC -----------------------------------------------------------------
 
@@ -151,9 +155,15 @@ class MessagingService:
     # -- routes ---------------------------------------------------------------------------------
 
     async def _topic(self, name: str) -> TopicConfig:
+        """The topic's config, read again after :data:`TOPIC_TTL_S` (a missing topic is never cached)."""
+        cached = self._topics.get(name)
+        if cached is not None and time.monotonic() - cached[1] < TOPIC_TTL_S:
+            return cached[0]
         config: TopicConfig | None = await self.backend.call("topic", name)
         if config is None:
+            self._topics.pop(name, None)
             raise ProxyError("TOPIC_NOT_FOUND", f"topic {name!r} does not exist: create it with mq topic create")
+        self._topics[name] = (config, time.monotonic())
         return config
 
     async def QueryRoute(self, request: Any, context: Any) -> Any:
