@@ -37,6 +37,7 @@ bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see do
 	$(PY) -m bench.spark
 	$(PY) -m bench.limits
 	$(PY) -m bench.ha
+	$(PY) -m bench.proxy
 
 chaos: $(STAMP) redis-server  ## fault injection under load: kills, Redis restart, pauses (see tests/chaos.py)
 	$(PY) -m tests.chaos --seconds 120 --rate 300
