@@ -244,8 +244,9 @@ async def test_bad_consumer_requests_get_their_status_codes_and_change_nothing(t
             assert status.code == Code.Value(code) and msgs == []
         status, _ = await _receive(r.stub, "bad group!", "T")
         assert status.code == Code.Value("ILLEGAL_CONSUMER_GROUP")
-        end = service.EndTransactionRequest(transaction_id="nope", resolution=definition.COMMIT)
-        assert (await r.stub.EndTransaction(end)).status.code == Code.Value("INVALID_TRANSACTION_ID")
+        for tid in ("nope", "T:x:1-0", "Missing:0:1-0"):
+            end = service.EndTransactionRequest(transaction_id=tid, resolution=definition.COMMIT)
+            assert (await r.stub.EndTransaction(end)).status.code == Code.Value("INVALID_TRANSACTION_ID"), tid
         assert r.unchanged() == before
 
 
@@ -322,3 +323,25 @@ def test_mq_proxy_command_has_its_options_with_help() -> None:
     commands = dict(leaves(build_parser()))
     options = {s for a in commands["mq proxy"]._actions for s in a.option_strings}
     assert {"--url", "--namespace", "--port", "--host", "--tls-port", "--access-key", "--secret-key"} <= options
+
+
+async def test_transaction_commit_and_rollback(topic_env: Any) -> None:
+    url, namespace = topic_env
+    async with running(url, namespace) as r:
+        halves = [
+            _message("T", b"commit me", message_type=definition.TRANSACTION),
+            _message("T", b"roll me back", message_type=definition.TRANSACTION),
+        ]
+        sent = await r.stub.SendMessage(service.SendMessageRequest(messages=halves))
+        assert sent.status.code == Code.Value("OK") and all(e.transaction_id for e in sent.entries)
+        status, none = await _receive(r.stub, "G", "T", poll_s=0)
+        assert status.code == Code.Value("MESSAGE_NOT_FOUND")  # half messages are invisible
+        for entry, resolution in zip(sent.entries, (definition.COMMIT, definition.ROLLBACK)):
+            end = service.EndTransactionRequest(
+                transaction_id=entry.transaction_id, message_id=entry.message_id, resolution=resolution
+            )
+            assert (await r.stub.EndTransaction(end)).status.code == Code.Value("OK")
+        again = service.EndTransactionRequest(transaction_id=sent.entries[0].transaction_id, resolution=definition.COMMIT)
+        assert (await r.stub.EndTransaction(again)).status.code == Code.Value("INVALID_TRANSACTION_ID")  # resolved already
+        status, got = await _receive(r.stub, "G", "T")
+        assert [m.body for m in got] == [b"commit me"] and got[0].system_properties.message_id == sent.entries[0].message_id

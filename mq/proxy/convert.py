@@ -172,3 +172,21 @@ def outgoing(
     if invisible_ms is not None:
         sp.invisible_duration.FromMilliseconds(invisible_ms)
     return out
+
+
+def transaction_id(topic: str, queue_id: int, half_id: str) -> str:
+    """The transaction id the endpoint gives a half message (``topic:queue:half id``)."""
+    return f"{topic}:{queue_id}:{half_id}"
+
+
+def parse_transaction_id(value: str) -> tuple[str, int, str]:
+    """The topic, queue id and half id a :func:`transaction_id` names.
+
+    Raises:
+        ProxyError: ``INVALID_TRANSACTION_ID``.
+    """
+    rest, _, half_id = value.rpartition(":")
+    topic, _, qid = rest.rpartition(":")
+    if not topic or not qid.isdigit() or not half_id:
+        raise ProxyError("INVALID_TRANSACTION_ID", f"transaction id {value!r} was not issued by this endpoint")
+    return topic, int(qid), half_id

@@ -329,7 +329,7 @@ class MessagingService:
             encoded = codec.encode(item.message, item.msg_id, item.born_ms, system_properties=system)
             first_check = int(time.time() * 1000) + await self._transaction_timeout_ms()
             half_id = await self.backend.call("put_half", topic, qid, encoded, first_check)
-            entry.transaction_id = f"{topic}:{qid}:{half_id}"
+            entry.transaction_id = convert.transaction_id(topic, qid, half_id)
             entry.offset = -1
             return entry
         encoded = codec.encode(item.message, item.msg_id, item.born_ms, system_properties=item.system or None)
@@ -349,13 +349,23 @@ class MessagingService:
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
         async def body(_: Request) -> Any:
-            topic, qid, half_id = _transaction(request.transaction_id)
+            topic, qid, half_id = convert.parse_transaction_id(request.transaction_id)
             resolution = request.resolution
             if resolution not in (definition.COMMIT, definition.ROLLBACK):
                 raise ProxyError("BAD_REQUEST", "resolution must be COMMIT or ROLLBACK")
             if request.topic.name and request.topic.name != topic:
                 raise ProxyError(
                     "INVALID_TRANSACTION_ID", f"transaction {request.transaction_id!r} is not of topic {request.topic.name!r}"
+                )
+            if await self.backend.call("topic", topic) is None:
+                raise ProxyError(
+                    "INVALID_TRANSACTION_ID", f"transaction {request.transaction_id!r}: topic {topic!r} does not exist"
+                )
+            half = await self.backend.call("read_half", topic, qid, half_id)
+            if half is None or (request.message_id and half.msg_id != request.message_id):
+                raise ProxyError(
+                    "INVALID_TRANSACTION_ID",
+                    f"transaction {request.transaction_id!r} is unknown, already resolved, or not of this message",
                 )
             await self.backend.call("end_transaction", topic, qid, half_id, resolution == definition.COMMIT)
             return service.EndTransactionResponse(status=status())
@@ -555,11 +565,3 @@ def _receipt(handle: str, topic: str) -> tuple[MessageQueue, int, int]:
     if topic and queue.topic != topic:
         raise ProxyError("INVALID_RECEIPT_HANDLE", f"receipt handle {handle!r} is not of topic {topic!r}")
     return queue, offset, visible_at
-
-
-def _transaction(transaction_id: str) -> tuple[str, int, str]:
-    topic, _, rest = transaction_id.rpartition(":")
-    topic, _, qid = topic.rpartition(":")
-    if not topic or not qid.isdigit() or not rest:
-        raise ProxyError("INVALID_TRANSACTION_ID", f"transaction id {transaction_id!r} was not issued by this endpoint")
-    return topic, int(qid), rest

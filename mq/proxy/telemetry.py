@@ -137,6 +137,6 @@ async def _push_check(backend: Backend, sessions: Sessions, fields: dict[bytes, 
     command = service.TelemetryCommand()
     recover = command.recover_orphaned_transaction_command
     recover.message.CopyFrom(convert.outgoing(msg, transaction=True))
-    recover.transaction_id = f"{topic}:{queue_id}:{half_id}"
+    recover.transaction_id = convert.transaction_id(topic, queue_id, half_id)
     if not session.offer(command):
         log.warning("client %s is not reading its telemetry stream: check-back of %s dropped", session.client_id, half_id)
