@@ -335,6 +335,7 @@ async def test_transaction_commit_and_rollback(topic_env: Any) -> None:
         sent = await r.stub.SendMessage(service.SendMessageRequest(messages=halves))
         assert sent.status.code == Code.Value("OK") and all(e.transaction_id for e in sent.entries)
         status, none = await _receive(r.stub, "G", "T", poll_s=0)
+        assert none == []
         assert status.code == Code.Value("MESSAGE_NOT_FOUND")  # half messages are invisible
         for entry, resolution in zip(sent.entries, (definition.COMMIT, definition.ROLLBACK)):
             end = service.EndTransactionRequest(
