@@ -123,11 +123,12 @@ def run_node(workdir: pathlib.Path, source: str, *, timeout_s: float = 90) -> su
 class ProxyProcess:
     """``python -m mq proxy`` on a free loopback port, in a process of its own."""
 
-    def __init__(self, url: str, namespace: str, log: pathlib.Path, *extra: str) -> None:
+    def __init__(self, url: str, namespace: str, log: pathlib.Path, *extra: str, port: int = 0) -> None:
         self.log = log
-        self._out = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        started = log.stat().st_size
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mq", "proxy", "--url", url, "--namespace", namespace, "--port", "0", *extra],
+            [sys.executable, "-m", "mq", "proxy", "--url", url, "--namespace", namespace, "--port", str(port), *extra],
             stdout=self._out,
             stderr=subprocess.STDOUT,
             cwd=REPO,
@@ -137,7 +138,7 @@ class ProxyProcess:
         def ready() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"mq proxy exited {self.proc.returncode}: {log.read_text()[-3000:]}")
-            found = re.search(r"endpoint on 127\.0\.0\.1:(\d+)", log.read_text())
+            found = re.search(r"endpoint on 127\.0\.0\.1:(\d+)", log.read_text()[started:])
             if found:
                 self.port = int(found.group(1))
             return bool(found)

@@ -4,6 +4,7 @@ the command line. The official clients' tests are tests/test_proxy_python.py and
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import time
@@ -139,6 +140,10 @@ async def test_settings_reply_is_complete_tolerates_unknown_fields_and_is_kept_i
 
         call = r.stub.Telemetry(send(), metadata=(("x-mq-client-id", "client-1"),))
         replies = [await call.read(), await call.read()]
+        await asyncio.sleep(2.5)  # the open stream keeps the consumer live in its group's registry
+        with contextlib.closing(Admin(url, namespace)) as admin:
+            [live] = admin.consumer_connections("F")
+        assert (live.client_id, live.subscriptions, live.status["via"]) == ("client-1", {"T": "*"}, "rocketmq-proxy")
         call.cancel()
     pub, sub = (x.settings for x in replies)
     assert all(x.status.code == Code.Value("OK") for x in replies)
@@ -346,3 +351,26 @@ async def test_transaction_commit_and_rollback(topic_env: Any) -> None:
         assert (await r.stub.EndTransaction(again)).status.code == Code.Value("INVALID_TRANSACTION_ID")  # resolved already
         status, got = await _receive(r.stub, "G", "T")
         assert [m.body for m in got] == [b"commit me"] and got[0].system_properties.message_id == sent.entries[0].message_id
+
+
+async def test_heartbeat_after_a_restart_uses_the_settings_kept_in_redis(topic_env: Any) -> None:
+    url, namespace = topic_env
+    consumer = definition.Settings(client_type=definition.SIMPLE_CONSUMER)
+    consumer.subscription.group.name = "G"
+    consumer.subscription.subscriptions.add().topic.name = "T"
+    metadata = (("x-mq-client-id", "client-2"),)
+    async with running(url, namespace) as first:
+
+        async def send() -> AsyncIterator[Any]:
+            yield service.TelemetryCommand(settings=consumer)
+
+        call = first.stub.Telemetry(send(), metadata=metadata)
+        assert (await call.read()).status.code == Code.Value("OK")
+        call.cancel()
+    async with running(url, namespace) as second:  # a new endpoint process knows nothing of client-2
+        beat = service.HeartbeatRequest(client_type=definition.SIMPLE_CONSUMER)
+        beat.group.name = "G"
+        assert (await second.stub.Heartbeat(beat, metadata=metadata)).status.code == Code.Value("OK")
+    with contextlib.closing(Admin(url, namespace)) as admin:
+        [live] = admin.consumer_connections("G")
+    assert (live.client_id, live.subscriptions) == ("client-2", {"T": "*"})

@@ -306,3 +306,32 @@ def _namespace_data(env: Env) -> dict[bytes, bytes]:
 
     skip = (b":proxy:client:", b":brokers", b":stats", b":statshist", b":clients", b":info")
     return {k: v for k, v in snapshot(env.url, env.namespace).items() if not any(s in k for s in skip)}
+
+
+def test_consumer_keeps_working_across_an_endpoint_restart(env: Env) -> None:
+    from tests.servers import free_port
+
+    topic, group = env.topic(), env.group()
+    port = free_port()
+    log = env.workdir / "proxy-restart.log"
+    proxy = ProxyProcess(env.url, env.namespace, log, port=port)
+    consumer_log = env.workdir / "restart-consumer.log"
+    consumer = start_rr_client("consume", proxy.endpoint, topic, group, "3", "120", "--batch", "1", log=consumer_log)  # runs on
+    try:
+        with Producer("p", env.url, namespace=env.namespace) as producer:
+            first = producer.send(Message(topic, b"before")).msg_id
+            wait_for(lambda: len(json_lines(consumer_log)) == 1, 60, "the first message")
+            wait_for(lambda: env.admin.consumer_connections(group) != [], 15, "the consumer live before the restart")
+            proxy.stop()
+            proxy = ProxyProcess(env.url, env.namespace, log, port=port)  # same address, fresh process
+            second = producer.send(Message(topic, b"after")).msg_id
+            wait_for(lambda: len(json_lines(consumer_log)) == 2, 90, "the second message, through the new endpoint")
+        assert [(r["message_id"], r["acked"]) for r in json_lines(consumer_log)] == [(first, True), (second, True)]
+        # the Python client does not reopen its Telemetry stream after the restart: its Heartbeat (every
+        # 10 s) registers it from the settings the first endpoint kept in Redis
+        wait_for(lambda: env.admin.consumer_connections(group) != [], 30, "the consumer live in its group's registry")
+        assert all(c.status.get("via") == "rocketmq-proxy" for c in env.admin.consumer_connections(group))
+    finally:
+        consumer.kill()
+        consumer.wait(10)
+        proxy.stop()

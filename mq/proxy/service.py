@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mq.consumer.puller import filter_args
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
 from mq.consumer.simple import (
     MAX_INVISIBLE_S,
     MAX_RECEIVE,
@@ -55,9 +56,6 @@ log = logging.getLogger("mq.proxy")
 PROXY_PRODUCER_GROUP = "rocketredis-proxy"
 #: How long the store keeps a client's settings after its last Telemetry update, ms.
 SETTINGS_TTL_MS = 3_600_000
-#: Milliseconds without a heartbeat after which a client connected through the endpoint is dropped
-#: from its group's registry (RocketMQ 5 clients beat every 10 s).
-CLIENT_TIMEOUT_MS = 30_000
 #: Seconds a topic's config is reused before it is read again (a producer's route cache does the same;
 #: a deleted or shrunk queue is still caught by the put script).
 TOPIC_TTL_S = 1.0
@@ -205,10 +203,8 @@ class MessagingService:
     async def Heartbeat(self, request: Any, context: Any) -> Any:
         async def body(req: Request) -> Any:
             if request.HasField("group") and request.group.name and req.client_id:
-                group = _group(request.group.name)
                 settings = await self._client_settings(req.client_id)
-                info = client_info(req.client_id, settings, context.peer()) if settings is not None else ""
-                await self.backend.call("heartbeat", group, req.client_id, info, CLIENT_TIMEOUT_MS)
+                await self._heartbeat(request.group.name, req.client_id, settings, context.peer())
             return service.HeartbeatResponse(status=status())
 
         return await self._unary("Heartbeat", context, service.HeartbeatResponse, body)
@@ -239,22 +235,41 @@ class MessagingService:
         session = self.sessions.open(req.client_id)
 
         async def read() -> None:
+            # A client that half-closes keeps receiving commands (check-backs) until it cancels the call.
             try:
                 async for command in request_iterator:
                     if command.HasField("settings"):
                         await session.put(await self._settings_command(req, command.settings))
-            except Exception as e:  # the stream broke or a settings update failed: the client reconnects
+            except Exception as e:  # the stream broke: end it, the client reconnects
                 log.info("telemetry stream of %s ended: %s", req.client_id, e)
-            finally:
                 session.close()
 
         reader = asyncio.create_task(read())
+        beat = asyncio.create_task(self._beat(req.client_id, context.peer()))
         try:
             async for command in session.commands():
                 yield command
         finally:
             reader.cancel()
+            beat.cancel()
             self.sessions.close(session)
+
+    async def _beat(self, client_id: str, peer: str) -> None:
+        """While a consumer's Telemetry stream is open, keep it live in its group's registry as often as
+        rocketredis' own clients beat (RocketMQ 5 clients send Heartbeat only every 10 s)."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            settings = self.sessions.settings_of(client_id)
+            if settings is None or settings.WhichOneof("pub_sub") != "subscription" or not settings.subscription.group.name:
+                continue
+            try:
+                await self._heartbeat(settings.subscription.group.name, client_id, settings, peer)
+            except Exception as e:  # the store is down: the next beat tries again
+                log.warning("heartbeat of %s failed: %s", client_id, e)
+
+    async def _heartbeat(self, group_name: str, client_id: str, settings: Any | None, peer: str) -> None:
+        info = client_info(client_id, settings, peer) if settings is not None else ""
+        await self.backend.call("heartbeat", _group(group_name), client_id, info, int(HEARTBEAT_TIMEOUT_S * 1000))
 
     async def _settings_command(self, req: Request, settings: Any) -> Any:
         try:

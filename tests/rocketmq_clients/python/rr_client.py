@@ -113,7 +113,12 @@ def consume(args):
     deadline = time.monotonic() + args.seconds
     try:
         while got < args.count and time.monotonic() < deadline:
-            messages = consumer.receive(args.batch, args.invisible)
+            try:
+                messages = consumer.receive(args.batch, args.invisible)
+            except Exception as e:  # as the official example does: report and receive again
+                print(f"receive raised {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+                time.sleep(0.5)
+                continue
             for m in messages or []:
                 got += 1
                 record = view(m)
