@@ -374,3 +374,22 @@ async def test_heartbeat_after_a_restart_uses_the_settings_kept_in_redis(topic_e
     with contextlib.closing(Admin(url, namespace)) as admin:
         [live] = admin.consumer_connections("G")
     assert (live.client_id, live.subscriptions) == ("client-2", {"T": "*"})
+
+
+async def test_tls_port_serves_with_the_given_certificate(topic_env: Any, tmp_path: Any) -> None:
+    import subprocess
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    async with running(*topic_env, tls_port=0, tls_cert=cert, tls_key=key) as r:
+        assert r.server.tls_port
+        creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        async with grpc.aio.secure_channel(f"localhost:{r.server.tls_port}", creds) as channel:
+            req = service.QueryRouteRequest()
+            req.topic.name = "T"
+            res = await grpc_service.MessagingServiceStub(channel).QueryRoute(req)
+        assert res.status.code == Code.Value("OK") and len(res.message_queues) == 2
