@@ -335,3 +335,28 @@ def test_consumer_keeps_working_across_an_endpoint_restart(env: Env) -> None:
         consumer.kill()
         consumer.wait(10)
         proxy.stop()
+
+
+def test_push_consumer_example_consumes_and_acks(env: Env) -> None:
+    from tests.proxy_clients import python_client
+
+    topic, group = env.topic(), env.group()
+    with Producer("p", env.url, namespace=env.namespace) as producer:
+        for i in range(5):
+            producer.send(Message(topic, b"push %d" % i))
+    path = env.workdir / "push_example.py"
+    path.write_text(example("python/push_consumer_example.py", _fill(env, topic, group)))
+    log = env.workdir / "push_example.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [str(python_client()), str(path)], stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True
+        )
+    try:
+        wait_for(lambda: log.read_text().count("consume message,") >= 5, 90, "5 messages consumed")
+        proc.communicate("\n", timeout=30)  # "Please Enter to Stop the Application."
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    assert log.read_text().count("consume message,") == 5
+    assert rr_client("consume", env.proxy.endpoint, topic, group, "1", "6") == []  # all acked

@@ -411,6 +411,9 @@ class MessagingService:
                 invisible_ms=invisible_ms,
             )
             yield service.ReceiveMessageResponse(message=message)
+        delivered = service.ReceiveMessageResponse()
+        delivered.delivery_timestamp.GetCurrentTime()  # when the batch left: clients' receive-latency metric
+        yield delivered
 
     async def _receive(self, request: Any, context: Any) -> tuple[list[MessageView], int]:
         group = _group(request.group.name)
