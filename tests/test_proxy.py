@@ -48,7 +48,9 @@ async def running(url: str, namespace: str, **options: Any) -> AsyncIterator[Run
     metrics = options.pop("metrics", None)
     server = ProxyServer(ProxyConfig(url=url, namespace=namespace, port=0, **options), metrics)
     await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}", options=[("grpc.max_send_message_length", -1)])
+    channel = grpc.aio.insecure_channel(
+        f"127.0.0.1:{server.port}", options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+    )
     try:
         yield Running(server, grpc_service.MessagingServiceStub(channel), url, namespace)
     finally:
@@ -154,7 +156,8 @@ async def test_settings_reply_is_complete_tolerates_unknown_fields_and_is_kept_i
         assert s.HasField("metric") and not s.metric.on and s.request_timeout.ToSeconds() > 0
     assert sub.subscription.fifo is True and sub.backoff_policy.max_attempts == 4  # the group's config: retry_max_times 3
     assert sub.subscription.long_polling_timeout.ToSeconds() > 0 and sub.subscription.receive_batch_size > 0
-    stored = Store(Connection(url, namespace)).proxy_client("client-1")
+    with contextlib.closing(Connection(url, namespace)) as conn:
+        stored = Store(conn).proxy_client("client-1")
     assert stored is not None and definition.Settings.FromString(stored).subscription.group.name == "F"
 
 
@@ -291,7 +294,8 @@ def test_fifo_receive_hands_out_a_message_group_only_after_its_previous_message_
     namespace = f"pf{uuid.uuid4().hex[:8]}"
     with contextlib.closing(Admin(redis_server.url, namespace)) as admin:
         admin.create_topic("T", read_queues=1, write_queues=1)
-    store = Store(Connection(redis_server.url, namespace))
+    conn = Connection(redis_server.url, namespace)
+    store = Store(conn)
     for i, group in enumerate(["a", "a", "b", "a", "b"]):
         store.put("T", 0, [codec.encode(Message("T", b"%d" % i), f"id{i}", system_properties={"__SHARDINGKEY": group})])
     queue = MessageQueue("T", "broker-a", 0)
@@ -320,6 +324,7 @@ def test_fifo_receive_hands_out_a_message_group_only_after_its_previous_message_
     assert receive(now + 12_000) == [(1, 1), (2, 1)]  # the next "a" and the first "b"
     assert store.ack_simple("F", queue, 1, now + 22_000, None) and store.ack_simple("F", queue, 2, now + 22_000, None)
     assert receive(now + 13_000) == [(3, 1), (4, 1)]
+    conn.close()
 
 
 def test_mq_proxy_command_has_its_options_with_help() -> None:
@@ -393,3 +398,14 @@ async def test_tls_port_serves_with_the_given_certificate(topic_env: Any, tmp_pa
             req.topic.name = "T"
             res = await grpc_service.MessagingServiceStub(channel).QueryRoute(req)
         assert res.status.code == Code.Value("OK") and len(res.message_queues) == 2
+
+
+async def test_a_4_mib_body_with_properties_fits_through_grpc(topic_env: Any) -> None:
+    url, namespace = topic_env
+    body = bytes(range(256)) * (4 * MiB // 256)  # exactly the limit: over gRPC's default 4 MiB with its headers
+    async with running(url, namespace) as r:
+        message = _message("T", body, properties={"p": "x" * 1000}, keys=["k"])
+        res = await r.stub.SendMessage(service.SendMessageRequest(messages=[message]))
+        assert res.status.code == Code.Value("OK"), res.status.message
+        status, [got] = await _receive(r.stub, "G", "T", batch_size=1)
+        assert got.body == body and got.user_properties["p"] == "x" * 1000

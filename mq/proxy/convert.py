@@ -19,7 +19,7 @@ from mq.errors import MessageTooLargeError, MQClientError
 from mq.message import Message, MessageExt
 from mq.proxy.codes import ProxyError
 from mq.proxy.pb import definition
-from mq.validation import RESERVED_PROPERTIES, check_message, check_user_topic
+from mq.validation import MAX_USER_PROPERTY_SIZE, RESERVED_PROPERTIES, check_message, check_user_topic
 
 #: System property: the message group of a FIFO message [RocketMQ ``__SHARDINGKEY``].
 MESSAGE_GROUP = "__SHARDINGKEY"
@@ -93,7 +93,9 @@ def incoming(m: Any, *, max_body_size: int, max_delay_ms: int, now_ms: int) -> I
         system[TRACE_CONTEXT] = sp.trace_context
     message = Message(topic, body, sp.tag if sp.HasField("tag") and sp.tag else None, list(sp.keys), dict(m.user_properties))
     try:
-        check_message(message, max_body_size, now_ms=now_ms)
+        # the body is checked against max_body_size above (what clients are told); tags, keys and
+        # properties against their own limit (MAX_USER_PROPERTY_SIZE), on top of the body
+        check_message(message, max_body_size + MAX_USER_PROPERTY_SIZE, now_ms=now_ms)
     except MessageTooLargeError as e:
         raise ProxyError("MESSAGE_PROPERTIES_TOO_LARGE", str(e)) from None
     except MQClientError as e:

@@ -101,6 +101,7 @@ class ProxyServer:
         self._stop.set()
         if self._pump is not None:
             self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)  # its blocking read released before closing
         await self._server.stop(grace_s)
         await self.backend.close()
 
