@@ -408,4 +408,4 @@ async def test_a_4_mib_body_with_properties_fits_through_grpc(topic_env: Any) ->
         res = await r.stub.SendMessage(service.SendMessageRequest(messages=[message]))
         assert res.status.code == Code.Value("OK"), res.status.message
         status, [got] = await _receive(r.stub, "G", "T", batch_size=1)
-        assert got.body == body and got.user_properties["p"] == "x" * 1000
+        assert status.code == Code.Value("OK") and got.body == body and got.user_properties["p"] == "x" * 1000
