@@ -26,10 +26,16 @@ from mq.consumer.simple_core import (
     SimpleSettings,
     SyncSimpleCore,
     check_receive,
+    make_receipt,
     parse_receipt,
     remaining_s,
 )
+from mq.consumer.simple_core import dead_letter as dead_letter_op
+from mq.consumer.simple_core import seed_cursors as seed_cursors_op
+from mq.consumer.simple_core import view_of as received_view
+from mq.consumer.types import ConsumeFromWhere
 from mq.group import GroupConfig
+from mq.queue import MessageQueue
 from mq.store import Store
 
 __all__ = [
@@ -42,8 +48,22 @@ __all__ = [
     "WAIT_SLICE_S",
     "MessageView",
     "SimpleConsumer",
+    "dead_letter",
+    "make_receipt",
     "parse_receipt",
+    "received_view",
+    "seed_cursors",
 ]
+
+
+def seed_cursors(store: Store, group: str, queues: list[MessageQueue], where: ConsumeFromWhere) -> None:
+    """:func:`mq.consumer.simple_core.seed_cursors` run at once (the gRPC proxy's sessions use it)."""
+    store._run(seed_cursors_op(store, group, queues, where))
+
+
+def dead_letter(store: Store, group: str, view: MessageView, reason: str) -> str:
+    """:func:`mq.consumer.simple_core.dead_letter` run at once: ``view`` to ``%DLQ%<group>``, acked; the DLQ topic."""
+    return store._run(dead_letter_op(store, group, view, reason))
 
 
 class SimpleConsumer(SimpleSettings):
