@@ -250,3 +250,19 @@ async def test_many_tasks_at_once_wait_for_a_connection(backend_url: str, namesp
         assert await asyncio.gather(*(store.namespace_setting("absent") for _ in range(300))) == [None] * 300
     finally:
         await store.conn.aclose()
+
+
+async def test_async_commands_are_packed_as_redis_asyncio_packs_them(redis_server: Any, namespace: str) -> None:
+    """The standalone asyncio client packs with hiredis (as the sync client does): the same bytes."""
+    import redis.asyncio
+
+    from mq.connection import Connection, HiredisPackingConnection
+
+    args = ("EVALSHA", "abc", 2, "{k}:a", "{k}:b", b"\x00\xff body", "名前", 12, -7, 3.5)
+    ours = b"".join(HiredisPackingConnection().pack_command(*args))
+    assert ours == b"".join(redis.asyncio.Connection().pack_command(*args))
+    conn = Connection(redis_server.url, namespace)
+    try:
+        assert conn.async_client.connection_pool.connection_class is HiredisPackingConnection
+    finally:
+        await conn.aclose()
