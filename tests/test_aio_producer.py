@@ -266,3 +266,29 @@ async def test_async_commands_are_packed_as_redis_asyncio_packs_them(redis_serve
         assert conn.async_client.connection_pool.connection_class is HiredisPackingConnection
     finally:
         await conn.aclose()
+
+
+async def test_opentelemetry_send_spans_carry_their_context_in_the_message(
+    admin: Admin, backend_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)  # this test's provider only
+    monkeypatch.setattr(trace, "get_tracer", lambda name, *a, **k: provider.get_tracer(name))
+    async with aio.Producer("op", backend_url, namespace=namespace) as producer:
+        sent = await asyncio.gather(*(producer.send(Message("T", b"%d" % i, tags="paid")) for i in range(3)))
+    monkeypatch.undo()
+    spans = {s.attributes["messaging.message.id"]: s for s in exporter.get_finished_spans() if s.name == "send T"}
+    assert set(spans) == {r.msg_id for r in sent}  # one span per send, each with its own message id
+    for r in sent:
+        stored = admin.query_message("T", r.msg_id)
+        assert stored is not None
+        span = spans[r.msg_id]
+        assert span.kind.name == "PRODUCER" and span.attributes["messaging.rocketmq.message.tag"] == "paid"
+        assert f"{span.context.trace_id:032x}-{span.context.span_id:016x}" in stored.properties["traceparent"]
