@@ -292,3 +292,17 @@ async def test_opentelemetry_send_spans_carry_their_context_in_the_message(
         span = spans[r.msg_id]
         assert span.kind.name == "PRODUCER" and span.attributes["messaging.rocketmq.message.tag"] == "paid"
         assert f"{span.context.trace_id:032x}-{span.context.span_id:016x}" in stored.properties["traceparent"]
+
+
+async def test_shutdown_sends_what_is_pending_then_refuses(admin: Admin, backend_url: str, namespace: str) -> None:
+    producer = await aio.Producer("pg", backend_url, namespace=namespace).start()
+    await producer.send(Message("T", b"warm"))
+    tasks = [asyncio.create_task(producer.send(Message("T", b"p%d" % i, keys="pending"))) for i in range(300)]
+    await asyncio.sleep(0)  # each is checked and handed to the pipeline
+    await producer.shutdown(timeout_s=30)
+    results = await asyncio.gather(*tasks)
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert len(admin.query_messages_by_key("T", "pending", max_num=64)) == 64  # the query's most; the count below
+    assert sum(s.max_offset for s in admin.topic_status("T").values()) == 301
+    with pytest.raises(MQClientError, match="not started"):
+        await producer.send(Message("T", b"late"))
