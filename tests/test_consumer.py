@@ -23,7 +23,7 @@ from mq import (
     PushConsumer,
 )
 from mq.connection import Connection
-from mq.consumer.retry import SendBack
+from mq.consumer.retry import SendBackOps
 from mq.errors import FilterExpressionError, MQBrokerError, MQClientError
 from mq.store import Store
 from tests.procs import wait_for
@@ -179,10 +179,10 @@ def test_message_is_consumed_again_locally_when_sending_back_fails(env, monkeypa
         attempts.append(msgs[0].reconsume_times)
         return ConsumeConcurrentlyStatus.RECONSUME_LATER if len(attempts) == 1 else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    def broken_send_back(self, msg, delay_level=0, reason=""):  # type: ignore[no-untyped-def]
+    def broken_copy(self, msg, delay_level, reason, *, to_dlq):  # type: ignore[no-untyped-def]
         raise MQBrokerError("the store refused the send-back")
 
-    monkeypatch.setattr(SendBack, "send_back", broken_send_back)
+    monkeypatch.setattr(SendBackOps, "_copy", broken_copy)
     monkeypatch.setattr("mq.consumer.push.LOCAL_RECONSUME_DELAY_S", 0.5)
     c = PushConsumer("g-local", url, namespace=ns)
     c.subscribe("T")

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the types of the lazy exports, for type checkers
     from mq.aio.admin import Admin as Admin
     from mq.aio.producer import Producer as Producer
+    from mq.aio.pull import PullConsumer as PullConsumer
+    from mq.aio.push import PushConsumer as PushConsumer
     from mq.aio.simple import SimpleConsumer as SimpleConsumer
     from mq.aio.transaction import TransactionProducer as TransactionProducer
 

@@ -1,8 +1,12 @@
 """What push and pull consumers share before and around their :class:`~mq.consumer.core.ConsumerCore`:
 checked settings, the connection, subscriptions, and building the core from the parts that suit
-the consumer (chosen when it starts, once its kind of consumption is known)."""
+the consumer (chosen when it starts, once its kind of consumption is known). The sync consumers
+build a :class:`~mq.consumer.core.ConsumerCore`, the asyncio ones (:mod:`mq.aio`) an
+:class:`~mq.aio.core.AsyncConsumerCore`: the same steps, scheduled by threads or by tasks."""
 
 from __future__ import annotations
+
+from typing import Generic, TypeVar
 
 from mq.connection import Connection
 from mq.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
@@ -11,6 +15,7 @@ from mq.consumer.ownership import choose
 from mq.consumer.parts import ConsumerSettings, Consumption
 from mq.consumer.registry import ClientInfo, Registry
 from mq.consumer.start import StartPolicy
+from mq.consumer.steps import CoreSteps
 from mq.consumer.types import ConsumeFromWhere, MessageModel
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
@@ -23,9 +28,13 @@ from mq.validation import check_group, check_topic
 #: Most messages one pull may bring per queue.
 MAX_PULL_BATCH_SIZE = 1024
 
+CoreT = TypeVar("CoreT", bound=CoreSteps)
 
-class QueueConsumer:
-    """The shared part of :class:`~mq.PushConsumer` and :class:`~mq.PullConsumer`."""
+
+class QueueConsumerBase(Generic[CoreT]):
+    """The shared part of the push and pull consumers, sync and asyncio (``_core_type`` builds the core)."""
+
+    _core_type: type[CoreT]
 
     def __init__(
         self,
@@ -59,7 +68,7 @@ class QueueConsumer:
         self._subscriptions: dict[str, MessageSelector] = {}
         info = ClientInfo.of_this_process(self._settings.client_id, kind=kind, message_model=model.value)
         self._registry = Registry(self._store, group, info)
-        self._core: ConsumerCore | None = None
+        self._core: CoreT | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(group={self.group!r}, client_id={self.client_id!r}, {self._conn!r})"
@@ -106,7 +115,7 @@ class QueueConsumer:
 
     def _build_core(
         self, consumption: Consumption, *, orderly: bool = False, assigned: list[MessageQueue] | None = None
-    ) -> ConsumerCore:
+    ) -> CoreT:
         ownership, offsets = choose(
             self._store,
             self.group,
@@ -116,7 +125,7 @@ class QueueConsumer:
             assigned=assigned is not None,
             sync=self._sync,
         )
-        self._core = ConsumerCore(
+        self._core = self._core_type(
             self._store,
             self._settings,
             self._subscriptions,
@@ -127,3 +136,9 @@ class QueueConsumer:
             assigned=assigned,
         )
         return self._core
+
+
+class QueueConsumer(QueueConsumerBase[ConsumerCore]):
+    """The shared part of :class:`~mq.PushConsumer` and :class:`~mq.PullConsumer`."""
+
+    _core_type = ConsumerCore

@@ -1,12 +1,19 @@
 """Calling a listener: consume hooks around it, its time measured, and any failure — an exception,
 even ``SystemExit`` or ``KeyboardInterrupt``, or an answer that is not a status — turned into the
-"try later" status, logged, never a lost message or a dead worker thread."""
+"try later" status, logged, never a lost message or a dead worker thread.
+
+The handling is written once, as a generator (:func:`_calling`) that yields the listener call and is
+given its answer; :func:`invoke` calls it in the caller's thread, :func:`ainvoke` awaits it when the
+listener is a coroutine function (the asyncio push consumer)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 from mq import metrics, otel
@@ -17,6 +24,9 @@ from mq.queue import MessageQueue
 log = logging.getLogger("mq.consumer")
 
 S = TypeVar("S")
+
+#: The listener call a :func:`_calling` generator yields: run it (and await what it returns, if anything).
+Call = Callable[[], Any]
 
 
 def invoke(
@@ -32,13 +42,16 @@ def invoke(
 ) -> S:
     """``listener(msgs, ctx)`` between the hooks (in an OpenTelemetry ``process`` span when tracing is
     on); returns its status, or ``failure`` when it failed."""
-    if not otel.enabled():  # the common case: no span, no context manager
-        return _call(group, hooks, listener, mq, msgs, ctx, failure)
-    with otel.process_span(group, namespace, msgs):
-        return _call(group, hooks, listener, mq, msgs, ctx, failure)
+    calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace)
+    call = next(calling)
+    try:
+        answer = call()
+    except BaseException as e:
+        return _finish(calling, error=e)
+    return _finish(calling, answer=answer)
 
 
-def _call(
+async def ainvoke(
     group: str,
     hooks: Sequence[ConsumeHook],
     listener: Callable[..., Any],
@@ -46,10 +59,67 @@ def _call(
     msgs: list[MessageExt],
     ctx: Any,
     failure: S,
+    *,
+    namespace: str = "",
 ) -> S:
+    """:func:`invoke` for the asyncio consumer: an ``async def`` listener is awaited, a plain one called
+    in place. Cancelling the caller cancels the listener and is not a failure: it propagates (the
+    messages stay uncommitted)."""
+    calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace)
+    call = next(calling)
+    try:
+        answer = call()
+        if inspect.isawaitable(answer):
+            answer = await answer
+    except asyncio.CancelledError:
+        calling.close()
+        raise
+    except BaseException as e:
+        return _finish(calling, error=e)
+    return _finish(calling, answer=answer)
+
+
+def _finish(calling: Generator[Call, Any, S], *, answer: Any = None, error: BaseException | None = None) -> S:
+    try:
+        if error is not None:
+            calling.throw(error)
+        else:
+            calling.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    raise RuntimeError("a listener call yielded twice")  # pragma: no cover - _calling yields once
+
+
+def _calling(
+    group: str,
+    hooks: Sequence[ConsumeHook],
+    listener: Callable[..., Any],
+    mq: MessageQueue,
+    msgs: list[MessageExt],
+    ctx: Any,
+    failure: S,
+    namespace: str,
+) -> Generator[Call, Any, S]:
+    """Yields the listener call once, is given its answer (or has its exception thrown in), returns the status."""
+    span = otel.process_span(group, namespace, msgs) if otel.enabled() else contextlib.nullcontext()
+    with span:
+        return (yield from _hooked(group, hooks, listener, mq, msgs, ctx, failure))
+
+
+def _hooked(
+    group: str,
+    hooks: Sequence[ConsumeHook],
+    listener: Callable[..., Any],
+    mq: MessageQueue,
+    msgs: list[MessageExt],
+    ctx: Any,
+    failure: S,
+) -> Generator[Call, Any, S]:
     if not hooks and metrics.CLIENT_METRICS is None:  # the common case, without the hooks' bookkeeping
         try:
-            return type(failure)(listener(msgs, ctx))  # type: ignore[call-arg]
+            return type(failure)((yield lambda: listener(msgs, ctx)))  # type: ignore[call-arg]
+        except GeneratorExit:
+            raise
         except BaseException as e:  # same handling as below, through the full path
             return _failed(group, mq, msgs, failure, e)
     hook_ctx = ConsumeMessageContext(group, mq, msgs)
@@ -57,7 +127,9 @@ def _call(
     started = time.perf_counter()
     status: Any = failure
     try:
-        status = type(failure)(listener(msgs, ctx))  # type: ignore[call-arg]
+        status = type(failure)((yield lambda: listener(msgs, ctx)))  # type: ignore[call-arg]
+    except GeneratorExit:
+        raise
     except BaseException as e:  # a listener's failure means "later", never a lost message
         hook_ctx.error = e
         status = _failed(group, mq, msgs, failure, e)

@@ -5,6 +5,9 @@ The offset of a queue is the next offset to consume. Consumers commit with every
 ``FLAG_COMMIT_OFFSET``), every ``PERSIST_INTERVAL_S`` for queues whose offset moved since, when a
 queue is given up, and at shutdown [RocketMQ ``persistConsumerOffsetInterval``]. A clustering commit
 is guarded: it is written only while the store still says the queue is this client's.
+
+Every method is an operation (:mod:`mq.store.ops`): the sync consumer core runs it with redis-py, the
+asyncio one (:mod:`mq.aio`) with ``redis.asyncio`` — the same code for both.
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ import pathlib
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from mq.queue import MessageQueue
 from mq.store import Store
 from mq.store.groups import NO_GUARD
+from mq.store.ops import Op
+from mq.store.store import StoreOps
+
+T = TypeVar("T")
 
 #: Seconds between persisting offsets.
 PERSIST_INTERVAL_S = 5.0
@@ -29,21 +36,27 @@ OFFSET_DIR_ENV = "MQ_OFFSET_DIR"
 DEFAULT_OFFSET_DIR = pathlib.Path.home() / ".rocketredis_offsets"
 
 
+def at_once(value: T) -> Op[T]:
+    """An operation that asks the store nothing: ``value`` (for parts whose work is local)."""
+    yield from ()
+    return value
+
+
 class OffsetStore(Protocol):
     """Where a consumer's committed offsets live."""
 
     #: Whether commits may ride along with pulls (the store's copy), or live elsewhere (a file).
     in_store: bool
 
-    def read(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+    def read(self, queues: Iterable[MessageQueue]) -> Op[dict[MessageQueue, int]]:
         """Committed offsets of ``queues`` (queues without one are left out)."""
         ...
 
-    def commit(self, offsets: Mapping[MessageQueue, int]) -> set[MessageQueue]:
+    def commit(self, offsets: Mapping[MessageQueue, int]) -> Op[set[MessageQueue]]:
         """Commit ``offsets`` now; returns the queues whose commit the store refused (no longer ours)."""
         ...
 
-    def seed(self, offsets: Mapping[MessageQueue, int]) -> dict[MessageQueue, int]:
+    def seed(self, offsets: Mapping[MessageQueue, int]) -> Op[dict[MessageQueue, int]]:
         """Fix starting offsets of queues that have none yet; returns the offsets in force."""
         ...
 
@@ -63,20 +76,22 @@ class RemoteOffsetStore:
         self._client_id = client_id
         self.guard = guard
 
-    def read(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+    def read(self, queues: Iterable[MessageQueue]) -> Op[dict[MessageQueue, int]]:
         """Stored offsets of ``queues``."""
-        return self._store.read_offsets(self._group, queues)
+        return (yield from StoreOps.read_offsets.op(self._store, self._group, queues))
 
-    def commit(self, offsets: Mapping[MessageQueue, int]) -> set[MessageQueue]:
+    def commit(self, offsets: Mapping[MessageQueue, int]) -> Op[set[MessageQueue]]:
         """One pipeline of guarded commits."""
         if not offsets:
             return set()
-        done = self._store.commit_offsets(self._group, offsets, guard=self.guard, client_id=self._client_id)
+        done = yield from StoreOps.commit_offsets.op(
+            self._store, self._group, offsets, guard=self.guard, client_id=self._client_id
+        )
         return {q for q, ok in done.items() if not ok}
 
-    def seed(self, offsets: Mapping[MessageQueue, int]) -> dict[MessageQueue, int]:
+    def seed(self, offsets: Mapping[MessageQueue, int]) -> Op[dict[MessageQueue, int]]:
         """``HSETNX`` each: the first member to start a queue fixes where the whole group starts."""
-        return self._store.seed_offsets(self._group, offsets) if offsets else {}
+        return (yield from StoreOps.seed_offsets.op(self._store, self._group, offsets)) if offsets else {}
 
 
 class LocalFileOffsetStore:
@@ -102,13 +117,17 @@ class LocalFileOffsetStore:
             return {}
         return {MessageQueue(r["topic"], r["broker_name"], int(r["queue_id"])): int(r["offset"]) for r in raw}
 
-    def read(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+    def read(self, queues: Iterable[MessageQueue]) -> Op[dict[MessageQueue, int]]:
         """Offsets of ``queues`` as last persisted or updated."""
         with self._lock:
-            return {q: self._table[q] for q in queues if q in self._table}
+            return (yield from at_once({q: self._table[q] for q in queues if q in self._table}))
 
-    def commit(self, offsets: Mapping[MessageQueue, int]) -> set[MessageQueue]:
-        """Remember ``offsets`` and write every remembered offset to the file (atomically)."""
+    def commit(self, offsets: Mapping[MessageQueue, int]) -> Op[set[MessageQueue]]:
+        """Remember ``offsets`` and write every remembered offset to the file (atomically; a small
+        local write, done in place also by the asyncio consumer)."""
+        return (yield from at_once(self._write(offsets)))
+
+    def _write(self, offsets: Mapping[MessageQueue, int]) -> set[MessageQueue]:
         with self._lock:
             self._table.update(offsets)
             rows = [
@@ -124,9 +143,9 @@ class LocalFileOffsetStore:
         os.replace(tmp, self.path)
         return set()
 
-    def seed(self, offsets: Mapping[MessageQueue, int]) -> dict[MessageQueue, int]:
+    def seed(self, offsets: Mapping[MessageQueue, int]) -> Op[dict[MessageQueue, int]]:
         """Remember starting offsets of queues without one (written at the next commit)."""
         with self._lock:
             for q, o in offsets.items():
                 self._table.setdefault(q, o)
-            return {q: self._table[q] for q in offsets}
+            return (yield from at_once({q: self._table[q] for q in offsets}))

@@ -6,6 +6,9 @@ head of the queue's cache while the lock is valid; after ``MAX_TIME_CONSUME_CONT
 yields the worker to other queues. A batch the listener suspends (or raises on) is retried after
 ``suspend_current_queue_time_ms`` with only its own queue paused; once a message has been tried
 ``max_reconsume_times + 1`` times it goes to the DLQ and the queue moves on.
+
+What a batch is and what its listener's answer leads to is :class:`OrderlySteps`, shared with the
+asyncio push consumer (:mod:`mq.aio.orderly`); :class:`OrderlyService` runs it on worker threads.
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 
 from mq.consumer.core import ConsumerCore
+from mq.consumer.ownership import Ownership
 from mq.consumer.process_queue import ProcessQueue
-from mq.consumer.retry import SendBack
+from mq.consumer.retry import SendBack, SendBackOps
 from mq.consumer.types import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from mq.errors import MQError
 from mq.message import MessageExt
+from mq.store.ops import Op
 
 log = logging.getLogger("mq.consumer")
 
@@ -33,6 +39,68 @@ SUSPEND_MIN_MS, SUSPEND_MAX_MS = 10, 30_000
 LOCK_RETRY_S = 0.5
 
 CallListener = Callable[[ProcessQueue, list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A queue's consume task stops now; it runs again after ``again`` seconds (None: when messages come)."""
+
+    again: float | None
+
+
+#: What a task does next: stop, or call the listener on these messages with this context.
+Next = Stop | tuple[list[MessageExt], ConsumeOrderlyContext]
+
+
+class OrderlySteps:
+    """The decisions of orderly consumption, with no scheduling: the next batch of a queue, and what
+    the listener's answer leads to (the dead-lettering is an operation, see :mod:`mq.store.ops`)."""
+
+    def __init__(
+        self, ownership: Ownership, send_back: SendBackOps, *, batch_size: int, max_reconsume_times: int, suspend_ms: int
+    ) -> None:
+        self._ownership = ownership
+        self._send_back = send_back
+        self._batch_size = batch_size
+        self._max = max_reconsume_times
+        self._suspend_ms = suspend_ms
+
+    def next(self, pq: ProcessQueue, began: float) -> Next:
+        """What the task of ``pq`` (running since monotonic ``began``) does next."""
+        if pq.dropped or pq.releasing:
+            return Stop(None)
+        if not self._ownership.may_consume(pq):
+            return Stop(LOCK_RETRY_S)  # not (or no longer) sure of the lock: wait for its renewal
+        if time.monotonic() - began > MAX_TIME_CONSUME_CONTINUOUSLY_S:
+            return Stop(0.01)  # let other queues have the worker
+        msgs = pq.head(self._batch_size)
+        if not msgs:
+            return Stop(None)
+        return msgs, ConsumeOrderlyContext(pq.queue, suspend_current_queue_time_ms=self._suspend_ms)
+
+    def answered(
+        self, pq: ProcessQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext, status: ConsumeOrderlyStatus
+    ) -> Op[Stop | None]:
+        """Take in the listener's answer on ``msgs``: None goes on with the next batch, a Stop suspends the queue."""
+        if status is ConsumeOrderlyStatus.SUCCESS:
+            pq.remove(msgs)  # the next pull or commit stores the offset
+            return None
+        msgs = pq.tried_again(msgs)
+        dead = [m for m in msgs if 0 <= self._max < m.reconsume_times]
+        if dead and (yield from self._dead_letter(pq, dead)):
+            return None
+        return Stop(min(max(ctx.suspend_current_queue_time_ms, SUSPEND_MIN_MS), SUSPEND_MAX_MS) / 1000)
+
+    def _dead_letter(self, pq: ProcessQueue, dead: list[MessageExt]) -> Op[bool]:
+        """Move poison messages to the DLQ so their queue can go on; False if the store refused."""
+        try:
+            for m in dead:
+                yield from SendBackOps.dead_letter.op(self._send_back, m, f"orderly consumption failed {m.reconsume_times} times")
+        except MQError as e:
+            log.warning("moving poison messages of %s to the DLQ failed, retrying: %s", pq.queue, e)
+            return False
+        pq.remove(dead)
+        return True
 
 
 class OrderlyService:
@@ -52,10 +120,9 @@ class OrderlyService:
         self._core = core
         self._executor = executor
         self._call = call
-        self._send_back = send_back
-        self._batch_size = batch_size
-        self._max = max_reconsume_times
-        self._suspend_ms = suspend_ms
+        self._steps = OrderlySteps(
+            core.ownership, send_back, batch_size=batch_size, max_reconsume_times=max_reconsume_times, suspend_ms=suspend_ms
+        )
         self._lock = threading.Lock()
 
     def deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
@@ -106,33 +173,9 @@ class OrderlyService:
     def _batch(self, pq: ProcessQueue, began: float) -> tuple[float | None, bool]:
         """One listener call on the head of ``pq``: (seconds until the task runs again, or None;
         whether the task stops now)."""
-        if pq.dropped or pq.releasing:
-            return None, True
-        if not self._core.ownership.may_consume(pq):
-            return LOCK_RETRY_S, True  # not (or no longer) sure of the lock: wait for its renewal
-        if time.monotonic() - began > MAX_TIME_CONSUME_CONTINUOUSLY_S:
-            return 0.01, True  # let other queues have the worker
-        msgs = pq.head(self._batch_size)
-        if not msgs:
-            return None, True
-        ctx = ConsumeOrderlyContext(pq.queue, suspend_current_queue_time_ms=self._suspend_ms)
-        status = self._call(pq, msgs, ctx)
-        if status is ConsumeOrderlyStatus.SUCCESS:
-            pq.remove(msgs)  # the next pull or commit stores the offset
-            return None, False
-        msgs = pq.tried_again(msgs)
-        dead = [m for m in msgs if 0 <= self._max < m.reconsume_times]
-        if dead and self._dead_letter(pq, dead):
-            return None, False
-        return min(max(ctx.suspend_current_queue_time_ms, SUSPEND_MIN_MS), SUSPEND_MAX_MS) / 1000, True
-
-    def _dead_letter(self, pq: ProcessQueue, dead: list[MessageExt]) -> bool:
-        """Move poison messages to the DLQ so their queue can go on; False if the store refused."""
-        try:
-            for m in dead:
-                self._send_back.dead_letter(m, f"orderly consumption failed {m.reconsume_times} times")
-        except MQError as e:
-            log.warning("moving poison messages of %s to the DLQ failed, retrying: %s", pq.queue, e)
-            return False
-        pq.remove(dead)
-        return True
+        step = self._steps.next(pq, began)
+        if isinstance(step, Stop):
+            return step.again, True
+        msgs, ctx = step
+        stop = self._core.store._run(self._steps.answered(pq, msgs, ctx, self._call(pq, msgs, ctx)))
+        return (None, False) if stop is None else (stop.again, True)

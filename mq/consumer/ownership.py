@@ -11,6 +11,9 @@ the consumer is built [RocketMQ ``RebalanceImpl`` + ``RebalanceLockManager``].
 Each strategy also names the *guard* the store checks before committing an offset of a queue for
 this client (``pull-messages`` and ``commit-offset`` check it), so a member that lost a queue never
 moves the new owner's offset back.
+
+The methods that ask the store are operations (:mod:`mq.store.ops`), run by the sync consumer core
+with redis-py and by the asyncio one with ``redis.asyncio``: the same code for both.
 """
 
 from __future__ import annotations
@@ -21,14 +24,16 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from mq.consumer.locks import LOCAL_LOCK_EXPIRY_S, LOCK_TTL_S
-from mq.consumer.offsets import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
+from mq.consumer.offsets import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore, at_once
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.types import MessageModel
 from mq.errors import MQBrokerError
 from mq.queue import MessageQueue
 from mq.store import Store
 from mq.store.groups import LOCK_GUARD, NO_GUARD, OWNER_GUARD
+from mq.store.ops import Op
 from mq.store.replication import SyncReplicas
+from mq.store.store import StoreOps
 
 log = logging.getLogger("mq.consumer")
 
@@ -41,11 +46,11 @@ class Ownership(Protocol):
     #: Whether held queues must be renewed every ``LOCK_RENEW_INTERVAL_S``.
     renews: bool
 
-    def claim(self, queues: Sequence[MessageQueue], members: Sequence[str]) -> tuple[float, list[MessageQueue]]:
+    def claim(self, queues: Sequence[MessageQueue], members: Sequence[str]) -> Op[tuple[float, list[MessageQueue]]]:
         """The queues of ``queues`` the caller may start on now, and when the request was sent (monotonic s)."""
         ...
 
-    def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> None:
+    def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> Op[None]:
         """Give ``queue`` up, committing ``offset`` with it (None: commit nothing)."""
         ...
 
@@ -53,13 +58,13 @@ class Ownership(Protocol):
         """Whether this client may start consuming a batch of ``pq`` now."""
         ...
 
-    def renew(self, queues: Sequence[MessageQueue]) -> tuple[float, set[MessageQueue]]:
+    def renew(self, queues: Sequence[MessageQueue]) -> Op[tuple[float, set[MessageQueue]]]:
         """Renew held queues; returns when the request was sent and the queues still held."""
         ...
 
 
 #: A store request granting (True) or refusing each queue asked for.
-Ask = Callable[[Sequence[MessageQueue]], list[bool]]
+Ask = Callable[[Sequence[MessageQueue]], Op[list[bool]]]
 
 
 class _StoreHeld:
@@ -69,10 +74,11 @@ class _StoreHeld:
         self._store, self._group, self._client_id = store, group, client_id
 
     @staticmethod
-    def _take(queues: Sequence[MessageQueue], ask: Ask) -> tuple[float, list[MessageQueue]]:
+    def _take(queues: Sequence[MessageQueue], ask: Ask) -> Op[tuple[float, list[MessageQueue]]]:
         """Ask the store for ``queues``; returns when the request was sent (monotonic s) and what was granted."""
         sent = time.monotonic()
-        return sent, [q for q, ok in zip(queues, ask(queues) if queues else []) if ok]
+        granted = (yield from ask(queues)) if queues else []
+        return sent, [q for q, ok in zip(queues, granted) if ok]
 
 
 class Claimed(_StoreHeld):
@@ -81,14 +87,18 @@ class Claimed(_StoreHeld):
     guard = OWNER_GUARD
     renews = False
 
-    def claim(self, queues: Sequence[MessageQueue], members: Sequence[str]) -> tuple[float, list[MessageQueue]]:
+    def claim(self, queues: Sequence[MessageQueue], members: Sequence[str]) -> Op[tuple[float, list[MessageQueue]]]:
         """Claim each queue that is free or whose owner is not a live member."""
-        return self._take(queues, lambda qs: self._store.claim_queues(self._group, self._client_id, members, qs))
+        return (
+            yield from self._take(
+                queues, lambda qs: StoreOps.claim_queues.op(self._store, self._group, self._client_id, members, qs)
+            )
+        )
 
-    def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> None:
+    def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> Op[None]:
         """Commit and give up in one script; a failure leaves the queue to be taken over when we leave."""
         try:
-            self._store.release_queue(self._group, self._client_id, queue, offset)
+            yield from StoreOps.release_queue.op(self._store, self._group, self._client_id, queue, offset)
         except MQBrokerError as e:
             log.warning("releasing %s failed (another member takes it over when we are gone): %s", queue, e)
 
@@ -96,9 +106,9 @@ class Claimed(_StoreHeld):
         """Always: ownership is checked by the store on every pull and commit."""
         return True
 
-    def renew(self, queues: Sequence[MessageQueue]) -> tuple[float, set[MessageQueue]]:
+    def renew(self, queues: Sequence[MessageQueue]) -> Op[tuple[float, set[MessageQueue]]]:
         """Nothing to renew."""
-        return time.monotonic(), set(queues)
+        return (yield from at_once((time.monotonic(), set(queues))))
 
 
 class Locked(_StoreHeld):
@@ -113,23 +123,29 @@ class Locked(_StoreHeld):
         super().__init__(store, group, client_id)
         self._sync = sync
 
-    def claim(self, queues: Sequence[MessageQueue], members: Sequence[str]) -> tuple[float, list[MessageQueue]]:
+    def claim(self, queues: Sequence[MessageQueue], members: Sequence[str]) -> Op[tuple[float, list[MessageQueue]]]:
         """Take the locks of ``queues`` (free or expired ones, or our own)."""
-        return self._lock(queues)
+        return (yield from self._lock(queues))
 
-    def renew(self, queues: Sequence[MessageQueue]) -> tuple[float, set[MessageQueue]]:
+    def renew(self, queues: Sequence[MessageQueue]) -> Op[tuple[float, set[MessageQueue]]]:
         """Renew every held lock in one pipeline."""
-        sent, held = self._lock(queues)
+        sent, held = yield from self._lock(queues)
         return sent, set(held)
 
-    def _lock(self, queues: Sequence[MessageQueue]) -> tuple[float, list[MessageQueue]]:
+    def _lock(self, queues: Sequence[MessageQueue]) -> Op[tuple[float, list[MessageQueue]]]:
         ttl_ms = int(LOCK_TTL_S * 1000)
-        return self._take(queues, lambda qs: self._store.lock_queues(self._group, self._client_id, qs, ttl_ms, sync=self._sync))
+        return (
+            yield from self._take(
+                queues,
+                lambda qs: StoreOps.lock_queues.op(self._store, self._group, self._client_id, qs, ttl_ms, sync=self._sync),
+            )
+        )
 
-    def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> None:
+    def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> Op[None]:
         """Unlock, committing ``offset`` only while the lock is still ours locally."""
         try:
-            self._store.unlock_queue(self._group, self._client_id, queue, offset if self.may_consume(pq) else None)
+            held = offset if self.may_consume(pq) else None
+            yield from StoreOps.unlock_queue.op(self._store, self._group, self._client_id, queue, held)
         except MQBrokerError as e:
             log.warning("unlocking %s failed (its lock expires by itself): %s", queue, e)
 
@@ -147,16 +163,16 @@ class Fixed:
     def __init__(self, offsets: OffsetStore) -> None:
         self._offsets = offsets
 
-    def claim(self, queues: Sequence[MessageQueue], members: Sequence[str]) -> tuple[float, list[MessageQueue]]:
+    def claim(self, queues: Sequence[MessageQueue], members: Sequence[str]) -> Op[tuple[float, list[MessageQueue]]]:
         """Every queue."""
-        return time.monotonic(), list(queues)
+        return (yield from at_once((time.monotonic(), list(queues))))
 
-    def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> None:
+    def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> Op[None]:
         """Commit ``offset`` (where offsets live: the store, or the local file)."""
         if offset is None:
             return
         try:
-            self._offsets.commit({queue: offset})
+            yield from self._offsets.commit({queue: offset})
         except (MQBrokerError, OSError) as e:
             log.warning("committing the offset of %s at release failed: %s", queue, e)
 
@@ -164,9 +180,9 @@ class Fixed:
         """Always."""
         return True
 
-    def renew(self, queues: Sequence[MessageQueue]) -> tuple[float, set[MessageQueue]]:
+    def renew(self, queues: Sequence[MessageQueue]) -> Op[tuple[float, set[MessageQueue]]]:
         """Nothing to renew."""
-        return time.monotonic(), set(queues)
+        return (yield from at_once((time.monotonic(), set(queues))))
 
 
 def choose(

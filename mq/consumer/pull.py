@@ -5,6 +5,8 @@ given, with ``seek``). A queue's *position* is where the application's next mess
 past the last message :meth:`poll` returned, or where :meth:`seek` moved it. With ``auto_commit``
 positions are committed with the next pulls, every 5 s and at shutdown; otherwise only
 :meth:`commit` commits them, and nothing else ever moves the group's offset.
+
+The positions are kept by :class:`Positions`, shared with the asyncio :class:`mq.aio.PullConsumer`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from types import TracebackType
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.base import QueueConsumer
 from mq.consumer.process_queue import ProcessQueue
+from mq.consumer.steps import CoreSteps
 from mq.consumer.types import ConsumeFromWhere, MessageModel
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
@@ -25,6 +28,62 @@ from mq.queue import MessageQueue
 
 #: Seconds :meth:`PullConsumer.poll` waits by default.
 DEFAULT_POLL_TIMEOUT_S = 5.0
+#: Default of ``pull_batch_size`` for pull consumers: most messages one poll returns.
+DEFAULT_PULL_CONSUMER_BATCH = 32
+
+
+class Positions:
+    """Where the application's next message of each held queue is (past the last one polled, or where
+    a seek moved it), and what of it may be committed. No I/O: the sync and asyncio pull consumers
+    share it (thread-safe)."""
+
+    def __init__(self, auto_commit: bool) -> None:
+        self.auto_commit = auto_commit
+        self._positions: dict[ProcessQueue, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, pq: ProcessQueue, generation: int, msg: MessageExt) -> bool:
+        """A buffered message goes to the application: False when it is stale (its queue was released
+        or seeked since it was pulled), else its queue's position moves past it."""
+        with self._lock:
+            if pq.dropped or generation != pq.generation:
+                return False
+            pq.remove([msg])
+            self._positions[pq] = msg.queue_offset + 1
+            return True
+
+    def to_commit(self) -> dict[MessageQueue, int]:
+        """Every held queue's position."""
+        with self._lock:
+            return {pq.queue: o for pq, o in self._positions.items() if not pq.dropped}
+
+    def committed(self, positions: dict[MessageQueue, int], lost: set[MessageQueue]) -> None:
+        """Record the outcome of committing ``positions`` (``lost``: refused, the queue is another member's)."""
+        for pq in list(self._positions):
+            if pq.queue in positions and pq.queue not in lost:
+                pq.stored_offset = positions[pq.queue]
+
+    def seek(self, core: CoreSteps, queue: MessageQueue, offset: int) -> None:
+        """Move ``queue``'s position (and the core's next pull) to ``offset``.
+
+        Raises:
+            MQClientError: a bad offset, or a queue this consumer does not hold.
+        """
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise MQClientError(f"offset must be a non-negative int, got {offset!r}")
+        if queue not in core.process_queues:
+            raise MQClientError(f"{queue} is not assigned to this consumer (start it, and assign or wait for rebalance)")
+        with self._lock:
+            pq = core.process_queues[queue]
+            core.seek(queue, offset)
+            self._positions[pq] = offset
+
+    def commit_offset(self, pq: ProcessQueue) -> int | None:
+        """With auto-commit: the queue's position (None before the first poll or seek); else None."""
+        if not self.auto_commit:
+            return None
+        with self._lock:
+            return self._positions.get(pq)
 
 
 class PullConsumer(QueueConsumer):
@@ -54,7 +113,7 @@ class PullConsumer(QueueConsumer):
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
         auto_commit: bool = True,
-        pull_batch_size: int = 32,
+        pull_batch_size: int = DEFAULT_PULL_CONSUMER_BATCH,
         allocate_strategy: AllocateMessageQueueStrategy | None = None,
         client_id: str | None = None,
     ) -> None:
@@ -76,8 +135,7 @@ class PullConsumer(QueueConsumer):
         self.pull_batch_size = pull_batch_size
         self._buffer: queue.Queue[tuple[ProcessQueue, int, MessageExt]] = queue.Queue()
         self._assigned: list[MessageQueue] | None = None
-        self._positions: dict[ProcessQueue, int] = {}  # where the application's next message of a queue is
-        self._lock = threading.Lock()
+        self._positions = Positions(auto_commit)
         # what the core needs to know of this kind of consumption (see mq.consumer.core.Consumption)
         self.max_span: int | None = None
         self.drains_on_release = True  # a queue taken away waits a little for the application to poll
@@ -135,12 +193,8 @@ class PullConsumer(QueueConsumer):
                 pq, generation, msg = self._buffer.get(timeout=wait) if wait > 0 else self._buffer.get_nowait()
             except queue.Empty:
                 break
-            with self._lock:
-                if pq.dropped or generation != pq.generation:
-                    continue  # released or seeked away since it was pulled
-                pq.remove([msg])
-                self._positions[pq] = msg.queue_offset + 1
-            out.append(msg)
+            if self._positions.take(pq, generation, msg):
+                out.append(msg)
         if out:
             core.puller.wake()
         return out
@@ -150,32 +204,22 @@ class PullConsumer(QueueConsumer):
         core = self._core
         if core is None:
             return
-        with self._lock:
-            positions = {pq.queue: o for pq, o in self._positions.items() if not pq.dropped}
+        positions = self._positions.to_commit()
         if positions:
-            lost = core.offsets.commit(positions)
-            for pq in list(self._positions):
-                if pq.queue in positions and pq.queue not in lost:
-                    pq.stored_offset = positions[pq.queue]
+            self._positions.committed(positions, self._store._run(core.offsets.commit(positions)))
 
     def committed(self, queue: MessageQueue) -> int:
         """The committed offset of ``queue`` in the store (or local file), -1 when none."""
         offsets = self._core.offsets if self._core is not None else None
         if offsets is None:
             return self._store.read_offsets(self.group, [queue]).get(queue, -1)
-        return offsets.read([queue]).get(queue, -1)
+        return self._store._run(offsets.read([queue])).get(queue, -1)
 
     def seek(self, queue: MessageQueue, offset: int) -> None:
         """Continue ``queue`` from ``offset`` (its position; committed by the next commit)."""
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise MQClientError(f"offset must be a non-negative int, got {offset!r}")
-        core = self._core
-        if core is None or queue not in core.process_queues:
+        if self._core is None:
             raise MQClientError(f"{queue} is not assigned to this consumer (start it, and assign or wait for rebalance)")
-        with self._lock:
-            pq = core.process_queues[queue]
-            core.seek(queue, offset)
-            self._positions[pq] = offset
+        self._positions.seek(self._core, queue, offset)
 
     def seek_to_begin(self, queue: MessageQueue) -> None:
         """Continue ``queue`` from its oldest stored message."""
@@ -194,7 +238,4 @@ class PullConsumer(QueueConsumer):
 
     def commit_offset(self, pq: ProcessQueue) -> int | None:
         """With auto-commit: the queue's position (None before the first poll or seek); else None."""
-        if not self.auto_commit:
-            return None
-        with self._lock:
-            return self._positions.get(pq)
+        return self._positions.commit_offset(pq)

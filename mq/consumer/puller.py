@@ -2,6 +2,9 @@
 all in one pipelined round trip of ``pull-messages`` scripts (the filter runs in the store, and each
 pull commits the group's offset of its queue), and hands the messages to the consumer. Flow control
 pauses a queue with too much cached; a caught-up queue is left to its long-poll waiter.
+
+A pull is an operation (:meth:`Puller.pull_op`, :meth:`Puller.take_op`; see :mod:`mq.store.ops`):
+the thread here runs it with redis-py, the asyncio consumer's puller task (:mod:`mq.aio.core`) awaits it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from mq.filter import MessageSelector
 from mq.message import MessageExt
 from mq.store import Store
 from mq.store.groups import PullRequest, PullResult
+from mq.store.ops import Op
+from mq.store.store import StoreOps
 
 log = logging.getLogger("mq.consumer")
 
@@ -66,6 +71,8 @@ class Puller:
         on_lost: a queue the store says is no longer this client's.
         active: False while the group is paused (nothing is pulled).
         stopped: set at shutdown.
+        wake: the flag :meth:`wake` sets (default a new ``threading.Event``; the asyncio core passes
+            one its puller task can await).
     """
 
     def __init__(
@@ -84,6 +91,7 @@ class Puller:
         on_lost: Callable[[ProcessQueue], None],
         active: Callable[[], bool],
         stopped: threading.Event,
+        wake: threading.Event | None = None,
     ) -> None:
         self._store = store
         self._group, self._client_id, self._guard = group, client_id, guard
@@ -96,7 +104,7 @@ class Puller:
         self._on_lost = on_lost
         self._active = active
         self._stopped = stopped
-        self._wake = threading.Event()
+        self._wake = wake or threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self, name: str) -> None:
@@ -129,30 +137,47 @@ class Puller:
         while not self._stopped.is_set():
             self._wake.clear()
             try:
-                pqs = list(self._queues())
-                ready = [pq for pq in pqs if not (pq.releasing or pq.idle.is_set() or self.flow_limited(pq))]
-                if not ready or not self._active():
-                    self._wake.wait(0.05 if any(self.flow_limited(pq) for pq in pqs) else 1.0)
+                ready = self.ready()
+                if not ready:
+                    self._wake.wait(self.idle_wait_s())
                     continue
                 self.pull(ready)
             except Exception as e:  # the puller never dies: every queue would stall
-                level = logging.WARNING if isinstance(e, MQBrokerError) else logging.ERROR
-                log.log(
-                    level,
-                    "pull round of %s failed, retrying in %s s: %r",
-                    self._group,
-                    RETRY_PAUSE_S,
-                    e,
-                    exc_info=level == logging.ERROR,
-                )
+                self.round_failed(e)
                 self._stopped.wait(RETRY_PAUSE_S)
+
+    def round_failed(self, e: Exception) -> None:
+        """Log a failed pull round (the caller pauses ``RETRY_PAUSE_S`` and goes on)."""
+        level = logging.WARNING if isinstance(e, MQBrokerError) else logging.ERROR
+        log.log(
+            level, "pull round of %s failed, retrying in %s s: %r", self._group, RETRY_PAUSE_S, e, exc_info=level == logging.ERROR
+        )
+
+    def ready(self) -> list[ProcessQueue]:
+        """The queues to pull now (not releasing, not caught up, not flow-limited, not being pulled by
+        their waiter, which wakes the puller when it is done); [] while paused."""
+        ready = [
+            pq
+            for pq in self._queues()
+            if not (pq.releasing or pq.idle.is_set() or pq.pull_lock.locked() or self.flow_limited(pq))
+        ]
+        return ready if self._active() else []
+
+    def idle_wait_s(self) -> float:
+        """Seconds to sleep when nothing is ready: short while a queue waits for room (flow control)."""
+        return 0.05 if any(self.flow_limited(pq) for pq in self._queues()) else 1.0
 
     def pull(self, ready: Sequence[ProcessQueue]) -> None:
         """One pipelined pull of every queue in ``ready`` that no waiter is pulling right now."""
+        self._store._run(self.pull_op(ready))
+
+    def pull_op(self, ready: Sequence[ProcessQueue]) -> Op[None]:
+        """:meth:`pull` as an operation."""
         locked = [pq for pq in ready if pq.pull_lock.acquire(blocking=False)]
         try:
             requests = [self._request(pq) for pq in locked]
-            for pq, request, result in zip(locked, requests, self._store.pull_many(requests)):
+            results = yield from StoreOps.pull_many.op(self._store, requests)
+            for pq, request, result in zip(locked, requests, results):
                 self._apply(pq, request, result)
         finally:
             for pq in locked:
@@ -200,6 +225,10 @@ class Puller:
     def take(self, pq: ProcessQueue, start: int, msgs: list[MessageExt], end: int) -> None:
         """Deliver what a long poll read (``msgs`` up to offset ``end``), or pull it through the filter;
         hand over to the puller when the queue is busy or more is waiting."""
+        self._store._run(self.take_op(pq, start, msgs, end))
+
+    def take_op(self, pq: ProcessQueue, start: int, msgs: list[MessageExt], end: int) -> Op[None]:
+        """:meth:`take` as an operation."""
         if not self._active():  # paused while the waiter blocked: read it again after the resume
             return
         if self.flow_limited(pq) or not pq.pull_lock.acquire(blocking=False):
@@ -214,7 +243,7 @@ class Puller:
             else:
                 pq.idle.clear()
                 request = self._request(pq)
-                self._apply(pq, request, self._store.pull_many([request])[0])
+                self._apply(pq, request, (yield from StoreOps.pull_many.op(self._store, [request]))[0])
         finally:
             pq.pull_lock.release()
         if not pq.idle.is_set():

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -13,12 +12,23 @@ from types import TracebackType
 
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.base import QueueConsumer
+from mq.consumer.concurrently import (
+    BATCHES_PER_TASK,
+    acknowledged,
+    check_push_options,
+    done,
+    max_reconsume_times_of,
+    overdue,
+    send_back_op,
+    tasks_of,
+    tried_again,
+)
 from mq.consumer.core import SHUTDOWN_TIMEOUT_S
 from mq.consumer.listener import invoke
 from mq.consumer.orderly import OrderlyService
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import CONSUME_CONCURRENTLY_MAX_SPAN
-from mq.consumer.retry import SendBack, original_topic
+from mq.consumer.retry import SendBack
 from mq.consumer.types import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -28,12 +38,11 @@ from mq.consumer.types import (
     ConsumeOrderlyStatus,
     MessageModel,
 )
-from mq.errors import MQClientError, MQError
+from mq.errors import MQClientError
 from mq.filter import MessageSelector
 from mq.message import MessageExt
 from mq.store.replication import SyncReplicas
 from mq.trace import Tracer
-from mq.validation import RETRY_PREFIX
 
 log = logging.getLogger("mq.consumer")
 
@@ -51,8 +60,7 @@ DEFAULT_CONSUME_TIMEOUT_MIN = 15.0
 #: [RocketMQ's local fallback when sending back to the retry topic fails].
 LOCAL_RECONSUME_DELAY_S = 5.0
 
-#: Listener calls one worker task makes in turn (see ``PushConsumer.deliver``).
-BATCHES_PER_TASK = 8
+__all__ = ["BATCHES_PER_TASK", "PushConsumer"]
 
 #: Default pause of a suspended orderly queue, ms [RocketMQ ``suspendCurrentQueueTimeMillis``].
 DEFAULT_SUSPEND_MS = 1000
@@ -116,14 +124,12 @@ class PushConsumer(QueueConsumer):
         sync_replicas: int = 0,
         sync_replicas_timeout_ms: int = 1000,
     ) -> None:
-        if not isinstance(consume_timeout_min, (int, float)) or consume_timeout_min <= 0:
-            raise MQClientError(f"consume_timeout_min must be positive, got {consume_timeout_min!r}")
-        if not isinstance(consume_thread_max, int) or consume_thread_max < 1:
-            raise MQClientError(f"consume_thread_max must be a positive int, got {consume_thread_max!r}")
-        if not isinstance(consume_message_batch_max_size, int) or not 1 <= consume_message_batch_max_size <= 1024:
-            raise MQClientError(f"consume_message_batch_max_size must be in 1..1024, got {consume_message_batch_max_size!r}")
-        if max_reconsume_times is not None and (not isinstance(max_reconsume_times, int) or max_reconsume_times < -1):
-            raise MQClientError(f"max_reconsume_times must be None, -1 (unlimited) or a count, got {max_reconsume_times!r}")
+        check_push_options(
+            consume_timeout_min=consume_timeout_min,
+            consume_thread_max=consume_thread_max,
+            consume_message_batch_max_size=consume_message_batch_max_size,
+            max_reconsume_times=max_reconsume_times,
+        )
         super().__init__(
             group,
             url,
@@ -181,12 +187,11 @@ class PushConsumer(QueueConsumer):
     @property
     def max_reconsume_times(self) -> int:
         """Retries before the DLQ (-1: unlimited)."""
-        if self._max_reconsume_times is not None:
-            return self._max_reconsume_times
-        if self._orderly_listener is not None:
-            return -1
         config = self._core.group_config if self._core is not None else None
-        return config.retry_max_times if config is not None else DEFAULT_MAX_RECONSUME_TIMES
+        orderly = self._orderly_listener is not None
+        return max_reconsume_times_of(
+            self._max_reconsume_times, orderly=orderly, config=config, default=DEFAULT_MAX_RECONSUME_TIMES
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -260,17 +265,10 @@ class PushConsumer(QueueConsumer):
             return
         if not msgs:
             return
-        if pq.queue.topic.startswith(RETRY_PREFIX):  # the listener sees the topic the message was sent to
-            msgs = [dataclasses.replace(m, topic=original_topic(m)) for m in msgs]
-        size = self.consume_message_batch_max_size
-        batches = [msgs[i : i + size] for i in range(0, len(msgs), size)]
-        # One task runs up to BATCHES_PER_TASK listener calls in turn: handing each message to a
-        # thread of its own costs more than a no-op listener, and a pull of many queues still
-        # yields enough tasks to keep every worker busy.
-        for i in range(0, len(batches), BATCHES_PER_TASK):
+        for batches in tasks_of(pq, msgs, self.consume_message_batch_max_size):
             with self._in_flight_cv:
                 self._in_flight += 1
-            executor.submit(self._consume, pq, batches[i : i + BATCHES_PER_TASK])
+            executor.submit(self._consume, pq, batches)
 
     def _consume(self, pq: ProcessQueue, batches: list[list[MessageExt]]) -> None:
         try:
@@ -315,13 +313,7 @@ class PushConsumer(QueueConsumer):
                 pq.consuming.pop(m.queue_offset, None)
         if traced:
             self._tracer.consumed(pq.queue, msgs, status.value, began_ms, (time.monotonic() - began) * 1000)
-        if self.message_model is MessageModel.BROADCASTING:
-            self._done(pq, msgs)  # broadcasting does not retry, as in RocketMQ
-            return
-        # success covers msgs[: ack_index + 1]; the rest is retried [RocketMQ processConsumeResult]
-        success = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-        ack = max(-1, min(ctx.ack_index, len(msgs) - 1)) if success else -1
-        ok, failed = msgs[: ack + 1], msgs[ack + 1 :]
+        ok, failed = acknowledged(msgs, status, ctx, broadcasting=self.message_model is MessageModel.BROADCASTING)
         if ok:
             self._done(pq, ok)
         if failed:
@@ -348,22 +340,13 @@ class PushConsumer(QueueConsumer):
     def _done(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         # The offset to commit is read from the process queue by the next pull or commit.
         assert self._core is not None
-        limited = self._core.puller.flow_limited(pq)
-        pq.remove(msgs)
-        if limited:
-            self._core.puller.wake()
+        done(self._core.puller, pq, msgs)
 
     def _reconsume_later(self, pq: ProcessQueue, msgs: list[MessageExt], delay_level: int) -> None:
         """Send each message back (retry topic, or the DLQ past ``max_reconsume_times``); a message
         that cannot be sent back is consumed again here after LOCAL_RECONSUME_DELAY_S, its offset
         held back meanwhile."""
-        failed = []
-        for m in msgs:
-            try:
-                self._send_back.send_back(m, delay_level)
-            except MQError as e:
-                log.warning("sending %s back failed, consuming it again in %s s: %s", m.msg_id, LOCAL_RECONSUME_DELAY_S, e)
-                failed.append(m)
+        failed = self._store._run(send_back_op(self._send_back, msgs, delay_level, LOCAL_RECONSUME_DELAY_S))
         failed_ids = {id(m) for m in failed}
         self._done(pq, [m for m in msgs if id(m) not in failed_ids])
         if failed:
@@ -371,8 +354,7 @@ class PushConsumer(QueueConsumer):
 
     def _reconsume_here(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Deliver ``msgs`` again to this consumer after ``LOCAL_RECONSUME_DELAY_S`` (their offsets stay held)."""
-        again = [dataclasses.replace(m, reconsume_times=m.reconsume_times + 1) for m in msgs]
-        timer = threading.Timer(LOCAL_RECONSUME_DELAY_S, self.deliver, args=(pq, again))
+        timer = threading.Timer(LOCAL_RECONSUME_DELAY_S, self.deliver, args=(pq, tried_again(msgs)))
         timer.daemon = True
         timer.start()
 
@@ -380,16 +362,8 @@ class PushConsumer(QueueConsumer):
         """Send back messages whose listener call exceeded ``consume_timeout_min`` [RocketMQ ``cleanExpiredMsg``]."""
         if self.message_model is not MessageModel.CLUSTERING or self._orderly is not None or self._core is None:
             return  # orderly: a slow batch holds its queue by design
-        for pq in list(self._core.process_queues.values()):
-            overdue = pq.overdue(self.consume_timeout_min * 60)
-            if overdue:
-                log.warning(
-                    "%d message(s) of %s exceeded consume_timeout_min=%s: sending them back",
-                    len(overdue),
-                    pq.queue,
-                    self.consume_timeout_min,
-                )
-                self._reconsume_later(pq, overdue, 0)
+        for pq, msgs in overdue(list(self._core.process_queues.values()), self.consume_timeout_min):
+            self._reconsume_later(pq, msgs, 0)
 
     def _drain(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the listener calls in flight; False when some still run."""

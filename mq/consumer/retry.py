@@ -5,21 +5,26 @@
 The copy keeps the body, tags, keys, properties and msg id; ``reconsume_times`` grows by one; the
 system properties ``RETRY_TOPIC`` (the original topic) and ``ORIGIN_MESSAGE_ID`` say where it came
 from, so the listener sees the original topic and an admin can resend from the DLQ.
+
+The logic is written once as operations (:class:`SendBackOps`, see :mod:`mq.store.ops`):
+:class:`SendBack` runs them at once with redis-py, :class:`mq.aio.push.AsyncSendBack` awaits them.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
+from typing import Any
 
 from mq.connection import is_out_of_memory
 from mq.errors import MQBrokerError
 from mq.message import Message, MessageExt
 from mq.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
 from mq.store import Store, codec
-from mq.store.clock import ServerClock
-from mq.timer import delay_levels
+from mq.store.clock import ClockOffset
+from mq.store.ops import Op, SyncRunner, operation
+from mq.store.store import StoreOps
+from mq.timer import DEFAULT_MESSAGE_DELAY_LEVEL, parse_delay_levels
 from mq.topic import TopicConfig
 from mq.trace import Tracer
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX
@@ -47,8 +52,15 @@ def original_topic(msg: MessageExt) -> str:
     return msg.system_properties.get(RETRY_TOPIC, msg.topic)
 
 
-class SendBack:
-    """Sends messages of one group back to its retry topic or DLQ."""
+class SendBackOps:
+    """Sends messages of one group back to its retry topic or DLQ (operations; see the module docstring).
+
+    Args:
+        store: builds the requests (the runner's client runs them).
+        group: the consumer group.
+        max_reconsume_times: retries before the DLQ (-1: unlimited).
+        tracer: records each send-back in the message trace (sync consumers only).
+    """
 
     def __init__(self, store: Store, group: str, max_reconsume_times: int, tracer: Tracer | None = None) -> None:
         self._store = store
@@ -58,11 +70,11 @@ class SendBack:
         self._levels: tuple[int, ...] = ()
         self._levels_read_s = 0.0
         self._ensured: set[str] = set()
-        self._clock = ServerClock(store)
+        self._clock = ClockOffset()
         self._tracer = tracer
-        self._lock = threading.Lock()
 
-    def ensure_retry_topic(self) -> str:
+    @operation
+    def ensure_retry_topic(self) -> Op[str]:
         """Create ``%RETRY%<group>`` (one queue) when missing; returns its name.
 
         A full store (``OOM``) does not stop a consumer from starting: the topic is created with the
@@ -70,14 +82,15 @@ class SendBack:
         """
         name = retry_topic(self._group)
         try:
-            return self._ensure(name)
+            return (yield from self._ensure(name))
         except MQBrokerError as e:
             if not is_out_of_memory(e):
                 raise
             log.warning("retry topic %s not created, the store is full (OOM); starting anyway: %s", name, e)
             return name
 
-    def send_back(self, msg: MessageExt, delay_level: int = 0, reason: str = "max reconsume times") -> str:
+    @operation
+    def send_back(self, msg: MessageExt, delay_level: int = 0, reason: str = "max reconsume times") -> Op[str]:
         """Send a copy of ``msg`` for another try (or to the DLQ); returns the topic it went to.
 
         ``delay_level`` -1 sends it straight to the DLQ, 0 lets the broker choose (3 + reconsume times).
@@ -86,20 +99,21 @@ class SendBack:
             MQBrokerError: the store failed (the caller consumes it again locally instead).
         """
         to_dlq = delay_level < 0 or 0 <= self.max_reconsume_times <= msg.reconsume_times
-        return self._copy(msg, delay_level, "delay level -1" if delay_level < 0 else reason, to_dlq=to_dlq)
+        return (yield from self._copy(msg, delay_level, "delay level -1" if delay_level < 0 else reason, to_dlq=to_dlq))
 
-    def dead_letter(self, msg: MessageExt, reason: str) -> str:
+    @operation
+    def dead_letter(self, msg: MessageExt, reason: str) -> Op[str]:
         """Put a copy of ``msg`` into the group's DLQ; returns the DLQ topic."""
-        return self._copy(msg, 0, reason, to_dlq=True)
+        return (yield from self._copy(msg, 0, reason, to_dlq=True))
 
-    def _copy(self, msg: MessageExt, delay_level: int, reason: str, *, to_dlq: bool) -> str:
+    def _copy(self, msg: MessageExt, delay_level: int, reason: str, *, to_dlq: bool) -> Op[str]:
         system = {
             **msg.system_properties,
             RETRY_TOPIC: original_topic(msg),
             ORIGIN_MESSAGE_ID: msg.system_properties.get(ORIGIN_MESSAGE_ID, msg.msg_id),
             ORIGIN_QUEUE_ID: msg.system_properties.get(ORIGIN_QUEUE_ID, str(msg.queue_id)),
         }
-        topic = self._ensure(dlq_topic(self._group) if to_dlq else retry_topic(self._group))
+        topic = yield from self._ensure(dlq_topic(self._group) if to_dlq else retry_topic(self._group))
         if to_dlq:
             system[DLQ_REASON] = reason
         copy = Message(topic, msg.body, msg.tags, msg.keys, msg.properties)
@@ -111,23 +125,41 @@ class SendBack:
             system_properties=system,
         )
         if to_dlq:
-            self._store.put(topic, 0, [encoded])
+            yield from StoreOps.put.op(self._store, topic, 0, [encoded])
         else:
-            levels = self._delay_levels()
+            levels = yield from self._delay_levels()
             level = delay_level if delay_level > 0 else RETRY_BASE_LEVEL + msg.reconsume_times
-            self._store.put_delayed(topic, 0, encoded, self._clock.now_ms() + levels[min(level, len(levels)) - 1])
+            due_ms = (yield from self._now_ms()) + levels[min(level, len(levels)) - 1]
+            yield from StoreOps.put_delayed.op(self._store, topic, 0, encoded, due_ms)
         if self._tracer is not None:
             self._tracer.sent_back(msg, topic)
         return topic
 
-    def _delay_levels(self) -> tuple[int, ...]:
+    def _now_ms(self) -> Op[int]:
+        """The server's time now, epoch ms (one ``TIME`` round trip every ``CLOCK_REFRESH_S``)."""
+        if self._clock.stale():
+            before = time.time()
+            server_ms = yield from StoreOps.server_time_ms.op(self._store)
+            self._clock.measured(before, server_ms, time.time())
+        return self._clock.now_ms()
+
+    def _delay_levels(self) -> Op[tuple[int, ...]]:
         if not self._levels or time.monotonic() - self._levels_read_s > DELAY_LEVELS_TTL_S:
-            self._levels, self._levels_read_s = delay_levels(self._store), time.monotonic()
+            setting = yield from StoreOps.namespace_setting.op(self._store, "message_delay_level")
+            self._levels, self._levels_read_s = parse_delay_levels(setting or DEFAULT_MESSAGE_DELAY_LEVEL), time.monotonic()
         return self._levels
 
-    def _ensure(self, topic: str) -> str:
-        with self._lock:
-            if topic not in self._ensured:
-                self._store.ensure_topic(TopicConfig(topic, read_queues=1, write_queues=1))
-                self._ensured.add(topic)
+    def _ensure(self, topic: str) -> Op[str]:
+        """Create ``topic`` once (creating it twice from two callers at once is harmless)."""
+        if topic not in self._ensured:
+            yield from StoreOps.ensure_topic.op(self._store, TopicConfig(topic, read_queues=1, write_queues=1))
+            self._ensured.add(topic)
         return topic
+
+
+class SendBack(SendBackOps, SyncRunner):
+    """:class:`SendBackOps` run at once with the store's redis-py client."""
+
+    def __init__(self, store: Store, group: str, max_reconsume_times: int, tracer: Tracer | None = None) -> None:
+        super().__init__(store, group, max_reconsume_times, tracer)
+        self._client: Any = store._client

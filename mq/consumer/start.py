@@ -17,6 +17,8 @@ from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQBrokerError
 from mq.queue import MessageQueue
 from mq.store import Store
+from mq.store.ops import Op
+from mq.store.store import StoreOps
 from mq.validation import RETRY_PREFIX
 
 #: Default of ``consume_timestamp_ms``: 30 minutes before start [RocketMQ ``consumeTimestamp``].
@@ -40,25 +42,28 @@ class StartPolicy:
     started_ms: int = 0
     group_wide: bool = True
 
-    def offsets(self, store: Store, group: str, queues: Sequence[MessageQueue]) -> dict[MessageQueue, int]:
-        """The first offset of each queue of ``queues``."""
-        return {q: self._offset(store, group, q) for q in queues}
+    def offsets(self, store: Store, group: str, queues: Sequence[MessageQueue]) -> Op[dict[MessageQueue, int]]:
+        """The first offset of each queue of ``queues`` (an operation: see :mod:`mq.store.ops`)."""
+        offsets = {}
+        for q in queues:
+            offsets[q] = yield from self._offset(store, group, q)
+        return offsets
 
-    def _offset(self, store: Store, group: str, mq: MessageQueue) -> int:
-        stats = store.queue_stats(mq.topic, [mq.queue_id])[mq.queue_id]
+    def _offset(self, store: Store, group: str, mq: MessageQueue) -> Op[int]:
+        stats = (yield from StoreOps.queue_stats.op(store, mq.topic, [mq.queue_id]))[mq.queue_id]
         if self.where is ConsumeFromWhere.FIRST_OFFSET or mq.topic.startswith(RETRY_PREFIX):
             return stats.min_offset
         if self.where is ConsumeFromWhere.TIMESTAMP:
             ts = self.timestamp_ms or self.started_ms - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
-            return max(stats.min_offset, store.search_offset(mq.topic, mq.queue_id, ts))
-        since = self._since(store, group, mq.topic) if self.group_wide else self.started_ms
-        return max(stats.min_offset, store.search_offset(mq.topic, mq.queue_id, since))
+        else:
+            ts = (yield from self._since(store, group, mq.topic)) if self.group_wide else self.started_ms
+        return max(stats.min_offset, (yield from StoreOps.search_offset.op(store, mq.topic, mq.queue_id, ts)))
 
-    def _since(self, store: Store, group: str, topic: str) -> int:
+    def _since(self, store: Store, group: str, topic: str) -> Op[int]:
         """When the group first consumed ``topic``; this member's start while a full store (``OOM``)
         cannot record it."""
         try:
-            return store.group_since(group, topic, self.started_ms)
+            return (yield from StoreOps.group_since.op(store, group, topic, self.started_ms))
         except MQBrokerError as e:
             if not is_out_of_memory(e):
                 raise

@@ -1,0 +1,190 @@
+"""The asyncio push consumer beside the sync one and raw ``redis.asyncio`` in the same run.
+
+- drain: N preloaded 1 KiB messages of a 16-queue topic drained by ``mq.aio.PushConsumer`` with a
+  no-op ``async def`` listener, by the sync ``PushConsumer`` with a no-op listener, and by a raw
+  ``redis.asyncio`` ``XREAD COUNT 32`` loop over the same 16 streams (no listener, no offsets: the
+  floor of what reading costs);
+- latency: messages sent at a fixed rate (default 2000/s, from a sync producer in a thread of the
+  benchmark) to an idle ``mq.aio.PushConsumer``; end-to-end latency from before the send to the
+  listener call, p50/p99, beside raw ``XADD`` + ``redis.asyncio`` ``XREAD BLOCK``.
+
+Run: ``.venv/bin/python -m bench.aio_consumer`` (``-n``, ``--rate``, ``--seconds``). Results go to
+stdout and ``bench/results/aio_consumer.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import pathlib
+import threading
+import time
+
+import redis
+import redis.asyncio
+
+from bench.consumer import BODY, QUEUES, _paced, _pct, push_drain_rate
+from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer
+from mq.aio import PushConsumer
+from mq.connection import Connection
+from tests.servers import RedisServer
+
+
+def preload(url: str, ns: str, topic: str, n: int) -> None:
+    """``n`` 1 KiB messages spread over the ``QUEUES`` queues of a new ``topic``."""
+    Admin(url, ns).create_topic(topic, read_queues=QUEUES, write_queues=QUEUES)
+    with Producer("p", url, namespace=ns) as producer:
+        for i in range(0, n, 256):
+            for f in [producer.send_async(Message(topic, BODY)) for _ in range(min(256, n - i))]:
+                f.result()
+
+
+async def aio_drain_rate(url: str, ns: str, topic: str, n: int) -> float:
+    """Messages per second ``mq.aio.PushConsumer`` with a no-op async listener drains from ``topic``."""
+    done = asyncio.Event()
+    count = [0]
+
+    async def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        count[0] += len(msgs)
+        if count[0] >= n:
+            done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(f"abench{time.monotonic_ns()}", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe(topic)
+    consumer.register_message_listener(listener)
+    started = time.perf_counter()
+    await consumer.start()
+    await asyncio.wait_for(done.wait(), 300)
+    rate = n / (time.perf_counter() - started)
+    await consumer.shutdown()
+    return rate
+
+
+async def raw_drain_rate(url: str, ns: str, topic: str, n: int) -> float:
+    """Messages per second a raw ``redis.asyncio`` XREAD COUNT 32 loop reads from the same streams."""
+    keys = Connection(url, ns).keys
+    streams: dict[str, str] = {keys.queue(topic, q).log: "0-0" for q in range(QUEUES)}
+    raw = redis.asyncio.Redis.from_url(url)
+    started = time.perf_counter()
+    seen = 0
+    while seen < n:
+        for stream, entries in await raw.xread(streams, count=32):  # type: ignore[arg-type]
+            streams[stream.decode()] = entries[-1][0]
+            seen += len(entries)
+    rate = n / (time.perf_counter() - started)
+    await raw.aclose()
+    return rate
+
+
+def drain(url: str, n: int) -> dict[str, float]:
+    """The three drain rates over the same preloaded streams."""
+    ns = f"adrain{time.monotonic_ns()}"
+    preload(url, ns, "D", n)
+    aio_rate = asyncio.run(aio_drain_rate(url, ns, "D", n))
+    sync_rate = push_drain_rate(url, ns, "D", n)
+    raw_rate = asyncio.run(raw_drain_rate(url, ns, "D", n))
+    return {
+        "aio_push_msg_s": aio_rate,
+        "sync_push_msg_s": sync_rate,
+        "raw_aio_xread_count32_msg_s": raw_rate,
+        "aio_vs_sync": aio_rate / sync_rate,
+        "aio_vs_raw": aio_rate / raw_rate,
+    }
+
+
+def _send_paced(url: str, ns: str, topic: str, total: int, rate: int) -> threading.Thread:
+    """Send ``total`` messages at ``rate`` per second from a thread (each body: its send time)."""
+
+    def run() -> None:
+        with Producer("p", url, namespace=ns) as producer:
+            _paced(total, rate, lambda: producer.send(Message(topic, repr(time.time()).encode())))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+async def aio_latency(url: str, ns: str, rate: int, seconds: float) -> list[float]:
+    """End-to-end latencies (ms) of ``mq.aio.PushConsumer`` at ``rate`` msg/s."""
+    Admin(url, ns).create_topic("L", read_queues=4, write_queues=4)
+    samples: list[float] = []
+
+    async def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        now = time.time()
+        samples.extend((now - float(m.body)) * 1000 for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("bench", url, namespace=ns)
+    consumer.subscribe("L")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await asyncio.sleep(1.5)
+        sender = _send_paced(url, ns, "L", int(rate * seconds), rate)
+        while sender.is_alive():
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+    return sorted(samples)
+
+
+async def raw_latency(url: str, rate: int, seconds: float) -> list[float]:
+    """End-to-end latencies (ms) of raw ``XADD`` (sync, paced) + ``redis.asyncio`` ``XREAD BLOCK``."""
+    samples: list[float] = []
+    reader = redis.asyncio.Redis.from_url(url, socket_timeout=10)
+    writer = redis.Redis.from_url(url)
+    stop = asyncio.Event()
+
+    async def read() -> None:
+        last = "$"
+        while not stop.is_set():
+            for _, entries in await reader.xread({"lat:raw": last}, block=200) or []:
+                now = time.time()
+                last = entries[-1][0]
+                samples.extend((now - float(e[1][b"b"])) * 1000 for e in entries)
+
+    task = asyncio.create_task(read())
+    await asyncio.sleep(0.5)
+    total = int(rate * seconds)
+    thread = threading.Thread(target=_paced, args=(total, rate, lambda: writer.xadd("lat:raw", {"b": repr(time.time())})))
+    thread.start()
+    while thread.is_alive():
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    stop.set()
+    await task
+    await reader.aclose()
+    writer.close()
+    return sorted(samples)
+
+
+def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
+    """p50/p99 end-to-end latency (ms) at ``rate`` msg/s, ours (asyncio) and raw."""
+    ours = asyncio.run(aio_latency(url, f"alat{time.monotonic_ns()}", rate, seconds))
+    theirs = asyncio.run(raw_latency(url, rate, seconds))
+    return {
+        "aio_p50_ms": _pct(ours, 50),
+        "aio_p99_ms": _pct(ours, 99),
+        "raw_aio_p50_ms": _pct(theirs, 50),
+        "raw_aio_p99_ms": _pct(theirs, 99),
+        "received": len(ours),
+        "sent": int(rate * seconds),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=50_000, help="messages to drain")
+    parser.add_argument("--rate", type=int, default=2000, help="messages per second for the latency run")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    with RedisServer() as server:
+        result = {"drain": drain(server.url, args.n), "latency": latency(server.url, args.rate, args.seconds)}
+    print(json.dumps(result, indent=2))
+    out = pathlib.Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "aio_consumer.json").write_text(json.dumps({"n": args.n, "rate": args.rate, **result}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+"""The asyncio consumer core: the steps of :mod:`mq.consumer.steps` awaited by tasks on one event loop.
+
+It is :class:`mq.consumer.core.ConsumerCore` with tasks for threads: one task per timed job (heartbeat
+every second, which rebalances when the members changed; the 20 s rebalance backstop; committing
+moved offsets every 5 s; the status; renewing orderly locks), the puller task (the shared
+:class:`~mq.consumer.puller.Puller` decides what to pull and applies what came back), and one
+long-poll waiter task per held queue (``XREAD BLOCK`` on a connection of its own). The steps that
+change what the core holds are awaited under one ``asyncio.Lock``. No thread is started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any, TypeVar
+
+from mq.connection import Connection
+from mq.consumer.locks import LOCK_RENEW_INTERVAL_S
+from mq.consumer.long_poll import LONG_POLL_BLOCK_MS
+from mq.consumer.long_poll import RETRY_PAUSE_S as POLL_RETRY_PAUSE_S
+from mq.consumer.offsets import PERSIST_INTERVAL_S, OffsetStore
+from mq.consumer.ownership import Ownership
+from mq.consumer.parts import ConsumerSettings, Consumption
+from mq.consumer.process_queue import ProcessQueue
+from mq.consumer.puller import RETRY_PAUSE_S
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, STATUS_INTERVAL_S, Registry
+from mq.consumer.steps import REBALANCE_INTERVAL_S, SHUTDOWN_TIMEOUT_S, CoreSteps
+from mq.errors import MQBrokerError
+from mq.filter import MessageSelector
+from mq.queue import MessageQueue
+from mq.store import Store
+from mq.store.ops import Op, arun
+from mq.store.store import StoreOps
+
+log = logging.getLogger("mq.consumer")
+
+T = TypeVar("T")
+#: A timed job of the async core: ``(coroutine function, interval in seconds, name)``.
+Job = tuple[Callable[[], Awaitable[None]], float, str]
+#: Seconds between two looks at a running orderly batch while a queue waits to be released.
+RELEASE_POLL_S = 0.01
+
+
+class LoopFlag(threading.Event):
+    """A flag the shared parts set and clear like a ``threading.Event`` and an asyncio task can await.
+
+    Used only from the event loop's thread (the async core starts no other)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        super().set()
+        self._event.set()
+
+    def clear(self) -> None:
+        super().clear()
+        self._event.clear()
+
+    async def wait_for(self, timeout_s: float) -> bool:
+        """Wait until set, at most ``timeout_s`` seconds; returns whether it is set."""
+        if not self.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await self._event.wait()
+        return self.is_set()
+
+
+class AsyncConsumerCore(CoreSteps):
+    """Registration, rebalance, pulling and commits of one asyncio consumer (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: ConsumerSettings,
+        subscriptions: dict[str, MessageSelector],
+        *,
+        registry: Registry,
+        ownership: Ownership,
+        offsets: OffsetStore,
+        consumption: Consumption,
+        assigned: list[MessageQueue] | None = None,
+    ) -> None:
+        self._wake_flag = LoopFlag()
+        super().__init__(
+            store,
+            settings,
+            subscriptions,
+            registry=registry,
+            ownership=ownership,
+            offsets=offsets,
+            consumption=consumption,
+            assigned=assigned,
+            wake=self._wake_flag,
+        )
+        self._client: Any = store.conn.async_client
+        # the waiters' replies may take LONG_POLL_BLOCK_MS: a connection of their own
+        self._poll_conn = Connection(store.conn.url, store.conn.namespace, socket_timeout_s=LONG_POLL_BLOCK_MS / 1000 + 5)
+        self._lock = asyncio.Lock()
+        self._jobs: list[asyncio.Task[None]] = []
+        self._waiters: dict[ProcessQueue, asyncio.Task[None]] = {}
+        self._spawned: set[asyncio.Task[None]] = set()
+        self._puller_task: asyncio.Task[None] | None = None
+
+    # -- running steps --------------------------------------------------------------------------
+
+    async def run(self, op: Op[T]) -> T:
+        """Await one operation on the store's asyncio client."""
+        return await arun(self._client, op)
+
+    async def do(self, op: Op[T]) -> T:
+        """Await a step that changes what the core holds, one at a time."""
+        async with self._lock:
+            return await arun(self._client, op)
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """Run ``coro`` as a task the core keeps a reference to (until it ends)."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+        return task
+
+    def _new_queue(self, mq: MessageQueue, offset: int) -> ProcessQueue:
+        pq = ProcessQueue(mq, offset)
+        pq.idle = LoopFlag()
+        return pq
+
+    def _watch(self, pq: ProcessQueue) -> None:
+        self._waiters[pq] = self.spawn(self._wait_loop(pq), f"mq-poll-{pq.queue.topic}-{pq.queue.queue_id}")
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self, jobs: Iterable[Job] = ()) -> None:
+        """Register, rebalance, and start the puller and the timed jobs (plus the caller's ``jobs``)."""
+        await self.run(self.register_group_op())
+        await self.do(self.take_beat_op(await self.run(self.registry.heartbeat())))
+        self.settings.start.started_ms = self.registry.last_now_ms
+        self._puller_task = self.spawn(self._pull_loop(), f"mq-puller-{self.group}")
+        every: list[Job] = [
+            (self._heartbeat, HEARTBEAT_INTERVAL_S, "heartbeat"),
+            (self.rebalance, REBALANCE_INTERVAL_S, "rebalance"),
+            (self.persist_offsets, PERSIST_INTERVAL_S, "persist-offsets"),
+            (self._publish_status, STATUS_INTERVAL_S, "status"),
+            *jobs,
+        ]
+        if self.ownership.renews:
+            every.append((self.renew, LOCK_RENEW_INTERVAL_S, "renew-locks"))
+        self._jobs = [self.spawn(self._every(fn, seconds, job_id), f"mq-{job_id}-{self.group}") for fn, seconds, job_id in every]
+        await self.rebalance()
+
+    async def shutdown(
+        self, wait_consumed: Callable[[float], Awaitable[bool]] | None = None, *, timeout_s: float = SHUTDOWN_TIMEOUT_S
+    ) -> bool:
+        """Stop pulling, let ``wait_consumed(seconds)`` finish in-flight work, commit, release, unregister.
+
+        Returns False when something was left within ``timeout_s`` (in-flight messages, or an orderly
+        batch still running: those queues are left to their owners' expiry and redelivered).
+        """
+        if not self._jobs:
+            return True
+        deadline = time.monotonic() + timeout_s
+        jobs, self._jobs = self._jobs, []
+        await _cancel(jobs)
+        self.begin_stop()
+        if self._puller_task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._puller_task), 5)
+            await _cancel([self._puller_task])
+        await _cancel(list(self._waiters.values()))
+        clean = await wait_consumed(max(0.0, deadline - time.monotonic())) if wait_consumed is not None else True
+        async with self._lock:
+            for mq, pq in list(self.process_queues.items()):
+                if not await self._release(mq, pq, deadline):
+                    clean = False
+                    log.warning("a batch of %s still runs at shutdown: its lock expires by itself", mq)
+        await self.run(self.registry.unregister())
+        await _cancel(list(self._spawned))
+        await self._poll_conn.aclose()
+        return clean
+
+    @property
+    def running(self) -> bool:
+        """Whether the consumer is started."""
+        return bool(self._jobs)
+
+    async def _release(self, mq: MessageQueue, pq: ProcessQueue, deadline: float) -> bool:
+        """Commit and give up ``mq`` once no orderly batch runs on it (waiting until ``deadline``)."""
+        while not pq.consume_lock.acquire(blocking=False):
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(RELEASE_POLL_S)
+        try:
+            await self.run(self.give_up_op(mq, pq))
+        finally:
+            pq.consume_lock.release()
+        return True
+
+    # -- subscriptions --------------------------------------------------------------------------
+
+    def subscriptions_changed(self) -> None:
+        """Rebalance over the changed subscriptions (when running; in a task)."""
+        if self.running:
+            self.spawn(self.rebalance(), f"mq-rebalance-{self.group}")
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly ``queues`` (manual assignment)."""
+        self._assigned = sorted(set(queues))
+        self.subscriptions_changed()
+
+    # -- timed jobs -----------------------------------------------------------------------------
+
+    async def _every(self, fn: Callable[[], Awaitable[None]], seconds: float, job_id: str) -> None:
+        """Run ``fn`` every ``seconds`` until cancelled; a failure is logged and the job goes on."""
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                await fn()
+            except Exception:
+                log.exception("job %s of consumer group %s failed (it runs again at its next interval)", job_id, self.group)
+
+    async def _heartbeat(self) -> None:
+        beat = await self.run(self.beat_op())
+        if beat is not None and await self.do(self.take_beat_op(beat)):
+            await self.rebalance()
+
+    async def _publish_status(self) -> None:
+        self.publish_status()
+
+    async def rebalance(self) -> None:
+        """Compute this client's queues and hand queues over cleanly (see claim-queue.lua)."""
+        await self.do(self.rebalance_op())
+
+    async def persist_offsets(self) -> None:
+        """Commit every queue whose committable offset moved since it was last stored."""
+        await self.do(self.persist_op())
+
+    async def renew(self) -> None:
+        """Renew every held queue (orderly locks); a queue held by another member now is dropped."""
+        await self.do(self.renew_op())
+
+    # -- pulling --------------------------------------------------------------------------------
+
+    async def _pull_loop(self) -> None:
+        """The puller: one pipelined pull of every ready queue, or a wait to be woken."""
+        while not self.stopped:
+            self._wake_flag.clear()
+            try:
+                ready = self.puller.ready()
+                if not ready:
+                    await self._wake_flag.wait_for(self.puller.idle_wait_s())
+                    continue
+                await self.run(self.puller.pull_op(ready))
+                await asyncio.sleep(0)  # a round that found every queue busy must not starve the loop
+            except Exception as e:  # the puller never dies: every queue would stall
+                self.puller.round_failed(e)
+                await asyncio.sleep(RETRY_PAUSE_S)
+
+    async def _wait_loop(self, pq: ProcessQueue) -> None:
+        """The long-poll waiter of ``pq`` (see :mod:`mq.consumer.long_poll`)."""
+        while not (self.stopped or pq.dropped):
+            try:
+                await self._wait_once(pq)
+            except Exception as e:  # a waiter never dies: the queue would stall
+                if self.stopped or pq.dropped:
+                    return
+                level = logging.WARNING if isinstance(e, (MQBrokerError, OSError)) else logging.ERROR
+                log.log(level, "long poll of %s failed, retrying in %s s: %r", pq.queue, POLL_RETRY_PAUSE_S, e)
+                await asyncio.sleep(POLL_RETRY_PAUSE_S)
+        self._waiters.pop(pq, None)
+
+    async def _wait_once(self, pq: ProcessQueue) -> None:
+        if pq.releasing or not self.active():
+            await asyncio.sleep(0.1)
+            return
+        idle = pq.idle
+        if not (await idle.wait_for(1.0) if isinstance(idle, LoopFlag) else idle.is_set()):
+            return
+        if self.commit_due(pq) is not None:
+            await self.do(self.commit_before_wait_op(pq))
+        start = pq.next_offset
+        wait = StoreOps.wait_for_messages.op(self.store, pq.queue, start, self.settings.pull_batch_size, LONG_POLL_BLOCK_MS)
+        news = await arun(self._poll_conn.async_client, wait)
+        if news is not None:
+            await self.run(self.puller.take_op(pq, start, *news))
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` (not the caller's own) and wait until they ended."""
+    current = asyncio.current_task()
+    tasks = [t for t in tasks if t is not current and not t.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
