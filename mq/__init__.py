@@ -5,6 +5,7 @@ Import what you need from here::
     from mq import Admin, Message, Producer
 """
 
+from mq import aio
 from mq.admin import Admin
 from mq.consumer import (
     AllocateMessageQueueAveragely,
@@ -101,4 +102,5 @@ __all__ = [
     "TopicNotFoundError",
     "TransactionProducer",
     "TransactionSendResult",
+    "aio",
 ]

@@ -23,7 +23,8 @@ from mq.properties import DLQ_LETTER, DLQ_REASON, ORIGIN_MESSAGE_ID, RESENT, RET
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.rates import STATS_HISTORY_S, Rates, rates_over
 from mq.store import Store, codec
-from mq.store.store import decode_half
+from mq.store.ops import Op, SyncRunner, operation
+from mq.store.store import StoreOps, decode_half
 from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TopicConfig
 from mq.trace import NAMESPACE_SETTING, TraceEvent
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
@@ -38,35 +39,29 @@ MAX_RANGE_READ = 1024
 STATS_WINDOW_S = 60.0
 
 
-class Admin(AdminViews):
-    """Administration of one namespace.
+class AdminOps:
+    """The administration of one namespace, written once as operations (:mod:`mq.store.ops`):
+    :class:`Admin` runs them at once, :class:`mq.aio.Admin` returns them as coroutines. A subclass
+    opens the connection and a store of its I/O style with :meth:`_open`."""
 
-    Args:
-        url: store URL (see :mod:`mq.connection`); None uses ``$MQ_URL`` or ``memory://``.
-        namespace: key prefix separating independent deployments on one Redis.
-    """
+    _conn: Connection
+    _store: StoreOps
+    _client: Any
 
-    def __init__(self, url: str | None = None, namespace: str = "mq") -> None:
-        self._conn = Connection(url, namespace)
-        self._store = Store(self._conn)
+    def _open(self, conn: Connection, store: StoreOps) -> None:
+        self._conn = conn
+        self._store = store
+        #: the client the operations run with (:class:`~mq.store.ops.SyncRunner` or ``AsyncRunner``)
+        self._client = store._client
         #: dead letters the last :meth:`resend_dlq` skipped: ``"msg id (topic: why)"`` each
         self.last_resend_skipped: list[str] = []
 
     def __repr__(self) -> str:
         return f"Admin({self._conn!r})"
 
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._conn.close()
-
     # -- topics ---------------------------------------------------------------------------------
 
+    @operation
     def create_topic(
         self,
         topic: str,
@@ -75,7 +70,7 @@ class Admin(AdminViews):
         write_queues: int = DEFAULT_QUEUE_NUMS,
         perm: str = "rw",
         order: bool = False,
-    ) -> TopicConfig:
+    ) -> Op[TopicConfig]:
         """Create ``topic``, or update it when it exists (as ``mqadmin updateTopic`` does).
 
         Raises:
@@ -83,12 +78,13 @@ class Admin(AdminViews):
             MQClientError: bad queue counts or perm.
         """
         config = TopicConfig(check_user_topic(topic), read_queues, write_queues, perm, bool(order))
-        self._store.save_topic(config)
+        (yield from StoreOps.save_topic.op(self._store, config))
         return config
 
+    @operation
     def update_topic(
         self, topic: str, *, read_queues: int | None = None, write_queues: int | None = None, perm: str | None = None
-    ) -> TopicConfig:
+    ) -> Op[TopicConfig]:
         """Change queue counts or perm of an existing topic; None keeps a value.
 
         Growing takes effect at once. To shrink safely, lower ``write_queues`` first, let consumers
@@ -97,60 +93,67 @@ class Admin(AdminViews):
         Raises:
             TopicNotFoundError: the topic does not exist.
         """
-        current = self._require(topic)
+        current = yield from AdminOps._require.op(self, topic)
         config = dataclasses.replace(
             current,
             read_queues=current.read_queues if read_queues is None else read_queues,
             write_queues=current.write_queues if write_queues is None else write_queues,
             perm=current.perm if perm is None else perm,
         )
-        self._store.save_topic(config)
+        (yield from StoreOps.save_topic.op(self._store, config))
         return config
 
-    def delete_topic(self, topic: str) -> None:
+    @operation
+    def delete_topic(self, topic: str) -> Op[None]:
         """Delete ``topic`` and every message it stores.
 
         Raises:
             TopicNotFoundError: the topic does not exist.
         """
-        if not self._store.delete_topic(check_topic(topic)):
+        if not (yield from StoreOps.delete_topic.op(self._store, check_topic(topic))):
             raise TopicNotFoundError(f"topic {topic!r} does not exist")
 
-    def topics(self) -> list[TopicConfig]:
+    @operation
+    def topics(self) -> Op[list[TopicConfig]]:
         """Every topic of the namespace, sorted by name."""
-        return self._store.topics()
+        return (yield from StoreOps.topics.op(self._store))
 
-    def topic_config(self, topic: str) -> TopicConfig:
+    @operation
+    def topic_config(self, topic: str) -> Op[TopicConfig]:
         """The config of ``topic``. Raises TopicNotFoundError when it does not exist."""
-        return self._require(topic)
+        return (yield from AdminOps._require.op(self, topic))
 
-    def topic_status(self, topic: str) -> dict[MessageQueue, QueueStats]:
+    @operation
+    def topic_status(self, topic: str) -> Op[dict[MessageQueue, QueueStats]]:
         """Min/max offset and last store time of every queue of ``topic`` (readable or not)."""
-        config = self._require(topic)
-        stats = self._store.queue_stats(topic, range(config.queue_count))
+        config = yield from AdminOps._require.op(self, topic)
+        stats = yield from StoreOps.queue_stats.op(self._store, topic, range(config.queue_count))
         return {MessageQueue(topic, DEFAULT_BROKER_NAME, q): s for q, s in stats.items()}
 
-    def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+    @operation
+    def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> Op[int]:
         """The offset of the first message in ``queue`` stored at or after ``timestamp_ms``.
 
         Returns the queue's max offset when every stored message is older.
         """
         if not isinstance(queue, MessageQueue):
             raise MQClientError(f"queue must be a MessageQueue, got {queue!r}")
-        return self._store.search_offset(queue.topic, queue.queue_id, _check_timestamp(timestamp_ms))
+        return (yield from StoreOps.search_offset.op(self._store, queue.topic, queue.queue_id, _check_timestamp(timestamp_ms)))
 
     # -- queries --------------------------------------------------------------------------------
 
-    def query_message(self, topic: str, msg_id: str) -> MessageExt | None:
+    @operation
+    def query_message(self, topic: str, msg_id: str) -> Op[MessageExt | None]:
         """The message of ``topic`` with id ``msg_id``, or None when it is not stored."""
-        config = self._require(topic)
-        found = self._store.find_ids(topic, range(config.queue_count), msg_id)
-        messages = self._store.read_at(topic, found[:1])
+        config = yield from AdminOps._require.op(self, topic)
+        found = yield from StoreOps.find_ids.op(self._store, topic, range(config.queue_count), msg_id)
+        messages = yield from StoreOps.read_at.op(self._store, topic, found[:1])
         return messages[0] if messages else None
 
+    @operation
     def query_messages_by_key(
         self, topic: str, key: str, *, max_num: int = MAX_KEY_QUERY, begin_ms: int | None = None, end_ms: int | None = None
-    ) -> list[MessageExt]:
+    ) -> Op[list[MessageExt]]:
         """Messages of ``topic`` carrying business key ``key``, oldest first.
 
         Args:
@@ -159,11 +162,12 @@ class Admin(AdminViews):
         """
         if not isinstance(max_num, int) or not 1 <= max_num <= MAX_KEY_QUERY:
             raise MQClientError(f"max_num must be in 1..{MAX_KEY_QUERY}, got {max_num!r}")
-        config = self._require(topic)
-        found = self._store.find_keys(topic, range(config.queue_count), key, limit=MAX_KEY_QUERY)
+        config = yield from AdminOps._require.op(self, topic)
+        found = yield from StoreOps.find_keys.op(self._store, topic, range(config.queue_count), key, limit=MAX_KEY_QUERY)
+        stored = yield from StoreOps.read_at.op(self._store, topic, found)
         messages = [
             m
-            for m in self._store.read_at(topic, found)
+            for m in stored
             if (begin_ms is None or m.store_timestamp_ms >= begin_ms) and (end_ms is None or m.store_timestamp_ms <= end_ms)
         ]
         messages.sort(key=lambda m: (m.store_timestamp_ms, m.queue_id, m.queue_offset))
@@ -171,10 +175,12 @@ class Admin(AdminViews):
 
     # -- consumer groups ------------------------------------------------------------------------
 
-    def groups(self) -> list[str]:
+    @operation
+    def groups(self) -> Op[list[str]]:
         """Every consumer group that ever registered in the namespace."""
-        return registry.groups(self._store)
+        return (yield from StoreOps.groups.op(self._store))
 
+    @operation
     def create_group(
         self,
         group: str,
@@ -183,7 +189,7 @@ class Admin(AdminViews):
         retry_max_times: int = 16,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
         fifo: bool = False,
-    ) -> GroupConfig:
+    ) -> Op[GroupConfig]:
         """Create or replace the config of consumer group ``group`` [mqadmin ``updateSubGroup``].
 
         Args:
@@ -196,59 +202,64 @@ class Admin(AdminViews):
             InvalidNameError / MQClientError: a bad name or value (nothing is written).
         """
         config = GroupConfig(check_group(group), consume_enable, retry_max_times, consume_from_where, fifo)
-        self._store.save_group_config(config.group, config.to_json())
+        (yield from StoreOps.save_group_config.op(self._store, config.group, config.to_json()))
         return config
 
-    def update_group(self, group: str, **changes: Any) -> GroupConfig:
+    @operation
+    def update_group(self, /, group: str, **changes: Any) -> Op[GroupConfig]:
         """Change fields of a group's config (``consume_enable=False`` pauses it); the rest is kept.
 
         Raises:
             MQClientError: the group has no config (create it first), or a bad field or value.
         """
-        current = self.group_config(group)
+        current = yield from AdminOps.group_config.op(self, group)
         unknown = set(changes) - set(GroupConfig.__dataclass_fields__) | ({"group"} & set(changes))
         if unknown:
             raise MQClientError(
                 f"unknown group setting(s) {sorted(unknown)}: use consume_enable, retry_max_times, consume_from_where or fifo"
             )
         config = dataclasses.replace(current, **changes)
-        self._store.save_group_config(config.group, config.to_json())
+        (yield from StoreOps.save_group_config.op(self._store, config.group, config.to_json()))
         return config
 
-    def delete_group(self, group: str) -> bool:
+    @operation
+    def delete_group(self, group: str) -> Op[bool]:
         """Delete a group's config (members keep running with their own settings); False when it had none."""
-        return self._store.delete_group_config(check_group(group))
+        return (yield from StoreOps.delete_group_config.op(self._store, check_group(group)))
 
-    def group_config(self, group: str) -> GroupConfig:
+    @operation
+    def group_config(self, group: str) -> Op[GroupConfig]:
         """The config of ``group``.
 
         Raises:
             MQClientError: the group has no config (``create_group`` makes one).
         """
-        config = parse_group_config(group, self._store.group_config_json(check_group(group)))
+        config = parse_group_config(group, (yield from StoreOps.group_config_json.op(self._store, check_group(group))))
         if config is None:
             raise MQClientError(f"group {group!r} has no config: create it with Admin.create_group or `mq group create`")
         return config
 
-    def consumer_connections(self, group: str) -> list[ClientInfo]:
+    @operation
+    def consumer_connections(self, group: str) -> Op[list[ClientInfo]]:
         """The live members of ``group``: client id, host, pid, subscriptions, last heartbeat."""
-        return registry.group_clients(self._store, check_group(group))
+        return registry.live_clients(*(yield from StoreOps.group_clients_raw.op(self._store, check_group(group))))
 
-    def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+    @operation
+    def consumer_progress(self, group: str, topic: str | None = None) -> Op[list[QueueProgress]]:
         """Broker offset, committed offset and lag of ``group`` on every readable queue.
 
         Args:
             topic: one topic; None means every topic the group has offsets on or subscribes to.
         """
         check_group(group)
-        topics = [topic] if topic is not None else self._group_topics(group)
+        topics = [topic] if topic is not None else (yield from AdminOps._group_topics.op(self, group))
         rows: list[QueueProgress] = []
         for name in topics:
-            config = self._require(name)
+            config = yield from AdminOps._require.op(self, name)
             qids = [q for q in range(config.read_queues) if config.readable(q)]
-            stats = self._store.queue_stats(name, qids)
+            stats = yield from StoreOps.queue_stats.op(self._store, name, qids)
             queues = [MessageQueue(name, DEFAULT_BROKER_NAME, q) for q in qids]
-            committed = self._store.read_offsets(group, queues)
+            committed = yield from StoreOps.read_offsets.op(self._store, group, queues)
             for mq in queues:
                 s = stats[mq.queue_id]
                 consumer = committed.get(mq, -1)
@@ -256,7 +267,10 @@ class Admin(AdminViews):
                 rows.append(QueueProgress(mq, s.max_offset, consumer, lag))
         return rows
 
-    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int, *, force: bool = False) -> dict[MessageQueue, int]:
+    @operation
+    def reset_offset_by_time(
+        self, group: str, topic: str, timestamp_ms: int, *, force: bool = False
+    ) -> Op[dict[MessageQueue, int]]:
         """Set ``group``'s offsets on ``topic`` to the first message stored at or after ``timestamp_ms``
         [mqadmin resetOffsetByTime]. Running members continue from the new offsets within one
         heartbeat (their cached messages of the topic are dropped); stopped ones start there.
@@ -270,15 +284,17 @@ class Admin(AdminViews):
             MQClientError: an unknown group (a typo would create a phantom group) unless ``force``.
         """
         timestamp_ms = _check_timestamp(timestamp_ms)
-        config = self._require(topic)
+        config = yield from AdminOps._require.op(self, topic)
         check_group(group)
-        offsets = {
-            MessageQueue(topic, DEFAULT_BROKER_NAME, q): self._store.search_offset(topic, q, timestamp_ms)
-            for q in range(config.queue_count)
-        }
-        return self._reset(group, topic, offsets, force=force)
+        offsets: dict[MessageQueue, int] = {}
+        for q in range(config.queue_count):
+            offsets[MessageQueue(topic, DEFAULT_BROKER_NAME, q)] = yield from StoreOps.search_offset.op(
+                self._store, topic, q, timestamp_ms
+            )
+        return (yield from AdminOps._reset.op(self, group, topic, offsets, force=force))
 
-    def reset_offset(self, group: str, queue: MessageQueue, offset: int, *, force: bool = False) -> int:
+    @operation
+    def reset_offset(self, group: str, queue: MessageQueue, offset: int, *, force: bool = False) -> Op[int]:
         """Set ``group``'s offset of one queue (running members continue from it within one
         heartbeat); an offset outside the stored range is clamped to it. Returns the offset set.
 
@@ -287,48 +303,53 @@ class Admin(AdminViews):
         """
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise MQClientError(f"offset must be an int, got {offset!r}")
-        self._require(queue.topic)
-        stats = self._store.queue_stats(queue.topic, [queue.queue_id])[queue.queue_id]
+        (yield from AdminOps._require.op(self, queue.topic))
+        stats = (yield from StoreOps.queue_stats.op(self._store, queue.topic, [queue.queue_id]))[queue.queue_id]
         clamped = min(max(offset, stats.min_offset), stats.max_offset)
-        return self._reset(group, queue.topic, {queue: clamped}, force=force)[queue]
+        return (yield from AdminOps._reset.op(self, group, queue.topic, {queue: clamped}, force=force))[queue]
 
-    def _reset(self, group: str, topic: str, offsets: dict[MessageQueue, int], *, force: bool) -> dict[MessageQueue, int]:
+    @operation
+    def _reset(self, group: str, topic: str, offsets: dict[MessageQueue, int], *, force: bool) -> Op[dict[MessageQueue, int]]:
         check_group(group)
-        if not force and group not in self._store.groups():
+        if not force and group not in (yield from StoreOps.groups.op(self._store)):
             raise MQClientError(
                 f"unknown group {group!r} (it never registered and has no config): check the name, "
                 "or pass force=True (mq: --force) to reset it anyway"
             )
-        self._store.commit_offsets(group, offsets)
-        self._store.announce_reset(group, topic, {q.queue_id: o for q, o in offsets.items()})
+        (yield from StoreOps.commit_offsets.op(self._store, group, offsets))
+        (yield from StoreOps.announce_reset.op(self._store, group, topic, {q.queue_id: o for q, o in offsets.items()}))
         return offsets
 
     # -- message trace ------------------------------------------------------------------------
 
-    def set_trace(self, enabled: bool) -> None:
+    @operation
+    def set_trace(self, enabled: bool) -> Op[None]:
         """Turn the message trace on or off for every producer and consumer of the namespace that does
         not set ``trace`` itself (they see it within 30 s)."""
         if not isinstance(enabled, bool):
             raise MQClientError(f"enabled must be True or False, got {enabled!r}")
-        self._store.publish_settings({NAMESPACE_SETTING: "1" if enabled else "0"})
+        (yield from StoreOps.publish_settings.op(self._store, {NAMESPACE_SETTING: "1" if enabled else "0"}))
 
-    def message_trace(self, topic: str, msg_id: str) -> list[TraceEvent]:
+    @operation
+    def message_trace(self, topic: str, msg_id: str) -> Op[list[TraceEvent]]:
         """What happened to message ``msg_id`` of ``topic``, oldest first: its send, every group's
         consumptions and retries (recorded where tracing was on). Empty when nothing was recorded.
 
         Raises:
             TopicNotFoundError: the topic does not exist.
         """
-        config = self._require(topic)
+        config = yield from AdminOps._require.op(self, topic)
         events: list[TraceEvent] = []
-        found = self._store.find_ids(topic, range(config.queue_count), msg_id)
+        found = yield from StoreOps.find_ids.op(self._store, topic, range(config.queue_count), msg_id)
         for qid in [found[0][0]] if found else range(config.queue_count):  # no longer stored: look everywhere
-            events += [TraceEvent.from_json(line) for line in self._store.read_trace(topic, qid, msg_id)]
+            lines = yield from StoreOps.read_trace.op(self._store, topic, qid, msg_id)
+            events += [TraceEvent.from_json(line) for line in lines]
         return sorted(events, key=lambda e: (e.time_ms, e.kind != "send"))
 
     # -- dead letters ---------------------------------------------------------------------------
 
-    def dlq_messages(self, group: str, *, max_num: int = MAX_KEY_QUERY, offset: int = 0) -> list[MessageExt]:
+    @operation
+    def dlq_messages(self, group: str, *, max_num: int = MAX_KEY_QUERY, offset: int = 0) -> Op[list[MessageExt]]:
         """The oldest ``max_num`` messages in ``%DLQ%<group>`` at or after DLQ offset ``offset`` (a page:
         the next one starts at the last letter's ``queue_offset + 1``): ``system_properties["RETRY_TOPIC"]``
         is where each was first sent, ``["RESENT"]`` is ``"true"`` for a letter already resent
@@ -341,17 +362,18 @@ class Admin(AdminViews):
         for name, value, low, high in (("max_num", max_num, 1, MAX_RANGE_READ), ("offset", offset, 0, 2**62)):
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise MQClientError(f"{name} must be an int in {low}..{high}, got {value!r}")
-        if self._store.topic(topic) is None:
+        if (yield from StoreOps.topic.op(self._store, topic)) is None:
             return []
-        stats = self._store.queue_stats(topic, [0])[0]
-        letters = self._store.read(topic, 0, max(offset, stats.min_offset), max_num)
-        resent = self._store.resent_marks(group, [str(m.queue_offset) for m in letters])
+        stats = (yield from StoreOps.queue_stats.op(self._store, topic, [0]))[0]
+        letters = yield from StoreOps.read.op(self._store, topic, 0, max(offset, stats.min_offset), max_num)
+        resent = yield from StoreOps.resent_marks.op(self._store, group, [str(m.queue_offset) for m in letters])
         for m, mark in zip(letters, resent):
             if mark:
                 m.system_properties[RESENT] = "true"
         return letters
 
-    def resend_dlq(self, group: str, *, msg_ids: Iterable[str] | None = None) -> int:
+    @operation
+    def resend_dlq(self, group: str, *, msg_ids: Iterable[str] | None = None) -> Op[int]:
         """Deliver dead letters of ``group`` again, to that group only; returns how many
         (:meth:`resend_dlq_report` tells which).
 
@@ -368,11 +390,12 @@ class Admin(AdminViews):
         A letter whose original topic is gone is skipped, left unmarked, logged at WARNING and listed
         in :attr:`last_resend_skipped`.
         """
-        report = self.resend_dlq_report(group, msg_ids=msg_ids)
+        report = yield from AdminOps.resend_dlq_report.op(self, group, msg_ids=msg_ids)
         self.last_resend_skipped = report.skipped
         return len(report.resent)
 
-    def resend_dlq_report(self, group: str, *, msg_ids: Iterable[str] | None = None) -> ResendReport:
+    @operation
+    def resend_dlq_report(self, group: str, *, msg_ids: Iterable[str] | None = None) -> Op[ResendReport]:
         """:meth:`resend_dlq`, returning the msg ids resent and the letters skipped (safe to call from
         several threads on one Admin: nothing is kept on it)."""
         topic = dlq_topic(check_group(group))
@@ -382,16 +405,16 @@ class Admin(AdminViews):
             msg_ids = list(msg_ids)
             if not all(isinstance(i, str) for i in msg_ids):
                 raise MQClientError(f"msg_ids must be a list of msg id strings, got {msg_ids!r}")
-        if self._store.topic(topic) is None:
+        if (yield from StoreOps.topic.op(self._store, topic)) is None:
             return ResendReport([], [])
         wanted = set(msg_ids) if msg_ids is not None else None
         resent: list[str] = []
         skipped: list[str] = []
         retry: str | None = None
-        stats = self._store.queue_stats(topic, [0])[0]
+        stats = (yield from StoreOps.queue_stats.op(self._store, topic, [0]))[0]
         offset = stats.min_offset
         while offset < stats.max_offset:
-            batch = self._store.read(topic, 0, offset, 256)
+            batch = yield from StoreOps.read.op(self._store, topic, 0, offset, 256)
             if not batch:
                 break
             offset = batch[-1].queue_offset + 1
@@ -399,48 +422,59 @@ class Admin(AdminViews):
                 if wanted is not None and m.msg_id not in wanted:
                     continue
                 target = original_topic(m)
-                if self._store.topic(target) is None:
+                if (yield from StoreOps.topic.op(self._store, target)) is None:
                     skipped.append(f"{m.msg_id} ({target}: the topic is gone)")
                     continue
-                if not self._store.claim_resend(group, str(m.queue_offset)):  # claimed first: resent at most once
+                if not (
+                    yield from StoreOps.claim_resend.op(self._store, group, str(m.queue_offset))
+                ):  # claimed first: resent at most once
                     continue
                 try:
-                    retry = retry or self._store.ensure_topic(TopicConfig(retry_topic(group), 1, 1)).name
-                    self._store.put(retry, 0, [_resend_copy(m, retry, topic)])
+                    retry = (
+                        retry or (yield from StoreOps.ensure_topic.op(self._store, TopicConfig(retry_topic(group), 1, 1))).name
+                    )
+                    (yield from StoreOps.put.op(self._store, retry, 0, [_resend_copy(m, retry, topic)]))
                 except BaseException:
-                    self._store.unclaim_resend(group, str(m.queue_offset))
+                    (yield from StoreOps.unclaim_resend.op(self._store, group, str(m.queue_offset)))
                     raise
                 resent.append(m.msg_id)
         if skipped:
             log.warning("resend_dlq(%r): %d dead letter(s) skipped: %s", group, len(skipped), "; ".join(skipped[:20]))
         return ResendReport(resent, skipped)
 
-    def purge_dlq(self, group: str) -> int:
+    @operation
+    def purge_dlq(self, group: str) -> Op[int]:
         """Remove every dead letter of ``group`` (and their resent marks); returns how many were removed."""
         topic = dlq_topic(check_group(group))
-        if self._store.topic(topic) is None:
+        if (yield from StoreOps.topic.op(self._store, topic)) is None:
             return 0
-        removed = self._store.trim(topic, 0, 2**62)
-        self._store.clear_resent(group)
+        removed = yield from StoreOps.trim.op(self._store, topic, 0, 2**62)
+        (yield from StoreOps.clear_resent.op(self._store, group))
         return removed
 
     # -- broker ---------------------------------------------------------------------------------
 
-    def broker_stats(self) -> dict[str, Any] | None:
+    @operation
+    def broker_stats(self) -> Op[dict[str, Any] | None]:
         """The last stats snapshot of a broker service (topic totals, lag per group/topic, DLQ sizes,
         timer and half-message backlogs, when and by whom), or None when no service has taken one."""
-        return self._store.stats()
+        return (yield from StoreOps.stats.op(self._store))
 
     # -- transactions ---------------------------------------------------------------------------
 
-    def discarded_transactions(self, topic: str | None = None) -> list[MessageExt]:
+    @operation
+    def discarded_transactions(self, topic: str | None = None) -> Op[list[MessageExt]]:
         """Half messages rolled back after ``transaction_check_max`` unanswered checks (or the reserve
         time), oldest first. ``system_properties`` carry ``TRANSACTION_CHECK_TIMES``,
         ``DISCARD_REASON`` and ``HALF_ID``."""
-        configs = [self._require(topic)] if topic is not None else self._store.topics()
+        configs = (
+            [(yield from AdminOps._require.op(self, topic))]
+            if topic is not None
+            else (yield from StoreOps.topics.op(self._store))
+        )
         out: list[MessageExt] = []
         locations = [(c.name, q) for c in configs for q in range(c.queue_count)]
-        for (name, q), entries in zip(locations, self._store.discarded_entries(locations)):
+        for (name, q), entries in zip(locations, (yield from StoreOps.discarded_entries.op(self._store, locations))):
             for _, fields in entries:
                 msg = decode_half(name, q, fields[b"half_id"].decode(), fields)
                 msg.system_properties.update(
@@ -453,30 +487,35 @@ class Admin(AdminViews):
                 out.append(msg)
         return sorted(out, key=lambda m: m.system_properties["HALF_ID"])
 
-    def _group_topics(self, group: str) -> list[str]:
-        subscribed = {t for c in self.consumer_connections(group) for t in c.subscriptions}
+    @operation
+    def _group_topics(self, group: str) -> Op[list[str]]:
+        members = yield from AdminOps.consumer_connections.op(self, group)
+        subscribed = {t for c in members for t in c.subscriptions}
         with_offsets = set()
-        for config in self._store.topics():
+        for config in (yield from StoreOps.topics.op(self._store)):
             queues = [MessageQueue(config.name, DEFAULT_BROKER_NAME, q) for q in range(config.queue_count)]
-            if self._store.read_offsets(group, queues):
+            if (yield from StoreOps.read_offsets.op(self._store, group, queues)):
                 with_offsets.add(config.name)
         return sorted(subscribed | with_offsets)
 
-    def _require(self, topic: str) -> TopicConfig:
-        config = self._store.topic(check_topic(topic))
+    @operation
+    def _require(self, topic: str) -> Op[TopicConfig]:
+        config = yield from StoreOps.topic.op(self._store, check_topic(topic))
         if config is None:
             raise TopicNotFoundError(f"topic {topic!r} does not exist; create it with Admin.create_topic or `mq topic create`")
         return config
 
     # -- operator tools (mq msg, mq stats, mq demo) ---------------------------------------------
 
-    def topic_exists(self, topic: str) -> bool:
+    @operation
+    def topic_exists(self, topic: str) -> Op[bool]:
         """Whether ``topic`` exists (``mq topic create`` says "created" or "updated" by it)."""
-        return self._store.topic(check_topic(topic)) is not None
+        return (yield from StoreOps.topic.op(self._store, check_topic(topic))) is not None
 
+    @operation
     def messages(
         self, topic: str, queue_id: int, start: int, end: int | None = None, *, max_num: int = MAX_RANGE_READ
-    ) -> list[MessageExt]:
+    ) -> Op[list[MessageExt]]:
         """The messages of one queue at offsets ``[start, end)`` (half-open), oldest first
         [mqadmin ``queryMsgByOffset`` / ``printMsg``]. Offsets already removed by retention are skipped.
 
@@ -488,35 +527,49 @@ class Admin(AdminViews):
             TopicNotFoundError: the topic does not exist.
             MQClientError: no such queue, or ``start`` / ``end`` / ``max_num`` out of range.
         """
-        config = self._require(topic)
+        config = yield from AdminOps._require.op(self, topic)
         if not isinstance(queue_id, int) or not 0 <= queue_id < config.queue_count:
             raise MQClientError(f"topic {topic!r} has queues 0..{config.queue_count - 1}, not {queue_id!r}")
         if end is None:
-            end = max(start, self._store.queue_stats(topic, [queue_id])[queue_id].max_offset) if isinstance(start, int) else 0
+            end = (
+                max(start, (yield from StoreOps.queue_stats.op(self._store, topic, [queue_id]))[queue_id].max_offset)
+                if isinstance(start, int)
+                else 0
+            )
         if not isinstance(start, int) or not isinstance(end, int) or not 0 <= start <= end:
             raise MQClientError(f"need offsets 0 <= start <= end, got start={start!r} end={end!r}")
         if not isinstance(max_num, int) or not 1 <= max_num <= MAX_RANGE_READ:
             raise MQClientError(f"max_num must be in 1..{MAX_RANGE_READ}, got {max_num!r}")
         if start == end:
             return []
-        return self._store.read(topic, queue_id, start, min(end - start, max_num))[: min(end - start, max_num)]
+        return (yield from StoreOps.read.op(self._store, topic, queue_id, start, min(end - start, max_num)))[
+            : min(end - start, max_num)
+        ]
 
-    def find_message(self, msg_id: str, topic: str | None = None) -> list[MessageExt]:
+    @operation
+    def find_message(self, msg_id: str, topic: str | None = None) -> Op[list[MessageExt]]:
         """Every stored copy of message ``msg_id``: in ``topic`` only, or (None) in every topic of the
         namespace, by the id index of each queue (one ``HGET`` per queue, pipelined: bounded by the
         number of queues, never a scan of the messages). A message that was retried or dead-lettered
         has copies with the same id in ``%RETRY%<group>`` and ``%DLQ%<group>``; user topics come first."""
         if not isinstance(msg_id, str) or not msg_id:
             raise MQClientError(f"msg_id must be a non-empty string, got {msg_id!r}")
-        configs = [self._require(topic)] if topic is not None else self._store.topics()
+        configs = (
+            [(yield from AdminOps._require.op(self, topic))]
+            if topic is not None
+            else (yield from StoreOps.topics.op(self._store))
+        )
         configs.sort(key=lambda c: (c.name.startswith((RETRY_PREFIX, DLQ_PREFIX)), c.name))
-        found = self._store.find_id_in([(c.name, q) for c in configs for q in range(c.queue_count)], msg_id)
+        found = yield from StoreOps.find_id_in.op(
+            self._store, [(c.name, q) for c in configs for q in range(c.queue_count)], msg_id
+        )
         out: list[MessageExt] = []
         for name, qid, offset in found:
-            out += self._store.read_at(name, [(qid, offset)])
+            out += yield from StoreOps.read_at.op(self._store, name, [(qid, offset)])
         return out
 
-    def stats(self, *, window_s: float = STATS_WINDOW_S) -> Rates | None:
+    @operation
+    def stats(self, *, window_s: float = STATS_WINDOW_S) -> Op[Rates | None]:
         """Messages stored per topic (in) and consumed per group (out) over the last ``window_s`` seconds,
         from the broker service's stats snapshots [mqadmin ``statsAll``]; None ("unknown") when no
         broker service has taken snapshots that far back, or none recently (is ``mq broker`` running?).
@@ -527,28 +580,57 @@ class Admin(AdminViews):
         """
         if not isinstance(window_s, (int, float)) or not 0 < window_s <= STATS_HISTORY_S:
             raise MQClientError(f"window_s must be in (0, {STATS_HISTORY_S:g}] seconds, got {window_s!r}")
-        history = self._store.stats_history(0)
+        history = yield from StoreOps.stats_history.op(self._store, 0)
         if not history or int(history[-1]["taken_at_ms"]) < time.time() * 1000 - window_s * 1000:
             return None
         return rates_over(history, window_s)
 
-    def delete_namespace(self) -> int:
+    @operation
+    def delete_namespace(self) -> Op[int]:
         """Delete every key of this namespace (topics and their messages, groups, offsets, settings);
         returns how many keys the namespace had. Topics go through :meth:`delete_topic` and group configs
         through :meth:`delete_group`; what is left is found by ``SCAN MATCH`` on the namespace's hash-tag
         prefixes. Stop the namespace's producers, consumers and broker services first, or they write
         their keys again."""
-        had = sum(1 for _ in self._store.namespace_keys())
-        for config in self._store.topics():
-            self._store.delete_topic(config.name)
-        for group in self.groups():
-            self._store.delete_group_config(group)
-        self._store.drop_namespace()
+        had = sum(1 for _ in (yield from StoreOps.namespace_keys.op(self._store)))
+        for config in (yield from StoreOps.topics.op(self._store)):
+            (yield from StoreOps.delete_topic.op(self._store, config.name))
+        for group in (yield from AdminOps.groups.op(self)):
+            (yield from StoreOps.delete_group_config.op(self._store, group))
+        (yield from StoreOps.drop_namespace.op(self._store))
         return had
 
-    def namespace_empty(self) -> bool:
+    @operation
+    def namespace_empty(self) -> Op[bool]:
         """Whether no key of this namespace exists (``SCAN MATCH``)."""
-        return not self._store.namespace_keys()
+        return not (yield from StoreOps.namespace_keys.op(self._store))
+
+
+class Admin(AdminOps, AdminViews, SyncRunner):
+    """Administration of one namespace (every method runs at once; :class:`mq.aio.Admin` is the asyncio
+    form, with every method but the console's dashboard views of :class:`~mq.admin_views.AdminViews`,
+    which are sync-only so far).
+
+    Args:
+        url: store URL (see :mod:`mq.connection`); None uses ``$MQ_URL`` or ``memory://``.
+        namespace: key prefix separating independent deployments on one Redis.
+    """
+
+    _store: Store
+
+    def __init__(self, url: str | None = None, namespace: str = "mq") -> None:
+        conn = Connection(url, namespace)
+        self._open(conn, Store(conn))
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
 
 
 @dataclasses.dataclass(frozen=True)

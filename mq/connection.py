@@ -289,6 +289,12 @@ def _timeouts(query: str) -> dict[str, float]:
     return out
 
 
+#: Connections an asyncio client opens to a standalone server at most (redis.asyncio's own default).
+ASYNC_MAX_CONNECTIONS = 100
+#: Seconds a task waits for a free connection of that pool before the call fails.
+ASYNC_POOL_WAIT_S = 20.0
+
+
 def _make_client(url: str, kind: str, socket_timeout_s: float | None, *, asyncio: bool = False) -> Any:
     """A sync (redis-py) or ``asyncio`` (``redis.asyncio``) client for ``url``, with the same options."""
     parts = urlsplit(url)
@@ -304,7 +310,12 @@ def _make_client(url: str, kind: str, socket_timeout_s: float | None, *, asyncio
         return _sentinel_client(parse_sentinel_url(url), common, asyncio=asyncio)
     if kind == "standalone":
         # from_url also honours the query's own options (ssl_cert_reqs, …) over these defaults.
-        return (redis.asyncio.Redis if asyncio else redis.Redis).from_url(url, health_check_interval=30, **common)
+        if asyncio:  # many tasks at once wait for a free connection rather than fail ("Too many connections")
+            pool = redis.asyncio.BlockingConnectionPool.from_url(
+                url, health_check_interval=30, max_connections=ASYNC_MAX_CONNECTIONS, timeout=ASYNC_POOL_WAIT_S, **common
+            )
+            return redis.asyncio.Redis.from_pool(pool)
+        return redis.Redis.from_url(url, health_check_interval=30, **common)
     nodes = [_seed(hostport, asyncio=asyncio) for hostport in parts.netloc.rpartition("@")[2].split(",") if hostport]
     if not nodes:
         raise MQClientError(f"no seed nodes in {mask_url(url)!r}: use redis+cluster://host:port[,host:port]")

@@ -82,60 +82,51 @@ def origin(msg: MessageExt) -> tuple[str, int, str]:
     return msg.topic, msg.queue_id, msg.msg_id
 
 
-class Tracer:
-    """Records the trace events of one producer or consumer: events are gathered and written every
-    ``FLUSH_INTERVAL_S`` in one pipeline by a background thread (started with the first event), and
-    at :meth:`close`.
+class TraceEvents:
+    """The events of one producer or consumer waiting to be written, and the namespace setting as last
+    read — no I/O: :class:`Tracer` (a thread) and ``mq.aio``'s tracer (a task) write them.
 
     Args:
-        store: the client's store.
         group, client_id: who records.
         enabled: True/False for this client; None follows the namespace setting.
     """
 
-    def __init__(self, store: Store, group: str, client_id: str, enabled: bool | None) -> None:
-        self._store = store
+    def __init__(self, group: str, client_id: str, enabled: bool | None) -> None:
         self._group = group
         self._client_id = client_id
         self._enabled = enabled
         self._host = socket.gethostname()
-        self._clock = ServerClock(store)
         self._setting = False
         self._read_s = -SETTING_TTL_S
         self._pending: list[tuple[str, int, str, str]] = []
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
+
+    def setting_stale(self) -> bool:
+        """Whether the namespace setting should be read (again) before :attr:`cached_active` is trusted."""
+        return self._enabled is None and time.monotonic() - self._read_s >= SETTING_TTL_S
+
+    def setting_read(self, raw: str | MQError | None) -> None:
+        """Take the namespace setting as read (``raw``), or the error reading it (the old value is kept)."""
+        if isinstance(raw, MQError):
+            log.warning("reading the namespace's trace setting failed (kept %s): %s", self._setting, raw)
+        else:
+            self._setting = raw == "1"
+        self._read_s = time.monotonic()
 
     @property
-    def active(self) -> bool:
-        """Whether events are recorded now."""
-        if self._enabled is not None:
-            return self._enabled
-        if time.monotonic() - self._read_s >= SETTING_TTL_S:
-            try:
-                self._setting = self._store.namespace_setting(NAMESPACE_SETTING) == "1"
-            except MQError as e:
-                log.warning("reading the namespace's trace setting failed (kept %s): %s", self._setting, e)
-            self._read_s = time.monotonic()
-        return self._setting
-
-    def now_ms(self) -> int:
-        """The store's clock, epoch ms (for the events' times)."""
-        return self._clock.now_ms()
+    def cached_active(self) -> bool:
+        """Whether events are recorded, by the setting as last read."""
+        return self._enabled if self._enabled is not None else self._setting
 
     def consumed(self, queue: MessageQueue, msgs: Sequence[MessageExt], status: str, began_ms: int, cost_ms: float) -> None:
         """A listener call on ``msgs``, read from ``queue``, ended with ``status``."""
         rows = [(m, "consume", status, m.reconsume_times + 1, queue.topic, queue.queue_id, m.queue_offset) for m in msgs]
         self._record(rows, began_ms, cost_ms)
 
-    def sent_back(self, msg: MessageExt, to_topic: str) -> None:
-        """``msg`` was sent back for another try (or to the DLQ) as a copy in ``to_topic``."""
+    def sent_back_at(self, msg: MessageExt, to_topic: str, now_ms: int) -> None:
+        """``msg`` was sent back for another try (or to the DLQ) as a copy in ``to_topic`` at ``now_ms``."""
         kind = "dlq" if to_topic.startswith("%DLQ%") else "retry"
-        self._record(
-            [(msg, kind, to_topic, msg.reconsume_times + 1, msg.topic, msg.queue_id, msg.queue_offset)], self.now_ms(), 0.0
-        )
+        self._record([(msg, kind, to_topic, msg.reconsume_times + 1, msg.topic, msg.queue_id, msg.queue_offset)], now_ms, 0.0)
 
     def sent(self, topic: str, queue_id: int, first_offset: int, msg_ids: Sequence[str], began_ms: int, cost_ms: float) -> None:
         """A send stored ``msg_ids`` in ``queue_id`` of ``topic`` from offset ``first_offset`` on."""
@@ -151,7 +142,7 @@ class Tracer:
     def _write(
         self, rows: Sequence[tuple[tuple[str, int, str], str, str, int, str, int, int]], began_ms: int, cost_ms: float
     ) -> None:
-        if not rows or not self.active:
+        if not rows or not self.cached_active:
             return
         events = []
         for where, kind, status, attempt, topic, qid, offset in rows:
@@ -165,24 +156,78 @@ class Tracer:
                 dropped = len(self._pending) - MAX_PENDING_EVENTS
                 del self._pending[:dropped]
                 log.warning("dropped the %d oldest trace events: the store does not take them", dropped)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=f"mq-trace-{self._group}", daemon=True)
-                self._thread.start()
-            if len(self._pending) >= FLUSH_EVENTS:
-                self._wake.set()
+            self._added(len(self._pending) >= FLUSH_EVENTS)
+
+    def _added(self, full: bool) -> None:
+        """Called (under the lock) after events were added; ``full``: write them now."""
+
+    def take(self) -> list[tuple[str, int, str, str]]:
+        """The events gathered so far, for :meth:`~mq.store.Store.append_trace` (emptied)."""
+        with self._lock:
+            events, self._pending = self._pending, []
+        return events
+
+    def failed(self, events: list[tuple[str, int, str, str]], error: MQError) -> None:
+        """Writing ``events`` failed: they are kept for the next try (a trace is diagnostics: logged, never raised)."""
+        log.warning("recording %d trace event(s) failed (kept for the next try): %s", len(events), error)
+        with self._lock:
+            self._pending[:0] = events
+
+
+class Tracer(TraceEvents):
+    """Records the trace events of one producer or consumer: events are gathered and written every
+    ``FLUSH_INTERVAL_S`` in one pipeline by a background thread (started with the first event), and
+    at :meth:`close`.
+
+    Args:
+        store: the client's store.
+        group, client_id: who records.
+        enabled: True/False for this client; None follows the namespace setting.
+    """
+
+    def __init__(self, store: Store, group: str, client_id: str, enabled: bool | None) -> None:
+        super().__init__(group, client_id, enabled)
+        self._store = store
+        self._clock = ServerClock(store)
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether events are recorded now."""
+        if self.setting_stale():
+            try:
+                self.setting_read(self._store.namespace_setting(NAMESPACE_SETTING))
+            except MQError as e:
+                self.setting_read(e)
+        return self.cached_active
+
+    def now_ms(self) -> int:
+        """The store's clock, epoch ms (for the events' times)."""
+        return self._clock.now_ms()
+
+    def sent_back(self, msg: MessageExt, to_topic: str) -> None:
+        """``msg`` was sent back for another try (or to the DLQ) as a copy in ``to_topic``."""
+        if self.active:
+            self.sent_back_at(msg, to_topic, self.now_ms())
+
+    def _added(self, full: bool) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"mq-trace-{self._group}", daemon=True)
+            self._thread.start()
+        if full:
+            self._wake.set()
 
     def flush(self) -> None:
         """Write the events gathered so far (a trace is diagnostics: a failure is logged, never raised)."""
-        with self._lock:
-            events, self._pending = self._pending, []
+        events = self.take()
         if not events:
             return
         try:
             self._store.append_trace(events)
         except MQError as e:
-            log.warning("recording %d trace event(s) failed (kept for the next try): %s", len(events), e)
-            with self._lock:
-                self._pending[:0] = events
+            self.failed(events, e)
 
     def close(self) -> None:
         """Write what is left and stop the background writer."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from tests.apis import api  # noqa: F401 - the both-APIs fixture, for every test module
+from tests.procs import ConsumerProc
 from tests.servers import RedisClusterProcs, RedisServer, SentinelProcs
 
 MARKERS = {
@@ -84,3 +87,15 @@ def backend_url(request: pytest.FixtureRequest) -> str:
 def anyio_backend() -> str:
     """Async tests (``@pytest.mark.anyio``) run on asyncio, the loop ``mq.aio`` is built for (D39)."""
     return "asyncio"
+
+
+@pytest.fixture
+def procs() -> Iterator[list[ConsumerProc]]:
+    """Consumer processes the test starts (tests/consumer_proc.py); those still running at the end are
+    resumed (if a test paused them) and killed."""
+    started: list[ConsumerProc] = []
+    yield started
+    for p in started:
+        if p.proc.poll() is None:
+            p.proc.send_signal(signal.SIGCONT)
+            p.kill()

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.cluster
 def test_queues_spread_over_all_masters(redis_cluster, namespace: str) -> None:
     Admin(redis_cluster.url, namespace).create_topic("spread", read_queues=16, write_queues=16)
     with Producer("pg", redis_cluster.url, namespace=namespace) as producer:
-        route = producer._routes.get("spread")
+        route = producer._core.route("spread")
         per_node: dict[str, int] = {}
         for node in route.nodes.values():
             per_node[node] = per_node.get(node, 0) + 1

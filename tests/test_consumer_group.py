@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -57,15 +56,6 @@ def _three_members(url: str, namespace: str, topic: str, tmp_path, procs: list[C
     Admin(url, namespace).create_topic(topic, read_queues=16, write_queues=16)
     procs += [ConsumerProc(url, namespace, "g", topic, tmp_path / f"c{i}.log", *extra) for i in range(3)]
     wait_for(lambda: _partitioned(procs, 16), 20, "three members to split 16 queues")
-
-
-@pytest.fixture
-def procs(tmp_path) -> Iterator[list[ConsumerProc]]:
-    started: list[ConsumerProc] = []
-    yield started
-    for p in started:
-        if p.proc.poll() is None:
-            p.kill()
 
 
 def test_three_processes_consume_20k_exactly_once(backend_url: str, namespace: str, tmp_path, procs) -> None:

@@ -18,7 +18,7 @@ def test_latency_fault_tolerance_avoids_a_stopped_master(fresh_cluster, namespac
     url = fresh_cluster.url
     Admin(url, namespace).create_topic("ft", read_queues=16, write_queues=16)
     with Producer("pg", url, namespace=namespace, send_latency_fault_enable=True) as producer:
-        route = producer._routes.get("ft")
+        route = producer._core.route("ft")
         nodes = sorted(set(route.nodes.values()))
         assert len(nodes) == 3
         victim = fresh_cluster.nodes[0]

@@ -21,6 +21,8 @@ from mq.producer import request as send_request
 from mq.producer.request import SendRequest
 from mq.queue import MessageQueue
 from mq.store import Store, codec, scripts
+from mq.store.ops import operation
+from mq.store.store import StoreOps
 from mq.validation import MAX_DELAY_MS, MAX_KEYS, MAX_PROPERTIES, MAX_USER_PROPERTY_SIZE
 from tests.helpers import raw_client, snapshot
 from tests.procs import ROOT, wait_for
@@ -229,9 +231,10 @@ def test_the_async_sender_survives_any_error_and_fails_only_the_sends_it_affects
         assert sender is not None
         # a request that got past every check (a bug): its encoding fails inside the sender thread
         poisoned = SendRequest("h", [[4, "i", "x", "b", "\ud800"]], ["x"], Message("h", b"x"), time.monotonic() + 5)
+        future = poisoned.future  # made before the sender thread sees the request (as send_async does)
         sender.submit(poisoned)
         with pytest.raises(UnicodeEncodeError):
-            poisoned.future.result(timeout=10)
+            future.result(timeout=10)
         assert "async sender" in caplog.text and "x" in caplog.text
         assert producer.send_async(Message("h", b"later")).result(timeout=10).queue_offset == 0
 
@@ -506,15 +509,15 @@ def test_a_big_batch_that_fails_half_way_says_how_much_was_stored(
     url = redis_server.url
     store = _store(url, namespace)
     calls: list[int] = []
-    real_put = Store.put
+    real_put = StoreOps.put.op
 
-    def failing_second_call(self: Store, topic: str, queue_id: int, encoded: Any) -> Any:
+    def failing_second_call(self: Store, topic: str, queue_id: int, encoded: Any) -> Any:  # the operation, for both APIs
         calls.append(len(encoded))
         if len(calls) >= 2:
             raise MQBrokerError("the store went away")
-        return real_put(self, topic, queue_id, encoded)
+        return (yield from real_put(self, topic, queue_id, encoded))
 
-    monkeypatch.setattr(Store, "put", failing_second_call)
+    monkeypatch.setattr(StoreOps, "put", operation(failing_second_call))
     n = send_request.PUT_CALL_MAX_MESSAGES + 10
     with Producer("p", url, namespace=namespace) as producer, pytest.raises(MQBrokerError, match="partly stored") as info:
         producer.send_batch([Message("h", b"%d" % i) for i in range(n)])

@@ -6,7 +6,6 @@ import itertools
 import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,16 +15,6 @@ from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
 from tests.procs import ConsumerProc, first_deliveries, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def procs() -> Iterator[list[ConsumerProc]]:
-    started: list[ConsumerProc] = []
-    yield started
-    for p in started:
-        if p.proc.poll() is None:
-            p.proc.send_signal(signal.SIGCONT)
-            p.kill()
 
 
 def test_order_per_key_survives_a_crash_and_a_join(redis_server, namespace: str, tmp_path, procs) -> None:

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -205,17 +206,17 @@ def test_a_commit_after_a_check_back_rollback_is_reported_as_rolled_back(backend
     Admin(backend_url, namespace).create_topic("TXR", read_queues=1, write_queues=1)
     tp = TransactionProducer("txr", backend_url, namespace=namespace, checker=lambda m: LocalTransactionState.UNKNOW)
     with tp:
-        real_end = tp._store.end_transaction
+        real_end = tp._tx._end
 
-        def check_back_wins(topic: str, queue_id: int, half_id: str, commit: bool) -> tuple[bool, int]:
-            real_end(topic, queue_id, half_id, False)  # a broker's check-back rolled it back just before
-            return real_end(topic, queue_id, half_id, commit)
+        def check_back_wins(topic: str, queue_id: int, half_id: str, commit: bool) -> Iterator[Any]:
+            yield from real_end(topic, queue_id, half_id, False)  # a broker's check-back rolled it back just before
+            return (yield from real_end(topic, queue_id, half_id, commit))
 
-        tp._store.end_transaction = check_back_wins  # type: ignore[method-assign]
+        tp._tx._end = check_back_wins  # type: ignore[method-assign,assignment]
         result = tp.send_message_in_transaction(Message("TXR", b"x"), lambda m, a: LocalTransactionState.COMMIT_MESSAGE)
         assert result.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE
         assert result.queue_offset == -1
-        tp._store.end_transaction = real_end  # type: ignore[method-assign]
+        tp._tx._end = real_end  # type: ignore[method-assign]
         ok = tp.send_message_in_transaction(Message("TXR", b"y"), lambda m, a: LocalTransactionState.COMMIT_MESSAGE)
         assert ok.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE and ok.queue_offset == 0
     assert [m.body for m in Admin(backend_url, namespace).messages("TXR", 0, 0)] == [b"y"]

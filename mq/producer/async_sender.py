@@ -19,16 +19,16 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
-from mq.errors import MQBrokerError, ReplicaAckTimeout
-from mq.message import SendResult, SendStatus
-from mq.producer.request import SendRequest, split_puts
+from mq.errors import MQBrokerError
+from mq.message import SendResult
+from mq.producer.core import MAX_PIPELINE, oneway_failed, outcomes, plan_puts, puts_of, round_failed
+from mq.producer.request import SendRequest
 from mq.queue import MessageQueue
 from mq.store import Store
 
 log = logging.getLogger("mq.producer")
 
-#: Most sends one pipeline carries.
-MAX_PIPELINE = 128
+__all__ = ["MAX_PIPELINE", "AsyncSender"]
 
 
 class AsyncSender:
@@ -79,50 +79,34 @@ class AsyncSender:
             self._send(batch)
         except Exception as e:
             unfinished = [r for r in batch if not r.future.done()]
-            log.error(
-                "async sender: a round of %d send(s) failed unexpectedly; failing %d unfinished send(s) (msg ids %s): %r",
-                len(batch),
-                len(unfinished),
-                ", ".join(r.msg_id for r in unfinished[:5]),
-                e,
-                exc_info=True,
-            )
+            round_failed(batch, unfinished, e)
             for r in unfinished:
                 self._fail(r, e)
 
     def _send(self, batch: list[SendRequest]) -> None:
-        # Sends bound for the same queue go out together (consecutive offsets, send order), in put
-        # calls of bounded size.
-        groups: dict[MessageQueue, list[SendRequest]] = {}
+        chosen: list[tuple[SendRequest, MessageQueue]] = []
         for r in batch:
             if r.due_ms is not None:  # delayed: its own script call, through the sync path
                 self._retry(r)
                 continue
             try:
-                groups.setdefault(self._select(r), []).append(r)
+                chosen.append((r, self._select(r)))
             except Exception as e:  # a selector or route error belongs to that send only
                 self._fail(r, e)
-        calls: list[tuple[MessageQueue, list[SendRequest]]] = []
-        for mq, group in groups.items():
-            by_id = {id(r.encoded[0]): r for r in group}
-            for run in split_puts([r.encoded[0] for r in group]):
-                calls.append((mq, [by_id[id(fields)] for fields in run]))
-        puts = [(mq.topic, mq.queue_id, [r.encoded[0] for r in run]) for mq, run in calls]
+        calls = plan_puts(chosen)
+        puts = puts_of(calls)
         results: list[Any]
         try:
             results = self._store.put_many(puts) if puts else []
         except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
             results = [e] * len(puts)
-        for (mq, requests), result in zip(calls, results):
-            for index, r in enumerate(requests):
-                if isinstance(result, ReplicaAckTimeout):  # stored, not confirmed: not retried (no second copy)
-                    self._resolve(r, SendResult(SendStatus.FLUSH_SLAVE_TIMEOUT, r.msg_id, mq, result.result[0] + index))
-                elif not isinstance(result, Exception):
-                    self._resolve(r, SendResult(SendStatus.SEND_OK, r.msg_id, mq, result[0] + index))
-                elif r.oneway or not isinstance(result, MQBrokerError):
-                    self._fail(r, result)
-                else:
-                    self._retry(r)
+        for r, outcome in outcomes(calls, results):
+            if outcome is None:
+                self._retry(r)
+            elif isinstance(outcome, BaseException):
+                self._fail(r, outcome)
+            else:
+                self._resolve(r, outcome)
 
     def _retry(self, r: SendRequest) -> None:
         try:
@@ -140,7 +124,7 @@ class AsyncSender:
     @staticmethod
     def _fail(r: SendRequest, error: BaseException) -> None:
         if r.oneway:
-            log.warning("oneway send of %s to %r failed: %s", r.msg_id, r.topic, error)
+            oneway_failed(r, error)
         else:
             _settle(r.future, error=error)
 

@@ -4,9 +4,10 @@ the same code when its pipelined attempt fails."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mq.message import Message, SendResult
@@ -38,7 +39,6 @@ class SendRequest:
         deadline: ``time.monotonic()`` after which no new attempt starts, seconds.
         due_ms: delivery time of a delayed message, epoch ms (None: deliver at once).
         oneway: nobody waits for the result (failures are logged, not retried).
-        future: the result of an async send.
     """
 
     topic: str
@@ -51,7 +51,12 @@ class SendRequest:
     arg: Any = None
     due_ms: int | None = None
     oneway: bool = False
-    future: Future[SendResult] = field(default_factory=Future)
+
+    @functools.cached_property
+    def future(self) -> Future[SendResult]:
+        """The result of a ``send_async`` (made on first use — the asyncio producer has its own futures;
+        take it before handing the request to another thread)."""
+        return Future()
 
     @property
     def msg_id(self) -> str:

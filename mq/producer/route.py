@@ -2,6 +2,7 @@
 
 The cache is refreshed every ``ROUTE_REFRESH_S`` [RocketMQ ``pollNameServerInterval``] and at once
 when the store refuses a send (queue gone or not writable), so a shrink is seen on the next send.
+Loading is an operation (:mod:`mq.store.ops`): the sync and the asyncio producers run the same code.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 
 from mq.errors import MQClientError, TopicNotFoundError
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
-from mq.store import Store
+from mq.store.ops import Op
+from mq.store.store import StoreOps
 from mq.topic import TopicConfig
 
 #: Seconds a cached route is used before it is read again.
@@ -37,23 +39,29 @@ class TopicRoute:
 
 
 class RouteCache:
-    """Topic routes of one producer, loaded on demand."""
+    """Topic routes of one producer, loaded on demand (no I/O of its own: :meth:`get` is an
+    operation the producer's runner drives)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreOps) -> None:
         self._store = store
         self._routes: dict[str, TopicRoute] = {}
         self._lock = threading.Lock()
 
-    def get(self, topic: str) -> TopicRoute:
-        """The route of ``topic``, loading it when missing or stale.
+    def cached(self, topic: str) -> TopicRoute | None:
+        """The route of ``topic`` when it is cached and fresh, else None."""
+        route = self._routes.get(topic)
+        return route if route is not None and time.monotonic() - route.loaded_at <= ROUTE_REFRESH_S else None
+
+    def get(self, topic: str) -> Op[TopicRoute]:
+        """The route of ``topic``, loading it when missing or stale (an operation: ``yield from``).
 
         Raises:
             TopicNotFoundError: the topic does not exist.
             MQClientError: the topic takes no messages (perm without ``w``).
         """
-        route = self._routes.get(topic)
-        if route is None or time.monotonic() - route.loaded_at > ROUTE_REFRESH_S:
-            route = self._load(topic)
+        route = self.cached(topic)
+        if route is None:
+            route = self.loaded(topic, (yield from StoreOps.topic.op(self._store, topic)))
         return route
 
     def invalidate(self, topic: str) -> None:
@@ -61,8 +69,8 @@ class RouteCache:
         with self._lock:
             self._routes.pop(topic, None)
 
-    def _load(self, topic: str) -> TopicRoute:
-        config = self._store.topic(topic)
+    def loaded(self, topic: str, config: TopicConfig | None) -> TopicRoute:
+        """Cache and return the route of ``topic`` from its config as just read."""
         if config is None:
             raise TopicNotFoundError(f"topic {topic!r} does not exist; create it with Admin.create_topic or `mq topic create`")
         queues = [MessageQueue(topic, DEFAULT_BROKER_NAME, q) for q in range(config.write_queues) if config.writable(q)]

@@ -1,0 +1,150 @@
+"""The batching task behind ``mq.aio.Producer``: sends awaited at the same time (by any number of
+tasks) go out in one pipeline (:meth:`~mq.store.Store.put_many`: one round trip per node), as the
+sync producer's background sender does for ``send_async`` — with the same planning and result code
+(:func:`mq.producer.core.plan_puts`, :func:`~mq.producer.core.outcomes`).
+
+Sends gathered while rounds are in flight go in the next round, so under load each round carries
+what arrived meanwhile (at most ``MAX_PIPELINE`` sends; up to ``ROUNDS_IN_FLIGHT`` rounds at once). A send that fails in the
+pipeline is retried through :meth:`SendCore.send` (one task per failed round, one send at a time)
+within its time budget; oneway
+sends are not retried. The task never dies of an error: an unexpected one fails the round's sends
+and is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from mq.errors import MQBrokerError, MQClientError
+from mq.message import SendResult
+from mq.producer.core import MAX_PIPELINE, AsyncSendCore, oneway_failed, outcomes, plan_puts, puts_of, round_failed
+from mq.producer.request import SendRequest
+from mq.queue import MessageQueue
+from mq.store.aio import AsyncStore
+
+#: Pipelines in flight at once (each on a connection of the client's pool): while one waits for its
+#: replies the next is packed and sent. Concurrent sends have no order among them; one task's
+#: sends, each awaited, keep theirs.
+ROUNDS_IN_FLIGHT = 2
+#: One pending send: the request, its queue, and the future its caller awaits (None: oneway).
+Pending = tuple[SendRequest, MessageQueue, "asyncio.Future[SendResult] | None"]
+
+
+class PipelineSender:
+    """Gathers pending sends and runs them in pipelines from one task."""
+
+    def __init__(self, store: AsyncStore, core: AsyncSendCore) -> None:
+        self._store = store
+        self._core = core
+        self._pending: list[Pending] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self._retries: set[asyncio.Task[None]] = set()
+        #: pipelines sent so far (each one ``put_many`` call)
+        self.rounds = 0
+
+    def start(self) -> None:
+        """Start the task (on the running loop)."""
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="mq-aio-sender")
+
+    def submit(self, request: SendRequest, queue: MessageQueue) -> asyncio.Future[SendResult] | None:
+        """Queue a send to ``queue``; the future its caller awaits (None for a oneway send).
+
+        Cancelling the future does not withdraw a send already handed over: it is stored or not, whole.
+        """
+        if self._closing:
+            raise MQClientError("the producer is shutting down: no new sends")
+        future = None if request.oneway else asyncio.get_running_loop().create_future()
+        self._pending.append((request, queue, future))
+        self._wake.set()
+        return future
+
+    async def stop(self, timeout_s: float) -> None:
+        """Send what is pending (``timeout_s`` at most, seconds), then stop; sends still pending after
+        that fail with :class:`MQClientError`."""
+        self._closing = True
+        self._wake.set()
+        task, self._task = self._task, None
+        if task is not None:
+            done, _ = await asyncio.wait([task, *self._retries], timeout=timeout_s)
+            for t in [task, *self._retries]:
+                if t not in done:
+                    t.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(task, *self._retries, return_exceptions=True)
+        error = MQClientError("the producer shut down before this send went out")
+        for request, _, future in self._pending:
+            self._settle(request, future, error)
+        self._pending.clear()
+
+    async def _run(self) -> None:
+        rounds: set[asyncio.Task[None]] = set()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                if len(rounds) >= ROUNDS_IN_FLIGHT:
+                    _, rounds = await asyncio.wait(rounds, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                batch, self._pending = self._pending[:MAX_PIPELINE], self._pending[MAX_PIPELINE:]
+                rounds.add(asyncio.get_running_loop().create_task(self._send_guarded(batch)))
+            if self._closing:
+                if rounds:
+                    await asyncio.wait(rounds)
+                return
+            rounds = {t for t in rounds if not t.done()}
+
+    async def _send_guarded(self, batch: list[Pending]) -> None:
+        try:
+            await self._send(batch)
+        except Exception as e:
+            unfinished = [(r, f) for r, _, f in batch if f is None or not f.done()]
+            round_failed([r for r, _, _ in batch], [r for r, _ in unfinished], e)
+            for r, f in unfinished:
+                self._settle(r, f, e)
+
+    async def _send(self, batch: list[Pending]) -> None:
+        futures = {id(r): f for r, _, f in batch}
+        calls = plan_puts([(r, mq) for r, mq, _ in batch])
+        puts = puts_of(calls)
+        results: list[Any]
+        try:
+            self.rounds += 1
+            results = await self._store.put_many(puts)
+        except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
+            results = [e] * len(puts)
+        retries: list[tuple[SendRequest, asyncio.Future[SendResult] | None]] = []
+        for r, outcome in outcomes(calls, results):
+            if outcome is None:
+                retries.append((r, futures[id(r)]))
+            else:
+                self._settle(r, futures[id(r)], outcome)
+        if retries:  # one task per failed round, one send at a time (as the sync sender's thread)
+            task = asyncio.get_running_loop().create_task(self._retry(retries))
+            self._retries.add(task)
+            task.add_done_callback(self._retries.discard)
+
+    async def _retry(self, retries: list[tuple[SendRequest, asyncio.Future[SendResult] | None]]) -> None:
+        for request, future in retries:
+            if future is not None and future.done():
+                continue  # its caller gave up
+            try:
+                result: SendResult | BaseException = await self._core.send(request)
+            except Exception as e:
+                result = e
+            self._settle(request, future, result)
+
+    @staticmethod
+    def _settle(request: SendRequest, future: asyncio.Future[SendResult] | None, outcome: SendResult | BaseException) -> None:
+        """Complete ``future`` unless its caller gave up meanwhile; log a failed oneway send."""
+        if future is None:
+            if isinstance(outcome, BaseException):
+                oneway_failed(request, outcome)
+        elif not future.done():
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)

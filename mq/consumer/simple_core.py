@@ -1,0 +1,345 @@
+"""The simple consumer's logic, written once for the sync :class:`mq.SimpleConsumer` and the asyncio
+``mq.aio.SimpleConsumer`` (see :mod:`mq.consumer.simple` for the model): argument checks, the
+heartbeat and the group's config, the queues and their cursors (seeded where ``consume_from_where``
+says), one receive round over the queues, dead-lettering past ``max_delivery_attempts``, receipts.
+
+:class:`SimpleCore`'s methods marked :class:`~mq.store.ops.operation` are generators of store
+requests: :class:`SyncSimpleCore` runs them at once, :class:`AsyncSimpleCore` awaits them. The
+facades only wait (a blocking read on their own connection, or a pause) between rounds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import time
+from collections.abc import Mapping
+
+from mq.connection import Connection
+from mq.consumer.puller import filter_args
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, ClientInfo, Registry
+from mq.consumer.retry import dlq_topic
+from mq.consumer.start import DEFAULT_CONSUME_TIMESTAMP_AGO_MS
+from mq.consumer.types import ConsumeFromWhere
+from mq.errors import MQClientError
+from mq.filter import MessageSelector
+from mq.group import GroupConfig
+from mq.message import Message, MessageExt
+from mq.msgid import new_client_id
+from mq.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, RETRY_TOPIC
+from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.store import codec
+from mq.store.ops import AsyncRunner, Op, SyncRunner, operation
+from mq.store.store import StoreOps
+from mq.topic import TopicConfig
+from mq.validation import check_group, check_topic
+
+log = logging.getLogger("mq.consumer")
+
+#: Shortest and longest invisible duration, seconds [RocketMQ 5: 10 s .. 12 h].
+MIN_INVISIBLE_S, MAX_INVISIBLE_S = 10.0, 12 * 3600.0
+#: Most messages one receive returns [RocketMQ 5: 32].
+MAX_RECEIVE = 32
+#: How often a receiving consumer re-reads its topics' queue counts, seconds (a topic may grow).
+QUEUE_REFRESH_S = 5.0
+#: Entries a receive may scan per queue past non-matching ones.
+RECEIVE_MAX_SCAN = 1024
+#: Longest ``await_duration_s``, seconds.
+MAX_AWAIT_S = 60.0
+#: Longest single block while waiting for messages, seconds (so expiring invisibility is noticed).
+WAIT_SLICE_S = 1.0
+#: Longest pause between receive rounds on a cluster (one XREAD cannot span slots), seconds.
+CLUSTER_PAUSE_S = 0.05
+
+NOT_STARTED = "the simple consumer is not started: call start() or use it as a context manager"
+
+
+@dataclasses.dataclass(init=False, eq=True, repr=False)
+class MessageView(MessageExt):
+    """A received message: :class:`MessageExt` plus what ack needs.
+
+    Attributes:
+        receipt_handle: pass back to ``ack`` or ``change_invisible_duration`` (opaque).
+        delivery_attempt: 1 the first time, then 2, 3, … each time it is handed out again.
+    """
+
+    receipt_handle: str
+    delivery_attempt: int
+
+
+def view_of(msg: MessageExt, attempt: int, visible_at: int) -> MessageView:
+    """``msg`` as a received view with a receipt ``queue_id:offset:visible_at_ms:topic``."""
+    view = MessageView.__new__(MessageView)
+    view.__dict__.update(msg.__dict__)
+    view.delivery_attempt = attempt
+    view.receipt_handle = f"{msg.queue_id}:{msg.queue_offset}:{visible_at}:{msg.topic}"
+    return view
+
+
+def parse_receipt(handle: str) -> tuple[MessageQueue, int, int]:
+    """The queue, offset and visible-at time (ms) a receipt handle names.
+
+    Raises:
+        MQClientError: ``handle`` is not a receipt handle this library issued.
+    """
+    try:
+        qid, offset, visible_at, topic = handle.split(":", 3)
+        return MessageQueue(check_topic(topic), DEFAULT_BROKER_NAME, int(qid)), int(offset), int(visible_at)
+    except (ValueError, AttributeError, MQClientError):
+        raise MQClientError(f"malformed receipt handle {handle!r}: pass the receipt_handle of a received MessageView") from None
+
+
+def check_invisible(seconds: float) -> None:
+    """Raise MQClientError unless ``seconds`` is an allowed invisible duration."""
+    if not MIN_INVISIBLE_S <= seconds <= MAX_INVISIBLE_S:
+        raise MQClientError(f"invisible_duration_s must be in {MIN_INVISIBLE_S:g}..{MAX_INVISIBLE_S:g}, got {seconds!r}")
+
+
+def check_receive(started: bool, max_messages: int, invisible_duration_s: float) -> None:
+    """Raise MQClientError for a receive on a consumer not started, or with bad arguments."""
+    if not started:
+        raise MQClientError(NOT_STARTED)
+    if not 1 <= max_messages <= MAX_RECEIVE:
+        raise MQClientError(f"max_messages must be in 1..{MAX_RECEIVE}, got {max_messages!r}")
+    check_invisible(invisible_duration_s)
+
+
+def expired(view: MessageView) -> MQClientError:
+    """The error of an ack or change whose receipt expired."""
+    return MQClientError(f"receipt of {view.msg_id} expired: it was handed out again after its invisible time")
+
+
+class SimpleSettings:
+    """The constructor the sync and the asyncio simple consumers share (see :class:`mq.SimpleConsumer`
+    for the arguments): checks them and makes the connections; each consumer's :meth:`_open` adds its
+    stores and core."""
+
+    def __init__(
+        self,
+        group: str,
+        url: str | None = None,
+        *,
+        namespace: str = "mq",
+        subscriptions: Mapping[str, str | MessageSelector],
+        await_duration_s: float = 5.0,
+        max_delivery_attempts: int = 16,
+        client_id: str | None = None,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
+    ) -> None:
+        self.group = check_group(group)
+        if not subscriptions:
+            raise MQClientError("a SimpleConsumer needs at least one subscription")
+        if not isinstance(max_delivery_attempts, int) or isinstance(max_delivery_attempts, bool) or max_delivery_attempts < 1:
+            raise MQClientError(f"max_delivery_attempts must be an int of at least 1, got {max_delivery_attempts!r}")
+        wait = await_duration_s
+        if not isinstance(wait, (int, float)) or isinstance(wait, bool) or not 0 <= wait <= MAX_AWAIT_S:
+            raise MQClientError(f"await_duration_s must be in 0..{MAX_AWAIT_S:g} seconds, got {wait!r}")
+        try:
+            self.consume_from_where = ConsumeFromWhere(consume_from_where)
+        except ValueError:
+            raise MQClientError(f"consume_from_where must be a ConsumeFromWhere, got {consume_from_where!r}") from None
+        self.subscriptions = {check_topic(t): MessageSelector.parse(e) for t, e in subscriptions.items()}
+        self.await_duration_s = await_duration_s
+        self.max_delivery_attempts = max_delivery_attempts
+        self.client_id = client_id or new_client_id()
+        self._conn = Connection(url, namespace)
+        self._poll = Connection(url, namespace, socket_timeout_s=WAIT_SLICE_S + 5)
+        self._started = False
+        self._open()
+
+    def _open(self) -> None:
+        """Make the consumer's stores and core on ``self._conn`` and ``self._poll``."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(group={self.group!r}, {self._conn!r})"
+
+
+class SimpleCore:
+    """What a simple consumer knows and does between waits, for either I/O style.
+
+    Args:
+        store: the consumer's store (:class:`~mq.store.Store` or :class:`~mq.store.aio.AsyncStore`).
+        settings: the consumer (its checked arguments).
+    """
+
+    def __init__(self, store: StoreOps, settings: SimpleSettings) -> None:
+        self.store = store
+        self._client = store._client
+        self.settings = settings
+        self.group = settings.group
+        info = ClientInfo.of_this_process(
+            settings.client_id, kind="simple", subscriptions={t: s.expression for t, s in settings.subscriptions.items()}
+        )
+        self.registry = Registry(store, self.group, info)  # type: ignore[arg-type]  # builds operations only
+        self.queues: list[MessageQueue] = []
+        self._refreshed_s = 0.0
+        self._beat_s = 0.0
+        self._turn = itertools.count()
+        #: The group's config as of the last heartbeat (None: the group has none).
+        self.group_config: GroupConfig | None = None
+
+    @operation
+    def start(self) -> Op[None]:
+        """Register and fix the group's starting point on every queue it has not read yet (see
+        :meth:`mq.SimpleConsumer.start`); nothing stays registered when a subscribed topic is missing."""
+        yield from self._heartbeat()  # reads the group's config first
+        try:
+            yield from StoreOps.register_group.op(self.store, self.group)
+            yield from self._refresh_queues()
+        except BaseException:
+            yield from self.registry.unregister()
+            raise
+
+    @operation
+    def unregister(self) -> Op[None]:
+        """Leave the group at once."""
+        yield from self.registry.unregister()
+
+    @operation
+    def round(self, max_messages: int, invisible_duration_s: float) -> Op[tuple[list[MessageView], bool]]:
+        """One receive round: heartbeat and queue refresh when due, then up to ``max_messages``
+        messages unless the group is paused; ``(views, paused)``."""
+        if time.monotonic() - self._beat_s >= HEARTBEAT_INTERVAL_S:
+            yield from self._heartbeat()
+        if time.monotonic() - self._refreshed_s >= QUEUE_REFRESH_S:
+            yield from self._refresh_queues()
+        paused = self.group_config is not None and not self.group_config.consume_enable
+        if paused:
+            return [], True
+        return (yield from self._receive_once(max_messages, int(invisible_duration_s * 1000))), False
+
+    @staticmethod
+    def pause_s(paused: bool, remaining_s: float) -> float:
+        """How long to wait before the next round (a paused group: until the next heartbeat)."""
+        return min(remaining_s, HEARTBEAT_INTERVAL_S if paused else WAIT_SLICE_S)
+
+    @operation
+    def cursors(self) -> Op[dict[MessageQueue, int]]:
+        """The group's cursor on each queue, for a blocking wait for news past them."""
+        cursors = yield from StoreOps.read_offsets.op(self.store, self.group, self.queues)
+        return {q: cursors.get(q, 0) for q in self.queues}
+
+    @operation
+    def ack(self, view: MessageView) -> Op[None]:
+        """Acknowledge ``view`` (MQClientError when its receipt expired)."""
+        if not (yield from self._ack_receipt(view, None)):
+            raise expired(view)
+
+    @operation
+    def change_invisible_duration(self, view: MessageView, invisible_duration_s: float) -> Op[MessageView]:
+        """Make ``view`` invisible for ``invisible_duration_s`` from now; returns it with a new receipt."""
+        check_invisible(invisible_duration_s)
+        visible_at = int(time.time() * 1000 + invisible_duration_s * 1000)
+        if not (yield from self._ack_receipt(view, visible_at)):
+            raise expired(view)
+        return view_of(view, view.delivery_attempt, visible_at)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _heartbeat(self) -> Op[None]:
+        """Say this member is alive (``Admin.consumer_connections``) and read the group's config."""
+        self.group_config = (yield from self.registry.heartbeat()).config
+        self._beat_s = time.monotonic()
+
+    def _refresh_queues(self) -> Op[None]:
+        queues = []
+        for topic in self.settings.subscriptions:
+            config = yield from StoreOps.topic.op(self.store, topic)
+            if config is None:
+                raise MQClientError(f"topic {topic!r} does not exist; create it with Admin.create_topic")
+            queues += config.readable_queues()
+        if set(queues) - set(self.queues):
+            yield from self._seed_cursors(queues)
+        self.queues = queues
+        self._refreshed_s = time.monotonic()
+
+    def _seed_cursors(self, queues: list[MessageQueue]) -> Op[None]:
+        """Give the group a cursor on every queue of ``queues`` it has none on (``HSETNX``, so
+        members starting together agree): where ``consume_from_where`` says when the group reads none
+        of the topic's queues yet, else the queue's start — a topic that grew keeps nothing from the group."""
+        cursors = yield from StoreOps.read_offsets.op(self.store, self.group, queues)
+        where = self.group_config.consume_from_where if self.group_config is not None else self.settings.consume_from_where
+        seeds: dict[MessageQueue, int] = {}
+        for topic in self.settings.subscriptions:
+            missing = [q.queue_id for q in queues if q.topic == topic and q not in cursors]
+            if not missing:
+                continue
+            from_start = where is ConsumeFromWhere.FIRST_OFFSET or any(q.topic == topic for q in cursors)
+            for qid, stats in (yield from StoreOps.queue_stats.op(self.store, topic, missing)).items():
+                mq = MessageQueue(topic, queues[0].broker_name, qid)
+                if from_start:
+                    seeds[mq] = stats.min_offset
+                elif where is ConsumeFromWhere.TIMESTAMP:
+                    ts = int(time.time() * 1000) - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
+                    seeds[mq] = max(stats.min_offset, (yield from StoreOps.search_offset.op(self.store, topic, qid, ts)))
+                else:
+                    seeds[mq] = stats.max_offset
+        if seeds:
+            yield from StoreOps.seed_offsets.op(self.store, self.group, seeds)
+
+    def _receive_once(self, want: int, invisible_ms: int) -> Op[list[MessageView]]:
+        views: list[MessageView] = []
+        start = next(self._turn)
+        for i in range(len(self.queues)):  # one queue at a time: nothing handed out beyond ``want``
+            q = self.queues[(start + i) % len(self.queues)]
+            ftype, fdata = filter_args(self.settings.subscriptions[q.topic])
+            handed = yield from StoreOps.receive_simple.op(
+                self.store,
+                self.group,
+                q,
+                now_ms=int(time.time() * 1000),
+                invisible_ms=invisible_ms,
+                max_messages=want - len(views),
+                max_attempts=self.settings.max_delivery_attempts,
+                filter_type=ftype,
+                filter_data=fdata,
+                max_scan=RECEIVE_MAX_SCAN,
+            )
+            for d in handed:
+                if d.message is None:  # not a message (logged when decoding): acked so it is never handed out again
+                    yield from StoreOps.ack_simple.op(self.store, self.group, q, d.offset, d.visible_at_ms, None)
+                    continue
+                view = view_of(d.message, d.attempt, d.visible_at_ms)
+                if d.dead:
+                    yield from self._dead_letter(view)
+                else:
+                    views.append(view)
+            if len(views) >= want:
+                break
+        return views
+
+    def _dead_letter(self, view: MessageView) -> Op[None]:
+        config = TopicConfig(dlq_topic(self.group), read_queues=1, write_queues=1)
+        topic = (yield from StoreOps.ensure_topic.op(self.store, config)).name
+        system = {
+            **view.system_properties,
+            RETRY_TOPIC: view.topic,
+            ORIGIN_MESSAGE_ID: view.msg_id,
+            DLQ_REASON: "max delivery attempts",
+        }
+        copy = Message(topic, view.body, view.tags, view.keys, view.properties)
+        encoded = codec.encode(
+            copy, view.msg_id, view.born_timestamp_ms, reconsume_times=view.delivery_attempt, system_properties=system
+        )
+        yield from StoreOps.put.op(self.store, topic, 0, [encoded])
+        yield from self._ack_receipt(view, None)
+        log.info("message %s of %s went to %s after %d attempts", view.msg_id, view.topic, topic, view.delivery_attempt)
+
+    def _ack_receipt(self, view: MessageView, new_visible_at_ms: int | None) -> Op[bool]:
+        queue, offset, visible_at = parse_receipt(view.receipt_handle)
+        return bool((yield from StoreOps.ack_simple.op(self.store, self.group, queue, offset, visible_at, new_visible_at_ms)))
+
+
+class SyncSimpleCore(SimpleCore, SyncRunner):
+    """:class:`SimpleCore` run at once."""
+
+
+class AsyncSimpleCore(SimpleCore, AsyncRunner):
+    """:class:`SimpleCore` awaited."""
+
+
+def remaining_s(deadline: float) -> float:
+    """Seconds left until ``deadline`` (monotonic s)."""
+    return deadline - time.monotonic()

@@ -1,0 +1,426 @@
+"""The producer's logic, written once for the sync :class:`mq.Producer` and the asyncio
+``mq.aio.Producer``: checking and encoding a send, delay levels on the store's clock, routes, the
+queue choice (explicit queue, selector, round-robin with latency fault tolerance), retries across
+nodes, big batches in bounded put calls, and the results of pipelined sends.
+
+:class:`SendCore`'s methods marked :class:`~mq.store.ops.operation` are generators of store requests
+(:mod:`mq.store.ops`): :class:`SyncSendCore` runs them at once, :class:`AsyncSendCore` awaits them.
+Nothing here opens a connection, starts a thread or sleeps.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from mq import metrics
+from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory
+from mq.errors import MQBrokerError, MQClientError, MQError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
+from mq.message import Message, SendResult, SendStatus
+from mq.msgid import new_msg_id
+from mq.producer.fault import LatencyFaultTolerance
+from mq.producer.request import Selector, SendRequest, split_puts
+from mq.producer.route import RouteCache, TopicRoute
+from mq.producer.selectors import MessageQueueSelector
+from mq.queue import MessageQueue
+from mq.store import codec
+from mq.store.base import StoreBase
+from mq.store.clock import ClockOffset
+from mq.store.ops import AsyncRunner, Op, SyncRunner, operation
+from mq.store.replication import SyncReplicas
+from mq.store.store import StoreOps
+from mq.timer import DEFAULT_MESSAGE_DELAY_LEVEL, due_time_ms, parse_delay_levels
+from mq.trace import TraceEvents
+from mq.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
+
+log = logging.getLogger("mq.producer")
+
+#: Total time budget of one sync send across retries, seconds [RocketMQ ``sendMsgTimeout`` 3000 ms].
+DEFAULT_SEND_TIMEOUT_S = 3.0
+#: Extra attempts after a failed sync send [RocketMQ ``retryTimesWhenSendFailed``].
+DEFAULT_RETRY_TIMES = 2
+#: Seconds the namespace's delay levels are cached (the broker service may publish new ones).
+DELAY_LEVELS_TTL_S = 30.0
+#: Most sends one pipeline carries.
+MAX_PIPELINE = 128
+
+NOT_STARTED = "the producer is not started: call start() or use it as a context manager"
+
+#: A pipelined put: the queue and the sends stored by one put call, in order.
+PutCall = tuple[MessageQueue, list[SendRequest]]
+
+
+class SendCore:
+    """What a producer knows and decides, for either I/O style.
+
+    Args:
+        store: the producer's store (:class:`~mq.store.Store` or :class:`~mq.store.aio.AsyncStore`).
+        send_latency_fault_enable, retry_times_when_send_failed, max_message_size: as :class:`mq.Producer`.
+    """
+
+    def __init__(
+        self,
+        store: StoreOps,
+        *,
+        send_latency_fault_enable: bool = False,
+        retry_times_when_send_failed: int = DEFAULT_RETRY_TIMES,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    ) -> None:
+        self.check_options(retry_times_when_send_failed, max_message_size)
+        self.send_latency_fault_enable = send_latency_fault_enable
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.max_message_size = max_message_size
+        self.store = store
+        self._client = store._client
+        self.routes = RouteCache(store)
+        self.fault = LatencyFaultTolerance()
+        self._levels: tuple[int, ...] = ()
+        self._levels_read_s = 0.0
+        self._clock = ClockOffset()
+
+    @staticmethod
+    def check_options(retry_times_when_send_failed: int, max_message_size: int) -> None:
+        """Raise MQClientError for a bad retry count or size limit."""
+        if not isinstance(retry_times_when_send_failed, int) or retry_times_when_send_failed < 0:
+            raise MQClientError(f"retry_times_when_send_failed must be an int >= 0, got {retry_times_when_send_failed!r}")
+        if not isinstance(max_message_size, int) or max_message_size < 1:
+            raise MQClientError(f"max_message_size must be a positive int, got {max_message_size!r}")
+
+    # -- operations -----------------------------------------------------------------------------
+
+    @operation
+    def route(self, topic: str) -> Op[TopicRoute]:
+        """The route of ``topic`` (cached; see :class:`RouteCache`)."""
+        return (yield from self.routes.get(topic))
+
+    @operation
+    def now_ms(self) -> Op[int]:
+        """The store's clock, epoch ms (one ``TIME`` round trip a minute)."""
+        if self._clock.stale():
+            before = time.time()
+            server_ms = yield from StoreBase.server_time_ms.op(self.store)
+            self._clock.measured(before, server_ms, time.time())
+        return self._clock.now_ms()
+
+    @operation
+    def due_ms(self, msg: Message) -> Op[int | None]:
+        """Check ``msg``; returns its due time (epoch ms, the store's clock) when it is delayed."""
+        check_message(msg, self.max_message_size)
+        if msg.deliver_time_ms is not None:
+            return msg.deliver_time_ms
+        if msg.delay_level:
+            if not self._levels or time.monotonic() - self._levels_read_s > DELAY_LEVELS_TTL_S:
+                raw = yield from StoreOps.namespace_setting.op(self.store, "message_delay_level")
+                self._levels, self._levels_read_s = parse_delay_levels(raw or DEFAULT_MESSAGE_DELAY_LEVEL), time.monotonic()
+            return due_time_ms(msg, self._levels, now_ms=(yield from SendCore.now_ms.op(self)))
+        return None
+
+    @operation
+    def request(
+        self,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: Selector | None,
+        arg: Any,
+        timeout_s: float,
+        *,
+        oneway: bool = False,
+        carried: dict[str, str] | None = None,
+    ) -> Op[SendRequest]:
+        """The request of one checked message (raises MQClientError for bad input, before any write);
+        ``carried``: the trace context stored with it."""
+        check_timeout(timeout_s)
+        due_ms = yield from SendCore.due_ms.op(self, msg)
+        msg_id = new_msg_id()
+        encoded = codec.encode(msg, msg_id, extra_properties=carried)
+        return SendRequest(
+            msg.topic,
+            [encoded],
+            [msg_id],
+            msg,
+            time.monotonic() + timeout_s,
+            queue=queue,
+            selector=selector,
+            arg=arg,
+            due_ms=due_ms,
+            oneway=oneway,
+        )
+
+    @operation
+    def prepare(
+        self,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: Selector | None,
+        arg: Any,
+        timeout_s: float,
+        *,
+        oneway: bool = False,
+        carried: dict[str, str] | None = None,
+    ) -> Op[tuple[SendRequest, MessageQueue | None]]:
+        """:meth:`request` and, unless the message is delayed (its own script call), the queue its
+        pipelined attempt goes to (:meth:`pipeline_queue`) — one operation for the common path."""
+        request = yield from SendCore.request.op(self, msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried)
+        if request.due_ms is not None:
+            return request, None
+        return request, (yield from SendCore.pipeline_queue.op(self, request))
+
+    def batch_request(
+        self, msgs: Sequence[Message], queue: MessageQueue | None, timeout_s: float, carried: dict[str, str] | None
+    ) -> SendRequest:
+        """The request of a batch (raises MQClientError for bad input: mixed topics, delays, size)."""
+        check_timeout(timeout_s)
+        topic = check_batch(msgs, self.max_message_size)
+        ids = [new_msg_id() for _ in msgs]
+        encoded = [codec.encode(m, i, extra_properties=carried) for m, i in zip(msgs, ids)]
+        return SendRequest(topic, encoded, ids, msgs[0], time.monotonic() + timeout_s, queue=queue)
+
+    @operation
+    def pipeline_queue(self, request: SendRequest) -> Op[MessageQueue]:
+        """The queue a pipelined (first) attempt of ``request`` goes to."""
+        route = yield from self.routes.get(request.topic)
+        return self.fixed_queue(route, request.first, request.queue, request.selector, request.arg) or self.select_default(
+            route, None
+        )
+
+    @operation
+    def send(self, request: SendRequest) -> Op[SendResult]:
+        """Run ``request`` with retries (the direct path, and a pipelined send's fallback).
+
+        A delayed message (``due_ms``) waits in its queue's timer and reports ``queue_offset`` -1 (its
+        offset is assigned when it is delivered). A big batch goes out as several bounded put calls
+        to one queue, each atomic: when a later call fails, the error says how much was stored.
+        """
+        chunks = request.chunks()
+        mq, offset, confirmed = yield from self._put_with_retries(request, chunks[0], None)
+        stored = len(chunks[0])
+        for chunk in chunks[1:]:
+            try:
+                confirmed &= (yield from self._put_with_retries(request, chunk, mq))[2]
+            except MQError as e:
+                raise MQBrokerError(
+                    f"batch to {request.topic!r} partly stored: the first {stored} of "
+                    f"{len(request.encoded)} messages are in {mq} from offset {offset}; "
+                    f"the rest were not stored: {e}"
+                ) from e
+            stored += len(chunk)
+        status = SendStatus.SEND_OK if confirmed else SendStatus.FLUSH_SLAVE_TIMEOUT
+        return SendResult(status, request.msg_id, mq, offset)
+
+    def _put_with_retries(
+        self, request: SendRequest, encoded: list[list[Any]], pinned: MessageQueue | None
+    ) -> Op[tuple[MessageQueue, int, bool]]:
+        """Store ``encoded`` (all of ``request`` or one chunk of it); ``(queue, first offset, confirmed)``
+        — not confirmed: stored on the master, but fewer than ``sync_replicas`` replicas confirmed in time
+        (not retried: that would store it twice)."""
+        topic = request.topic
+        route = yield from self.routes.get(topic)
+        fixed = pinned or self.fixed_queue(route, request.first, request.queue, request.selector, request.arg)
+        attempts = 1 if fixed is not None and pinned is None else 1 + self.retry_times_when_send_failed
+        last_node: str | None = None
+        error: Exception | None = None
+        for attempt in range(attempts):
+            if attempt and time.monotonic() >= request.deadline:
+                break
+            mq = fixed or self.select_default(route, last_node)
+            node = route.nodes.get(mq) or self.store.conn.node_of(self.store.queue_keys(topic, mq.queue_id).meta)
+            started = time.monotonic()
+            try:
+                if request.due_ms is None:
+                    offset, _ = yield from StoreOps.put.op(self.store, topic, mq.queue_id, encoded)
+                else:
+                    yield from StoreOps.put_delayed.op(self.store, topic, mq.queue_id, encoded[0], request.due_ms)
+                    offset = -1
+            except ReplicaAckTimeout as e:  # stored on the master; a fault of the node, not a good send
+                self.record(node, started, isolation=True)
+                log.warning("send of %s to %s: %s", request.msg_id, mq, e)
+                return mq, -1 if request.due_ms is not None else int(e.result[0]), False
+            except (QueueNotWritableError, TopicNotFoundError) as e:
+                self.routes.invalidate(topic)  # the topic changed under us: re-read it and go on
+                if fixed is not None:
+                    raise
+                route, error = (yield from self.routes.get(topic)), e
+                continue
+            except MQBrokerError as e:
+                self.record(node, started, isolation=True)
+                last_node, error = node, e
+                log.debug("send to %s failed on attempt %d: %s", mq, attempt + 1, e)
+                if is_out_of_memory(e):
+                    break  # a full store stays full for the next attempt: say so at once
+                continue
+            self.record(node, started)
+            if metrics.CLIENT_METRICS is not None:
+                metrics.CLIENT_METRICS.send_latency.labels(topic).observe(time.monotonic() - started)
+            return mq, offset, True
+        raise MQBrokerError(f"sending to topic {topic!r} failed after {attempt + 1} attempt(s): {error}") from error
+
+    # -- decisions (no I/O) ---------------------------------------------------------------------
+
+    def fixed_queue(
+        self, route: TopicRoute, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any
+    ) -> MessageQueue | None:
+        """The queue an explicit ``queue`` or a selector names, or None for the default choice."""
+        if queue is not None:
+            if not isinstance(queue, MessageQueue) or queue.topic != msg.topic:
+                raise MQClientError(f"queue {queue!r} does not belong to topic {msg.topic!r}")
+            return queue
+        if selector is None:
+            return None
+        select = selector.select if isinstance(selector, MessageQueueSelector) else selector
+        chosen = select(list(route.queues), msg, arg)
+        if chosen is not None and chosen not in route.nodes:
+            raise MQClientError(f"selector returned {chosen!r}, which is not a writable queue of {msg.topic!r}")
+        return chosen
+
+    def select_default(self, route: TopicRoute, last_node: str | None) -> MessageQueue:
+        """Round-robin, skipping avoided nodes (fault tolerance) or the node that just failed."""
+        n = len(route.queues)
+        if self.send_latency_fault_enable:
+            for _ in range(n):
+                mq = route.next_queue()
+                if self.fault.is_available(route.nodes[mq]):
+                    return mq
+            node = self.fault.pick_one_at_least()
+            for _ in range(n if node else 0):
+                mq = route.next_queue()
+                if route.nodes[mq] == node:
+                    return mq
+            return route.next_queue()
+        if last_node is not None:
+            for _ in range(n):
+                mq = route.next_queue()
+                if route.nodes[mq] != last_node:
+                    return mq
+        return route.next_queue()
+
+    def record(self, node: str, started: float, *, isolation: bool = False) -> None:
+        """Record how a send to ``node`` that began at ``started`` (monotonic s) went."""
+        if self.send_latency_fault_enable:
+            self.fault.update(node, (time.monotonic() - started) * 1000, isolation=isolation)
+
+
+class ProducerSettings:
+    """The constructor the sync and the asyncio producers share (see :class:`mq.Producer` for the
+    arguments): checks them and makes the connection; each producer's :meth:`_open` adds its store,
+    core and tracer."""
+
+    def __init__(
+        self,
+        group: str,
+        url: str | None = None,
+        *,
+        namespace: str = "mq",
+        send_latency_fault_enable: bool = False,
+        retry_times_when_send_failed: int = DEFAULT_RETRY_TIMES,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        sync_replicas: int = 0,
+        sync_replicas_timeout_ms: int = 1000,
+        trace: bool | None = None,
+    ) -> None:
+        self.group = check_group(group)
+        self.sync = SyncReplicas(sync_replicas, sync_replicas_timeout_ms)
+        self.send_latency_fault_enable = send_latency_fault_enable
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.max_message_size = max_message_size
+        self.trace = trace
+        SendCore.check_options(retry_times_when_send_failed, max_message_size)
+        self._conn = Connection(url, namespace, socket_timeout_s=sync_socket_timeout_s(self.sync))
+        self._open()
+
+    def _open(self) -> None:
+        """Make the producer's store, core and tracer on ``self._conn``."""
+        raise NotImplementedError
+
+    def _core_options(self) -> dict[str, Any]:
+        """The keyword arguments of this producer's :class:`SendCore`."""
+        return {
+            "send_latency_fault_enable": self.send_latency_fault_enable,
+            "retry_times_when_send_failed": self.retry_times_when_send_failed,
+            "max_message_size": self.max_message_size,
+        }
+
+
+class SyncSendCore(SendCore, SyncRunner):
+    """:class:`SendCore` run at once (the sync producer)."""
+
+
+class AsyncSendCore(SendCore, AsyncRunner):
+    """:class:`SendCore` awaited (the asyncio producer)."""
+
+
+# -- pipelined sends (shared by the sync background sender and the asyncio batching task) -------
+
+
+def plan_puts(chosen: Sequence[tuple[SendRequest, MessageQueue]]) -> list[PutCall]:
+    """Group sends bound for the same queue (send order, consecutive offsets) into put calls of
+    bounded size."""
+    groups: dict[MessageQueue, list[SendRequest]] = {}
+    for request, mq in chosen:
+        groups.setdefault(mq, []).append(request)
+    calls: list[PutCall] = []
+    for mq, group in groups.items():
+        by_id = {id(r.encoded[0]): r for r in group}
+        for run in split_puts([r.encoded[0] for r in group]):
+            calls.append((mq, [by_id[id(fields)] for fields in run]))
+    return calls
+
+
+def puts_of(calls: Sequence[PutCall]) -> list[tuple[str, int, list[list[Any]]]]:
+    """The :meth:`~mq.store.Store.put_many` arguments of ``calls``."""
+    return [(mq.topic, mq.queue_id, [r.encoded[0] for r in run]) for mq, run in calls]
+
+
+def outcomes(calls: Sequence[PutCall], results: Sequence[Any]) -> Iterator[tuple[SendRequest, SendResult | BaseException | None]]:
+    """Each pipelined send's outcome: its result, its error, or None when it should be retried through
+    :meth:`SendCore.send` (a store failure of a send someone waits for; oneway sends are not retried)."""
+    for (mq, requests), result in zip(calls, results):
+        for index, r in enumerate(requests):
+            if isinstance(result, ReplicaAckTimeout):  # stored, not confirmed: not retried (no second copy)
+                yield r, SendResult(SendStatus.FLUSH_SLAVE_TIMEOUT, r.msg_id, mq, result.result[0] + index)
+            elif not isinstance(result, Exception):
+                yield r, SendResult(SendStatus.SEND_OK, r.msg_id, mq, result[0] + index)
+            elif r.oneway or not isinstance(result, MQBrokerError):
+                yield r, result
+            else:
+                yield r, None
+
+
+def oneway_failed(request: SendRequest, error: BaseException) -> None:
+    """Log a failed oneway send (nobody waits for its result)."""
+    log.warning("oneway send of %s to %r failed: %s", request.msg_id, request.topic, error)
+
+
+def round_failed(batch: Sequence[SendRequest], unfinished: Sequence[SendRequest], error: BaseException) -> None:
+    """Log a pipelined round that failed unexpectedly (a bug): its unfinished sends fail with ``error``."""
+    log.error(
+        "async sender: a round of %d send(s) failed unexpectedly; failing %d unfinished send(s) (msg ids %s): %r",
+        len(batch),
+        len(unfinished),
+        ", ".join(r.msg_id for r in unfinished[:5]),
+        error,
+        exc_info=True,
+    )
+
+
+def trace_sent(tracer: TraceEvents, request: SendRequest, result: SendResult, began: float, now_ms: int) -> None:
+    """Record a stored send (``began``: monotonic s) in the message trace; a delayed one (offset -1)
+    is traced on delivery. Call it when tracing is on; ``now_ms``: the store's clock."""
+    if result.queue_offset >= 0:
+        cost_ms = (time.monotonic() - began) * 1000
+        tracer.sent(
+            request.topic, result.message_queue.queue_id, result.queue_offset, request.msg_ids, now_ms - int(cost_ms), cost_ms
+        )
+
+
+def check_timeout(timeout_s: float) -> None:
+    """Raise MQClientError unless ``timeout_s`` is a positive finite number of seconds."""
+    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s < float("inf"):
+        raise MQClientError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+
+
+def sync_socket_timeout_s(sync: SyncReplicas) -> float | None:
+    """A reply timeout long enough for ``WAIT`` (its timeout plus a second), or None for the default."""
+    needed = sync.timeout_ms / 1000 + 1.0
+    return needed if sync.enabled and needed > DEFAULT_SOCKET_TIMEOUT_S else None

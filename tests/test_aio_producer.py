@@ -1,0 +1,252 @@
+"""``mq.aio.Producer`` and ``mq.aio.TransactionProducer`` on real Redis (standalone and cluster):
+the sync producer's behaviour from ``await``, pipelines shared by concurrent sends, no thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mq import Admin, LocalTransactionState, Message, MessageQueue, SelectMessageQueueByHash, SendStatus, aio
+from mq.errors import MQClientError, TopicNotFoundError
+from mq.producer.core import MAX_PIPELINE
+from scheduler import BrokerConfig, BrokerService
+from tests.helpers import snapshot
+
+pytestmark = pytest.mark.anyio
+
+COMMIT, ROLLBACK, UNKNOW = (
+    LocalTransactionState.COMMIT_MESSAGE,
+    LocalTransactionState.ROLLBACK_MESSAGE,
+    LocalTransactionState.UNKNOW,
+)
+
+
+@pytest.fixture
+def admin(backend_url: str, namespace: str) -> Iterator[Admin]:
+    with Admin(backend_url, namespace) as a:
+        a.create_topic("T", read_queues=4, write_queues=4)
+        yield a
+
+
+async def test_send_and_query_every_field_intact(admin: Admin, backend_url: str, namespace: str) -> None:
+    body = bytes(range(256)) * 4
+    props = {"region": "HZ", "名前": "値 with spaces"}
+    async with aio.Producer("pg", backend_url, namespace=namespace) as producer:
+        r = await producer.send(Message("T", body, tags="TagA", keys=["order-1", "客户-7"], properties=props))
+    assert r.status is SendStatus.SEND_OK
+    for found in (admin.query_message("T", r.msg_id), *admin.query_messages_by_key("T", "客户-7")):
+        assert found is not None
+        assert (found.body, found.tags, list(found.keys), found.properties) == (body, "TagA", ["order-1", "客户-7"], props)
+        assert (found.msg_id, found.message_queue, found.queue_offset, found.reconsume_times) == (
+            r.msg_id,
+            r.message_queue,
+            r.queue_offset,
+            0,
+        )
+        assert 0 < found.born_timestamp_ms <= found.store_timestamp_ms + 1000
+
+
+async def test_batch_oneway_explicit_queue_and_selectors(admin: Admin, backend_url: str, namespace: str) -> None:
+    async with aio.Producer("pg", backend_url, namespace=namespace) as producer:
+        queues = await producer.fetch_publish_queues("T")
+        assert [q.queue_id for q in queues] == [0, 1, 2, 3]
+        batch = await producer.send_batch([Message("T", b"b%d" % i) for i in range(5)], queue=queues[2])
+        assert batch.message_queue == queues[2] and len(batch.msg_ids) == 5
+        assert [m.body for m in admin.messages("T", 2, batch.queue_offset)][:5] == [b"b%d" % i for i in range(5)]
+        by_hash = [await producer.send(Message("T", b"h"), selector=SelectMessageQueueByHash(), arg="order-42") for _ in range(6)]
+        assert len({r.message_queue for r in by_hash}) == 1
+        assert by_hash[0].message_queue == SelectMessageQueueByHash().select(queues, Message("T", b"h"), "order-42")
+        plain = await producer.send(Message("T", b"f"), selector=lambda mqs, msg, arg: mqs[arg], arg=3)
+        assert plain.message_queue.queue_id == 3
+        await producer.send_oneway(Message("T", b"oneway", keys="ow"))
+        with pytest.raises(MQClientError, match="not a writable queue"):
+            await producer.send(Message("T", b"x"), selector=lambda mqs, msg, arg: MessageQueue("T", "b", 9))
+        with pytest.raises(MQClientError, match="does not belong"):
+            await producer.send(Message("T", b"x"), queue=MessageQueue("other", "b", 0))
+    assert [m.body for m in admin.query_messages_by_key("T", "ow")] == [b"oneway"]  # shutdown sent it
+
+
+async def test_delayed_send_waits_in_the_timer(admin: Admin, backend_url: str, namespace: str) -> None:
+    async with aio.Producer("pg", backend_url, namespace=namespace) as producer:
+        r = await producer.send(Message("T", b"later", delay_level=3))
+    assert r.queue_offset == -1 and r.status is SendStatus.SEND_OK
+    assert admin.query_message("T", r.msg_id) is None  # not delivered yet: no broker service runs
+
+
+async def test_concurrent_sends_share_pipelines(admin: Admin, backend_url: str, namespace: str) -> None:
+    async with aio.Producer("pg", backend_url, namespace=namespace) as producer:
+        await producer.send(Message("T", b"warm"))  # the route and the connections
+        calls: list[int] = []
+        real = producer._store.put_many
+
+        async def counting(puts: Any) -> Any:
+            calls.append(sum(len(e) for _, _, e in puts))
+            return await real(puts)
+
+        producer._store.put_many = counting  # type: ignore[method-assign]
+        results = await asyncio.gather(*(producer.send(Message("T", b"c%d" % i)) for i in range(1000)))
+    assert sum(calls) == 1000
+    assert len(calls) <= 1000 // MAX_PIPELINE + 2, calls  # ~8 pipelines, not 1000 round trips
+    per_queue: dict[int, list[int]] = {}
+    for r in results:
+        per_queue.setdefault(r.message_queue.queue_id, []).append(r.queue_offset)
+    for offsets in per_queue.values():  # every send got its own offset, densely after the warm-up
+        assert len(set(offsets)) == len(offsets)
+    assert sum(s.max_offset for s in admin.topic_status("T").values()) == 1001
+
+
+async def test_bad_input_raises_before_anything_is_written(admin: Admin, backend_url: str, namespace: str) -> None:
+    producer = aio.Producer("pg", backend_url, namespace=namespace)
+    with pytest.raises(MQClientError, match="not started"):
+        await producer.send(Message("T", b"x"))
+    async with producer:
+        before = snapshot(backend_url, namespace)
+        with pytest.raises(TopicNotFoundError):
+            await producer.send(Message("nosuch", b"x"))
+        with pytest.raises(TopicNotFoundError):
+            await producer.send_oneway(Message("nosuch", b"x"))
+        with pytest.raises(MQClientError, match="timeout_s"):
+            await producer.send(Message("T", b"x"), timeout_s=0)
+        with pytest.raises(MQClientError):
+            await producer.send_batch([Message("T", b"x"), Message("U", b"y")])
+        with pytest.raises(MQClientError, match="size"):
+            await producer.send(Message("T", b"x" * (4 * 1024 * 1024 + 1)))
+        assert snapshot(backend_url, namespace) == before
+    with pytest.raises(MQClientError, match="retry_times"):
+        aio.Producer("pg", backend_url, namespace=namespace, retry_times_when_send_failed=-1)
+
+
+async def test_sync_replicas_not_confirmed_is_flush_slave_timeout(admin: Admin, backend_url: str, namespace: str) -> None:
+    """No replica runs: every send is stored on the master and reported FLUSH_SLAVE_TIMEOUT, pipelined or not."""
+    async with aio.Producer("pg", backend_url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=20) as producer:
+        results = await asyncio.gather(*(producer.send(Message("T", b"r%d" % i)) for i in range(5)))
+        batch = await producer.send_batch([Message("T", b"b")])
+    assert {r.status for r in [*results, batch]} == {SendStatus.FLUSH_SLAVE_TIMEOUT}
+    assert all(admin.query_message("T", r.msg_id) is not None for r in results)
+
+
+async def test_message_trace_records_sends(admin: Admin, backend_url: str, namespace: str) -> None:
+    async with aio.Producer("pg", backend_url, namespace=namespace, trace=True) as producer:
+        r = await producer.send(Message("T", b"traced"))
+    [event] = admin.message_trace("T", r.msg_id)
+    assert (event.kind, event.group, event.status, event.queue_id, event.offset) == (
+        "send",
+        "pg",
+        "SEND_OK",
+        r.message_queue.queue_id,
+        r.queue_offset,
+    )
+
+
+@pytest.mark.cluster
+async def test_latency_fault_tolerance_avoids_an_isolated_node(redis_cluster: Any, namespace: str) -> None:
+    Admin(redis_cluster.url, namespace).create_topic("ft", read_queues=16, write_queues=16)
+    async with aio.Producer("pg", redis_cluster.url, namespace=namespace, send_latency_fault_enable=True) as producer:
+        route = await producer._core.route("ft")
+        victim = sorted(set(route.nodes.values()))[0]
+        producer._fault.update(victim, 0, isolation=True)  # as after a failed send to it
+        results = [await producer.send(Message("ft", b"x")) for _ in range(32)]
+    assert all(route.nodes[r.message_queue] != victim for r in results)
+    assert len({r.message_queue for r in results}) > 1
+
+
+async def test_cancelled_sends_leave_whole_messages_and_the_producer_working(
+    admin: Admin, backend_url: str, namespace: str
+) -> None:
+    async with aio.Producer("pg", backend_url, namespace=namespace) as producer:
+        await producer.send(Message("T", b"warm"))
+        tasks = [asyncio.create_task(producer.send(Message("T", b"c%03d" % i, keys="cancelled"))) for i in range(50)]
+        await asyncio.sleep(0)  # handed to the pipeline
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(t.cancelled() for t in tasks)
+        after = await producer.send(Message("T", b"after"))
+    stored = admin.query_messages_by_key("T", "cancelled")
+    assert all(len(m.body) == 4 and m.body.startswith(b"c") for m in stored)  # none half-written
+    assert admin.query_message("T", after.msg_id) is not None
+
+
+async def test_no_thread_is_started(admin: Admin, backend_url: str, namespace: str) -> None:
+    before = set(threading.enumerate())
+    async with aio.Producer("pg", backend_url, namespace=namespace, trace=True) as producer:
+        await asyncio.gather(*(producer.send(Message("T", b"t%d" % i)) for i in range(20)))
+        await producer.send_batch([Message("T", b"b")])
+        await producer.send_oneway(Message("T", b"o"))
+        started = set(threading.enumerate()) - before
+    async with aio.TransactionProducer("txg", backend_url, namespace=namespace, checker=lambda m: COMMIT) as tp:
+        await tp.send_message_in_transaction(Message("T", b"tx"), lambda m, a: COMMIT)
+        await asyncio.sleep(0.2)  # the check-back task reads its stream
+        started |= set(threading.enumerate()) - before
+    assert started == set(), started
+
+
+async def test_transactions_commit_rollback_and_async_check_back(admin: Admin, backend_url: str, namespace: str) -> None:
+    checked: list[bytes] = []
+
+    async def checker(msg: Any) -> LocalTransactionState:
+        await asyncio.sleep(0)
+        checked.append(msg.body)
+        return COMMIT if msg.body == b"check commits" else ROLLBACK
+
+    async def commit(msg: Message, arg: Any) -> LocalTransactionState:
+        await asyncio.sleep(0)
+        return COMMIT
+
+    def raises(msg: Message, arg: Any) -> LocalTransactionState:
+        raise RuntimeError("local transaction failed")
+
+    config = BrokerConfig(transaction_timeout_s=1.0, transaction_check_interval_s=1.0, transaction_check_max=3)
+    async with aio.TransactionProducer("txg", backend_url, namespace=namespace, checker=checker) as tp:
+        ok = await tp.send_message_in_transaction(Message("T", b"committed"), commit)
+        assert ok.local_transaction_state is COMMIT and ok.queue_offset >= 0
+        gone = await tp.send_message_in_transaction(Message("T", b"rolled back"), lambda m, a: ROLLBACK)
+        assert gone.local_transaction_state is ROLLBACK and gone.queue_offset == -1
+        unknown = await tp.send_message_in_transaction(Message("T", b"check commits"), raises)
+        assert unknown.local_transaction_state is UNKNOW
+        await tp.send_message_in_transaction(Message("T", b"check rolls back"), lambda m, a: UNKNOW)
+        with pytest.raises(MQClientError, match="delayed"):
+            await tp.send_message_in_transaction(Message("T", b"x", delay_level=1), commit)
+        before = set(threading.enumerate())
+        with BrokerService(backend_url, namespace, config):
+            deadline = time.monotonic() + 15
+            while len(checked) < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)
+        assert not {t for t in threading.enumerate() if t.name.startswith("mq-tx-check")} - before  # a task, not a thread
+    assert sorted(checked) == [b"check commits", b"check rolls back"]
+    assert admin.query_message("T", ok.msg_id) is not None
+    assert admin.query_message("T", gone.msg_id) is None
+    assert admin.query_message("T", unknown.msg_id) is not None  # committed by the check-back
+    with pytest.raises(MQClientError, match="checker"):
+        aio.TransactionProducer("txg", backend_url, namespace=namespace, checker=None)  # type: ignore[arg-type]
+
+
+async def test_a_sync_and_an_async_producer_fill_one_queue_densely(admin: Admin, backend_url: str, namespace: str) -> None:
+    from mq import Producer
+
+    q = MessageQueue("T", "broker-a", 1)
+    with Producer("sync", backend_url, namespace=namespace) as sync_producer:
+        async with aio.Producer("async", backend_url, namespace=namespace) as producer:
+            offsets = [sync_producer.send(Message("T", b"s"), queue=q).queue_offset]
+            offsets += [(await producer.send(Message("T", b"a"), queue=q)).queue_offset]
+            offsets += [sync_producer.send_async(Message("T", b"s2"), queue=q).result(timeout=10).queue_offset]
+    assert offsets == [0, 1, 2]
+
+
+async def test_many_tasks_at_once_wait_for_a_connection(backend_url: str, namespace: str) -> None:
+    """redis.asyncio's default pool fails the 101st concurrent call ("Too many connections"); 1 000
+    concurrent sends that each read a stale setting (the trace switch, delay levels) did that."""
+    from mq.connection import Connection
+    from mq.store.aio import AsyncStore
+
+    store = AsyncStore(Connection(backend_url, namespace))
+    try:
+        assert await asyncio.gather(*(store.namespace_setting("absent") for _ in range(300))) == [None] * 300
+    finally:
+        await store.conn.aclose()
