@@ -122,14 +122,19 @@ def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
     t.join()
     raw.close()
     reader.close()
-    theirs = sorted(raw_samples)
+    return latency_summary(ours, raw_samples, total)
+
+
+def latency_summary(ours: list[float], raw: list[float], sent: int) -> dict[str, float]:
+    """p50/p99 (ms) of our latency samples and of the raw ones, and how many of ``sent`` we received."""
+    ours, raw = sorted(ours), sorted(raw)
     return {
         "ours_p50_ms": _pct(ours, 50),
         "ours_p99_ms": _pct(ours, 99),
-        "raw_p50_ms": _pct(theirs, 50),
-        "raw_p99_ms": _pct(theirs, 99),
+        "raw_p50_ms": _pct(raw, 50),
+        "raw_p99_ms": _pct(raw, 99),
         "received": len(ours),
-        "sent": total,
+        "sent": sent,
     }
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
+from mq.admin_views import AdminViews
 from mq.connection import Connection
 from mq.consumer import registry
 from mq.consumer.registry import ClientInfo, parse_group_config
@@ -348,15 +349,23 @@ class AdminOps:
     # -- dead letters ---------------------------------------------------------------------------
 
     @operation
-    def dlq_messages(self, group: str, *, max_num: int = MAX_KEY_QUERY) -> Op[list[MessageExt]]:
-        """The oldest ``max_num`` messages in ``%DLQ%<group>``: ``system_properties["RETRY_TOPIC"]`` is
-        where each was first sent, ``["RESENT"]`` is ``"true"`` for a letter already resent
-        (:meth:`resend_dlq`); an empty list when the group has no dead letters."""
+    def dlq_messages(self, group: str, *, max_num: int = MAX_KEY_QUERY, offset: int = 0) -> Op[list[MessageExt]]:
+        """The oldest ``max_num`` messages in ``%DLQ%<group>`` at or after DLQ offset ``offset`` (a page:
+        the next one starts at the last letter's ``queue_offset + 1``): ``system_properties["RETRY_TOPIC"]``
+        is where each was first sent, ``["RESENT"]`` is ``"true"`` for a letter already resent
+        (:meth:`resend_dlq`); an empty list when the group has no dead letters.
+
+        Raises:
+            MQClientError: ``max_num`` not in 1..``MAX_RANGE_READ`` or a negative ``offset``.
+        """
         topic = dlq_topic(check_group(group))
+        for name, value, low, high in (("max_num", max_num, 1, MAX_RANGE_READ), ("offset", offset, 0, 2**62)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise MQClientError(f"{name} must be an int in {low}..{high}, got {value!r}")
         if (yield from StoreOps.topic.op(self._store, topic)) is None:
             return []
         stats = (yield from StoreOps.queue_stats.op(self._store, topic, [0]))[0]
-        letters = yield from StoreOps.read.op(self._store, topic, 0, stats.min_offset, max_num)
+        letters = yield from StoreOps.read.op(self._store, topic, 0, max(offset, stats.min_offset), max_num)
         resent = yield from StoreOps.resent_marks.op(self._store, group, [str(m.queue_offset) for m in letters])
         for m, mark in zip(letters, resent):
             if mark:
@@ -365,7 +374,8 @@ class AdminOps:
 
     @operation
     def resend_dlq(self, group: str, *, msg_ids: Iterable[str] | None = None) -> Op[int]:
-        """Deliver dead letters of ``group`` again, to that group only; returns how many.
+        """Deliver dead letters of ``group`` again, to that group only; returns how many
+        (:meth:`resend_dlq_report` tells which).
 
         Each copy goes to the group's retry topic ``%RETRY%<group>`` (read by its concurrent push
         consumers, who see the original topic), so other groups of the topic never see it again
@@ -380,6 +390,14 @@ class AdminOps:
         A letter whose original topic is gone is skipped, left unmarked, logged at WARNING and listed
         in :attr:`last_resend_skipped`.
         """
+        report = yield from AdminOps.resend_dlq_report.op(self, group, msg_ids=msg_ids)
+        self.last_resend_skipped = report.skipped
+        return len(report.resent)
+
+    @operation
+    def resend_dlq_report(self, group: str, *, msg_ids: Iterable[str] | None = None) -> Op[ResendReport]:
+        """:meth:`resend_dlq`, returning the msg ids resent and the letters skipped (safe to call from
+        several threads on one Admin: nothing is kept on it)."""
         topic = dlq_topic(check_group(group))
         if msg_ids is not None:
             if isinstance(msg_ids, str):
@@ -388,9 +406,9 @@ class AdminOps:
             if not all(isinstance(i, str) for i in msg_ids):
                 raise MQClientError(f"msg_ids must be a list of msg id strings, got {msg_ids!r}")
         if (yield from StoreOps.topic.op(self._store, topic)) is None:
-            return 0
+            return ResendReport([], [])
         wanted = set(msg_ids) if msg_ids is not None else None
-        count = 0
+        resent: list[str] = []
         skipped: list[str] = []
         retry: str | None = None
         stats = (yield from StoreOps.queue_stats.op(self._store, topic, [0]))[0]
@@ -419,11 +437,10 @@ class AdminOps:
                 except BaseException:
                     (yield from StoreOps.unclaim_resend.op(self._store, group, str(m.queue_offset)))
                     raise
-                count += 1
+                resent.append(m.msg_id)
         if skipped:
             log.warning("resend_dlq(%r): %d dead letter(s) skipped: %s", group, len(skipped), "; ".join(skipped[:20]))
-        self.last_resend_skipped = skipped
-        return count
+        return ResendReport(resent, skipped)
 
     @operation
     def purge_dlq(self, group: str) -> Op[int]:
@@ -589,8 +606,10 @@ class AdminOps:
         return not (yield from StoreOps.namespace_keys.op(self._store))
 
 
-class Admin(AdminOps, SyncRunner):
-    """Administration of one namespace (every method runs at once; :class:`mq.aio.Admin` is the asyncio form).
+class Admin(AdminOps, AdminViews, SyncRunner):
+    """Administration of one namespace (every method runs at once; :class:`mq.aio.Admin` is the asyncio
+    form, with every method but the console's dashboard views of :class:`~mq.admin_views.AdminViews`,
+    which are sync-only so far).
 
     Args:
         url: store URL (see :mod:`mq.connection`); None uses ``$MQ_URL`` or ``memory://``.
@@ -612,6 +631,19 @@ class Admin(AdminOps, SyncRunner):
     def close(self) -> None:
         """Close the connection."""
         self._conn.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class ResendReport:
+    """What :meth:`Admin.resend_dlq_report` did.
+
+    Attributes:
+        resent: msg ids of the letters resent now, in DLQ order.
+        skipped: ``"msg id (topic: why)"`` of each letter skipped (its original topic is gone).
+    """
+
+    resent: list[str]
+    skipped: list[str]
 
 
 def _check_timestamp(timestamp_ms: object) -> int:

@@ -2,7 +2,9 @@
 
 Every method of the sync admin, with the same names, arguments and results, as a coroutine on
 ``redis.asyncio``. Both run the very same operations (:class:`mq.admin.AdminOps`): nothing here reads
-or decides anything.
+or decides anything. Not here yet: the web console's dashboard views that :class:`mq.Admin` mixes in
+from :class:`mq.admin_views.AdminViews` (``queue_states``, ``group_lags``, ``message_states`` …), which
+are sync-only so far.
 """
 
 from __future__ import annotations

@@ -126,6 +126,11 @@ def group_clients(store: Store, group: str) -> list[ClientInfo]:
     return live_clients(*store.group_clients_raw(group))
 
 
+def groups_clients(store: Store, groups: list[str]) -> dict[str, list[ClientInfo]]:
+    """:func:`group_clients` of each of ``groups``, read in one pipeline."""
+    return {g: live_clients(raw, last) for g, (raw, last) in zip(groups, store.groups_clients_raw(groups))}
+
+
 def live_clients(raw: dict[str, str], last: dict[str, int]) -> list[ClientInfo]:
     """The clients of a group's registry (client id → info JSON, client id → last heartbeat ms) that beat
     within the timeout, sorted by client id."""
