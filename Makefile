@@ -10,6 +10,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,spark,console]'
+	$(PY) -m mq.proxy.generate
 	touch $(STAMP)
 
 demo: $(STAMP)            ## the end-to-end demo (embedded store unless MQ_URL is set)
@@ -42,6 +43,7 @@ bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see do
 	$(PY) -m bench.spark
 	$(PY) -m bench.limits
 	$(PY) -m bench.ha
+	$(PY) -m bench.proxy
 
 chaos: $(STAMP) redis-server  ## fault injection under load: kills, Redis restart, pauses (see tests/chaos.py)
 	$(PY) -m tests.chaos --seconds 120 --rate 300

@@ -22,6 +22,7 @@ from mq.store.base import ScriptCall, StoreBase, all_or_raise, raise_failed
 from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
 from mq.store.ops import Cmd, Op, Pipe, SyncRunner, operation
+from mq.store.proxy import ProxyOps
 from mq.store.trace import TraceOps
 from mq.store.transactions import TransactionOps
 from mq.store.views import ViewOps
@@ -424,7 +425,7 @@ def _config_from_stored(raw: bytes | str) -> tuple[TopicConfig, int]:
     return config, max(span, config.queue_count)
 
 
-class StoreOps(MessageOps, GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps, ViewOps):
+class StoreOps(MessageOps, GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps, ViewOps, ProxyOps):
     """Every store operation as a generator (see :mod:`mq.store.ops`): what :class:`Store` runs at
     once and :class:`mq.store.aio.AsyncStore` awaits."""
 
