@@ -36,6 +36,7 @@ lint: $(STAMP)           ## ruff (format and lint) and mypy --strict
 
 bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see docs/benchmarks.md)
 	$(PY) -m bench.producer
+	$(PY) -m bench.aio_producer
 	$(PY) -m bench.consumer
 	$(PY) -m bench.timers
 	$(PY) -m bench.orderly

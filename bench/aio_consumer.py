@@ -4,9 +4,11 @@
   no-op ``async def`` listener, by the sync ``PushConsumer`` with a no-op listener, and by a raw
   ``redis.asyncio`` ``XREAD COUNT 32`` loop over the same 16 streams (no listener, no offsets: the
   floor of what reading costs);
-- latency: messages sent at a fixed rate (default 2000/s, from a sync producer in a thread of the
-  benchmark) to an idle ``mq.aio.PushConsumer``; end-to-end latency from before the send to the
-  listener call, p50/p99, beside raw ``XADD`` + ``redis.asyncio`` ``XREAD BLOCK``.
+- latency: messages sent at a fixed rate (default 2000/s, by a sync producer in a process of its
+  own: a sender thread in the consumer's process would make the event loop wait for the GIL at
+  every socket call) to an idle ``mq.aio.PushConsumer``; end-to-end latency from before the send
+  to the listener call, p50/p99, beside raw ``XADD`` (from a process too) + ``redis.asyncio``
+  ``XREAD BLOCK``.
 
 Run: ``.venv/bin/python -m bench.aio_consumer`` (``-n``, ``--rate``, ``--seconds``). Results go to
 stdout and ``bench/results/aio_consumer.json``.
@@ -17,9 +19,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import pathlib
-import threading
 import time
+from multiprocessing.process import BaseProcess
 
 import redis
 import redis.asyncio
@@ -94,16 +97,22 @@ def drain(url: str, n: int) -> dict[str, float]:
     }
 
 
-def _send_paced(url: str, ns: str, topic: str, total: int, rate: int) -> threading.Thread:
-    """Send ``total`` messages at ``rate`` per second from a thread (each body: its send time)."""
+def _send(url: str, ns: str, topic: str, total: int, rate: int) -> None:
+    """Send ``total`` messages at ``rate`` per second (each body: its send time); ``ns`` "": raw XADD."""
+    if not ns:
+        writer = redis.Redis.from_url(url)
+        _paced(total, rate, lambda: writer.xadd(topic, {"b": repr(time.time())}))
+        writer.close()
+        return
+    with Producer("p", url, namespace=ns) as producer:
+        _paced(total, rate, lambda: producer.send(Message(topic, repr(time.time()).encode())))
 
-    def run() -> None:
-        with Producer("p", url, namespace=ns) as producer:
-            _paced(total, rate, lambda: producer.send(Message(topic, repr(time.time()).encode())))
 
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
+def _send_paced(url: str, ns: str, topic: str, total: int, rate: int) -> BaseProcess:
+    """:func:`_send` in a process of its own (started)."""
+    process = multiprocessing.get_context("spawn").Process(target=_send, args=(url, ns, topic, total, rate))
+    process.start()
+    return process
 
 
 async def aio_latency(url: str, ns: str, rate: int, seconds: float) -> list[float]:
@@ -129,10 +138,9 @@ async def aio_latency(url: str, ns: str, rate: int, seconds: float) -> list[floa
 
 
 async def raw_latency(url: str, rate: int, seconds: float) -> list[float]:
-    """End-to-end latencies (ms) of raw ``XADD`` (sync, paced) + ``redis.asyncio`` ``XREAD BLOCK``."""
+    """End-to-end latencies (ms) of raw ``XADD`` (paced, another process) + ``redis.asyncio`` ``XREAD BLOCK``."""
     samples: list[float] = []
     reader = redis.asyncio.Redis.from_url(url, socket_timeout=10)
-    writer = redis.Redis.from_url(url)
     stop = asyncio.Event()
 
     async def read() -> None:
@@ -145,16 +153,13 @@ async def raw_latency(url: str, rate: int, seconds: float) -> list[float]:
 
     task = asyncio.create_task(read())
     await asyncio.sleep(0.5)
-    total = int(rate * seconds)
-    thread = threading.Thread(target=_paced, args=(total, rate, lambda: writer.xadd("lat:raw", {"b": repr(time.time())})))
-    thread.start()
-    while thread.is_alive():
+    sender = _send_paced(url, "", "lat:raw", int(rate * seconds), rate)
+    while sender.is_alive():
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.5)
     stop.set()
     await task
     await reader.aclose()
-    writer.close()
     return sorted(samples)
 
 

@@ -36,8 +36,10 @@ import redis.asyncio.retry
 import redis.asyncio.sentinel
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.connection import HiredisRespSerializer
 from redis.retry import Retry
 from redis.sentinel import Sentinel
+from redis.utils import HIREDIS_AVAILABLE
 
 from mq.errors import MQBrokerError, MQClientError
 from mq.keys import Keys
@@ -289,6 +291,19 @@ def _timeouts(query: str) -> dict[str, float]:
     return out
 
 
+class HiredisPackingConnection(redis.asyncio.Connection):
+    """A ``redis.asyncio`` connection that packs commands with hiredis's C packer, as redis-py's sync
+    connection does when hiredis is installed (redis.asyncio packs in Python: a quarter of the CPU of
+    a pipelined send)."""
+
+    _packer = HiredisRespSerializer()
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        """The Redis protocol form of one command (``args`` as redis-py takes them)."""
+        packed: list[bytes] = self._packer.pack(*args)
+        return packed
+
+
 #: Connections an asyncio client opens to a standalone server at most (redis.asyncio's own default).
 ASYNC_MAX_CONNECTIONS = 100
 #: Seconds a task waits for a free connection of that pool before the call fails.
@@ -314,6 +329,8 @@ def _make_client(url: str, kind: str, socket_timeout_s: float | None, *, asyncio
             pool = redis.asyncio.BlockingConnectionPool.from_url(
                 url, health_check_interval=30, max_connections=ASYNC_MAX_CONNECTIONS, timeout=ASYNC_POOL_WAIT_S, **common
             )
+            if HIREDIS_AVAILABLE and pool.connection_class is redis.asyncio.Connection:
+                pool.connection_class = HiredisPackingConnection
             return redis.asyncio.Redis.from_pool(pool)
         return redis.Redis.from_url(url, health_check_interval=30, **common)
     nodes = [_seed(hostport, asyncio=asyncio) for hostport in parts.netloc.rpartition("@")[2].split(",") if hostport]

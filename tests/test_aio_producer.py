@@ -239,14 +239,72 @@ async def test_a_sync_and_an_async_producer_fill_one_queue_densely(admin: Admin,
     assert offsets == [0, 1, 2]
 
 
-async def test_many_tasks_at_once_wait_for_a_connection(backend_url: str, namespace: str) -> None:
+async def test_many_tasks_at_once_wait_for_a_connection(redis_server: Any, namespace: str) -> None:
     """redis.asyncio's default pool fails the 101st concurrent call ("Too many connections"); 1 000
-    concurrent sends that each read a stale setting (the trace switch, delay levels) did that."""
+    concurrent sends that each read a stale setting (the trace switch, delay levels) did that. (A
+    standalone server's pool: redis-py's asyncio cluster client has no such limit, but many first
+    commands at once on a fresh one sometimes fail inside redis-py — see D44.)"""
     from mq.connection import Connection
     from mq.store.aio import AsyncStore
 
-    store = AsyncStore(Connection(backend_url, namespace))
+    store = AsyncStore(Connection(redis_server.url, namespace))
     try:
         assert await asyncio.gather(*(store.namespace_setting("absent") for _ in range(300))) == [None] * 300
     finally:
         await store.conn.aclose()
+
+
+async def test_async_commands_are_packed_as_redis_asyncio_packs_them(redis_server: Any, namespace: str) -> None:
+    """The standalone asyncio client packs with hiredis (as the sync client does): the same bytes."""
+    import redis.asyncio
+
+    from mq.connection import Connection, HiredisPackingConnection
+
+    args = ("EVALSHA", "abc", 2, "{k}:a", "{k}:b", b"\x00\xff body", "名前", 12, -7, 3.5)
+    ours = b"".join(HiredisPackingConnection().pack_command(*args))
+    assert ours == b"".join(redis.asyncio.Connection().pack_command(*args))
+    conn = Connection(redis_server.url, namespace)
+    try:
+        assert conn.async_client.connection_pool.connection_class is HiredisPackingConnection
+    finally:
+        await conn.aclose()
+
+
+async def test_opentelemetry_send_spans_carry_their_context_in_the_message(
+    admin: Admin, backend_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)  # this test's provider only
+    monkeypatch.setattr(trace, "get_tracer", lambda name, *a, **k: provider.get_tracer(name))
+    async with aio.Producer("op", backend_url, namespace=namespace) as producer:
+        sent = await asyncio.gather(*(producer.send(Message("T", b"%d" % i, tags="paid")) for i in range(3)))
+    monkeypatch.undo()
+    spans = {s.attributes["messaging.message.id"]: s for s in exporter.get_finished_spans() if s.name == "send T"}
+    assert set(spans) == {r.msg_id for r in sent}  # one span per send, each with its own message id
+    for r in sent:
+        stored = admin.query_message("T", r.msg_id)
+        assert stored is not None
+        span = spans[r.msg_id]
+        assert span.kind.name == "PRODUCER" and span.attributes["messaging.rocketmq.message.tag"] == "paid"
+        assert f"{span.context.trace_id:032x}-{span.context.span_id:016x}" in stored.properties["traceparent"]
+
+
+async def test_shutdown_sends_what_is_pending_then_refuses(admin: Admin, backend_url: str, namespace: str) -> None:
+    producer = await aio.Producer("pg", backend_url, namespace=namespace).start()
+    await producer.send(Message("T", b"warm"))
+    tasks = [asyncio.create_task(producer.send(Message("T", b"p%d" % i, keys="pending"))) for i in range(300)]
+    await asyncio.sleep(0)  # each is checked and handed to the pipeline
+    await producer.shutdown(timeout_s=30)
+    results = await asyncio.gather(*tasks)
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert len(admin.query_messages_by_key("T", "pending", max_num=64)) == 64  # the query's most; the count below
+    assert sum(s.max_offset for s in admin.topic_status("T").values()) == 301
+    with pytest.raises(MQClientError, match="not started"):
+        await producer.send(Message("T", b"late"))

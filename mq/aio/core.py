@@ -22,17 +22,13 @@ from mq.connection import Connection
 from mq.consumer.locks import LOCK_RENEW_INTERVAL_S
 from mq.consumer.long_poll import LONG_POLL_BLOCK_MS
 from mq.consumer.long_poll import RETRY_PAUSE_S as POLL_RETRY_PAUSE_S
-from mq.consumer.offsets import PERSIST_INTERVAL_S, OffsetStore
-from mq.consumer.ownership import Ownership
-from mq.consumer.parts import ConsumerSettings, Consumption
+from mq.consumer.offsets import PERSIST_INTERVAL_S
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import RETRY_PAUSE_S
-from mq.consumer.registry import HEARTBEAT_INTERVAL_S, STATUS_INTERVAL_S, Registry
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, STATUS_INTERVAL_S
 from mq.consumer.steps import REBALANCE_INTERVAL_S, SHUTDOWN_TIMEOUT_S, CoreSteps
 from mq.errors import MQBrokerError
-from mq.filter import MessageSelector
 from mq.queue import MessageQueue
-from mq.store import Store
 from mq.store.ops import Op, arun
 from mq.store.store import StoreOps
 
@@ -74,33 +70,13 @@ class LoopFlag(threading.Event):
 class AsyncConsumerCore(CoreSteps):
     """Registration, rebalance, pulling and commits of one asyncio consumer (see the module docstring)."""
 
-    def __init__(
-        self,
-        store: Store,
-        settings: ConsumerSettings,
-        subscriptions: dict[str, MessageSelector],
-        *,
-        registry: Registry,
-        ownership: Ownership,
-        offsets: OffsetStore,
-        consumption: Consumption,
-        assigned: list[MessageQueue] | None = None,
-    ) -> None:
-        self._wake_flag = LoopFlag()
-        super().__init__(
-            store,
-            settings,
-            subscriptions,
-            registry=registry,
-            ownership=ownership,
-            offsets=offsets,
-            consumption=consumption,
-            assigned=assigned,
-            wake=self._wake_flag,
-        )
-        self._client: Any = store.conn.async_client
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """As :class:`~mq.consumer.steps.CoreSteps`."""
+        super().__init__(*args, **kwargs)
+        self._client: Any = self.store.conn.async_client
         # the waiters' replies may take LONG_POLL_BLOCK_MS: a connection of their own
-        self._poll_conn = Connection(store.conn.url, store.conn.namespace, socket_timeout_s=LONG_POLL_BLOCK_MS / 1000 + 5)
+        url, namespace = self.store.conn.url, self.store.conn.namespace
+        self._poll_conn = Connection(url, namespace, socket_timeout_s=LONG_POLL_BLOCK_MS / 1000 + 5)
         self._lock = asyncio.Lock()
         self._jobs: list[asyncio.Task[None]] = []
         self._waiters: dict[ProcessQueue, asyncio.Task[None]] = {}
@@ -125,10 +101,8 @@ class AsyncConsumerCore(CoreSteps):
         task.add_done_callback(self._spawned.discard)
         return task
 
-    def _new_queue(self, mq: MessageQueue, offset: int) -> ProcessQueue:
-        pq = ProcessQueue(mq, offset)
-        pq.idle = LoopFlag()
-        return pq
+    def new_flag(self) -> LoopFlag:
+        return LoopFlag()
 
     def _watch(self, pq: ProcessQueue) -> None:
         self._waiters[pq] = self.spawn(self._wait_loop(pq), f"mq-poll-{pq.queue.topic}-{pq.queue.queue_id}")
@@ -207,11 +181,6 @@ class AsyncConsumerCore(CoreSteps):
         if self.running:
             self.spawn(self.rebalance(), f"mq-rebalance-{self.group}")
 
-    def assign(self, queues: Iterable[MessageQueue]) -> None:
-        """Consume exactly ``queues`` (manual assignment)."""
-        self._assigned = sorted(set(queues))
-        self.subscriptions_changed()
-
     # -- timed jobs -----------------------------------------------------------------------------
 
     async def _every(self, fn: Callable[[], Awaitable[None]], seconds: float, job_id: str) -> None:
@@ -247,12 +216,14 @@ class AsyncConsumerCore(CoreSteps):
 
     async def _pull_loop(self) -> None:
         """The puller: one pipelined pull of every ready queue, or a wait to be woken."""
+        wake = self.puller.wake_flag
+        assert isinstance(wake, LoopFlag)
         while not self.stopped:
-            self._wake_flag.clear()
+            wake.clear()
             try:
                 ready = self.puller.ready()
                 if not ready:
-                    await self._wake_flag.wait_for(self.puller.idle_wait_s())
+                    await wake.wait_for(self.puller.idle_wait_s())
                     continue
                 await self.run(self.puller.pull_op(ready))
                 await asyncio.sleep(0)  # a round that found every queue busy must not starve the loop

@@ -17,13 +17,9 @@ import time
 from types import TracebackType
 
 from mq.aio.core import AsyncConsumerCore, LoopFlag
-from mq.consumer.allocate import AllocateMessageQueueStrategy
-from mq.consumer.base import QueueConsumerBase
 from mq.consumer.process_queue import ProcessQueue
-from mq.consumer.pull import DEFAULT_POLL_TIMEOUT_S, DEFAULT_PULL_CONSUMER_BATCH, Positions
-from mq.consumer.types import ConsumeFromWhere, MessageModel
+from mq.consumer.pull import DEFAULT_POLL_TIMEOUT_S, PullBase
 from mq.errors import MQClientError
-from mq.filter import MessageSelector
 from mq.message import MessageExt
 from mq.queue import MessageQueue
 from mq.store.ops import arun
@@ -33,64 +29,16 @@ from mq.store.store import StoreOps
 PAUSED_POLL_S = 0.1
 
 
-class PullConsumer(QueueConsumerBase[AsyncConsumerCore]):
-    """Polls messages of subscribed or assigned queues, awaited (see :class:`mq.PullConsumer` for the
-    arguments). Use ``async with``, or ``await start()`` and ``await shutdown()``. No thread is started."""
+class PullConsumer(PullBase[AsyncConsumerCore]):
+    """Polls messages of subscribed or assigned queues, awaited (arguments: see
+    :class:`mq.consumer.pull.PullBase`). Use ``async with``, or ``await start()`` and
+    ``await shutdown()``. No thread is started."""
 
     _core_type = AsyncConsumerCore
 
-    def __init__(
-        self,
-        group: str,
-        url: str | None = None,
-        *,
-        namespace: str = "mq",
-        message_model: MessageModel = MessageModel.CLUSTERING,
-        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
-        consume_timestamp_ms: int | None = None,
-        auto_commit: bool = True,
-        pull_batch_size: int = DEFAULT_PULL_CONSUMER_BATCH,
-        allocate_strategy: AllocateMessageQueueStrategy | None = None,
-        client_id: str | None = None,
-    ) -> None:
-        if not isinstance(auto_commit, bool):
-            raise MQClientError(f"auto_commit must be True or False, got {auto_commit!r}")
-        super().__init__(
-            group,
-            url,
-            namespace=namespace,
-            message_model=message_model,
-            consume_from_where=consume_from_where,
-            consume_timestamp_ms=consume_timestamp_ms,
-            allocate_strategy=allocate_strategy,
-            pull_batch_size=pull_batch_size,
-            client_id=client_id,
-            kind="pull",
-        )
-        self.auto_commit = auto_commit
-        self.pull_batch_size = pull_batch_size
+    def _setup(self) -> None:
         self._buffer: collections.deque[tuple[ProcessQueue, int, MessageExt]] = collections.deque()
         self._arrived = LoopFlag()
-        self._assigned: list[MessageQueue] | None = None
-        self._positions = Positions(auto_commit)
-        # what the core needs to know of this kind of consumption (see mq.consumer.parts.Consumption)
-        self.max_span: int | None = None
-        self.drains_on_release = True  # a queue taken away waits a little for the application to poll
-        self.seeds_start = auto_commit  # without auto-commit only commit() stores offsets
-
-    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
-        """Consume ``topic`` with automatic rebalance in the group."""
-        if self._assigned is not None:
-            raise MQClientError("this consumer uses assign(); subscribe() and assign() do not mix")
-        super().subscribe(topic, expression)
-
-    def assign(self, queues: list[MessageQueue]) -> None:
-        """Consume exactly ``queues`` (no rebalance)."""
-        if self._subscriptions:
-            raise MQClientError("this consumer uses subscribe(); subscribe() and assign() do not mix")
-        self._assigned = sorted(set(queues))
-        if self._core is not None:
-            self._core.assign(self._assigned)
 
     async def start(self) -> PullConsumer:
         """Start pulling in tasks of the running event loop. Returns self."""
@@ -204,7 +152,3 @@ class PullConsumer(QueueConsumerBase[AsyncConsumerCore]):
             self._buffer.append((pq, pq.generation, m))
         if msgs:
             self._arrived.set()
-
-    def commit_offset(self, pq: ProcessQueue) -> int | None:
-        """With auto-commit: the queue's position (None before the first poll or seek); else None."""
-        return self._positions.commit_offset(pq)

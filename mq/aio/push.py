@@ -24,6 +24,7 @@ from mq.consumer.base import QueueConsumerBase
 from mq.consumer.concurrently import (
     acknowledged,
     check_push_options,
+    check_startable,
     done,
     max_reconsume_times_of,
     overdue,
@@ -182,12 +183,7 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
 
     async def start(self) -> PushConsumer:
         """Register in the group and start consuming (on the running event loop). Returns self."""
-        if self._listener is None and self._orderly_listener is None:
-            raise MQClientError("register a listener (register_message_listener or register_orderly_listener) before start()")
-        if self._listener is not None and self._orderly_listener is not None:
-            raise MQClientError("register either a concurrent or an orderly listener, not both")
-        if not self._subscriptions:
-            raise MQClientError("subscribe to at least one topic before start()")
+        check_startable(self._listener, self._orderly_listener, self._subscriptions)
         if self._started:
             return self
         orderly = self._orderly_listener is not None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import Puller
@@ -114,3 +114,17 @@ def overdue(pqs: Iterable[ProcessQueue], consume_timeout_min: float) -> list[tup
             )
             out.append((pq, msgs))
     return out
+
+
+def check_startable(listener: object, orderly_listener: object, subscriptions: Mapping[str, object]) -> None:
+    """Refuse to start a push consumer without exactly one listener and a subscription.
+
+    Raises:
+        MQClientError: saying what to do first.
+    """
+    if listener is None and orderly_listener is None:
+        raise MQClientError("register a listener (register_message_listener or register_orderly_listener) before start()")
+    if listener is not None and orderly_listener is not None:
+        raise MQClientError("register either a concurrent or an orderly listener, not both")
+    if not subscriptions:
+        raise MQClientError("subscribe to at least one topic before start()")

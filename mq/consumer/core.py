@@ -17,21 +17,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from mq.consumer.locks import LOCK_RENEW_INTERVAL_S
 from mq.consumer.long_poll import LongPoller
-from mq.consumer.offsets import PERSIST_INTERVAL_S, OffsetStore
-from mq.consumer.ownership import Ownership
-from mq.consumer.parts import ConsumerSettings, Consumption, logged_job
+from mq.consumer.offsets import PERSIST_INTERVAL_S
+from mq.consumer.parts import logged_job
 from mq.consumer.process_queue import ProcessQueue
-from mq.consumer.registry import HEARTBEAT_INTERVAL_S, STATUS_INTERVAL_S, Registry
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, STATUS_INTERVAL_S
 from mq.consumer.steps import REBALANCE_INTERVAL_S, RELEASE_WAIT_S, SHUTDOWN_TIMEOUT_S, CoreSteps, log
-from mq.filter import MessageSelector
 from mq.queue import MessageQueue
-from mq.store import Store
 from mq.store.ops import Op
 
 __all__ = ["RELEASE_WAIT_S", "SHUTDOWN_TIMEOUT_S", "ConsumerCore"]
@@ -42,36 +39,17 @@ T = TypeVar("T")
 class ConsumerCore(CoreSteps):
     """Registration, rebalance, pulling and commits of one consumer, on threads (see the module docstring)."""
 
-    def __init__(
-        self,
-        store: Store,
-        settings: ConsumerSettings,
-        subscriptions: dict[str, MessageSelector],
-        *,
-        registry: Registry,
-        ownership: Ownership,
-        offsets: OffsetStore,
-        consumption: Consumption,
-        assigned: list[MessageQueue] | None = None,
-    ) -> None:
-        super().__init__(
-            store,
-            settings,
-            subscriptions,
-            registry=registry,
-            ownership=ownership,
-            offsets=offsets,
-            consumption=consumption,
-            assigned=assigned,
-        )
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """As :class:`~mq.consumer.steps.CoreSteps`."""
+        super().__init__(*args, **kwargs)
         self._scheduler: BackgroundScheduler | None = None
         self.poller = LongPoller(
-            store.conn.url,
-            store.conn.namespace,
+            self.store.conn.url,
+            self.store.conn.namespace,
             on_news=self.puller.take,
             before_wait=self._commit_before_wait,
             may_wait=lambda pq: self.active(),
-            batch=settings.pull_batch_size,
+            batch=self.settings.pull_batch_size,
             stopped=self._stopped,
         )
 
@@ -79,9 +57,6 @@ class ConsumerCore(CoreSteps):
         """Run a step under the core's lock."""
         with self._rebalance_lock:
             return self.store._run(op)
-
-    def _new_queue(self, mq: MessageQueue, offset: int) -> ProcessQueue:
-        return ProcessQueue(mq, offset)
 
     def _watch(self, pq: ProcessQueue) -> None:
         self.poller.watch(pq)
@@ -143,12 +118,6 @@ class ConsumerCore(CoreSteps):
 
     def subscriptions_changed(self) -> None:
         """Rebalance over the changed subscriptions (when running)."""
-        if self.running:
-            self.rebalance()
-
-    def assign(self, queues: Iterable[MessageQueue]) -> None:
-        """Consume exactly ``queues`` (manual assignment)."""
-        self._assigned = sorted(set(queues))
         if self.running:
             self.rebalance()
 

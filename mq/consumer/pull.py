@@ -17,7 +17,8 @@ import time
 from types import TracebackType
 
 from mq.consumer.allocate import AllocateMessageQueueStrategy
-from mq.consumer.base import QueueConsumer
+from mq.consumer.base import CoreT, QueueConsumerBase
+from mq.consumer.core import ConsumerCore
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.steps import CoreSteps
 from mq.consumer.types import ConsumeFromWhere, MessageModel
@@ -86,8 +87,8 @@ class Positions:
             return self._positions.get(pq)
 
 
-class PullConsumer(QueueConsumer):
-    """Polls messages of subscribed or assigned queues.
+class PullBase(QueueConsumerBase[CoreT]):
+    """What the sync and asyncio pull consumers share: arguments, subscribe/assign, positions.
 
     Args:
         group: consumer group (offsets are stored per group).
@@ -133,13 +134,16 @@ class PullConsumer(QueueConsumer):
         )
         self.auto_commit = auto_commit
         self.pull_batch_size = pull_batch_size
-        self._buffer: queue.Queue[tuple[ProcessQueue, int, MessageExt]] = queue.Queue()
         self._assigned: list[MessageQueue] | None = None
         self._positions = Positions(auto_commit)
         # what the core needs to know of this kind of consumption (see mq.consumer.core.Consumption)
         self.max_span: int | None = None
         self.drains_on_release = True  # a queue taken away waits a little for the application to poll
         self.seeds_start = auto_commit  # without auto-commit only commit() stores offsets
+        self._setup()
+
+    def _setup(self) -> None:
+        """Make what the subclass needs besides the shared state (the poll buffer)."""
 
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         """Consume ``topic`` with automatic rebalance in the group."""
@@ -154,6 +158,19 @@ class PullConsumer(QueueConsumer):
         self._assigned = sorted(set(queues))
         if self._core is not None:
             self._core.assign(self._assigned)
+
+    def commit_offset(self, pq: ProcessQueue) -> int | None:
+        """With auto-commit: the queue's position (None before the first poll or seek); else None."""
+        return self._positions.commit_offset(pq)
+
+
+class PullConsumer(PullBase[ConsumerCore]):
+    """Polls messages of subscribed or assigned queues (arguments: see :class:`PullBase`)."""
+
+    _core_type = ConsumerCore
+
+    def _setup(self) -> None:
+        self._buffer: queue.Queue[tuple[ProcessQueue, int, MessageExt]] = queue.Queue()
 
     def start(self) -> PullConsumer:
         """Start pulling in the background. Returns self."""
@@ -235,7 +252,3 @@ class PullConsumer(QueueConsumer):
         """Buffer pulled messages for :meth:`poll`."""
         for m in msgs:
             self._buffer.put((pq, pq.generation, m))
-
-    def commit_offset(self, pq: ProcessQueue) -> int | None:
-        """With auto-commit: the queue's position (None before the first poll or seek); else None."""
-        return self._positions.commit_offset(pq)

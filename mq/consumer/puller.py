@@ -104,7 +104,7 @@ class Puller:
         self._on_lost = on_lost
         self._active = active
         self._stopped = stopped
-        self._wake = wake or threading.Event()
+        self._wake = self.wake_flag = wake or threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self, name: str) -> None:

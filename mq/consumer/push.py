@@ -16,6 +16,7 @@ from mq.consumer.concurrently import (
     BATCHES_PER_TASK,
     acknowledged,
     check_push_options,
+    check_startable,
     done,
     max_reconsume_times_of,
     overdue,
@@ -197,12 +198,7 @@ class PushConsumer(QueueConsumer):
 
     def start(self) -> PushConsumer:
         """Register in the group and start consuming. Returns self."""
-        if self._listener is None and self._orderly_listener is None:
-            raise MQClientError("register a listener (register_message_listener or register_orderly_listener) before start()")
-        if self._listener is not None and self._orderly_listener is not None:
-            raise MQClientError("register either a concurrent or an orderly listener, not both")
-        if not self._subscriptions:
-            raise MQClientError("subscribe to at least one topic before start()")
+        check_startable(self._listener, self._orderly_listener, self._subscriptions)
         if self._executor is not None:
             return self
         orderly = self._orderly_listener is not None

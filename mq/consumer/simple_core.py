@@ -68,7 +68,7 @@ class MessageView(MessageExt):
     delivery_attempt: int
 
 
-def view_of(msg: MessageExt, attempt: int, visible_at: int) -> MessageView:
+def received_view(msg: MessageExt, attempt: int, visible_at: int) -> MessageView:
     """``msg`` as a received view with a receipt ``queue_id:offset:visible_at_ms:topic``."""
     view = MessageView.__new__(MessageView)
     view.__dict__.update(msg.__dict__)
@@ -80,45 +80,6 @@ def view_of(msg: MessageExt, attempt: int, visible_at: int) -> MessageView:
 def make_receipt(topic: str, queue_id: int, offset: int, visible_at_ms: int) -> str:
     """The receipt handle of a message handed out until ``visible_at_ms`` (read by :func:`parse_receipt`)."""
     return f"{queue_id}:{offset}:{visible_at_ms}:{topic}"
-
-
-def seed_cursors(store: StoreOps, group: str, queues: list[MessageQueue], where: ConsumeFromWhere) -> Op[None]:
-    """Give ``group`` a cursor on every queue of ``queues`` it has none on (``HSETNX``, so members
-    starting together agree): where ``where`` says when the group reads none of the topic's queues yet,
-    else the queue's start — a topic that grew keeps nothing from the group."""
-    cursors = yield from StoreOps.read_offsets.op(store, group, queues)
-    seeds: dict[MessageQueue, int] = {}
-    for topic in dict.fromkeys(q.topic for q in queues):
-        missing = [q.queue_id for q in queues if q.topic == topic and q not in cursors]
-        if not missing:
-            continue
-        from_start = where is ConsumeFromWhere.FIRST_OFFSET or any(q.topic == topic for q in cursors)
-        for qid, stats in (yield from StoreOps.queue_stats.op(store, topic, missing)).items():
-            mq = MessageQueue(topic, queues[0].broker_name, qid)
-            if from_start:
-                seeds[mq] = stats.min_offset
-            elif where is ConsumeFromWhere.TIMESTAMP:
-                ts = int(time.time() * 1000) - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
-                seeds[mq] = max(stats.min_offset, (yield from StoreOps.search_offset.op(store, topic, qid, ts)))
-            else:
-                seeds[mq] = stats.max_offset
-    if seeds:
-        yield from StoreOps.seed_offsets.op(store, group, seeds)
-
-
-def dead_letter(store: StoreOps, group: str, view: MessageView, reason: str) -> Op[str]:
-    """Store a copy of ``view`` in ``%DLQ%<group>`` and acknowledge it; returns the DLQ topic."""
-    topic = (yield from StoreOps.ensure_topic.op(store, TopicConfig(dlq_topic(group), read_queues=1, write_queues=1))).name
-    system = {**view.system_properties, RETRY_TOPIC: view.topic, ORIGIN_MESSAGE_ID: view.msg_id, DLQ_REASON: reason}
-    copy = Message(topic, view.body, view.tags, view.keys, view.properties)
-    encoded = codec.encode(
-        copy, view.msg_id, view.born_timestamp_ms, reconsume_times=view.delivery_attempt, system_properties=system
-    )
-    yield from StoreOps.put.op(store, topic, 0, [encoded])
-    queue, offset, visible_at = parse_receipt(view.receipt_handle)
-    yield from StoreOps.ack_simple.op(store, group, queue, offset, visible_at, None)
-    log.info("message %s of %s went to %s after %d attempts", view.msg_id, view.topic, topic, view.delivery_attempt)
-    return topic
 
 
 def parse_receipt(handle: str) -> tuple[MessageQueue, int, int]:
@@ -278,7 +239,7 @@ class SimpleCore:
         visible_at = int(time.time() * 1000 + invisible_duration_s * 1000)
         if not (yield from self._ack_receipt(view, visible_at)):
             raise expired(view)
-        return view_of(view, view.delivery_attempt, visible_at)
+        return received_view(view, view.delivery_attempt, visible_at)
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -300,9 +261,8 @@ class SimpleCore:
         self._refreshed_s = time.monotonic()
 
     def _seed_cursors(self, queues: list[MessageQueue]) -> Op[None]:
-        """:func:`seed_cursors` of the group's queues, from the group's ``consume_from_where`` (else its own)."""
         where = self.group_config.consume_from_where if self.group_config is not None else self.settings.consume_from_where
-        yield from seed_cursors(self.store, self.group, queues, where)
+        yield from seed_cursors_op(self.store, self.group, queues, where)
 
     def _receive_once(self, want: int, invisible_ms: int) -> Op[list[MessageView]]:
         views: list[MessageView] = []
@@ -326,7 +286,7 @@ class SimpleCore:
                 if d.message is None:  # not a message (logged when decoding): acked so it is never handed out again
                     yield from StoreOps.ack_simple.op(self.store, self.group, q, d.offset, d.visible_at_ms, None)
                     continue
-                view = view_of(d.message, d.attempt, d.visible_at_ms)
+                view = received_view(d.message, d.attempt, d.visible_at_ms)
                 if d.dead:
                     yield from self._dead_letter(view)
                 else:
@@ -336,11 +296,51 @@ class SimpleCore:
         return views
 
     def _dead_letter(self, view: MessageView) -> Op[None]:
-        yield from dead_letter(self.store, self.group, view, "max delivery attempts")
+        yield from dead_letter_op(self.store, self.group, view, "max delivery attempts")
 
     def _ack_receipt(self, view: MessageView, new_visible_at_ms: int | None) -> Op[bool]:
         queue, offset, visible_at = parse_receipt(view.receipt_handle)
         return bool((yield from StoreOps.ack_simple.op(self.store, self.group, queue, offset, visible_at, new_visible_at_ms)))
+
+
+def seed_cursors_op(store: StoreOps, group: str, queues: list[MessageQueue], where: ConsumeFromWhere) -> Op[None]:
+    """Give ``group`` a cursor on every queue of ``queues`` it has none on (``HSETNX``, so members
+    starting together agree): where ``where`` says when the group reads none of the topic's queues yet,
+    else the queue's start — a topic that grew keeps nothing from the group (an operation)."""
+    cursors = yield from StoreOps.read_offsets.op(store, group, queues)
+    seeds: dict[MessageQueue, int] = {}
+    for topic in dict.fromkeys(q.topic for q in queues):
+        missing = [q.queue_id for q in queues if q.topic == topic and q not in cursors]
+        if not missing:
+            continue
+        from_start = where is ConsumeFromWhere.FIRST_OFFSET or any(q.topic == topic for q in cursors)
+        for qid, stats in (yield from StoreOps.queue_stats.op(store, topic, missing)).items():
+            mq = MessageQueue(topic, queues[0].broker_name, qid)
+            if from_start:
+                seeds[mq] = stats.min_offset
+            elif where is ConsumeFromWhere.TIMESTAMP:
+                ts = int(time.time() * 1000) - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
+                seeds[mq] = max(stats.min_offset, (yield from StoreOps.search_offset.op(store, topic, qid, ts)))
+            else:
+                seeds[mq] = stats.max_offset
+    if seeds:
+        yield from StoreOps.seed_offsets.op(store, group, seeds)
+
+
+def dead_letter_op(store: StoreOps, group: str, view: MessageView, reason: str) -> Op[str]:
+    """Store a copy of ``view`` in ``%DLQ%<group>`` and acknowledge it; returns the DLQ topic (an operation)."""
+    config = TopicConfig(dlq_topic(group), read_queues=1, write_queues=1)
+    topic = (yield from StoreOps.ensure_topic.op(store, config)).name
+    system = {**view.system_properties, RETRY_TOPIC: view.topic, ORIGIN_MESSAGE_ID: view.msg_id, DLQ_REASON: reason}
+    copy = Message(topic, view.body, view.tags, view.keys, view.properties)
+    encoded = codec.encode(
+        copy, view.msg_id, view.born_timestamp_ms, reconsume_times=view.delivery_attempt, system_properties=system
+    )
+    yield from StoreOps.put.op(store, topic, 0, [encoded])
+    queue, offset, visible_at = parse_receipt(view.receipt_handle)
+    yield from StoreOps.ack_simple.op(store, group, queue, offset, visible_at, None)
+    log.info("message %s of %s went to %s after %d attempts", view.msg_id, view.topic, topic, view.delivery_attempt)
+    return topic
 
 
 class SyncSimpleCore(SimpleCore, SyncRunner):

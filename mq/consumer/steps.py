@@ -62,7 +62,6 @@ class CoreSteps(ABC):
         subscriptions: topic → selector (shared with the consumer, which may change it).
         registry, ownership, offsets, consumption: the parts (see :mod:`mq.consumer.parts`).
         assigned: manual assignment (``PullConsumer.assign``), else None.
-        wake: the puller's wake-up flag (the async core passes one it can await).
     """
 
     def __init__(
@@ -76,7 +75,6 @@ class CoreSteps(ABC):
         offsets: OffsetStore,
         consumption: Consumption,
         assigned: list[MessageQueue] | None = None,
-        wake: threading.Event | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -112,14 +110,20 @@ class CoreSteps(ABC):
             on_lost=self.lost,
             active=self.active,
             stopped=self._stopped,
-            wake=wake,
+            wake=self.new_flag(),
         )
 
     # -- what the scheduling subclass provides ---------------------------------------------------
 
-    @abstractmethod
+    def new_flag(self) -> threading.Event:
+        """A flag the scheduler's waiters can wait on (the puller's wake-up, a queue's ``idle``)."""
+        return threading.Event()
+
     def _new_queue(self, mq: MessageQueue, offset: int) -> ProcessQueue:
-        """A process queue for a newly held queue (its ``idle`` flag suits the scheduler)."""
+        """A process queue for a newly held queue (its ``idle`` flag made by :meth:`new_flag`)."""
+        pq = ProcessQueue(mq, offset)
+        pq.idle = self.new_flag()
+        return pq
 
     @abstractmethod
     def _watch(self, pq: ProcessQueue) -> None:
@@ -128,6 +132,11 @@ class CoreSteps(ABC):
     @abstractmethod
     def subscriptions_changed(self) -> None:
         """Rebalance over the changed subscriptions (when running)."""
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly ``queues`` (manual assignment)."""
+        self._assigned = sorted(set(queues))
+        self.subscriptions_changed()
 
     # -- state ----------------------------------------------------------------------------------
 
