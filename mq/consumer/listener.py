@@ -29,10 +29,12 @@ def invoke(
     failure: S,
     *,
     namespace: str = "",
+    spans: bool | None = None,
 ) -> S:
     """``listener(msgs, ctx)`` between the hooks (in an OpenTelemetry ``process`` span when tracing is
-    on); returns its status, or ``failure`` when it failed."""
-    if not otel.enabled():  # the common case: no span, no context manager
+    on: ``spans``, or ``otel.enabled()`` when None — a caller making many calls asks once); returns its
+    status, or ``failure`` when it failed."""
+    if not (otel.enabled() if spans is None else spans):  # the common case: no span, no context manager
         return _call(group, hooks, listener, mq, msgs, ctx, failure)
     with otel.process_span(group, namespace, msgs):
         return _call(group, hooks, listener, mq, msgs, ctx, failure)
@@ -49,7 +51,10 @@ def _call(
 ) -> S:
     if not hooks and metrics.CLIENT_METRICS is None:  # the common case, without the hooks' bookkeeping
         try:
-            return type(failure)(listener(msgs, ctx))  # type: ignore[call-arg]
+            answer = listener(msgs, ctx)
+            if type(answer) is type(failure):  # already a status: nothing to convert
+                return answer
+            return type(failure)(answer)  # type: ignore[call-arg]
         except BaseException as e:  # same handling as below, through the full path
             return _failed(group, mq, msgs, failure, e)
     hook_ctx = ConsumeMessageContext(group, mq, msgs)

@@ -121,6 +121,13 @@ class Puller:
         # the span can only pass the limit when more than a few messages are cached
         return self._max_span is not None and pq.count > 1 and pq.span > self._max_span
 
+    def _paused(self, pq: ProcessQueue) -> bool:
+        """:meth:`flow_limited`, recorded in ``pq.flow_paused`` for the consumer to wake the puller
+        when it frees room (the flag goes up before the check, so room freed during it is seen)."""
+        pq.flow_paused = True
+        pq.flow_paused = paused = self.flow_limited(pq)
+        return paused
+
     def unfiltered(self, pq: ProcessQueue) -> bool:
         """Whether ``pq``'s subscription takes every message (its waiter may deliver what it read)."""
         return filter_args(self._selector(pq.queue.topic))[0] == ""
@@ -130,9 +137,9 @@ class Puller:
             self._wake.clear()
             try:
                 pqs = list(self._queues())
-                ready = [pq for pq in pqs if not (pq.releasing or pq.idle.is_set() or self.flow_limited(pq))]
+                ready = [pq for pq in pqs if not (pq.releasing or pq.idle.is_set() or self._paused(pq))]
                 if not ready or not self._active():
-                    self._wake.wait(0.05 if any(self.flow_limited(pq) for pq in pqs) else 1.0)
+                    self._wake.wait(0.05 if any(pq.flow_paused for pq in pqs) else 1.0)
                     continue
                 self.pull(ready)
             except Exception as e:  # the puller never dies: every queue would stall

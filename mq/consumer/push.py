@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 
+from mq import otel
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.base import QueueConsumer
 from mq.consumer.core import SHUTDOWN_TIMEOUT_S
@@ -50,9 +51,6 @@ DEFAULT_CONSUME_TIMEOUT_MIN = 15.0
 #: Seconds before a message whose listener asked to reconsume is consumed again here
 #: [RocketMQ's local fallback when sending back to the retry topic fails].
 LOCAL_RECONSUME_DELAY_S = 5.0
-
-#: Listener calls one worker task makes in turn (see ``PushConsumer.deliver``).
-BATCHES_PER_TASK = 8
 
 #: Default pause of a suspended orderly queue, ms [RocketMQ ``suspendCurrentQueueTimeMillis``].
 DEFAULT_SUSPEND_MS = 1000
@@ -264,21 +262,28 @@ class PushConsumer(QueueConsumer):
             msgs = [dataclasses.replace(m, topic=original_topic(m)) for m in msgs]
         size = self.consume_message_batch_max_size
         batches = [msgs[i : i + size] for i in range(0, len(msgs), size)]
-        # One task runs up to BATCHES_PER_TASK listener calls in turn: handing each message to a
-        # thread of its own costs more than a no-op listener, and a pull of many queues still
-        # yields enough tasks to keep every worker busy.
-        for i in range(0, len(batches), BATCHES_PER_TASK):
+        # The batches of a pull are shared by at most as many tasks as this queue's share of the worker
+        # threads: a task runs its listener calls in turn, as handing each call to a thread of its own
+        # costs more than a no-op listener, while the pulls of all queues still keep every worker busy.
+        queues = len(self._core.process_queues) if self._core is not None else 1
+        tasks = max(1, min(len(batches), self.consume_thread_max // max(1, queues)))
+        per_task = -(-len(batches) // tasks)
+        for i in range(0, len(batches), per_task):
             with self._in_flight_cv:
                 self._in_flight += 1
-            executor.submit(self._consume, pq, batches[i : i + BATCHES_PER_TASK])
+            executor.submit(self._consume, pq, batches[i : i + per_task])
 
     def _consume(self, pq: ProcessQueue, batches: list[list[MessageExt]]) -> None:
+        # What holds for the whole task is looked up once; the messages consumed are forgotten by the
+        # process queue together at the end (one lock, one flow-control check per task).
+        consumed: list[MessageExt] = []
+        spans = otel.enabled()
         try:
             for msgs in batches:
                 if pq.dropped:
                     return  # taken over after a failure: the new owner consumes the rest
                 try:
-                    self._consume_batch(pq, msgs)
+                    self._consume_batch(pq, msgs, consumed, spans)
                 except Exception:  # our own handling failed: never leave the messages stuck in flight
                     log.exception(
                         "handling the listener's answer for %d message(s) of %s failed; they are consumed again here in %s s",
@@ -288,11 +293,17 @@ class PushConsumer(QueueConsumer):
                     )
                     self._reconsume_here(pq, msgs)
         finally:
-            with self._in_flight_cv:
-                self._in_flight -= 1
-                self._in_flight_cv.notify_all()
+            try:
+                if consumed:
+                    self._done(pq, consumed)
+            finally:
+                with self._in_flight_cv:
+                    self._in_flight -= 1
+                    self._in_flight_cv.notify_all()
 
-    def _consume_batch(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def _consume_batch(self, pq: ProcessQueue, msgs: list[MessageExt], consumed: list[MessageExt], spans: bool) -> None:
+        """One listener call; the messages it consumed go to ``consumed`` (for the process queue to
+        forget), the others are sent back or consumed again here."""
         ctx = ConsumeConcurrentlyContext.of(pq.queue)
         began = time.monotonic()
         traced = self._tracer.active
@@ -309,6 +320,7 @@ class PushConsumer(QueueConsumer):
                 ctx,
                 ConsumeConcurrentlyStatus.RECONSUME_LATER,
                 namespace=self._conn.namespace,
+                spans=spans,
             )
         finally:
             for m in msgs:
@@ -316,14 +328,16 @@ class PushConsumer(QueueConsumer):
         if traced:
             self._tracer.consumed(pq.queue, msgs, status.value, began_ms, (time.monotonic() - began) * 1000)
         if self.message_model is MessageModel.BROADCASTING:
-            self._done(pq, msgs)  # broadcasting does not retry, as in RocketMQ
+            consumed += msgs  # broadcasting does not retry, as in RocketMQ
             return
         # success covers msgs[: ack_index + 1]; the rest is retried [RocketMQ processConsumeResult]
+        if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS and ctx.ack_index >= len(msgs) - 1:
+            consumed += msgs  # the common case
+            return
         success = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
         ack = max(-1, min(ctx.ack_index, len(msgs) - 1)) if success else -1
         ok, failed = msgs[: ack + 1], msgs[ack + 1 :]
-        if ok:
-            self._done(pq, ok)
+        consumed += ok
         if failed:
             self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
 
@@ -348,9 +362,8 @@ class PushConsumer(QueueConsumer):
     def _done(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         # The offset to commit is read from the process queue by the next pull or commit.
         assert self._core is not None
-        limited = self._core.puller.flow_limited(pq)
         pq.remove(msgs)
-        if limited:
+        if pq.flow_paused:  # the puller skipped this queue for flow control: there may be room now
             self._core.puller.wake()
 
     def _reconsume_later(self, pq: ProcessQueue, msgs: list[MessageExt], delay_level: int) -> None:
