@@ -65,11 +65,8 @@ def _columns(topic: str, queue_id: int, entries: Sequence[Entry]) -> tuple[dict[
     """Arrow columns of ``entries`` named as the ``messages`` table (timestamps in µs), and the store
     times (epoch ms); None when an entry is not one this library wrote."""
     n = len(entries)
-    field = codec.field_columns(entries)
-    required = [field(name) for name in _REQUIRED]
-    if any(None in column for column in required):
-        return None
-    msg_ids, bodies, born, stored = required
+    field = codec.FieldColumns(entries)
+    msg_ids, bodies, born, stored = (field.required(name) for name in _REQUIRED)  # KeyError: one lacks it
     properties, system = _json_maps(field(b"p")), _json_maps(field(b"s"))
     if properties is None or system is None:
         return None

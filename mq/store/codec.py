@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
+from typing import Any
 
 from mq.keys import KEY_SEPARATOR, offset_of
 from mq.message import Message, MessageExt
@@ -93,7 +94,7 @@ def decode_entries(topic: str, queue_id: int, entries: Iterable[tuple[bytes, Any
     a message (written by something else, or corrupted) is skipped with one logged error — it never
     stops the messages around it.
 
-    Decoded column by column (see :func:`field_columns`): each field of every entry is converted in
+    Decoded column by column (see :class:`FieldColumns`): each field of every entry is converted in
     one pass and every property text in one ``json.loads`` (see :func:`json_objects`), which is what
     a consumer pays per message. When any entry is not what :func:`encode` writes, the entries go
     through :func:`decode` one by one instead, which skips and logs the foreign ones: the messages,
@@ -129,11 +130,8 @@ _FOREIGN = (KeyError, ValueError, TypeError, UnicodeDecodeError, AttributeError)
 def _decode_columns(topic: str, queue_id: int, rows: list[tuple[bytes, Any]]) -> list[MessageExt]:
     """:func:`decode` of every entry, field by field over all entries; raises one of ``_FOREIGN``
     when an entry is not one this library wrote."""
-    field = field_columns(rows)
-    required = [field(name) for name in (b"i", b"b", b"bt", b"st")]
-    if any(None in values for values in required):
-        raise KeyError("a required field is missing")
-    ids, bodies, born, stored = cast("list[Sequence[bytes]]", required)
+    field = FieldColumns(rows)
+    ids, bodies, born, stored = (field.required(name) for name in (b"i", b"b", b"bt", b"st"))
     properties, system = json_objects(field(b"p")), json_objects(field(b"s"))
     new = MessageExt.__new__
     out = []
@@ -171,22 +169,41 @@ def _decode_columns(topic: str, queue_id: int, rows: list[tuple[bytes, Any]]) ->
     return out
 
 
-def field_columns(entries: Sequence[tuple[bytes, Any]]) -> Callable[[bytes], Sequence[bytes | None]]:
-    """A function giving the values of one field in every entry (None where an entry lacks it).
+class FieldColumns:
+    """The values of each field over a list of entries, by field name.
 
     When every entry lists the same fields in the same order (messages sent alike), the flat field
     lists are transposed at once; otherwise each entry becomes a dict first.
     """
-    flats = [fields for _, fields in entries]
-    if all(type(f) is list for f in flats) and len(set(map(len, flats))) == 1:
-        transposed = list(zip(*flats))
-        names = transposed[0::2]
-        if all(column.count(column[0]) == len(column) for column in names):
-            by_name = dict(zip((column[0] for column in names), transposed[1::2]))
-            absent = (None,) * len(flats)
-            return lambda name: by_name.get(name, absent)
-    dicts = [f if isinstance(f, dict) else _pairs(f) for f in flats]
-    return lambda name: [d.get(name) for d in dicts]
+
+    def __init__(self, entries: Sequence[tuple[bytes, Any]]) -> None:
+        flats = [fields for _, fields in entries]
+        self._n = len(flats)
+        self._by_name: dict[bytes, Sequence[bytes]] | None = None
+        self._dicts: list[dict[bytes, bytes]] = []
+        if set(map(type, flats)) == {list} and len(set(map(len, flats))) == 1:
+            transposed = list(zip(*flats))
+            names = transposed[0::2]
+            if all(column.count(column[0]) == len(column) for column in names):
+                self._by_name = dict(zip((column[0] for column in names), transposed[1::2]))
+                return
+        self._dicts = [f if isinstance(f, dict) else _pairs(f) for f in flats]
+
+    def __call__(self, name: bytes) -> Sequence[bytes | None]:
+        """The values of field ``name``, None where an entry lacks it."""
+        if self._by_name is not None:
+            return self._by_name.get(name, (None,) * self._n)
+        return [d.get(name) for d in self._dicts]
+
+    def required(self, name: bytes) -> Sequence[bytes]:
+        """The values of field ``name``.
+
+        Raises:
+            KeyError: an entry lacks it.
+        """
+        if self._by_name is not None:
+            return self._by_name[name]
+        return [d[name] for d in self._dicts]
 
 
 def json_objects(texts: Sequence[bytes | None]) -> list[dict[str, str] | None]:
@@ -205,12 +222,15 @@ def json_objects(texts: Sequence[bytes | None]) -> list[dict[str, str] | None]:
     # the checks below every bracket is one of these, and list i holds exactly text i (a plain "," join
     # would let two foreign texts parse as one object and shift the rest).
     wrapped = json.loads(b"[[" + b"]\n,[".join(present) + b"]]")
-    if len(wrapped) != len(present) or any(type(w) is not list or len(w) != 1 or type(w[0]) is not dict for w in wrapped):
+    if len(wrapped) != len(present) or set(map(type, wrapped)) != {list} or set(map(len, wrapped)) != {1}:
+        raise ValueError("properties are not one JSON object per entry")
+    parsed: list[dict[str, str] | None] = list(map(itemgetter(0), wrapped))
+    if set(map(type, parsed)) != {dict}:
         raise ValueError("properties are not one JSON object per entry")
     if len(present) == len(texts):
-        return [w[0] for w in wrapped]
-    parsed = iter(wrapped)
-    return [next(parsed)[0] if t else None for t in texts]
+        return parsed
+    objects = iter(parsed)
+    return [next(objects) if t else None for t in texts]
 
 
 def _object(raw: bytes) -> dict[str, str]:
