@@ -531,8 +531,8 @@ class Admin:
         return had
 
     def namespace_empty(self) -> bool:
-        """Whether no key of this namespace exists (``SCAN MATCH`` until the first one)."""
-        return next(self._store.namespace_keys(), None) is None
+        """Whether no key of this namespace exists (``SCAN MATCH``)."""
+        return not self._store.namespace_keys()
 
 
 def _check_timestamp(timestamp_ms: object) -> int:

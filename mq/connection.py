@@ -30,6 +30,10 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.retry
+import redis.asyncio.sentinel
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
@@ -159,13 +163,26 @@ class Connection:
             else "standalone"
         )
         check_url(self.url)
+        self._socket_timeout_s = socket_timeout_s
+        self._async_client: Any = None
+        self.client: Any = self._make(asyncio=False)
+
+    def _make(self, *, asyncio: bool) -> Any:
         with translate_errors(self.url):
             try:
-                self.client: Any = _make_client(self.url, self.kind, socket_timeout_s)
+                return _make_client(self.url, self.kind, self._socket_timeout_s, asyncio=asyncio)
             except (ValueError, TypeError) as e:  # redis-py's reading of the URL and its query options
                 raise MQClientError(
                     f"bad store URL {mask_url(self.url)!r}: {type(e).__name__} {_without_secret(str(e), self.url)}"
                 ) from None
+
+    @property
+    def async_client(self) -> Any:
+        """The ``redis.asyncio`` client of the same URL and options (made on first use, bound to the
+        running event loop; close it with :meth:`aclose`). No thread is started for it."""
+        if self._async_client is None:
+            self._async_client = self._make(asyncio=True)
+        return self._async_client
 
     def __repr__(self) -> str:
         return f"Connection({mask_url(self.url)!r}, namespace={self.namespace!r})"
@@ -183,12 +200,29 @@ class Connection:
         return f"{kwargs.get('host')}:{kwargs.get('port')}"
 
     def close(self) -> None:
-        """Close every connection of the client (through Sentinel: the sentinels' connections too)."""
+        """Close every connection of the sync client (through Sentinel: the sentinels' connections too)."""
         with contextlib.suppress(*REDIS_ERRORS):  # closing a broken connection is not worth an error
             self.client.close()
-            manager = getattr(getattr(self.client, "connection_pool", None), "sentinel_manager", None)
-            for sentinel in getattr(manager, "sentinels", ()):
+            for sentinel in _sentinels_of(self.client):
                 sentinel.close()
+
+    async def aclose(self) -> None:
+        """Close every connection of the asyncio client, if one was made (and the sync client's)."""
+        client, self._async_client = self._async_client, None
+        if client is not None:
+            from mq.store.ops import aclose_node_clients
+
+            with contextlib.suppress(*REDIS_ERRORS):
+                await aclose_node_clients(client)
+                await client.aclose()
+                for sentinel in _sentinels_of(client):
+                    await sentinel.aclose()
+        self.close()
+
+
+def _sentinels_of(client: Any) -> list[Any]:
+    manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+    return list(getattr(manager, "sentinels", ()))
 
 
 def check_url(url: str) -> None:
@@ -243,25 +277,27 @@ def _timeouts(query: str) -> dict[str, float]:
     return out
 
 
-def _make_client(url: str, kind: str, socket_timeout_s: float | None) -> Any:
+def _make_client(url: str, kind: str, socket_timeout_s: float | None, *, asyncio: bool = False) -> Any:
+    """A sync (redis-py) or ``asyncio`` (``redis.asyncio``) client for ``url``, with the same options."""
     parts = urlsplit(url)
     if kind == "memory":
-        return _memory_client(parts.netloc or "default")
+        return _memory_client(parts.netloc or "default", asyncio=asyncio)
     # One quick reconnect inside redis-py; the callers (producer retries, consumer loops) own the
     # longer retry policy and its time budget.
-    common: dict[str, Any] = {"retry": Retry(NoBackoff(), 1), **_timeouts(parts.query)}
+    retry = redis.asyncio.retry.Retry(NoBackoff(), 1) if asyncio else Retry(NoBackoff(), 1)
+    common: dict[str, Any] = {"retry": retry, **_timeouts(parts.query)}
     if socket_timeout_s is not None:  # blocking reads (long polling) wait longer than one reply
         common["socket_timeout"] = socket_timeout_s
     if kind == "sentinel":
-        return _sentinel_client(parse_sentinel_url(url), common)
+        return _sentinel_client(parse_sentinel_url(url), common, asyncio=asyncio)
     if kind == "standalone":
         # from_url also honours the query's own options (ssl_cert_reqs, …) over these defaults.
-        return redis.Redis.from_url(url, health_check_interval=30, **common)
-    nodes = [_seed(hostport) for hostport in parts.netloc.rpartition("@")[2].split(",") if hostport]
+        return (redis.asyncio.Redis if asyncio else redis.Redis).from_url(url, health_check_interval=30, **common)
+    nodes = [_seed(hostport, asyncio=asyncio) for hostport in parts.netloc.rpartition("@")[2].split(",") if hostport]
     if not nodes:
         raise MQClientError(f"no seed nodes in {mask_url(url)!r}: use redis+cluster://host:port[,host:port]")
     tls: dict[str, Any] = {k: v[0] for k, v in parse_qs(parts.query).items() if k in _CLUSTER_TLS_OPTIONS}
-    return RedisCluster(
+    return (redis.asyncio.RedisCluster if asyncio else RedisCluster)(
         startup_nodes=nodes,
         **tls,
         username=unquote(parts.username) if parts.username else None,
@@ -326,7 +362,7 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     )
 
 
-def _sentinel_client(parsed: SentinelURL, common: dict[str, Any]) -> Any:
+def _sentinel_client(parsed: SentinelURL, common: dict[str, Any], *, asyncio: bool = False) -> Any:
     """A client of the master the sentinels name: redis-py asks them again after a failed connection,
     so a failover is followed without a restart (the call that met the dead master fails)."""
     tls: dict[str, Any] = {k: v for k, v in parsed.options.items() if k in _CLUSTER_TLS_OPTIONS}
@@ -339,30 +375,32 @@ def _sentinel_client(parsed: SentinelURL, common: dict[str, Any]) -> Any:
     }
     if parsed.options.get("sentinel_auth", "").lower() in ("1", "yes", "true"):
         sentinel_kwargs |= auth
-    sentinel = Sentinel(
+    sentinel = (redis.asyncio.sentinel.Sentinel if asyncio else Sentinel)(
         parsed.sentinels,
         sentinel_kwargs=sentinel_kwargs,
         ssl=parsed.tls,
         **tls,
-        **auth,  # type: ignore[no-untyped-call]
+        **auth,
         **common,
     )
-    return sentinel.master_for(parsed.master_name, db=parsed.db, health_check_interval=30)  # type: ignore[no-untyped-call]
+    return sentinel.master_for(parsed.master_name, db=parsed.db, health_check_interval=30)
 
 
-def _seed(hostport: str) -> ClusterNode:
+def _seed(hostport: str, *, asyncio: bool = False) -> Any:
     host, _, port = hostport.rpartition(":")
     try:
+        if asyncio:
+            return redis.asyncio.cluster.ClusterNode(host or "127.0.0.1", int(port))
         return ClusterNode(host or "127.0.0.1", int(port))  # type: ignore[no-untyped-call]
     except ValueError:
         raise MQClientError(f"bad cluster seed {hostport!r}: use host:port") from None
 
 
-def _memory_client(name: str) -> Any:
+def _memory_client(name: str, *, asyncio: bool = False) -> Any:
     import fakeredis
 
     with _memory_lock:
         server = _memory_servers.get(name)
         if server is None:
             server = _memory_servers[name] = fakeredis.FakeServer()
-    return fakeredis.FakeRedis(server=server)
+    return (fakeredis.FakeAsyncRedis if asyncio else fakeredis.FakeRedis)(server=server)

@@ -78,3 +78,9 @@ def backend_url(request: pytest.FixtureRequest) -> str:
     if request.param == "standalone":
         return str(request.getfixturevalue("redis_server").url)
     return str(request.getfixturevalue("redis_cluster").url)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (``@pytest.mark.anyio``) run on asyncio, the loop ``mq.aio`` is built for (D39)."""
+    return "asyncio"

@@ -348,14 +348,14 @@ def test_a_big_batch_goes_out_in_bounded_script_calls(
     url = redis_server.url
     store = _store(url, namespace)
     sizes: list[int] = []
-    real_run = scripts.run
+    real_call = scripts.call
 
-    def spy(client: Any, name: str, keys: Any, argv: Any) -> Any:
+    def spy(name: str, keys: Any, argv: Any) -> Any:
         if name == "put-messages":
             sizes.append(int(argv[0]))
-        return real_run(client, name, keys, argv)
+        return real_call(name, keys, argv)
 
-    monkeypatch.setattr(scripts, "run", spy)
+    monkeypatch.setattr(scripts, "call", spy)
     n = 100_000
     with Producer("p", url, namespace=namespace) as producer:
         result = producer.send_batch([Message("h", b"%d" % i) for i in range(n)])

@@ -4,10 +4,11 @@ stats snapshots (``Admin.stats`` rates), and removing every key of a namespace (
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mq.store.base import StoreBase, all_or_raise, chunks
+from mq.store.ops import Cmd, Op, Scan, operation
 
 #: Keys one pipelined round trip looks up or deletes.
 BATCH = 500
@@ -16,38 +17,50 @@ BATCH = 500
 class AdminOps(StoreBase):
     """Namespace-wide reads and clean-up for operators."""
 
-    def find_id_in(self, queues: Sequence[tuple[str, int]], msg_id: str) -> list[tuple[str, int, int]]:
+    @operation
+    def find_id_in(self, queues: Sequence[tuple[str, int]], msg_id: str) -> Op[list[tuple[str, int, int]]]:
         """``(topic, queue_id, offset)`` of every queue among ``queues`` whose id index holds ``msg_id``
         (one ``HGET`` per queue, pipelined in batches of :data:`BATCH`)."""
         found: list[tuple[str, int, int]] = []
         for batch in chunks(queues, BATCH):
             lookups = [self.queue_keys(t, q).ids for t, q in batch]
             build = _each(lookups, lambda p, key: p.hget(key, msg_id))
-            replies = all_or_raise(self._pipeline(build, f"looking up msg id {msg_id!r}"))
+            replies = all_or_raise((yield from self._pipeline(build, f"looking up msg id {msg_id!r}")))
             found += [(t, q, int(off)) for (t, q), off in zip(batch, replies) if off is not None]
         return found
 
-    def stats_history(self, since_ms: int) -> list[dict[str, Any]]:
+    @operation
+    def stats_history(self, since_ms: int) -> Op[list[dict[str, Any]]]:
         """The stats snapshots taken at or after ``since_ms`` (epoch ms), oldest first."""
         with self._errors("reading the stats history"):
-            raw = self._client.zrangebyscore(self.keys.stats_history, int(since_ms), "+inf")
+            raw = yield Cmd(lambda c: c.zrangebyscore(self.keys.stats_history, int(since_ms), "+inf"))
         return [dict(json.loads(r)) for r in raw]
 
-    def namespace_keys(self) -> Iterator[str]:
+    @operation
+    def namespace_keys(self) -> Op[list[str]]:
         """Every key of the namespace, by ``SCAN MATCH`` on its hash-tag prefixes (never ``KEYS``);
         on a cluster, every master is scanned."""
+        out: list[str] = []
         for pattern in self.keys.patterns():
             with self._errors("listing the namespace's keys"):
-                for key in self._client.scan_iter(match=pattern, count=BATCH):
-                    yield key.decode() if isinstance(key, bytes) else str(key)
+                found = yield Scan(pattern, BATCH)
+            out += [key.decode() if isinstance(key, bytes) else str(key) for key in found]
+        return out
 
-    def drop_namespace(self) -> int:
+    @operation
+    def drop_namespace(self) -> Op[int]:
         """Delete (``UNLINK``) every key of the namespace; returns how many were deleted. Clients still
         running in the namespace write their keys again: stop them first."""
-        keys = sorted(set(self.namespace_keys()))
+        keys = sorted(set((yield from AdminOps.namespace_keys.op(self))))
         deleted = 0
         for batch in chunks(keys, BATCH):
-            replies = all_or_raise(self._pipeline(_each(batch, lambda p, key: p.unlink(key)), "deleting the namespace"))
+            replies = all_or_raise(
+                (
+                    yield from self._pipeline(
+                        _each(batch, lambda p, key: p.execute_command("UNLINK", key)), "deleting the namespace"
+                    )
+                )
+            )
             deleted += sum(int(r) for r in replies)
         return deleted
 

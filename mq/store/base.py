@@ -11,6 +11,7 @@ from mq.connection import Connection, translate_errors
 from mq.errors import MQBrokerError, ReplicaAckTimeout
 from mq.keys import QueueKeys
 from mq.store import scripts
+from mq.store.ops import Cmd, Op, Pipe, operation
 from mq.store.replication import SyncReplicas, run_synced
 
 #: One script call of a pipelined batch: ``(script name, keys, argv)``.
@@ -23,9 +24,14 @@ class StoreBase:
     def __init__(self, connection: Connection, *, sync: SyncReplicas | None = None) -> None:
         self.conn = connection
         self.keys = connection.keys
-        self._client = connection.client
+        #: the client the operations run with (:class:`~mq.store.ops.SyncRunner` or ``AsyncRunner``)
+        self._client = self._client_of(connection)
         #: replicas the message writes wait for (``WAIT`` in the write's pipeline; see :meth:`write_scripts`)
         self.sync = sync or SyncReplicas()
+
+    def _client_of(self, connection: Connection) -> Any:
+        """The client of ``connection`` this store runs its operations with (the sync one here)."""
+        return connection.client
 
     def _errors(self, doing: str) -> AbstractContextManager[None]:
         return translate_errors(self.conn.url, doing)
@@ -34,42 +40,49 @@ class StoreBase:
         """The keys of one queue."""
         return self.keys.queue(topic, queue_id)
 
-    def server_time_ms(self) -> int:
+    @operation
+    def server_time_ms(self) -> Op[int]:
         """The Redis server's clock, epoch ms (``TIME``; on a cluster, the node serving the namespace's keys)."""
         with self._errors("reading the server time"):
             if self.conn.kind == "cluster":
-                node = self._client.get_node_from_key(self.keys.config)
-                seconds, micros = self._client.execute_command("TIME", target_nodes=node)
+                key = self.keys.config
+                seconds, micros = yield Cmd(lambda c: c.execute_command("TIME", target_nodes=c.get_node_from_key(key)))
             else:
-                seconds, micros = self._client.time()
+                seconds, micros = yield Cmd(lambda c: c.time())
         return int(seconds) * 1000 + int(micros) // 1000
 
-    def _script(self, name: str, keys: Sequence[str], argv: Sequence[Any], doing: str) -> Any:
+    def _cmd(self, fn: Callable[[Any], Any], doing: str) -> Op[Any]:
+        """One client call ``fn(client)``; store failures raise :class:`MQBrokerError` saying what was being done."""
+        with self._errors(doing):
+            return (yield Cmd(fn))
+
+    def _script(self, name: str, keys: Sequence[str], argv: Sequence[Any], doing: str) -> Op[Any]:
         """Run one script; store failures raise :class:`MQBrokerError` saying what was being done."""
         with self._errors(doing):
-            return scripts.run(self._client, name, keys, argv)
+            return (yield from scripts.call(name, keys, argv))
 
-    def _scripts(self, calls: Sequence[ScriptCall], doing: str) -> list[Any]:
+    def _scripts(self, calls: Sequence[ScriptCall], doing: str) -> Op[list[Any]]:
         """Several script calls in one pipeline; each slot holds its reply or an :class:`MQBrokerError`."""
         if not calls:
             return []
         with self._errors(doing):
-            replies = scripts.run_many(self._client, calls)
+            replies = yield from scripts.call_many(calls)
         return [self._slot(r, doing) for r in replies]
 
-    def write_scripts(self, calls: Sequence[ScriptCall], *, sync: SyncReplicas | None = None) -> list[Any]:
+    @operation
+    def write_scripts(self, calls: Sequence[ScriptCall], *, sync: SyncReplicas | None = None) -> Op[list[Any]]:
         """Run write scripts ``(name, keys, argv)`` in one pipeline (one per node on a cluster).
 
         With replicas to wait for (``sync``, default the store's own), ``WAIT`` goes in the same
         pipeline, and a result that fewer replicas confirmed in time comes back as a
         :class:`ReplicaAckTimeout` carrying it. Each slot holds the result or the exception (redis-py's,
-        as :func:`scripts.run_many` gives them); a pipeline that failed as a whole raises redis-py's error.
+        as :func:`scripts.call_many` gives them); a pipeline that failed as a whole raises redis-py's error.
         """
         sync = sync or self.sync
         if not sync.enabled:
-            return scripts.run_many(self._client, calls)
+            return (yield from scripts.call_many(calls))
         out: list[Any] = []
-        for result, acked in run_synced(self._client, calls, sync):
+        for result, acked in (yield from run_synced(calls, sync, kind=self.conn.kind)):
             if isinstance(result, Exception) or acked >= sync.replicas:
                 out.append(result)
             else:
@@ -83,22 +96,20 @@ class StoreBase:
                 )
         return out
 
-    def _write(self, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any:
+    def _write(self, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Op[Any]:
         """One write script; raises its error, or :class:`ReplicaAckTimeout` (see :meth:`write_scripts`)."""
         if not self.sync.enabled:
-            return scripts.run(self._client, name, keys, argv)
-        result = self.write_scripts([(name, keys, argv)])[0]
+            return (yield from scripts.call(name, keys, argv))
+        result = (yield from StoreBase.write_scripts.op(self, [(name, keys, argv)]))[0]
         if isinstance(result, Exception):
             raise result
         return result
 
-    def _pipeline(self, build: Callable[[Any], object], doing: str) -> list[Any]:
+    def _pipeline(self, build: Callable[[Any], object], doing: str) -> Op[list[Any]]:
         """Queue commands with ``build(pipe)`` and run them in one round trip; each slot holds its reply
         or an :class:`MQBrokerError`."""
         with self._errors(doing):
-            pipe = self._client.pipeline(transaction=False)
-            build(pipe)
-            replies = pipe.execute(raise_on_error=False)
+            replies = yield Pipe(build)
         return [self._slot(r, doing) for r in replies]
 
     def _slot(self, reply: Any, doing: str) -> Any:
@@ -118,6 +129,15 @@ def all_or_raise(replies: Sequence[Any]) -> list[Any]:
     """``replies`` when no slot failed; else raise the first slot's :class:`MQBrokerError`."""
     for r in replies:
         if isinstance(r, MQBrokerError):
+            raise r
+    return list(replies)
+
+
+def raise_failed(replies: Sequence[Any]) -> list[Any]:
+    """``replies`` of a pipeline when no slot failed; else raise the first slot's exception (as
+    ``pipeline.execute()`` would: the caller's error translation applies)."""
+    for r in replies:
+        if isinstance(r, Exception):
             raise r
     return list(replies)
 

@@ -6,30 +6,68 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
-from mq.store.base import StoreBase
+if TYPE_CHECKING:
+    from mq.store.aio import AsyncStore
+    from mq.store.store import Store
 
 #: Seconds an estimate of the offset between this host's clock and the server's is trusted.
 CLOCK_REFRESH_S = 60.0
 
 
-class ServerClock:
-    """``now_ms()`` on the server's clock: this host's time plus an offset measured with ``TIME``
-    (from the midpoint of the round trip: off by at most half of it, well under a millisecond on a LAN)."""
+class ClockOffset:
+    """The offset between this host's clock and the server's, from one ``TIME`` round trip (its
+    midpoint: off by at most half of it, well under a millisecond on a LAN). No I/O: the sync and
+    asyncio clocks feed it."""
 
-    def __init__(self, store: StoreBase) -> None:
-        self._store = store
+    def __init__(self) -> None:
         self._offset_ms = 0.0
         self._measured_s = -CLOCK_REFRESH_S
+
+    def stale(self) -> bool:
+        """Whether the estimate is older than :data:`CLOCK_REFRESH_S` (measure again)."""
+        return time.monotonic() - self._measured_s >= CLOCK_REFRESH_S
+
+    def measured(self, before_s: float, server_ms: int, after_s: float) -> None:
+        """Take a measurement: host time (epoch s) before and after a ``TIME`` that read ``server_ms``."""
+        self._offset_ms = server_ms - (before_s + after_s) / 2 * 1000
+        self._measured_s = time.monotonic()
+
+    def now_ms(self) -> int:
+        """The server's time now by the estimate, epoch ms."""
+        return int(time.time() * 1000 + self._offset_ms)
+
+
+class ServerClock:
+    """``now_ms()`` on the server's clock (one ``TIME`` round trip every :data:`CLOCK_REFRESH_S`)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._offset = ClockOffset()
         self._lock = threading.Lock()
 
     def now_ms(self) -> int:
-        """The server's time now, epoch ms (one ``TIME`` round trip every ``CLOCK_REFRESH_S``)."""
+        """The server's time now, epoch ms."""
         with self._lock:
-            if time.monotonic() - self._measured_s >= CLOCK_REFRESH_S:
+            if self._offset.stale():
                 before = time.time()
                 server_ms = self._store.server_time_ms()
-                after = time.time()
-                self._offset_ms = server_ms - (before + after) / 2 * 1000
-                self._measured_s = time.monotonic()
-            return int(time.time() * 1000 + self._offset_ms)
+                self._offset.measured(before, server_ms, time.time())
+            return self._offset.now_ms()
+
+
+class AsyncServerClock:
+    """:class:`ServerClock` for an :class:`~mq.store.aio.AsyncStore`: ``await now_ms()``."""
+
+    def __init__(self, store: AsyncStore) -> None:
+        self._store = store
+        self._offset = ClockOffset()
+
+    async def now_ms(self) -> int:
+        """The server's time now, epoch ms."""
+        if self._offset.stale():
+            before = time.time()
+            server_ms = await self._store.server_time_ms()
+            self._offset.measured(before, server_ms, time.time())
+        return self._offset.now_ms()

@@ -18,6 +18,7 @@ from mq.message import MessageExt
 from mq.queue import MessageQueue
 from mq.store import codec
 from mq.store.base import ScriptCall, StoreBase, all_or_raise
+from mq.store.ops import Cmd, Op, operation
 from mq.store.replication import SyncReplicas
 
 #: Guards a committing call can ask the store to check (see commit-offset-2.lua).
@@ -88,11 +89,12 @@ class GroupOps(StoreBase):
 
     # -- registry -------------------------------------------------------------------------------
 
-    def heartbeat(self, group: str, client_id: str, info_json: str, timeout_ms: int) -> Heartbeat:
+    @operation
+    def heartbeat(self, group: str, client_id: str, info_json: str, timeout_ms: int) -> Op[Heartbeat]:
         """Say ``client_id`` is alive (sending ``info_json`` unless ""), drop clients silent for
         ``timeout_ms``; returns the live members and the group's config."""
         keys = self.keys.group(group)
-        reply = self._script(
+        reply = yield from self._script(
             "heartbeat",
             [keys.clients, keys.info, keys.config],
             [client_id, info_json, int(timeout_ms)],
@@ -101,108 +103,139 @@ class GroupOps(StoreBase):
         config = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1] or "")
         return Heartbeat(int(reply[0]), sorted(_text(c) for c in reply[3:]), config, int(reply[2]))
 
-    def announce_reset(self, group: str, topic: str, offsets: Mapping[int, int]) -> int:
+    @operation
+    def announce_reset(self, group: str, topic: str, offsets: Mapping[int, int]) -> Op[int]:
         """Tell ``group``'s running members that its offsets on ``topic`` were reset to ``offsets``
         (queue id → offset); returns the reset's sequence number (announce-reset.lua)."""
         keys = self.keys.group(group)
         data = json.dumps({str(q): int(o) for q, o in offsets.items()}, separators=(",", ":"))
-        return int(self._script("announce-reset", [keys.resets, keys.config], [topic, data], f"resetting group {group!r}"))
+        return int(
+            (yield from self._script("announce-reset", [keys.resets, keys.config], [topic, data], f"resetting group {group!r}"))
+        )
 
-    def group_resets(self, group: str) -> dict[str, tuple[int, dict[int, int]]]:
+    @operation
+    def group_resets(self, group: str) -> Op[dict[str, tuple[int, dict[int, int]]]]:
         """The last offset reset of ``group`` per topic: ``(sequence number, {queue id: offset})``."""
         with self._errors(f"reading offset resets of group {group!r}"):
-            raw = self._client.hgetall(self.keys.group(group).resets)
+            raw = yield Cmd(lambda c: c.hgetall(self.keys.group(group).resets))
         out = {}
         for topic, value in raw.items():
             seq, _, data = _text(value).partition("\x1f")
             out[_text(topic)] = (int(seq), {int(q): int(o) for q, o in json.loads(data).items()})
         return out
 
-    def register_group(self, group: str) -> None:
+    @operation
+    def register_group(self, group: str) -> Op[None]:
         """Record ``group`` in the namespace's group list (``mq group list``)."""
         with self._errors(f"registering group {group!r}"):
-            self._client.sadd(self.keys.groups, group)
+            (yield Cmd(lambda c: c.sadd(self.keys.groups, group)))
 
-    def unregister_client(self, group: str, client_id: str) -> None:
+    @operation
+    def unregister_client(self, group: str, client_id: str) -> Op[None]:
         """Remove a client from its group at once (a clean shutdown)."""
         keys = self.keys.group(group)
-        all_or_raise(self._pipeline(lambda p: (p.zrem(keys.clients, client_id), p.hdel(keys.info, client_id)), "unregistering"))
+        all_or_raise(
+            (
+                yield from self._pipeline(
+                    lambda p: (p.zrem(keys.clients, client_id), p.hdel(keys.info, client_id)), "unregistering"
+                )
+            )
+        )
 
-    def group_clients_raw(self, group: str) -> tuple[dict[str, str], dict[str, int]]:
+    @operation
+    def group_clients_raw(self, group: str) -> Op[tuple[dict[str, str], dict[str, int]]]:
         """The registry of ``group``: client id → info JSON, and client id → last heartbeat (server ms)."""
         keys = self.keys.group(group)
         info, beats = all_or_raise(
-            self._pipeline(
-                lambda p: (p.hgetall(keys.info), p.zrange(keys.clients, 0, -1, withscores=True)),
-                f"reading clients of group {group!r}",
+            (
+                yield from self._pipeline(
+                    lambda p: (p.hgetall(keys.info), p.zrange(keys.clients, 0, -1, withscores=True)),
+                    f"reading clients of group {group!r}",
+                )
             )
         )
         return {_text(k): _text(v) for k, v in info.items()}, {_text(c): int(s) for c, s in beats}
 
-    def groups(self) -> list[str]:
+    @operation
+    def groups(self) -> Op[list[str]]:
         """Every group that registered or was created in the namespace, sorted."""
         with self._errors("listing groups"):
-            return sorted(_text(g) for g in self._client.smembers(self.keys.groups))
+            return sorted(_text(g) for g in (yield Cmd(lambda c: c.smembers(self.keys.groups))))
 
-    def remove_dead_clients(self, groups: Sequence[str], timeout_ms: int) -> int:
+    @operation
+    def remove_dead_clients(self, groups: Sequence[str], timeout_ms: int) -> Op[int]:
         """Remove the clients of ``groups`` silent for ``timeout_ms`` (Redis clock); returns how many."""
         calls: list[ScriptCall] = [
             ("remove-dead-clients", [self.keys.group(g).clients, self.keys.group(g).info], [int(timeout_ms)]) for g in groups
         ]
-        return sum(int(r) for r in all_or_raise(self._scripts(calls, "removing dead clients")))
+        return sum(int(r) for r in all_or_raise((yield from self._scripts(calls, "removing dead clients"))))
 
     # -- group configs --------------------------------------------------------------------------
 
-    def group_config_json(self, group: str) -> str | None:
+    @operation
+    def group_config_json(self, group: str) -> Op[str | None]:
         """The stored config JSON of ``group``, or None."""
         with self._errors(f"reading the config of group {group!r}"):
-            raw = self._client.hget(self.keys.group(group).config, "json")
+            raw = yield Cmd(lambda c: c.hget(self.keys.group(group).config, "json"))
         return _text(raw) if raw is not None else None
 
-    def save_group_config(self, group: str, config_json: str) -> bool:
+    @operation
+    def save_group_config(self, group: str, config_json: str) -> Op[bool]:
         """Store the config of ``group`` (and list the group); True when it was new."""
         key = self.keys.group(group).config
         added, _ = all_or_raise(
-            self._pipeline(
-                lambda p: (p.hset(key, "json", config_json), p.sadd(self.keys.groups, group)),
-                f"saving the config of group {group!r}",
+            (
+                yield from self._pipeline(
+                    lambda p: (p.hset(key, "json", config_json), p.sadd(self.keys.groups, group)),
+                    f"saving the config of group {group!r}",
+                )
             )
         )
         return bool(added)
 
-    def delete_group_config(self, group: str) -> bool:
+    @operation
+    def delete_group_config(self, group: str) -> Op[bool]:
         """Delete the config of ``group`` and drop it from the group list; False when it had none."""
         key = self.keys.group(group).config
         deleted, _ = all_or_raise(
-            self._pipeline(lambda p: (p.hdel(key, "json"), p.srem(self.keys.groups, group)), f"deleting group {group!r}")
+            (
+                yield from self._pipeline(
+                    lambda p: (p.hdel(key, "json"), p.srem(self.keys.groups, group)), f"deleting group {group!r}"
+                )
+            )
         )
         return bool(deleted)
 
     # -- ownership ------------------------------------------------------------------------------
 
-    def claim_queues(self, group: str, client_id: str, members: Sequence[str], queues: Sequence[MessageQueue]) -> list[bool]:
+    @operation
+    def claim_queues(self, group: str, client_id: str, members: Sequence[str], queues: Sequence[MessageQueue]) -> Op[list[bool]]:
         """Take each queue unless a live member (of ``members``) owns it (claim-queue.lua)."""
         live = "\x1f".join(members)
         calls: list[ScriptCall] = [
             ("claim-queue", [self.queue_keys(q.topic, q.queue_id).owners], [group, client_id, live]) for q in queues
         ]
-        return [r == 1 for r in all_or_raise(self._scripts(calls, "claiming queues"))]
+        return [r == 1 for r in all_or_raise((yield from self._scripts(calls, "claiming queues")))]
 
-    def release_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> bool:
+    @operation
+    def release_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> Op[bool]:
         """Commit ``offset`` (None: nothing) and give ``queue`` up, if the caller owns it (release-queue.lua)."""
         keys = self.queue_keys(queue.topic, queue.queue_id)
         return bool(
-            self._script(
-                "release-queue",
-                [keys.owners, keys.offsets],
-                [group, client_id, "" if offset is None else int(offset)],
-                f"releasing {queue}",
+            (
+                yield from self._script(
+                    "release-queue",
+                    [keys.owners, keys.offsets],
+                    [group, client_id, "" if offset is None else int(offset)],
+                    f"releasing {queue}",
+                )
             )
         )
 
+    @operation
     def lock_queues(
         self, group: str, client_id: str, queues: Sequence[MessageQueue], ttl_ms: int, *, sync: SyncReplicas | None = None
-    ) -> list[bool]:
+    ) -> Op[list[bool]]:
         """Take or renew the orderly locks of ``queues`` (lock-queue.lua); True where the caller holds it.
 
         With ``sync`` (replicas ≥ 1), ``WAIT`` goes in the same pipeline and a lock counts as held only
@@ -214,41 +247,48 @@ class GroupOps(StoreBase):
             ("lock-queue", [self.queue_keys(q.topic, q.queue_id).lock(group)], [client_id, int(ttl_ms)]) for q in queues
         ]
         if sync is None or not sync.enabled:
-            return [r == 1 for r in all_or_raise(self._scripts(calls, "locking queues"))]
+            return [r == 1 for r in all_or_raise((yield from self._scripts(calls, "locking queues")))]
         with self._errors("locking queues"):
-            replies = self.write_scripts(calls, sync=sync)
+            replies = yield from StoreBase.write_scripts.op(self, calls, sync=sync)
         # an unconfirmed lock is taken on the master but not trusted: not held (renewed next round)
         confirmed = [0 if isinstance(r, ReplicaAckTimeout) else r for r in replies]
         return [r == 1 for r in all_or_raise([self._slot(r, "locking queues") for r in confirmed])]
 
-    def unlock_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> bool:
+    @operation
+    def unlock_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> Op[bool]:
         """Release the caller's lock of ``queue``, committing ``offset`` (None: nothing) with it."""
         keys = self.queue_keys(queue.topic, queue.queue_id)
         return bool(
-            self._script(
-                "unlock-queue",
-                [keys.lock(group), keys.offsets],
-                [client_id, group, "" if offset is None else int(offset)],
-                f"unlocking {queue}",
+            (
+                yield from self._script(
+                    "unlock-queue",
+                    [keys.lock(group), keys.offsets],
+                    [client_id, group, "" if offset is None else int(offset)],
+                    f"unlocking {queue}",
+                )
             )
         )
 
     # -- offsets --------------------------------------------------------------------------------
 
-    def read_offsets(self, group: str, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+    @operation
+    def read_offsets(self, group: str, queues: Iterable[MessageQueue]) -> Op[dict[MessageQueue, int]]:
         """Committed offsets of ``group`` on ``queues`` (queues without one are left out)."""
         qs = list(queues)
         values = all_or_raise(
-            self._pipeline(
-                lambda p: [p.hget(self.queue_keys(q.topic, q.queue_id).offsets, group) for q in qs],
-                f"reading offsets of group {group!r}",
+            (
+                yield from self._pipeline(
+                    lambda p: [p.hget(self.queue_keys(q.topic, q.queue_id).offsets, group) for q in qs],
+                    f"reading offsets of group {group!r}",
+                )
             )
         )
         return {q: int(v) for q, v in zip(qs, values) if v is not None}
 
+    @operation
     def commit_offsets(
         self, group: str, offsets: Mapping[MessageQueue, int], *, guard: str = NO_GUARD, client_id: str = ""
-    ) -> dict[MessageQueue, bool]:
+    ) -> Op[dict[MessageQueue, bool]]:
         """Commit offsets of ``group``, each only while ``guard`` holds for ``client_id``
         (commit-offset.lua); False for a queue whose guard did not hold (nothing written there)."""
         qs = list(offsets)
@@ -257,9 +297,13 @@ class GroupOps(StoreBase):
             ("commit-offset", [k.offsets, k.guard(group, guard)], [group, int(offsets[q]), guard, client_id])
             for q, k in zip(qs, keys)
         ]
-        return {q: r == 1 for q, r in zip(qs, all_or_raise(self._scripts(calls, f"committing offsets of group {group!r}")))}
+        return {
+            q: r == 1
+            for q, r in zip(qs, all_or_raise((yield from self._scripts(calls, f"committing offsets of group {group!r}"))))
+        }
 
-    def seed_offsets(self, group: str, offsets: Mapping[MessageQueue, int]) -> dict[MessageQueue, int]:
+    @operation
+    def seed_offsets(self, group: str, offsets: Mapping[MessageQueue, int]) -> Op[dict[MessageQueue, int]]:
         """Store each offset unless the group has one on that queue already (``HSETNX``, so members
         starting together agree); returns the offsets stored now."""
         qs = list(offsets)
@@ -270,23 +314,27 @@ class GroupOps(StoreBase):
                 p.hsetnx(key, group, int(offsets[q]))
                 p.hget(key, group)
 
-        replies = all_or_raise(self._pipeline(build, f"fixing where group {group!r} starts"))
+        replies = all_or_raise((yield from self._pipeline(build, f"fixing where group {group!r} starts")))
         return {q: int(v) for q, v in zip(qs, replies[1::2])}
 
-    def group_since(self, group: str, topic: str, now_ms: int) -> int:
+    @operation
+    def group_since(self, group: str, topic: str, now_ms: int) -> Op[int]:
         """When ``group`` first consumed ``topic`` (ms): ``now_ms`` unless a member recorded it before."""
         key = self.keys.group(group).since
         _, since = all_or_raise(
-            self._pipeline(
-                lambda p: (p.hsetnx(key, topic, int(now_ms)), p.hget(key, topic)),
-                f"reading when group {group!r} began on {topic!r}",
+            (
+                yield from self._pipeline(
+                    lambda p: (p.hsetnx(key, topic, int(now_ms)), p.hget(key, topic)),
+                    f"reading when group {group!r} began on {topic!r}",
+                )
             )
         )
         return int(since)
 
     # -- reading --------------------------------------------------------------------------------
 
-    def pull_many(self, pulls: Sequence[PullRequest]) -> list[PullResult | MQBrokerError]:
+    @operation
+    def pull_many(self, pulls: Sequence[PullRequest]) -> Op[list[PullResult | MQBrokerError]]:
         """Run ``pull-messages`` for several queues in one pipeline (filtering in the store, committing
         each request's offset); each slot holds a result or the store's error for that queue."""
         calls: list[ScriptCall] = [
@@ -309,7 +357,7 @@ class GroupOps(StoreBase):
             for p in pulls
         ]
         out: list[PullResult | MQBrokerError] = []
-        for p, reply in zip(pulls, self._scripts(calls, "pulling messages")):
+        for p, reply in zip(pulls, (yield from self._scripts(calls, "pulling messages"))):
             if isinstance(reply, MQBrokerError):
                 out.append(reply)
                 continue
@@ -317,29 +365,32 @@ class GroupOps(StoreBase):
             out.append(PullResult(msgs, int(reply[0]), int(reply[1]), reply[2] == 1))
         return out
 
+    @operation
     def wait_for_messages(
         self, queue: MessageQueue, offset: int, count: int, block_ms: int
-    ) -> tuple[list[MessageExt], int] | None:
+    ) -> Op[tuple[list[MessageExt], int] | None]:
         """Block up to ``block_ms`` until ``queue`` has a message at or after ``offset``; returns up to
         ``count`` of them unfiltered with the offset after the last entry read, or None when none
         arrived (``XREAD BLOCK``; use a connection whose reply timeout is longer than ``block_ms``)."""
         log_key = self.queue_keys(queue.topic, queue.queue_id).log
         with self._errors(f"waiting for messages of {queue}"):
-            reply = self._client.xread({log_key: stream_id(offset - 1)}, count=count, block=block_ms)
+            reply = yield Cmd(lambda c: c.xread({log_key: stream_id(offset - 1)}, count=count, block=block_ms))
         if not reply or not reply[0][1]:
             return None
         entries = reply[0][1]
         return codec.decode_entries(queue.topic, queue.queue_id, entries), offset_of(entries[-1][0]) + 1
 
-    def wait_for_any(self, cursors: Mapping[MessageQueue, int], block_ms: int) -> None:
+    @operation
+    def wait_for_any(self, cursors: Mapping[MessageQueue, int], block_ms: int) -> Op[None]:
         """Block up to ``block_ms`` until any queue of ``cursors`` has an entry at or after its cursor
         (one ``XREAD`` over every stream: standalone only, the streams are in different slots)."""
         streams = {self.queue_keys(q.topic, q.queue_id).log: stream_id(c - 1) for q, c in cursors.items()}
         with self._errors("waiting for messages"):
-            self._client.xread(streams, count=1, block=max(1, int(block_ms)))
+            (yield Cmd(lambda c: c.xread(streams, count=1, block=max(1, int(block_ms)))))
 
     # -- simple consumers -----------------------------------------------------------------------
 
+    @operation
     def receive_simple(
         self,
         group: str,
@@ -352,7 +403,7 @@ class GroupOps(StoreBase):
         filter_type: str,
         filter_data: str,
         max_scan: int,
-    ) -> list[SimpleDelivery]:
+    ) -> Op[list[SimpleDelivery]]:
         """Hand out messages of one queue to a simple-consumer group (receive-simple.lua)."""
         keys = self.queue_keys(queue.topic, queue.queue_id).simple(group)
         argv = [
@@ -365,19 +416,22 @@ class GroupOps(StoreBase):
             filter_data,
             int(max_scan),
         ]
-        reply = self._script("receive-simple", keys, argv, f"receiving from {queue}")
+        reply = yield from self._script("receive-simple", keys, argv, f"receiving from {queue}")
         out = []
         for kind, offset, attempt, visible_at, fields in reply:
             decoded = codec.decode_entries(queue.topic, queue.queue_id, [(stream_id(int(offset)).encode(), fields)])
             out.append(SimpleDelivery(int(offset), int(attempt), int(visible_at), kind == b"d", decoded[0] if decoded else None))
         return out
 
-    def ack_simple(self, group: str, queue: MessageQueue, offset: int, visible_at_ms: int, new_visible_at_ms: int | None) -> bool:
+    @operation
+    def ack_simple(
+        self, group: str, queue: MessageQueue, offset: int, visible_at_ms: int, new_visible_at_ms: int | None
+    ) -> Op[bool]:
         """Acknowledge (``new_visible_at_ms`` None) or re-time a handed-out message; False when the
         receipt expired (ack-simple.lua)."""
         keys = self.queue_keys(queue.topic, queue.queue_id).simple(group)[3:]
         argv = [int(offset), int(visible_at_ms), "" if new_visible_at_ms is None else int(new_visible_at_ms)]
-        return bool(self._script("ack-simple", keys, argv, f"acknowledging offset {offset} of {queue}"))
+        return bool((yield from self._script("ack-simple", keys, argv, f"acknowledging offset {offset} of {queue}")))
 
 
 def _text(raw: Any) -> str:

@@ -14,8 +14,7 @@ availability"): replication to the replicas' memory, RocketMQ's ``SYNC_MASTER``.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
 from mq.connection import REDIS_ERRORS
 from mq.errors import MQClientError
 from mq.store import scripts
+from mq.store.ops import Cmd, NodePipe, Op, Refresh
 
 Call = tuple[str, Sequence[str], Sequence[Any]]
 #: Errors that mean "this node does not serve the slot (any more)": the script did not run there.
@@ -55,30 +55,32 @@ class SyncReplicas:
         return self.replicas > 0
 
 
-def run_synced(client: Any, calls: Sequence[Call], sync: SyncReplicas) -> list[tuple[Any, int]]:
-    """Run script calls, each node's share followed by ``WAIT`` in one pipeline on that node.
+def run_synced(calls: Sequence[Call], sync: SyncReplicas, *, kind: str) -> Op[list[tuple[Any, int]]]:
+    """The operation running script calls, each node's share followed by ``WAIT`` in one pipeline on
+    that node (``kind``: the connection's kind, see :class:`~mq.connection.Connection`).
 
     Returns, per call in order, ``(result or exception instance, replicas that confirmed)``. The
     embedded ``memory://`` store has no replicas: 0 confirm. Raises the redis-py error of a pipeline
     that failed as a whole (a lost connection): the caller translates it.
     """
-    if hasattr(client, "nodes_manager"):
-        return _run_cluster(client, calls, sync, refresh=True)
-    if not hasattr(client, "connection_pool") or type(client).__module__.startswith("fakeredis"):
-        return [(r, 0) for r in scripts.run_many(client, calls)]
-    return _run_node(client, list(calls), sync)
+    if kind == "cluster":
+        return (yield from _run_cluster(calls, sync, refresh=True))
+    if kind == "memory":
+        return [(r, 0) for r in (yield from scripts.call_many(calls))]
+    return (yield from _run_node(list(calls), sync))
 
 
-def _run_node(node_client: Any, calls: list[Call], sync: SyncReplicas) -> list[tuple[Any, int]]:
-    """The calls plus ``WAIT`` in one pipeline on one node (a NOSCRIPT call is loaded and sent again)."""
-    replies = _pipeline(node_client, calls, sync)
+def _run_node(calls: list[Call], sync: SyncReplicas) -> Op[list[tuple[Any, int]]]:
+    """The calls plus ``WAIT`` in one pipeline on the node of their first key (a NOSCRIPT call is
+    loaded and sent again)."""
+    replies = yield from _pipeline(calls, sync)
     acked = replies[-1]
     results = replies[:-1]
     missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
     if missing:
         for i in missing:
-            scripts.load(node_client, calls[i][0], calls[i][1])
-        again = _pipeline(node_client, [calls[i] for i in missing], sync)
+            yield from scripts.load(calls[i][0], calls[i][1])
+        again = yield from _pipeline([calls[i] for i in missing], sync)
         for i, r in zip(missing, again[:-1]):
             results[i] = r
         acked = again[-1]  # WAIT covers every earlier write of the connection
@@ -88,45 +90,45 @@ def _run_node(node_client: Any, calls: list[Call], sync: SyncReplicas) -> list[t
     return [(r, count) for r in results]
 
 
-def _pipeline(node_client: Any, calls: Sequence[Call], sync: SyncReplicas) -> list[Any]:
-    pipe = node_client.pipeline(transaction=False)
-    flagged = scripts._flagged(node_client)  # the same script variant (with its Redis 7 flags) as scripts.run
-    for name, keys, argv in calls:
-        pipe.execute_command("EVALSHA", *scripts.SCRIPTS[name].args(keys, argv, flagged=flagged))
-    pipe.execute_command("WAIT", sync.replicas, sync.timeout_ms)
-    return list(pipe.execute(raise_on_error=False))
+def _pipeline(calls: Sequence[Call], sync: SyncReplicas) -> Op[list[Any]]:
+    flagged = yield Cmd(scripts._flagged)  # the same script variant (with its Redis 7 flags) as scripts.call
+
+    def build(pipe: Any) -> None:
+        scripts.queue_calls(pipe, calls, flagged)
+        pipe.execute_command("WAIT", sync.replicas, sync.timeout_ms)
+
+    return list((yield NodePipe(calls[0][1][0], build)))
 
 
-def _run_cluster(client: Any, calls: Sequence[Call], sync: SyncReplicas, *, refresh: bool) -> list[tuple[Any, int]]:
+def _run_cluster(calls: Sequence[Call], sync: SyncReplicas, *, refresh: bool) -> Op[list[tuple[Any, int]]]:
     """Group the calls by the node serving their first key; one pipeline per node.
 
     A call refused with MOVED/ASK/TRYAGAIN did not run: the topology is read again and those calls
     are sent once more (``refresh``). A node that cannot be reached makes the topology be read again
     before the error is raised, so the caller's next attempt goes to the promoted replica.
     """
-    by_node: dict[str, tuple[Any, list[int]]] = {}
+    by_node: dict[str, list[int]] = {}
     for i, (_, keys, _) in enumerate(calls):
-        node = client.get_node_from_key(keys[0])
-        by_node.setdefault(node.name, (node, []))[1].append(i)
+        name = yield Cmd(_node_name(keys[0]))
+        by_node.setdefault(name, []).append(i)
     out: list[tuple[Any, int]] = [(None, 0)] * len(calls)
-    for node, indexes in by_node.values():
+    for indexes in by_node.values():
         try:
-            done = _run_node(client.get_redis_connection(node), [calls[i] for i in indexes], sync)
+            done = yield from _run_node([calls[i] for i in indexes], sync)
         except REDIS_ERRORS:
-            _reload_topology(client)
+            yield Refresh()
             raise
         for i, result in zip(indexes, done):
             out[i] = result
     moved = [i for i, (r, _) in enumerate(out) if isinstance(r, _ROUTING_ERRORS)]
     if moved and refresh:
-        _reload_topology(client)
-        again = _run_cluster(client, [calls[i] for i in moved], sync, refresh=False)
+        yield Refresh()
+        again = yield from _run_cluster([calls[i] for i in moved], sync, refresh=False)
         for i, result in zip(moved, again):
             out[i] = result
     return out
 
 
-def _reload_topology(client: Any) -> None:
-    """Ask the cluster for its slots again (best effort: a failure leaves the old map)."""
-    with contextlib.suppress(*REDIS_ERRORS):
-        client.nodes_manager.initialize()
+def _node_name(key: str) -> Callable[[Any], str]:
+    """A client call giving the name of the cluster node serving ``key`` (no I/O)."""
+    return lambda client: str(client.get_node_from_key(key).name)

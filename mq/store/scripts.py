@@ -20,6 +20,9 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
+from mq.store import ops
+from mq.store.ops import Cmd, Op, Pipe
+
 #: Codes the scripts return for refused operations, and what they mean.
 QUEUE_MISSING = -1
 QUEUE_NOT_WRITABLE = -2
@@ -96,64 +99,73 @@ def _load_all() -> dict[str, Script]:
 SCRIPTS: dict[str, Script] = _load_all()
 
 
-def run(client: Any, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any:
-    """Run script ``name`` on ``client`` (a Redis, RedisCluster or fakeredis client)."""
+def call(name: str, keys: Sequence[str], argv: Sequence[Any]) -> Op[Any]:
+    """The operation running script ``name`` (loaded and called again when the server lacks it)."""
     script = SCRIPTS[name]
     try:
-        return client.evalsha(*script.args(keys, argv, flagged=_flagged(client)))
+        return (yield Cmd(lambda c: c.evalsha(*script.args(keys, argv, flagged=_flagged(c)))))
     except NoScriptError:
-        load(client, name, keys)
-        return client.evalsha(*script.args(keys, argv, flagged=_flagged(client)))
+        yield from load(name, keys)
+        return (yield Cmd(lambda c: c.evalsha(*script.args(keys, argv, flagged=_flagged(c)))))
 
 
-def run_many(client: Any, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
-    """Run several script calls in one pipeline (grouped by node on a cluster).
+def run(client: Any, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any:
+    """Run script ``name`` at once on a sync ``client`` (a Redis, RedisCluster or fakeredis client)."""
+    return ops.run(client, call(name, keys, argv))
+
+
+def call_many(calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> Op[list[Any]]:
+    """The operation running several script calls in one pipeline (grouped by node on a cluster).
 
     Returns one result per call, in order; a failed call's slot holds its exception instance.
     Calls refused with ``NOSCRIPT`` are retried once after loading the script.
     """
-    results = _pipeline(client, calls)
+    flagged: bool = yield Cmd(_flagged)
+    results: list[Any] = yield Pipe(_queue(calls, flagged))
     missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
     if missing:
         for i in missing:
-            load(client, calls[i][0], calls[i][1])
-        retried = _pipeline(client, [calls[i] for i in missing])
+            yield from load(calls[i][0], calls[i][1])
+        flagged = yield Cmd(_flagged)
+        retried = yield Pipe(_queue([calls[i] for i in missing], flagged))
         for i, r in zip(missing, retried):
             results[i] = r
     return results
 
 
-def load(client: Any, name: str, keys: Sequence[str]) -> None:
-    """Load script ``name`` into the server that serves ``keys``.
+def load(name: str, keys: Sequence[str]) -> Op[None]:
+    """The operation loading script ``name`` into the server that serves ``keys``.
 
     On a cluster only that node is asked: loading on every primary would fail while any one of
     them is down, and would break sends to the healthy ones. A server that cannot compile a flagged
     script (Redis < 7 has no shebang) gets plain scripts from then on.
     """
     script = SCRIPTS[name]
-    if _flagged(client) and script.flags:
+    if script.flags and (yield Cmd(_flagged)):
         try:
-            _script_load(client, script.flagged_source, keys)
+            yield Cmd(lambda c: _script_load(c, script.flagged_source, keys))
             return
         except ResponseError as e:
             if "compil" not in str(e).lower() and "shebang" not in str(e).lower():
                 raise
-            setattr(client, _NO_FLAGS, True)
-    _script_load(client, script.source, keys)
+            yield Cmd(lambda c: setattr(c, _NO_FLAGS, True))
+    yield Cmd(lambda c: _script_load(c, script.source, keys))
 
 
-def _script_load(client: Any, source: str, keys: Sequence[str]) -> None:
+def _script_load(client: Any, source: str, keys: Sequence[str]) -> Any:
     if hasattr(client, "nodes_manager"):
-        client.execute_command("SCRIPT LOAD", source, target_nodes=client.get_node_from_key(keys[0]))
-    else:
-        client.script_load(source)
+        return client.execute_command("SCRIPT LOAD", source, target_nodes=client.get_node_from_key(keys[0]))
+    return client.script_load(source)
 
 
-def _pipeline(client: Any, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
-    pipe = client.pipeline(transaction=False)
-    flagged = _flagged(client)
+def queue_calls(pipe: Any, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]], flagged: bool) -> None:
+    """Queue ``EVALSHA`` of each call on ``pipe`` (``flagged``: the variant with Redis 7 flags, see
+    :func:`_flagged` of the pipeline's client)."""
     for name, keys, argv in calls:
         # execute_command, not evalsha(): redis-py blocks the evalsha method on cluster pipelines, but
         # routes a queued EVALSHA by its keys like any other command.
         pipe.execute_command("EVALSHA", *SCRIPTS[name].args(keys, argv, flagged=flagged))
-    return list(pipe.execute(raise_on_error=False))
+
+
+def _queue(calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]], flagged: bool) -> Any:
+    return lambda pipe: queue_calls(pipe, calls, flagged)

@@ -18,9 +18,10 @@ from mq.keys import key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
 from mq.store.admin import AdminOps
-from mq.store.base import ScriptCall, all_or_raise
+from mq.store.base import ScriptCall, StoreBase, all_or_raise, raise_failed
 from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
+from mq.store.ops import Cmd, Op, Pipe, SyncRunner, operation
 from mq.store.trace import TraceOps
 from mq.store.transactions import TransactionOps
 from mq.topic import QueueStats, TopicConfig
@@ -30,37 +31,30 @@ log = logging.getLogger("mq.store")
 #: A field of the topics hash no topic can have (":" is not allowed in names): the permission probe.
 TOPICS_PROBE_FIELD = ":permission-probe"
 
-__all__ = ["PullRequest", "PullResult", "Store", "check_put_result", "decode_half", "pairs"]
+__all__ = ["MessageOps", "PullRequest", "PullResult", "Store", "StoreOps", "check_put_result", "decode_half", "pairs"]
 
 
-class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
-    """Typed operations on the Redis data of one namespace: topics and messages here, consumer groups
-    in :class:`~mq.store.groups.GroupOps`, the broker service's in :class:`~mq.store.broker.BrokerOps`, operator tools' in
-    :class:`~mq.store.admin.AdminOps`, the message trace's in :class:`~mq.store.trace.TraceOps`.
-
-    Args:
-        connection: the client and key names.
-        sync: with ``sync.replicas`` ≥ 1, the message writes (:meth:`put`, :meth:`put_many`,
-            :meth:`put_delayed`, :meth:`put_half`, :meth:`end_transaction`, :meth:`deliver_due`,
-            :meth:`check_halves`) each send ``WAIT`` in the same pipeline as the write, and raise
-            :class:`ReplicaAckTimeout` (carrying the write's result) when fewer replicas confirmed in time.
-    """
+class MessageOps(StoreBase):
+    """Topics and messages: configs, puts, pending (delayed and half) messages, reads and lookups."""
 
     # -- topics ---------------------------------------------------------------------------------
 
-    def topic(self, name: str) -> TopicConfig | None:
+    @operation
+    def topic(self, name: str) -> Op[TopicConfig | None]:
         """The config of topic ``name``, or None when it does not exist."""
         with self._errors(f"reading topic {name!r}"):
-            raw = self._client.hget(self.keys.topics, name)
+            raw = yield Cmd(lambda c: c.hget(self.keys.topics, name))
         return _config_from_stored(raw)[0] if raw else None
 
-    def topics(self) -> list[TopicConfig]:
+    @operation
+    def topics(self) -> Op[list[TopicConfig]]:
         """Every topic of the namespace, sorted by name."""
         with self._errors("listing topics"):
-            raw = self._client.hgetall(self.keys.topics)
+            raw = yield Cmd(lambda c: c.hgetall(self.keys.topics))
         return sorted((_config_from_stored(v)[0] for v in raw.values()), key=lambda c: c.name)
 
-    def save_topic(self, config: TopicConfig, *, create_only: bool = False) -> None:
+    @operation
+    def save_topic(self, config: TopicConfig, *, create_only: bool = False) -> Op[None]:
         """Create or update a topic: queue flags first, then the config producers read.
 
         Queues beyond the new counts keep their messages and offsets (they become unreadable and
@@ -70,28 +64,31 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
         one created meanwhile by someone else) is left as it is.
         """
         with self._errors(f"saving topic {config.name!r}"):
-            raw = self._client.hget(self.keys.topics, config.name)
+            raw = yield Cmd(lambda c: c.hget(self.keys.topics, config.name))
             if raw is not None and create_only:
                 return
             if raw is not None:
-                self._probe_topics_write()  # an update: refused here, before any queue flag changes
+                yield from self._probe_topics_write()  # an update: refused here, before any queue flag changes
             span = max(config.queue_count, _config_from_stored(raw)[1] if raw else 0)
-            pipe = self._client.pipeline(transaction=False)
-            for qid in range(span):
-                flags = {"w": int(config.writable(qid)), "r": int(config.readable(qid))}
-                pipe.hset(self.queue_keys(config.name, qid).meta, mapping=flags)
-            pipe.execute()
-            stored = json.dumps(json.loads(config.to_json()) | {"span": span}, separators=(",", ":"))
-            if raw is None and (self._client.hsetnx(self.keys.topics, config.name, stored) or create_only):
-                return
-            self._client.hset(self.keys.topics, config.name, stored)
 
-    def _probe_topics_write(self) -> None:
+            def set_flags(pipe: Any) -> None:
+                for qid in range(span):
+                    flags = {"w": int(config.writable(qid)), "r": int(config.readable(qid))}
+                    pipe.hset(self.queue_keys(config.name, qid).meta, mapping=flags)
+
+            raise_failed((yield Pipe(set_flags)))
+            stored = json.dumps(json.loads(config.to_json()) | {"span": span}, separators=(",", ":"))
+            if raw is None and ((yield Cmd(lambda c: c.hsetnx(self.keys.topics, config.name, stored))) or create_only):
+                return
+            (yield Cmd(lambda c: c.hset(self.keys.topics, config.name, stored)))
+
+    def _probe_topics_write(self) -> Op[None]:
         """Fail with the caller's missing permission before an admin change writes anything: ``HDEL`` of a
         field no topic can have is a write that changes nothing (the ``client`` role may not write there)."""
-        self._client.hdel(self.keys.topics, TOPICS_PROBE_FIELD)
+        (yield Cmd(lambda c: c.hdel(self.keys.topics, TOPICS_PROBE_FIELD)))
 
-    def delete_topic(self, name: str) -> bool:
+    @operation
+    def delete_topic(self, name: str) -> Op[bool]:
         """Delete a topic and every message it stores. Returns False when it did not exist.
 
         The queues' keys go first, the config last: a caller without the permission (a ``client``
@@ -99,21 +96,24 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
         half-way leaves the config, so calling again finishes the job.
         """
         with self._errors(f"deleting topic {name!r}"):
-            raw = self._client.hget(self.keys.topics, name)
+            raw = yield Cmd(lambda c: c.hget(self.keys.topics, name))
             if not raw:
                 return False
-            self._probe_topics_write()
-            pipe = self._client.pipeline(transaction=False)
-            for qid in range(_config_from_stored(raw)[1]):
-                for key in self.queue_keys(name, qid).all():  # one key per command: cluster pipelines need it
-                    pipe.unlink(key)
-            pipe.execute()
-            self._client.hdel(self.keys.topics, name)
+            yield from self._probe_topics_write()
+
+            def unlink(pipe: Any) -> None:
+                for qid in range(_config_from_stored(raw)[1]):
+                    for key in self.queue_keys(name, qid).all():  # one key per command: cluster pipelines need it
+                        pipe.execute_command("UNLINK", key)  # not unlink(): a coroutine on asyncio cluster pipelines
+
+            raise_failed((yield Pipe(unlink)))
+            (yield Cmd(lambda c: c.hdel(self.keys.topics, name)))
         return True
 
     # -- messages -------------------------------------------------------------------------------
 
-    def put(self, topic: str, queue_id: int, encoded: Sequence[list[Any]]) -> tuple[int, int]:
+    @operation
+    def put(self, topic: str, queue_id: int, encoded: Sequence[list[Any]]) -> Op[tuple[int, int]]:
         """Append encoded messages (see :func:`codec.encode`) to one queue atomically.
 
         Returns:
@@ -127,17 +127,18 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
         argv = _put_argv(encoded)
         with self._errors(f"sending to {topic!r} queue {queue_id}"):
             try:
-                result = self._write("put-messages", self.queue_keys(topic, queue_id).put(), argv)
+                result = yield from self._write("put-messages", self.queue_keys(topic, queue_id).put(), argv)
             except ReplicaAckTimeout as e:
                 e.result = check_put_result(topic, queue_id, e.result)
                 raise
         return check_put_result(topic, queue_id, result)
 
-    def put_many(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> list[tuple[int, int] | Exception]:
+    @operation
+    def put_many(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> Op[list[tuple[int, int] | Exception]]:
         """Several :meth:`put` calls in one pipeline; each slot holds a result or the exception."""
         calls = [("put-messages", self.queue_keys(t, q).put(), _put_argv(e)) for t, q, e in puts]
         with self._errors("sending a pipeline of messages"):
-            results = self.write_scripts(calls)
+            results = yield from StoreBase.write_scripts.op(self, calls)
         out: list[tuple[int, int] | Exception] = []
         for (topic, qid, _), result in zip(puts, results):
             try:
@@ -153,30 +154,32 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
                 out.append(e)
         return out
 
-    def put_delayed(self, topic: str, queue_id: int, encoded: list[Any], due_ms: int) -> None:
+    @operation
+    def put_delayed(self, topic: str, queue_id: int, encoded: list[Any], due_ms: int) -> Op[None]:
         """Keep one encoded message in a queue's timer until ``due_ms`` (then index the queue).
 
         Raises:
             TopicNotFoundError / QueueNotWritableError: as :meth:`put`.
         """
         keys = self.queue_keys(topic, queue_id)
-        self._put_pending(topic, queue_id, encoded, due_ms, keys.delayed, keys.timer, self.keys.timers)
+        yield from self._put_pending(topic, queue_id, encoded, due_ms, keys.delayed, keys.timer, self.keys.timers)
 
-    def put_half(self, topic: str, queue_id: int, encoded: list[Any], first_check_ms: int) -> str:
+    @operation
+    def put_half(self, topic: str, queue_id: int, encoded: list[Any], first_check_ms: int) -> Op[str]:
         """Store a transaction's half message (invisible) and index its queue for check-backs.
 
         Returns the half id. Raises as :meth:`put` for a missing or unwritable queue.
         """
         keys = self.queue_keys(topic, queue_id)
-        return self._put_pending(topic, queue_id, encoded, first_check_ms, keys.half, keys.halfidx, self.keys.halves)
+        return (yield from self._put_pending(topic, queue_id, encoded, first_check_ms, keys.half, keys.halfidx, self.keys.halves))
 
     def _put_pending(
         self, topic: str, queue_id: int, encoded: list[Any], at_ms: int, stream: str, schedule: str, index: str
-    ) -> str:
+    ) -> Op[str]:
         unconfirmed: ReplicaAckTimeout | None = None
         with self._errors(f"storing a pending message in {topic!r} queue {queue_id}"):
             try:
-                result = self._write(
+                result = yield from self._write(
                     "put-pending", [self.queue_keys(topic, queue_id).meta, stream, schedule], [int(at_ms), *encoded[1:]]
                 )
             except ReplicaAckTimeout as e:
@@ -187,7 +190,7 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
         # a retry would store a second copy. The broker's periodic sweep re-indexes the queue.
         try:
             with self._errors(f"indexing {topic!r} queue {queue_id} for the broker service"):
-                self._client.zadd(index, {timer_member(topic, queue_id): int(at_ms)}, lt=True)
+                (yield Cmd(lambda c: c.zadd(index, {timer_member(topic, queue_id): int(at_ms)}, lt=True)))
         except MQBrokerError as e:
             log.warning("message stored; its index entry was not (the broker's sweep adds it): %s", e)
         pending_id = result.decode() if isinstance(result, bytes) else str(result)
@@ -196,7 +199,8 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
             raise unconfirmed
         return pending_id
 
-    def end_transaction(self, topic: str, queue_id: int, half_id: str, commit: bool) -> tuple[bool, int]:
+    @operation
+    def end_transaction(self, topic: str, queue_id: int, half_id: str, commit: bool) -> Op[tuple[bool, int]]:
         """Commit or roll back a half message; ``(changed, offset)`` (offset -1 unless committed now).
 
         A half message the log cannot take (malformed) is discarded to the queue's discarded-transactions
@@ -205,7 +209,7 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
         keys = self.queue_keys(topic, queue_id)
         with self._errors(f"ending a transaction in {topic!r} queue {queue_id}"):
             try:
-                done, offset = self._write(
+                done, offset = yield from self._write(
                     "end-transaction", keys.end_transaction(), ["commit" if commit else "rollback", half_id]
                 )
             except ReplicaAckTimeout as e:
@@ -220,24 +224,28 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
             )
         return bool(done), int(offset)
 
-    def read_half(self, topic: str, queue_id: int, half_id: str) -> MessageExt | None:
+    @operation
+    def read_half(self, topic: str, queue_id: int, half_id: str) -> Op[MessageExt | None]:
         """The half message ``half_id``, or None once it is resolved."""
         with self._errors(f"reading a half message of {topic!r}"):
-            entries = self._client.xrange(self.queue_keys(topic, queue_id).half, half_id, half_id)
+            entries = yield Cmd(lambda c: c.xrange(self.queue_keys(topic, queue_id).half, half_id, half_id))
         if not entries:
             return None
         return decode_half(topic, queue_id, half_id, entries[0][1])
 
+    @operation
     def check_halves(
         self, queues: Sequence[tuple[str, int]], now_ms: int, interval_ms: int, check_max: int, reserve_ms: int, limit: int
-    ) -> list[tuple[int, list[tuple[str, str, int]]]]:
+    ) -> Op[list[tuple[int, list[tuple[str, str, int]]]]]:
         """Count and take the half messages due for a check-back; per queue ``(next_ms, [(kind, id, checks)])``."""
         calls: list[tuple[str, Sequence[str], Sequence[Any]]] = [
             ("check-halves", self.queue_keys(t, q).check_halves(), [now_ms, interval_ms, check_max, reserve_ms, limit])
             for t, q in queues
         ]
         with self._errors("checking half messages"):
-            replies = self.write_scripts(calls)  # it rolls back the overdue ones: a write the replicas should confirm
+            replies = yield from StoreBase.write_scripts.op(
+                self, calls
+            )  # it rolls back the overdue ones: a write the replicas should confirm
             for i, r in enumerate(replies):
                 if isinstance(r, ReplicaAckTimeout):
                     log.warning("transaction check not confirmed by replicas: %s", r)
@@ -246,7 +254,8 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
                     raise r
         return [(int(r[0]), [(k.decode(), i.decode(), int(c)) for k, i, c in r[1:]]) for r in replies]
 
-    def deliver_due(self, queues: Sequence[tuple[str, int]], now_ms: int, limit: int) -> list[DeliverResult | MQBrokerError]:
+    @operation
+    def deliver_due(self, queues: Sequence[tuple[str, int]], now_ms: int, limit: int) -> Op[list[DeliverResult | MQBrokerError]]:
         """Move due delayed messages of ``queues`` into their logs; per queue a result or its error.
 
         A queue's error changed nothing in that queue (the script checks before it writes); the other
@@ -256,7 +265,7 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
             ("deliver-due", self.queue_keys(t, q).deliver(), [int(now_ms), int(limit)]) for t, q in queues
         ]
         with self._errors("delivering due messages"):
-            results = self.write_scripts(calls)
+            results = yield from StoreBase.write_scripts.op(self, calls)
         out: list[DeliverResult | MQBrokerError] = []
         for (topic, qid), r in zip(queues, results):
             if isinstance(r, ReplicaAckTimeout):  # moved on the master: carry on, and say the replicas may not have it
@@ -268,11 +277,12 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
                 out.append(DeliverResult(int(r[0]), int(r[1]), int(r[2])))
         return out
 
-    def timer_dead_letters(self, topic: str, queue_id: int) -> list[tuple[str, str, MessageExt | None]]:
+    @operation
+    def timer_dead_letters(self, topic: str, queue_id: int) -> Op[list[tuple[str, str, MessageExt | None]]]:
         """Delayed messages of a queue the timer could not deliver: ``(delayed id, reason, message)``
         (message None when its fields cannot even be decoded)."""
         with self._errors(f"reading timer dead letters of {topic!r} queue {queue_id}"):
-            entries = self._client.xrange(self.queue_keys(topic, queue_id).timerdead)
+            entries = yield Cmd(lambda c: c.xrange(self.queue_keys(topic, queue_id).timerdead))
         out: list[tuple[str, str, MessageExt | None]] = []
         for _, fields in entries:
             delayed_id = fields.pop(b"delayed_id", b"").decode(errors="replace")
@@ -284,75 +294,77 @@ class Store(GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
             out.append((delayed_id, reason, msg))
         return out
 
-    def trim(self, topic: str, queue_id: int, cutoff_ms: int, limit: int = 1000) -> int:
+    @operation
+    def trim(self, topic: str, queue_id: int, cutoff_ms: int, limit: int = 1000) -> Op[int]:
         """Remove messages of a queue stored before ``cutoff_ms`` and their index entries; returns how many."""
         keys = self.queue_keys(topic, queue_id)
         removed = 0
         with self._errors(f"trimming {topic!r} queue {queue_id}"):
             while True:
-                count, more = scripts.run(
-                    self._client, "trim-queue", [keys.log, keys.ids, keys.keys], [int(cutoff_ms), int(limit)]
-                )
+                count, more = yield from scripts.call("trim-queue", [keys.log, keys.ids, keys.keys], [int(cutoff_ms), int(limit)])
                 removed += int(count)
                 if not more:
                     return removed
 
-    def ensure_topic(self, config: TopicConfig) -> TopicConfig:
+    @operation
+    def ensure_topic(self, config: TopicConfig) -> Op[TopicConfig]:
         """The topic's config, creating it with ``config`` when missing (system topics: retry, DLQ)."""
-        existing = self.topic(config.name)
+        existing = yield from MessageOps.topic.op(self, config.name)
         if existing is not None:
             return existing
-        self.save_topic(config, create_only=True)  # added with HSETNX, never rewriting one created meanwhile
-        return self.topic(config.name) or config
+        # added with HSETNX, never rewriting one created meanwhile
+        yield from MessageOps.save_topic.op(self, config, create_only=True)
+        return (yield from MessageOps.topic.op(self, config.name)) or config
 
-    def read(self, topic: str, queue_id: int, offset: int, count: int) -> list[MessageExt]:
+    @operation
+    def read(self, topic: str, queue_id: int, offset: int, count: int) -> Op[list[MessageExt]]:
         """Up to ``count`` messages of a queue from ``offset`` on (trimmed ones are skipped)."""
         with self._errors(f"reading {topic!r} queue {queue_id}"):
-            entries = self._client.xrange(self.queue_keys(topic, queue_id).log, stream_id(offset), "+", count)
+            entries = yield Cmd(lambda c: c.xrange(self.queue_keys(topic, queue_id).log, stream_id(offset), "+", count))
         return [codec.decode(topic, queue_id, eid, fields) for eid, fields in entries]
 
-    def read_at(self, topic: str, locations: Iterable[tuple[int, int]]) -> list[MessageExt]:
+    @operation
+    def read_at(self, topic: str, locations: Iterable[tuple[int, int]]) -> Op[list[MessageExt]]:
         """The messages at ``(queue_id, offset)`` locations (missing ones are skipped), in order."""
         locs = list(locations)
         with self._errors(f"reading messages of {topic!r}"):
-            pipe = self._client.pipeline(transaction=False)
-            for qid, off in locs:
-                pipe.xrange(self.queue_keys(topic, qid).log, stream_id(off), stream_id(off))
-            results = pipe.execute()
+            results = raise_failed(
+                (yield Pipe(lambda p: [p.xrange(self.queue_keys(topic, q).log, stream_id(o), stream_id(o)) for q, o in locs]))
+            )
         return [codec.decode(topic, qid, e[0][0], e[0][1]) for (qid, _), e in zip(locs, results) if e]
 
-    def find_ids(self, topic: str, queue_ids: Sequence[int], msg_id: str) -> list[tuple[int, int]]:
+    @operation
+    def find_ids(self, topic: str, queue_ids: Sequence[int], msg_id: str) -> Op[list[tuple[int, int]]]:
         """``(queue_id, offset)`` of every stored message of ``topic`` with id ``msg_id``."""
         with self._errors(f"looking up msg id {msg_id!r}"):
-            pipe = self._client.pipeline(transaction=False)
-            for qid in queue_ids:
-                pipe.hget(self.queue_keys(topic, qid).ids, msg_id)
-            found = pipe.execute()
+            found = raise_failed((yield Pipe(lambda p: [p.hget(self.queue_keys(topic, q).ids, msg_id) for q in queue_ids])))
         return [(qid, int(off)) for qid, off in zip(queue_ids, found) if off is not None]
 
-    def find_keys(self, topic: str, queue_ids: Sequence[int], key: str, limit: int) -> list[tuple[int, int]]:
+    @operation
+    def find_keys(self, topic: str, queue_ids: Sequence[int], key: str, limit: int) -> Op[list[tuple[int, int]]]:
         """``(queue_id, offset)`` of up to ``limit`` messages per queue indexed under ``key``."""
         low, high = key_index_range(key)
         with self._errors(f"looking up key {key!r}"):
-            pipe = self._client.pipeline(transaction=False)
-            for qid in queue_ids:
-                pipe.zrangebylex(self.queue_keys(topic, qid).keys, low, high, 0, limit)
-            found = pipe.execute()
+            found = raise_failed(
+                (yield Pipe(lambda p: [p.zrangebylex(self.queue_keys(topic, q).keys, low, high, 0, limit) for q in queue_ids]))
+            )
         return [(qid, int(m.rpartition(b"\x1f")[2])) for qid, members in zip(queue_ids, found) for m in members]
 
     # -- offsets --------------------------------------------------------------------------------
 
-    def queue_stats(self, topic: str, queue_ids: Sequence[int]) -> dict[int, QueueStats]:
+    @operation
+    def queue_stats(self, topic: str, queue_ids: Sequence[int]) -> Op[dict[int, QueueStats]]:
         """Min/max offset and last store time of each queue."""
         calls: list[ScriptCall] = [("queue-stats", self.queue_keys(topic, q).read(), []) for q in queue_ids]
-        results = all_or_raise(self._scripts(calls, f"reading offsets of {topic!r}"))
+        results = all_or_raise((yield from self._scripts(calls, f"reading offsets of {topic!r}")))
         return {q: QueueStats(int(r[0]), int(r[1]), int(r[2])) for q, r in zip(queue_ids, results)}
 
-    def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+    @operation
+    def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> Op[int]:
         """Offset of the first message stored at or after ``timestamp_ms`` (max offset if none)."""
         with self._errors(f"searching {topic!r} queue {queue_id}"):
             keys = self.queue_keys(topic, queue_id).read()
-            result = int(scripts.run(self._client, "search-offset", keys, [int(timestamp_ms)]))
+            result = int((yield from scripts.call("search-offset", keys, [int(timestamp_ms)])))
         if result < 0:
             raise TopicNotFoundError(f"queue {queue_id} of topic {topic!r} does not exist")
         return result
@@ -409,3 +421,23 @@ def _config_from_stored(raw: bytes | str) -> tuple[TopicConfig, int]:
     span = int(data.pop("span", 0))
     config = TopicConfig(**data)
     return config, max(span, config.queue_count)
+
+
+class StoreOps(MessageOps, GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
+    """Every store operation as a generator (see :mod:`mq.store.ops`): what :class:`Store` runs at
+    once and :class:`mq.store.aio.AsyncStore` awaits."""
+
+
+class Store(StoreOps, SyncRunner):
+    """Typed operations on the Redis data of one namespace, run at once: topics and messages in
+    :class:`MessageOps`, consumer groups
+    in :class:`~mq.store.groups.GroupOps`, the broker service's in :class:`~mq.store.broker.BrokerOps`, operator tools' in
+    :class:`~mq.store.admin.AdminOps`, the message trace's in :class:`~mq.store.trace.TraceOps`.
+
+    Args:
+        connection: the client and key names.
+        sync: with ``sync.replicas`` ≥ 1, the message writes (:meth:`put`, :meth:`put_many`,
+            :meth:`put_delayed`, :meth:`put_half`, :meth:`end_transaction`, :meth:`deliver_due`,
+            :meth:`check_halves`) each send ``WAIT`` in the same pipeline as the write, and raise
+            :class:`ReplicaAckTimeout` (carrying the write's result) when fewer replicas confirmed in time.
+    """
