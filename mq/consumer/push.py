@@ -55,6 +55,11 @@ LOCAL_RECONSUME_DELAY_S = 5.0
 #: Default pause of a suspended orderly queue, ms [RocketMQ ``suspendCurrentQueueTimeMillis``].
 DEFAULT_SUSPEND_MS = 1000
 
+#: The statuses, looked up once (a member lookup on an Enum class costs more than a listener call
+#: that does nothing, in Python 3.11).
+_CONSUME_SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+_RECONSUME_LATER = ConsumeConcurrentlyStatus.RECONSUME_LATER
+
 Listener = Callable[[list[MessageExt], ConsumeConcurrentlyContext], ConsumeConcurrentlyStatus]
 OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
 
@@ -278,12 +283,13 @@ class PushConsumer(QueueConsumer):
         # process queue together at the end (one lock, one flow-control check per task).
         consumed: list[MessageExt] = []
         spans = otel.enabled()
+        broadcasting = self.message_model is MessageModel.BROADCASTING
         try:
             for msgs in batches:
                 if pq.dropped:
                     return  # taken over after a failure: the new owner consumes the rest
                 try:
-                    self._consume_batch(pq, msgs, consumed, spans)
+                    self._consume_batch(pq, msgs, consumed, spans, broadcasting)
                 except Exception:  # our own handling failed: never leave the messages stuck in flight
                     log.exception(
                         "handling the listener's answer for %d message(s) of %s failed; they are consumed again here in %s s",
@@ -301,7 +307,9 @@ class PushConsumer(QueueConsumer):
                     self._in_flight -= 1
                     self._in_flight_cv.notify_all()
 
-    def _consume_batch(self, pq: ProcessQueue, msgs: list[MessageExt], consumed: list[MessageExt], spans: bool) -> None:
+    def _consume_batch(
+        self, pq: ProcessQueue, msgs: list[MessageExt], consumed: list[MessageExt], spans: bool, broadcasting: bool
+    ) -> None:
         """One listener call; the messages it consumed go to ``consumed`` (for the process queue to
         forget), the others are sent back or consumed again here."""
         ctx = ConsumeConcurrentlyContext.of(pq.queue)
@@ -318,7 +326,7 @@ class PushConsumer(QueueConsumer):
                 pq.queue,
                 msgs,
                 ctx,
-                ConsumeConcurrentlyStatus.RECONSUME_LATER,
+                _RECONSUME_LATER,
                 namespace=self._conn.namespace,
                 spans=spans,
             )
@@ -327,14 +335,14 @@ class PushConsumer(QueueConsumer):
                 pq.consuming.pop(m.queue_offset, None)
         if traced:
             self._tracer.consumed(pq.queue, msgs, status.value, began_ms, (time.monotonic() - began) * 1000)
-        if self.message_model is MessageModel.BROADCASTING:
+        if broadcasting:
             consumed += msgs  # broadcasting does not retry, as in RocketMQ
             return
         # success covers msgs[: ack_index + 1]; the rest is retried [RocketMQ processConsumeResult]
-        if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS and ctx.ack_index >= len(msgs) - 1:
+        if status is _CONSUME_SUCCESS and ctx.ack_index >= len(msgs) - 1:
             consumed += msgs  # the common case
             return
-        success = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        success = status is _CONSUME_SUCCESS
         ack = max(-1, min(ctx.ack_index, len(msgs) - 1)) if success else -1
         ok, failed = msgs[: ack + 1], msgs[ack + 1 :]
         consumed += ok
