@@ -3,6 +3,7 @@ caches (issue 19: worker tasks sized by the queue's share of the workers, a flow
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 import pytest
 
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue, Producer, PushConsumer
-from mq.consumer import puller
+from mq.consumer import puller, push
+from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.push import DEFAULT_PULL_BATCH_SIZE
 from mq.message import MessageExt
 from tests.procs import wait_for
@@ -90,3 +92,39 @@ def test_flow_control_bounds_the_cache_and_consuming_resumes_pulling(
     assert max(cached) <= 64 + DEFAULT_PULL_BATCH_SIZE, f"cached up to {max(cached)} messages"
     assert max(cached) > 64, "the cache filled up to the threshold"
     assert sorted(got) == sorted(b"%d" % i for i in range(total))
+
+
+def test_a_failure_forgetting_consumed_messages_consumes_them_again_never_leaves_them_stuck(
+    redis_server: Any, namespace: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The process queue forgets a task's consumed messages at the end of the task; when that fails,
+    the messages are consumed again (as for a failure handling a listener's answer), so the queue's
+    offset moves on."""
+    monkeypatch.setattr(push, "LOCAL_RECONSUME_DELAY_S", 0.2)
+    original = ProcessQueue.remove
+    failures = [1]
+
+    def remove_failing_once(self: ProcessQueue, msgs: list[MessageExt]) -> int:
+        if failures[0] and self.queue.topic == "R":
+            failures[0] -= 1
+            raise RuntimeError("injected")
+        return original(self, msgs)
+
+    monkeypatch.setattr(ProcessQueue, "remove", remove_failing_once)
+    url = redis_server.url
+    Admin(url, namespace).create_topic("R", read_queues=1, write_queues=1)
+    _fill(url, namespace, "R", 3)
+    got: list[bytes] = []
+    consumer = PushConsumer("r", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("R")
+    consumer.register_message_listener(
+        lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    )
+    with caplog.at_level(logging.ERROR, logger="mq.consumer"), consumer:
+        core = consumer._core
+        assert core is not None
+        wait_for(lambda: len(got) > 3, 10, "the messages consumed again")
+        pq = next(pq for queue, pq in core.process_queues.items() if queue.topic == "R")
+        wait_for(lambda: pq.count == 0 and pq.commit_offset() == 3, 10, "the queue's offset past every message")
+    assert set(got) == {b"0", b"1", b"2"} and failures == [0]
+    assert any("forgetting the consumed" in r.getMessage() and "consumed again" in r.getMessage() for r in caplog.records)

@@ -291,21 +291,28 @@ class PushConsumer(QueueConsumer):
                 try:
                     self._consume_batch(pq, msgs, consumed, spans, broadcasting)
                 except Exception:  # our own handling failed: never leave the messages stuck in flight
-                    log.exception(
-                        "handling the listener's answer for %d message(s) of %s failed; they are consumed again here in %s s",
-                        len(msgs),
-                        pq.queue,
-                        LOCAL_RECONSUME_DELAY_S,
-                    )
-                    self._reconsume_here(pq, msgs)
+                    self._handling_failed(pq, msgs, "handling the listener's answer for")
         finally:
             try:
                 if consumed:
                     self._done(pq, consumed)
+            except Exception:  # as for a batch: never leave consumed messages stuck in flight
+                self._handling_failed(pq, consumed, "forgetting the consumed")
             finally:
                 with self._in_flight_cv:
                     self._in_flight -= 1
                     self._in_flight_cv.notify_all()
+
+    def _handling_failed(self, pq: ProcessQueue, msgs: list[MessageExt], what: str) -> None:
+        """Log that our own handling of ``msgs`` failed (``what``: the step) and consume them again here."""
+        log.exception(
+            "%s %d message(s) of %s failed; they are consumed again here in %s s",
+            what,
+            len(msgs),
+            pq.queue,
+            LOCAL_RECONSUME_DELAY_S,
+        )
+        self._reconsume_here(pq, msgs)
 
     def _consume_batch(
         self, pq: ProcessQueue, msgs: list[MessageExt], consumed: list[MessageExt], spans: bool, broadcasting: bool
