@@ -348,14 +348,14 @@ def test_a_big_batch_goes_out_in_bounded_script_calls(
     url = redis_server.url
     store = _store(url, namespace)
     sizes: list[int] = []
-    real_call = scripts.call
 
-    def spy(name: str, keys: Any, argv: Any) -> Any:
-        if name == "put-messages":
-            sizes.append(int(argv[0]))
-        return real_call(name, keys, argv)
+    class Spy(scripts.Eval):
+        def __init__(self, name: str, keys: Any, argv: Any) -> None:
+            if name == "put-messages":
+                sizes.append(int(argv[0]))
+            super().__init__(name, keys, argv)
 
-    monkeypatch.setattr(scripts, "call", spy)
+    monkeypatch.setattr(scripts, "Eval", Spy)
     n = 100_000
     with Producer("p", url, namespace=namespace) as producer:
         result = producer.send_batch([Message("h", b"%d" % i) for i in range(n)])

@@ -59,7 +59,7 @@ class StoreBase:
     def _script(self, name: str, keys: Sequence[str], argv: Sequence[Any], doing: str) -> Op[Any]:
         """Run one script; store failures raise :class:`MQBrokerError` saying what was being done."""
         with self._errors(doing):
-            return (yield from scripts.call(name, keys, argv))
+            return (yield scripts.Eval(name, keys, argv))
 
     def _scripts(self, calls: Sequence[ScriptCall], doing: str) -> Op[list[Any]]:
         """Several script calls in one pipeline; each slot holds its reply or an :class:`MQBrokerError`."""
@@ -99,7 +99,7 @@ class StoreBase:
     def _write(self, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Op[Any]:
         """One write script; raises its error, or :class:`ReplicaAckTimeout` (see :meth:`write_scripts`)."""
         if not self.sync.enabled:
-            return (yield from scripts.call(name, keys, argv))
+            return (yield scripts.Eval(name, keys, argv))
         result = (yield from StoreBase.write_scripts.op(self, [(name, keys, argv)]))[0]
         if isinstance(result, Exception):
             raise result

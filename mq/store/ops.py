@@ -29,48 +29,115 @@ import contextlib
 import functools
 import inspect
 from collections.abc import Callable, Coroutine, Generator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from mq.connection import REDIS_ERRORS
 
 
-@dataclass(frozen=True, slots=True)
-class Cmd:
+class Request:
+    """Something an operation asks its driver to do: :meth:`do` with a sync client, :meth:`ado` with an
+    asyncio one (the only place where the two I/O styles differ)."""
+
+    __slots__ = ()
+
+    def do(self, client: Any) -> Any:
+        raise NotImplementedError
+
+    async def ado(self, client: Any) -> Any:
+        raise NotImplementedError
+
+
+class Cmd(Request):
     """One client call: ``fn(client)`` (its value, or an awaitable of it on an asyncio client)."""
 
-    fn: Callable[[Any], Any]
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def do(self, client: Any) -> Any:
+        return self.fn(client)
+
+    async def ado(self, client: Any) -> Any:
+        value = self.fn(client)
+        return await value if inspect.isawaitable(value) else value
 
 
-@dataclass(frozen=True, slots=True)
-class Pipe:
-    """Commands queued by ``build(pipeline)`` sent in one round trip (per node on a cluster)."""
+class Pipe(Request):
+    """Commands queued by ``build(pipeline)`` sent in one round trip (per node on a cluster); the reply
+    is the list of replies, a failed slot holding its exception."""
 
-    build: Callable[[Any], object]
+    __slots__ = ("build",)
+
+    def __init__(self, build: Callable[[Any], object]) -> None:
+        self.build = build
+
+    def do(self, client: Any) -> Any:
+        pipe = self._pipeline(client)
+        self._fill(pipe, client)
+        return list(pipe.execute(raise_on_error=False))
+
+    async def ado(self, client: Any) -> Any:
+        pipe = self._pipeline(client, asyncio=True)
+        self._fill(pipe, client)
+        return list(await pipe.execute(raise_on_error=False))
+
+    def _fill(self, pipe: Any, client: Any) -> None:
+        self.build(pipe)
+
+    def _pipeline(self, client: Any, *, asyncio: bool = False) -> Any:
+        return client.pipeline(transaction=False)
 
 
-@dataclass(frozen=True, slots=True)
-class NodePipe:
+class NodePipe(Pipe):
     """Commands queued by ``build(pipeline)`` on one connection of the node serving ``key``."""
 
-    key: str
-    build: Callable[[Any], object]
+    __slots__ = ("key",)
+
+    def __init__(self, key: str, build: Callable[[Any], object]) -> None:
+        super().__init__(build)
+        self.key = key
+
+    def _pipeline(self, client: Any, *, asyncio: bool = False) -> Any:
+        if not _cluster(client):
+            return client.pipeline(transaction=False)
+        if asyncio:
+            return _async_node_client(client, self.key).pipeline(transaction=False)
+        return client.get_redis_connection(client.get_node_from_key(self.key)).pipeline(transaction=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Scan:
-    """Every key matching ``pattern``, read ``count`` at a time; the reply is a list."""
+class Scan(Request):
+    """Every key matching ``pattern``, read ``count`` at a time (every master of a cluster); the reply
+    is a list."""
 
-    pattern: str
-    count: int
+    __slots__ = ("count", "pattern")
+
+    def __init__(self, pattern: str, count: int) -> None:
+        self.pattern, self.count = pattern, count
+
+    def do(self, client: Any) -> Any:
+        return list(client.scan_iter(match=self.pattern, count=self.count))
+
+    async def ado(self, client: Any) -> Any:
+        return [key async for key in client.scan_iter(match=self.pattern, count=self.count)]
 
 
-@dataclass(frozen=True, slots=True)
-class Refresh:
+class Refresh(Request):
     """Read a cluster's slot map again (no-op elsewhere; failures are ignored)."""
 
+    __slots__ = ()
 
-Request = Cmd | Pipe | NodePipe | Scan | Refresh
+    def do(self, client: Any) -> Any:
+        if _cluster(client):
+            with contextlib.suppress(*REDIS_ERRORS):
+                client.nodes_manager.initialize()
+
+    async def ado(self, client: Any) -> Any:
+        if _cluster(client):
+            with contextlib.suppress(*REDIS_ERRORS):
+                await client.nodes_manager.initialize()
+
+
 T = TypeVar("T")
 #: An operation returning ``T``.
 Op = Generator[Request, Any, T]
@@ -80,74 +147,34 @@ R = TypeVar("R")
 
 def run(client: Any, op: Op[T]) -> T:
     """Drive ``op`` to its result with a redis-py (or fakeredis) client."""
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            request = op.send(reply) if error is None else op.throw(error)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        error = None
-        try:
-            reply = _do(client, request)
-        except Exception as e:  # handed to the operation at its yield
-            error = e
+    send = op.send
+    try:
+        request = send(None)
+        while True:
+            try:
+                reply = request.do(client)
+            except Exception as e:  # handed to the operation at its yield
+                request = op.throw(e)
+            else:
+                request = send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 async def arun(client: Any, op: Op[T]) -> T:
     """Drive ``op`` to its result with a ``redis.asyncio`` (or fakeredis async) client."""
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            request = op.send(reply) if error is None else op.throw(error)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        error = None
-        try:
-            reply = await _ado(client, request)
-        except Exception as e:  # handed to the operation at its yield
-            error = e
-
-
-def _do(client: Any, request: Request) -> Any:
-    if isinstance(request, Cmd):
-        return request.fn(client)
-    if isinstance(request, Pipe):
-        pipe = client.pipeline(transaction=False)
-        request.build(pipe)
-        return list(pipe.execute(raise_on_error=False))
-    if isinstance(request, NodePipe):
-        node_client = client.get_redis_connection(client.get_node_from_key(request.key)) if _cluster(client) else client
-        pipe = node_client.pipeline(transaction=False)
-        request.build(pipe)
-        return list(pipe.execute(raise_on_error=False))
-    if isinstance(request, Scan):
-        return list(client.scan_iter(match=request.pattern, count=request.count))
-    if _cluster(client):
-        with contextlib.suppress(*REDIS_ERRORS):
-            client.nodes_manager.initialize()
-    return None
-
-
-async def _ado(client: Any, request: Request) -> Any:
-    if isinstance(request, Cmd):
-        value = request.fn(client)
-        return await value if inspect.isawaitable(value) else value
-    if isinstance(request, Pipe):
-        pipe = client.pipeline(transaction=False)
-        request.build(pipe)
-        return list(await pipe.execute(raise_on_error=False))
-    if isinstance(request, NodePipe):
-        pipe = (_async_node_client(client, request.key) if _cluster(client) else client).pipeline(transaction=False)
-        request.build(pipe)
-        return list(await pipe.execute(raise_on_error=False))
-    if isinstance(request, Scan):
-        return [key async for key in client.scan_iter(match=request.pattern, count=request.count)]
-    if _cluster(client):
-        with contextlib.suppress(*REDIS_ERRORS):
-            await client.nodes_manager.initialize()
-    return None
+    send = op.send
+    try:
+        request = send(None)
+        while True:
+            try:
+                reply = await request.ado(client)
+            except Exception as e:  # handed to the operation at its yield
+                request = op.throw(e)
+            else:
+                request = send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 def _cluster(client: Any) -> bool:
@@ -180,21 +207,58 @@ async def aclose_node_clients(client: Any) -> None:
 
 
 class SyncRunner:
-    """Runs operations at once with the sync client (``self._client``)."""
+    """Runs operations at once with the sync client (``self._client``).
+
+    A subclass gets each :class:`operation` of its bases as a plain method (made once, when the class
+    is made): a call costs what a method call and the driver cost, nothing per attribute access.
+    """
 
     _client: Any
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _install(cls, _sync_method)
 
     def _run(self, op: Op[T]) -> T:
         return run(self._client, op)
 
 
 class AsyncRunner:
-    """Runs operations as coroutines with the asyncio client (``self._client``)."""
+    """Runs operations as coroutines with the asyncio client (``self._client``); a subclass gets each
+    :class:`operation` as an ``async def`` method."""
 
     _client: Any
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _install(cls, _async_method)
+
     def _run(self, op: Op[T]) -> Coroutine[Any, Any, T]:
         return arun(self._client, op)
+
+
+def _install(cls: type, make: Callable[[Callable[..., Op[Any]]], Callable[..., Any]]) -> None:
+    """Replace every :class:`operation` ``cls`` sees with the method ``make`` builds for it."""
+    for name in dir(cls):
+        attr = inspect.getattr_static(cls, name)
+        if isinstance(attr, operation):
+            setattr(cls, name, make(attr.op))
+
+
+def _sync_method(op: Callable[..., Op[Any]]) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return run(self._client, op(self, *args, **kwargs))
+
+    method.op = op  # type: ignore[attr-defined]
+    return functools.update_wrapper(method, op)
+
+
+def _async_method(op: Callable[..., Op[Any]]) -> Callable[..., Any]:
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await arun(self._client, op(self, *args, **kwargs))
+
+    method.op = op  # type: ignore[attr-defined]
+    return functools.update_wrapper(method, op)
 
 
 class operation(Generic[P, R]):
@@ -205,7 +269,11 @@ class operation(Generic[P, R]):
 
     def __init__(self, op: Callable[Concatenate[Any, P], Op[R]]) -> None:
         self.op = op
-        functools.update_wrapper(self, op)  # type: ignore[arg-type]
+        functools.update_wrapper(self, op)
+
+    def __call__(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        """``Class.method(instance, …)`` works as for a plain method (runs as ``instance.method(…)``)."""
+        return self.__get__(obj, type(obj))(*args, **kwargs)
 
     if TYPE_CHECKING:
 

@@ -12,6 +12,7 @@ not seen it) it is loaded and the call is made again. A script that did not run 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import Any
 from redis.exceptions import NoScriptError, ResponseError
 
 from mq.store import ops
-from mq.store.ops import Cmd, Op, Pipe
+from mq.store.ops import Cmd, Op, Pipe, Request
 
 #: Codes the scripts return for refused operations, and what they mean.
 QUEUE_MISSING = -1
@@ -42,12 +43,12 @@ class Script:
     sha: str
     flags: tuple[str, ...] = ()
 
-    @property
+    @functools.cached_property
     def flagged_source(self) -> str:
         """The source with the ``#!lua flags=…`` shebang (the source itself when it has no flags)."""
         return f"#!lua flags={','.join(self.flags)}\n{self.source}" if self.flags else self.source
 
-    @property
+    @functools.cached_property
     def flagged_sha(self) -> str:
         """The SHA1 of :attr:`flagged_source`."""
         return hashlib.sha1(self.flagged_source.encode()).hexdigest() if self.flags else self.sha
@@ -99,14 +100,34 @@ def _load_all() -> dict[str, Script]:
 SCRIPTS: dict[str, Script] = _load_all()
 
 
+class Eval(Request):
+    """The request running script ``name`` with ``keys`` and ``argv`` (``EVALSHA``; a server that
+    lacks the script gets it loaded, then the call is made again — a call refused with ``NOSCRIPT``
+    had no effect)."""
+
+    __slots__ = ("argv", "keys", "script")
+
+    def __init__(self, name: str, keys: Sequence[str], argv: Sequence[Any]) -> None:
+        self.script, self.keys, self.argv = SCRIPTS[name], keys, argv
+
+    def do(self, client: Any) -> Any:
+        try:
+            return client.evalsha(*self.script.args(self.keys, self.argv, flagged=_flagged(client)))
+        except NoScriptError:
+            ops.run(client, load(self.script.name, self.keys))
+            return client.evalsha(*self.script.args(self.keys, self.argv, flagged=_flagged(client)))
+
+    async def ado(self, client: Any) -> Any:
+        try:
+            return await client.evalsha(*self.script.args(self.keys, self.argv, flagged=_flagged(client)))
+        except NoScriptError:
+            await ops.arun(client, load(self.script.name, self.keys))
+            return await client.evalsha(*self.script.args(self.keys, self.argv, flagged=_flagged(client)))
+
+
 def call(name: str, keys: Sequence[str], argv: Sequence[Any]) -> Op[Any]:
-    """The operation running script ``name`` (loaded and called again when the server lacks it)."""
-    script = SCRIPTS[name]
-    try:
-        return (yield Cmd(lambda c: c.evalsha(*script.args(keys, argv, flagged=_flagged(c)))))
-    except NoScriptError:
-        yield from load(name, keys)
-        return (yield Cmd(lambda c: c.evalsha(*script.args(keys, argv, flagged=_flagged(c)))))
+    """The operation running script ``name`` (see :class:`Eval`)."""
+    return (yield Eval(name, keys, argv))
 
 
 def run(client: Any, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any:
@@ -120,14 +141,12 @@ def call_many(calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> Op[l
     Returns one result per call, in order; a failed call's slot holds its exception instance.
     Calls refused with ``NOSCRIPT`` are retried once after loading the script.
     """
-    flagged: bool = yield Cmd(_flagged)
-    results: list[Any] = yield Pipe(_queue(calls, flagged))
+    results: list[Any] = yield EvalMany(calls)
     missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
     if missing:
         for i in missing:
             yield from load(calls[i][0], calls[i][1])
-        flagged = yield Cmd(_flagged)
-        retried = yield Pipe(_queue([calls[i] for i in missing], flagged))
+        retried = yield EvalMany([calls[i] for i in missing])
         for i, r in zip(missing, retried):
             results[i] = r
     return results
@@ -167,5 +186,15 @@ def queue_calls(pipe: Any, calls: Sequence[tuple[str, Sequence[str], Sequence[An
         pipe.execute_command("EVALSHA", *SCRIPTS[name].args(keys, argv, flagged=flagged))
 
 
-def _queue(calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]], flagged: bool) -> Any:
-    return lambda pipe: queue_calls(pipe, calls, flagged)
+class EvalMany(Pipe):
+    """The request running several script calls in one pipeline (the script variant the client's
+    server takes); the reply is one result or exception per call."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> None:
+        super().__init__(lambda pipe: None)
+        self.calls = calls
+
+    def _fill(self, pipe: Any, client: Any) -> None:
+        queue_calls(pipe, self.calls, _flagged(client))
