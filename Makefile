@@ -4,12 +4,13 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench stack chaos redis-server clean
+.PHONY: demo test lint bench stack chaos redis-server chromium clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	$(PY) -m pip install --quiet -e '.[dev,spark,console]'
+	$(PY) -m mq.proxy.generate
 	touch $(STAMP)
 
 demo: $(STAMP)            ## the end-to-end demo (embedded store unless MQ_URL is set)
@@ -20,7 +21,12 @@ redis-server:             ## the tests start their own redis-server processes: m
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
 	  else echo "redis-server is missing: install it (apt-get install redis-server) and rerun" >&2; exit 1; fi; }
 
-test: $(STAMP) redis-server  ## the whole suite (real redis-server processes on free loopback ports)
+chromium:                 ## the console's browser tests drive Debian's chromium through Playwright (which never downloads a browser)
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "/usr/bin/chromium is missing: install it (apt-get install chromium) and rerun" >&2; exit 1; fi; }
+
+test: $(STAMP) redis-server chromium  ## the whole suite (real redis-server processes on free loopback ports, headless chromium)
 	$(PY) -m pytest
 
 lint: $(STAMP)           ## ruff (format and lint) and mypy --strict
@@ -36,6 +42,7 @@ bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see do
 	$(PY) -m bench.spark
 	$(PY) -m bench.limits
 	$(PY) -m bench.ha
+	$(PY) -m bench.proxy
 
 chaos: $(STAMP) redis-server  ## fault injection under load: kills, Redis restart, pauses (see tests/chaos.py)
 	$(PY) -m tests.chaos --seconds 120 --rate 300

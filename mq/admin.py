@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
+from mq.admin_views import AdminViews
 from mq.connection import Connection
 from mq.consumer import registry
 from mq.consumer.registry import ClientInfo, parse_group_config
@@ -37,7 +38,7 @@ MAX_RANGE_READ = 1024
 STATS_WINDOW_S = 60.0
 
 
-class Admin:
+class Admin(AdminViews):
     """Administration of one namespace.
 
     Args:
@@ -327,15 +328,23 @@ class Admin:
 
     # -- dead letters ---------------------------------------------------------------------------
 
-    def dlq_messages(self, group: str, *, max_num: int = MAX_KEY_QUERY) -> list[MessageExt]:
-        """The oldest ``max_num`` messages in ``%DLQ%<group>``: ``system_properties["RETRY_TOPIC"]`` is
-        where each was first sent, ``["RESENT"]`` is ``"true"`` for a letter already resent
-        (:meth:`resend_dlq`); an empty list when the group has no dead letters."""
+    def dlq_messages(self, group: str, *, max_num: int = MAX_KEY_QUERY, offset: int = 0) -> list[MessageExt]:
+        """The oldest ``max_num`` messages in ``%DLQ%<group>`` at or after DLQ offset ``offset`` (a page:
+        the next one starts at the last letter's ``queue_offset + 1``): ``system_properties["RETRY_TOPIC"]``
+        is where each was first sent, ``["RESENT"]`` is ``"true"`` for a letter already resent
+        (:meth:`resend_dlq`); an empty list when the group has no dead letters.
+
+        Raises:
+            MQClientError: ``max_num`` not in 1..``MAX_RANGE_READ`` or a negative ``offset``.
+        """
         topic = dlq_topic(check_group(group))
+        for name, value, low, high in (("max_num", max_num, 1, MAX_RANGE_READ), ("offset", offset, 0, 2**62)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise MQClientError(f"{name} must be an int in {low}..{high}, got {value!r}")
         if self._store.topic(topic) is None:
             return []
         stats = self._store.queue_stats(topic, [0])[0]
-        letters = self._store.read(topic, 0, stats.min_offset, max_num)
+        letters = self._store.read(topic, 0, max(offset, stats.min_offset), max_num)
         resent = self._store.resent_marks(group, [str(m.queue_offset) for m in letters])
         for m, mark in zip(letters, resent):
             if mark:
@@ -343,7 +352,8 @@ class Admin:
         return letters
 
     def resend_dlq(self, group: str, *, msg_ids: Iterable[str] | None = None) -> int:
-        """Deliver dead letters of ``group`` again, to that group only; returns how many.
+        """Deliver dead letters of ``group`` again, to that group only; returns how many
+        (:meth:`resend_dlq_report` tells which).
 
         Each copy goes to the group's retry topic ``%RETRY%<group>`` (read by its concurrent push
         consumers, who see the original topic), so other groups of the topic never see it again
@@ -358,6 +368,13 @@ class Admin:
         A letter whose original topic is gone is skipped, left unmarked, logged at WARNING and listed
         in :attr:`last_resend_skipped`.
         """
+        report = self.resend_dlq_report(group, msg_ids=msg_ids)
+        self.last_resend_skipped = report.skipped
+        return len(report.resent)
+
+    def resend_dlq_report(self, group: str, *, msg_ids: Iterable[str] | None = None) -> ResendReport:
+        """:meth:`resend_dlq`, returning the msg ids resent and the letters skipped (safe to call from
+        several threads on one Admin: nothing is kept on it)."""
         topic = dlq_topic(check_group(group))
         if msg_ids is not None:
             if isinstance(msg_ids, str):
@@ -366,9 +383,9 @@ class Admin:
             if not all(isinstance(i, str) for i in msg_ids):
                 raise MQClientError(f"msg_ids must be a list of msg id strings, got {msg_ids!r}")
         if self._store.topic(topic) is None:
-            return 0
+            return ResendReport([], [])
         wanted = set(msg_ids) if msg_ids is not None else None
-        count = 0
+        resent: list[str] = []
         skipped: list[str] = []
         retry: str | None = None
         stats = self._store.queue_stats(topic, [0])[0]
@@ -393,11 +410,10 @@ class Admin:
                 except BaseException:
                     self._store.unclaim_resend(group, str(m.queue_offset))
                     raise
-                count += 1
+                resent.append(m.msg_id)
         if skipped:
             log.warning("resend_dlq(%r): %d dead letter(s) skipped: %s", group, len(skipped), "; ".join(skipped[:20]))
-        self.last_resend_skipped = skipped
-        return count
+        return ResendReport(resent, skipped)
 
     def purge_dlq(self, group: str) -> int:
         """Remove every dead letter of ``group`` (and their resent marks); returns how many were removed."""
@@ -533,6 +549,19 @@ class Admin:
     def namespace_empty(self) -> bool:
         """Whether no key of this namespace exists (``SCAN MATCH``)."""
         return not self._store.namespace_keys()
+
+
+@dataclasses.dataclass(frozen=True)
+class ResendReport:
+    """What :meth:`Admin.resend_dlq_report` did.
+
+    Attributes:
+        resent: msg ids of the letters resent now, in DLQ order.
+        skipped: ``"msg id (topic: why)"`` of each letter skipped (its original topic is gone).
+    """
+
+    resent: list[str]
+    skipped: list[str]
 
 
 def _check_timestamp(timestamp_ms: object) -> int:

@@ -91,6 +91,18 @@ def mask_url(url: str) -> str:
     return f"{prefix}{user}:***@{host}"
 
 
+def url_passwords(url: str) -> list[str]:
+    """The password of ``url`` as written and percent-decoded (empty without one), read as
+    :func:`mask_url` reads it: texts that must never be shown."""
+    split = _credentials(url)
+    if split is None:
+        return []
+    userinfo = split[1]
+    user_only = ":" not in userinfo  # a user name only, unless it looks like a mangled password (mask_url hides it)
+    forms = ([userinfo] if any(c in userinfo for c in "/#?") else []) if user_only else [userinfo.split(":", 1)[1]]
+    return sorted({f for form in forms for f in (form, unquote(form)) if f}, key=len, reverse=True)
+
+
 def _without_secret(text: str, url: str) -> str:
     """``text`` with the URL's user info (raw and decoded) replaced by ``***``."""
     split = _credentials(url)

@@ -38,6 +38,7 @@ key                             type        holds
 ``{ns:g:G}:config``             hash        ``json`` → the group's config (GroupConfig JSON, ``Admin.create_group``);
                                             ``reset_seq`` → counter of its offset resets (every heartbeat reads both)
 ``{ns:g:G}:resets``             hash        topic → ``seq \x1f offsets JSON`` of the last offset reset (live members apply it)
+``{ns}:proxy:client:C``         string      the RocketMQ 5 endpoint: client C's last Telemetry settings (protobuf), with a TTL
 ==============================  ==========  ==================================================
 
 Everything one queue owns shares the tag ``{ns:T:Q}``, so every per-queue script touches one slot
@@ -187,6 +188,10 @@ class Keys:
     def dlq_resent(self, group: str) -> str:
         """The set of dead-letter msg ids of ``group`` already resent (in the DLQ queue's slot)."""
         return f"{{{self.namespace}:%DLQ%{group}:0}}:resent"
+
+    def proxy_client(self, client_id: str) -> str:
+        """The RocketMQ 5 endpoint's copy of client ``client_id``'s settings (in the namespace's slot)."""
+        return f"{{{self.namespace}}}:proxy:client:{client_id}"
 
     def group(self, group: str) -> GroupKeys:
         """The registry keys of ``group``."""

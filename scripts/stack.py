@@ -8,17 +8,19 @@ Starts what the compose file starts, as child processes of this script:
    a temporary directory;
 2. the broker service, ``mq broker``;
 3. two ``examples/consumer_app.py`` in one consumer group, and, once they have split the topic's
-   queues between them, one ``examples/producer_app.py`` sending ``--messages`` messages.
+   queues between them, one ``examples/producer_app.py`` sending ``--messages`` messages;
+4. the web console, ``mq console`` on a free 127.0.0.1 port (printed as ``console on http://…``).
 
 Every child gets ``MQ_URL`` (and ``--namespace``). The stack then waits until the producer has sent
 every message and exited 0, the consumers together have received every one of them (each consumer
-some), and ``mq broker --check`` exits 0. Then it stops everything in reverse order with SIGTERM
+some), ``mq broker --check`` exits 0, and the console's API lists the topic and the group with no
+lag. Then it stops everything in reverse order with SIGTERM
 (SIGKILL after ``--grace-s``) and checks that each process exited 0 on its own.
 
 ``--duration-s`` bounds the time from the first start to a verified exchange; the shutdown adds at
 most ``--grace-s`` per stage. Everything is stopped also on a failure, SIGTERM or Ctrl-C, and on
 Linux the children die with this process even if it is SIGKILLed. The last line is
-``STACK OK sent=N received=N duplicates=D per_consumer=A,B broker_check=0 pids=P,… elapsed_s=S``
+``STACK OK sent=N received=N duplicates=D per_consumer=A,B broker_check=0 console=ok pids=P,… elapsed_s=S``
 (exit 0), or ``STACK FAILED: <reason>`` (exit 1) after the tail of every child's output.
 """
 
@@ -37,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from typing import IO
 
@@ -159,6 +162,8 @@ class Stack:
         self.broker: Child | None = None
         self.consumers: list[Child] = []
         self.producer: Child | None = None
+        self.console: Child | None = None
+        self.console_url = ""
         self.stop_codes: dict[str, int] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -275,6 +280,46 @@ class Stack:
         shares = ", ".join(f"{c.name} [{','.join(map(str, sorted(self.assigned(c) or ())))}]" for c in self.consumers)
         self.say(f"broker service pid {self.broker.pid}; consumer group {a.group}: {shares}")
 
+    def start_console(self) -> None:
+        """``mq console`` on a free loopback port (it starts while the services do: see :meth:`console_up`)."""
+        port = free_port()
+        argv = [*self.mq_command(), "console", "--namespace", self.args.namespace, "--port", str(port)]
+        self.console = self.spawn("console", argv)
+        self.console_url = f"http://127.0.0.1:{port}"
+
+    def console_up(self) -> None:
+        """Wait until the console answers ``GET /api``."""
+        assert self.console is not None
+        self.wait_for(lambda: self.console_get("/api") is not None, "the console to answer GET /api")
+        self.say(f"console on {self.console_url}/ pid {self.console.pid}")
+
+    def console_get(self, path: str) -> dict[str, object] | None:
+        """The console's JSON answer to ``GET path``, or None when it does not answer (yet)."""
+        import json
+
+        try:
+            with urllib.request.urlopen(self.console_url + path, timeout=2) as response:
+                data = json.loads(response.read())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def console_check(self) -> None:
+        """The console lists the topic, and the group with no lag left."""
+        a = self.args
+
+        def shows() -> bool:
+            topics = self.console_get(f"/api/topics?search={a.topic}") or {}
+            groups = self.console_get(f"/api/groups?search={a.group}") or {}
+            return any(isinstance(t, dict) and t.get("name") == a.topic for t in topics.get("items", []) or []) and any(
+                isinstance(g, dict) and g.get("group") == a.group and g.get("total_lag") == 0
+                for g in groups.get("items", []) or []
+            )
+
+        done = [self.producer] if self.producer is not None else []
+        self.wait_for(shows, f"the console to list {a.topic} and {a.group} with no lag", may_exit=done)
+        self.say(f"console lists {a.topic} and group {a.group} with total lag 0")
+
     @staticmethod
     def assigned(consumer: Child) -> set[int] | None:
         """The queue ids the consumer reported last (None before its first report)."""
@@ -366,7 +411,7 @@ class Stack:
         Returns the problems: a child that needed SIGKILL or exited with a non-zero code.
         """
         grace = self.args.grace_s
-        ordered: list[list[Child | None]] = [[self.producer, *self.consumers], [self.broker], [self.redis]]
+        ordered: list[list[Child | None]] = [[self.producer, *self.consumers, self.console], [self.broker], [self.redis]]
         known = {id(c) for stage in ordered for c in stage if c is not None}
         stages = [[c for c in self.children if id(c) not in known]] + [[c for c in s if c is not None] for s in ordered]
         problems = []
@@ -386,11 +431,14 @@ class Stack:
     def run(self) -> str:
         """Bring the stack up, check it, and return the summary line (raises StackError)."""
         self.start_redis()
+        self.start_console()
         self.start_services()
+        self.console_up()
         self.start_producer()
         health = self.broker_check()  # while the producer starts
         self.say(f"mq broker --check: {health}")
         sent, received = self.exchange()
+        self.console_check()
         flat = [b for per in received for b in per]
         duplicates = len(flat) - len(set(flat))
         per = [len(set(r)) for r in received]
@@ -411,7 +459,7 @@ class Stack:
         self.say("stopped " + ", ".join(f"{name} (exit {code})" for name, code in self.stop_codes.items()))
         return (
             f"STACK OK sent={len(sent)} received={len(set(flat) & set(sent))} duplicates={duplicates} "
-            f"per_consumer={','.join(map(str, per))} broker_check=0 pids={','.join(map(str, pids))} "
+            f"per_consumer={','.join(map(str, per))} broker_check=0 console=ok pids={','.join(map(str, pids))} "
             f"elapsed_s={time.monotonic() - self.start:.1f}"
         )
 

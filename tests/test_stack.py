@@ -29,7 +29,7 @@ def alive(pid: int) -> bool:
         cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except OSError:
         return False
-    return any(marker in cmdline for marker in (b"redis-server", b"_app.py", b"broker"))
+    return any(marker in cmdline for marker in (b"redis-server", b"_app.py", b"broker", b"console"))
 
 
 @pytest.mark.slow
@@ -48,9 +48,13 @@ def test_stack_exchanges_messages_and_shuts_down_cleanly() -> None:
     assert any(line.startswith("stack: mq broker --check: healthy:") for line in lines), result.stdout
     assert "appendonly yes, appendfsync everysec" in result.stdout
     pids = [int(p) for p in summary["pids"].split(",")]
-    assert len(pids) == 5  # redis-server, broker, two consumers, producer
+    assert summary["console"] == "ok"
+    assert any(line.startswith("stack: console on http://127.0.0.1:") for line in lines), result.stdout
+    assert len(pids) == 6  # redis-server, broker, two consumers, console, producer
     assert not [p for p in pids if alive(p)]
-    assert re.search(r"stopped .*consumer-1 \(exit 0\).*broker \(exit 0\), redis-server \(exit 0\)", result.stdout)
+    assert re.search(
+        r"stopped .*consumer-1 \(exit 0\).*console \(exit 0\).*broker \(exit 0\), redis-server \(exit 0\)", result.stdout
+    )
 
 
 def test_a_failed_stack_stops_everything_it_started() -> None:

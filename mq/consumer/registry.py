@@ -119,7 +119,17 @@ def parse_group_config(group: str, raw: str | None) -> GroupConfig | None:
 
 def group_clients(store: Store, group: str) -> list[ClientInfo]:
     """The live clients of ``group`` (heartbeat within the timeout), sorted by client id."""
-    raw, last = store.group_clients_raw(group)
+    return live_clients(*store.group_clients_raw(group))
+
+
+def groups_clients(store: Store, groups: list[str]) -> dict[str, list[ClientInfo]]:
+    """:func:`group_clients` of each of ``groups``, read in one pipeline."""
+    return {g: live_clients(raw, last) for g, (raw, last) in zip(groups, store.groups_clients_raw(groups))}
+
+
+def live_clients(raw: dict[str, str], last: dict[str, int]) -> list[ClientInfo]:
+    """The clients of a group's registry (client id → info JSON, client id → last heartbeat ms) that beat
+    within the timeout, sorted by client id."""
     oldest = time.time() * 1000 - HEARTBEAT_TIMEOUT_S * 1000
     clients = []
     for cid, value in raw.items():

@@ -61,13 +61,18 @@ class MessageView(MessageExt):
     delivery_attempt: int
 
 
-def _view(msg: MessageExt, attempt: int, visible_at: int) -> MessageView:
+def received_view(msg: MessageExt, attempt: int, visible_at: int) -> MessageView:
     """``msg`` as a received view with a receipt ``queue_id:offset:visible_at_ms:topic``."""
     view = MessageView.__new__(MessageView)
     view.__dict__.update(msg.__dict__)
     view.delivery_attempt = attempt
-    view.receipt_handle = f"{msg.queue_id}:{msg.queue_offset}:{visible_at}:{msg.topic}"
+    view.receipt_handle = make_receipt(msg.topic, msg.queue_id, msg.queue_offset, visible_at)
     return view
+
+
+def make_receipt(topic: str, queue_id: int, offset: int, visible_at_ms: int) -> str:
+    """The receipt handle of a message handed out until ``visible_at_ms`` (read by :func:`parse_receipt`)."""
+    return f"{queue_id}:{offset}:{visible_at_ms}:{topic}"
 
 
 class SimpleConsumer:
@@ -206,7 +211,7 @@ class SimpleConsumer:
         visible_at = int(time.time() * 1000 + invisible_duration_s * 1000)
         if not self._ack_receipt(view, visible_at):
             raise MQClientError(f"receipt of {view.msg_id} expired: it was handed out again after its invisible time")
-        return _view(view, view.delivery_attempt, visible_at)
+        return received_view(view, view.delivery_attempt, visible_at)
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -228,28 +233,8 @@ class SimpleConsumer:
         self._refreshed_s = time.monotonic()
 
     def _seed_cursors(self, queues: list[MessageQueue]) -> None:
-        """Give the group a cursor on every queue of ``queues`` it has none on (``HSETNX``, so
-        members starting together agree): where ``consume_from_where`` says when the group reads none
-        of the topic's queues yet, else the queue's start — a topic that grew keeps nothing from the group."""
-        cursors = self._store.read_offsets(self.group, queues)
         where = self.group_config.consume_from_where if self.group_config is not None else self.consume_from_where
-        seeds: dict[MessageQueue, int] = {}
-        for topic in self.subscriptions:
-            missing = [q.queue_id for q in queues if q.topic == topic and q not in cursors]
-            if not missing:
-                continue
-            from_start = where is ConsumeFromWhere.FIRST_OFFSET or any(q.topic == topic for q in cursors)
-            for qid, stats in self._store.queue_stats(topic, missing).items():
-                mq = MessageQueue(topic, queues[0].broker_name, qid)
-                if from_start:
-                    seeds[mq] = stats.min_offset
-                elif where is ConsumeFromWhere.TIMESTAMP:
-                    ts = int(time.time() * 1000) - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
-                    seeds[mq] = max(stats.min_offset, self._store.search_offset(topic, qid, ts))
-                else:
-                    seeds[mq] = stats.max_offset
-        if seeds:
-            self._store.seed_offsets(self.group, seeds)
+        seed_cursors(self._store, self.group, queues, where)
 
     def _receive_once(self, want: int, invisible_ms: int) -> list[MessageView]:
         views: list[MessageView] = []
@@ -272,7 +257,7 @@ class SimpleConsumer:
                 if d.message is None:  # not a message (logged when decoding): acked so it is never handed out again
                     self._store.ack_simple(self.group, q, d.offset, d.visible_at_ms, None)
                     continue
-                view = _view(d.message, d.attempt, d.visible_at_ms)
+                view = received_view(d.message, d.attempt, d.visible_at_ms)
                 if d.dead:
                     self._dead_letter(view)
                 else:
@@ -282,25 +267,7 @@ class SimpleConsumer:
         return views
 
     def _dead_letter(self, view: MessageView) -> None:
-        topic = self._store.ensure_topic(TopicConfig(dlq_topic(self.group), read_queues=1, write_queues=1)).name
-        system = {
-            **view.system_properties,
-            RETRY_TOPIC: view.topic,
-            ORIGIN_MESSAGE_ID: view.msg_id,
-            DLQ_REASON: "max delivery attempts",
-        }
-        copy = Message(topic, view.body, view.tags, view.keys, view.properties)
-        self._store.put(
-            topic,
-            0,
-            [
-                codec.encode(
-                    copy, view.msg_id, view.born_timestamp_ms, reconsume_times=view.delivery_attempt, system_properties=system
-                )
-            ],
-        )
-        self._ack_receipt(view, None)
-        log.info("message %s of %s went to %s after %d attempts", view.msg_id, view.topic, topic, view.delivery_attempt)
+        dead_letter(self._store, self.group, view, "max delivery attempts")
 
     def _ack_receipt(self, view: MessageView, new_visible_at_ms: int | None) -> bool:
         queue, offset, visible_at = parse_receipt(view.receipt_handle)
@@ -313,6 +280,45 @@ class SimpleConsumer:
             return
         cursors = self._store.read_offsets(self.group, self._queues)
         self._poll_store.wait_for_any({q: cursors.get(q, 0) for q in self._queues}, int(seconds * 1000))
+
+
+def seed_cursors(store: Store, group: str, queues: list[MessageQueue], where: ConsumeFromWhere) -> None:
+    """Give ``group`` a cursor on every queue of ``queues`` it has none on (``HSETNX``, so members
+    starting together agree): where ``where`` says when the group reads none of the topic's queues yet,
+    else the queue's start — a topic that grew keeps nothing from the group."""
+    cursors = store.read_offsets(group, queues)
+    seeds: dict[MessageQueue, int] = {}
+    for topic in dict.fromkeys(q.topic for q in queues):
+        missing = [q.queue_id for q in queues if q.topic == topic and q not in cursors]
+        if not missing:
+            continue
+        from_start = where is ConsumeFromWhere.FIRST_OFFSET or any(q.topic == topic for q in cursors)
+        for qid, stats in store.queue_stats(topic, missing).items():
+            mq = MessageQueue(topic, queues[0].broker_name, qid)
+            if from_start:
+                seeds[mq] = stats.min_offset
+            elif where is ConsumeFromWhere.TIMESTAMP:
+                ts = int(time.time() * 1000) - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
+                seeds[mq] = max(stats.min_offset, store.search_offset(topic, qid, ts))
+            else:
+                seeds[mq] = stats.max_offset
+    if seeds:
+        store.seed_offsets(group, seeds)
+
+
+def dead_letter(store: Store, group: str, view: MessageView, reason: str) -> str:
+    """Store a copy of ``view`` in ``%DLQ%<group>`` and acknowledge it; returns the DLQ topic."""
+    topic = store.ensure_topic(TopicConfig(dlq_topic(group), read_queues=1, write_queues=1)).name
+    system = {**view.system_properties, RETRY_TOPIC: view.topic, ORIGIN_MESSAGE_ID: view.msg_id, DLQ_REASON: reason}
+    copy = Message(topic, view.body, view.tags, view.keys, view.properties)
+    encoded = codec.encode(
+        copy, view.msg_id, view.born_timestamp_ms, reconsume_times=view.delivery_attempt, system_properties=system
+    )
+    store.put(topic, 0, [encoded])
+    queue, offset, visible_at = parse_receipt(view.receipt_handle)
+    store.ack_simple(group, queue, offset, visible_at, None)
+    log.info("message %s of %s went to %s after %d attempts", view.msg_id, view.topic, topic, view.delivery_attempt)
+    return topic
 
 
 def parse_receipt(handle: str) -> tuple[MessageQueue, int, int]:

@@ -403,8 +403,10 @@ class GroupOps(StoreBase):
         filter_type: str,
         filter_data: str,
         max_scan: int,
+        fifo: bool = False,
     ) -> Op[list[SimpleDelivery]]:
-        """Hand out messages of one queue to a simple-consumer group (receive-simple.lua)."""
+        """Hand out messages of one queue to a simple-consumer group (receive-simple.lua; with ``fifo``,
+        message groups in order: receive-fifo.lua)."""
         keys = self.queue_keys(queue.topic, queue.queue_id).simple(group)
         argv = [
             group,
@@ -416,7 +418,7 @@ class GroupOps(StoreBase):
             filter_data,
             int(max_scan),
         ]
-        reply = yield from self._script("receive-simple", keys, argv, f"receiving from {queue}")
+        reply = yield from self._script("receive-fifo" if fifo else "receive-simple", keys, argv, f"receiving from {queue}")
         out = []
         for kind, offset, attempt, visible_at, fields in reply:
             decoded = codec.decode_entries(queue.topic, queue.queue_id, [(stream_id(int(offset)).encode(), fields)])

@@ -22,8 +22,10 @@ from mq.store.base import ScriptCall, StoreBase, all_or_raise, raise_failed
 from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
 from mq.store.ops import Cmd, Op, Pipe, SyncRunner, operation
+from mq.store.proxy import ProxyOps
 from mq.store.trace import TraceOps
 from mq.store.transactions import TransactionOps
+from mq.store.views import ViewOps
 from mq.topic import QueueStats, TopicConfig
 
 log = logging.getLogger("mq.store")
@@ -423,7 +425,7 @@ def _config_from_stored(raw: bytes | str) -> tuple[TopicConfig, int]:
     return config, max(span, config.queue_count)
 
 
-class StoreOps(MessageOps, GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps):
+class StoreOps(MessageOps, GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps, ViewOps, ProxyOps):
     """Every store operation as a generator (see :mod:`mq.store.ops`): what :class:`Store` runs at
     once and :class:`mq.store.aio.AsyncStore` awaits."""
 
@@ -432,7 +434,8 @@ class Store(StoreOps, SyncRunner):
     """Typed operations on the Redis data of one namespace, run at once: topics and messages in
     :class:`MessageOps`, consumer groups
     in :class:`~mq.store.groups.GroupOps`, the broker service's in :class:`~mq.store.broker.BrokerOps`, operator tools' in
-    :class:`~mq.store.admin.AdminOps`, the message trace's in :class:`~mq.store.trace.TraceOps`.
+    :class:`~mq.store.admin.AdminOps`, the message trace's in :class:`~mq.store.trace.TraceOps`, the web
+    console's bulk views in :class:`~mq.store.views.ViewOps`.
 
     Args:
         connection: the client and key names.

@@ -1,0 +1,81 @@
+"""``mq proxy``: the RocketMQ 5 gRPC endpoint (needs the ``proxy`` extra: grpcio, protobuf)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+
+from mq.cli.common import Commands, add_leaf, warn_if_memory
+
+
+def register(commands: Commands, common: argparse.ArgumentParser) -> None:
+    """Add ``mq proxy``."""
+    p = add_leaf(
+        commands,
+        "proxy",
+        _proxy,
+        "run the RocketMQ 5 gRPC endpoint: official RocketMQ clients produce and consume through it",
+        common,
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8081, help="plaintext gRPC port; 0 picks a free one (default: %(default)s)")
+    p.add_argument("--tls-port", type=int, default=None, help="TLS gRPC port, with --tls-cert and --tls-key (default: no TLS)")
+    p.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain of the TLS port (default: none)")
+    p.add_argument("--tls-key", type=Path, default=None, help="PEM private key of the TLS port (default: none)")
+    p.add_argument(
+        "--access-key",
+        default=None,
+        help="require requests signed with this access key (default: $MQ_PROXY_ACCESS_KEY, else none)",
+    )
+    p.add_argument(
+        "--secret-key",
+        default=None,
+        help="the secret key of --access-key; prefer the variable, which ps does not show (default: $MQ_PROXY_SECRET_KEY)",
+    )
+    p.add_argument("--max-body-mib", type=float, default=4.0, help="largest message body, MiB (default: %(default)s)")
+    p.add_argument(
+        "--max-delay-h", type=float, default=24.0, help="furthest ahead a delivery time may be, hours (default: %(default)s)"
+    )
+    p.add_argument(
+        "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (/metrics) (default: none)"
+    )
+    p.add_argument("--metrics-addr", default="127.0.0.1", help="address of the metrics endpoint (default: %(default)s)")
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    try:
+        from mq.proxy.auth import Credentials
+        from mq.proxy.metrics import ProxyMetrics
+        from mq.proxy.server import ProxyConfig, serve
+        from mq.proxy.settings import Limits
+    except ImportError as e:
+        print(f"mq proxy needs the proxy extra: pip install 'rocketredis[proxy]' ({e})")
+        return 2
+    warn_if_memory(args.url, writes=True)
+    access_key = args.access_key or os.environ.get("MQ_PROXY_ACCESS_KEY")
+    secret_key = args.secret_key or os.environ.get("MQ_PROXY_SECRET_KEY")
+    if bool(access_key) != bool(secret_key):
+        print("mq proxy: set both --access-key and --secret-key (or their variables), or neither")
+        return 2
+    config = ProxyConfig(
+        url=args.url,
+        namespace=args.namespace,
+        host=args.host,
+        port=args.port,
+        tls_port=args.tls_port,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        credentials=Credentials(access_key, secret_key) if access_key and secret_key else None,
+        limits=Limits(max_body_size=int(args.max_body_mib * 1024 * 1024)),
+        max_delay_ms=int(args.max_delay_h * 3_600_000),
+    )
+    metrics = ProxyMetrics()
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, addr=args.metrics_addr)
+        print(f"metrics on http://{args.metrics_addr}:{args.metrics_port}/metrics", flush=True)
+    asyncio.run(serve(config, metrics))
+    return 0

@@ -1,0 +1,227 @@
+"""The console's message views: search by id, key or store time, a message's page (body views, what
+each group did, trace), dead letters (browse, resend) and discarded half messages."""
+
+from __future__ import annotations
+
+import json
+
+from mq.console.context import (
+    DEFAULT_PER_PAGE,
+    BadInput,
+    Console,
+    NotFound,
+    check_writable,
+    is_system,
+    msg_id_arg,
+    page_args,
+    parse_time,
+    readers,
+    require_group,
+    require_topic,
+)
+from mq.console.shapes import Body, Discarded, Letter, MessageDetail, MessageRow, Page, ResendResult, TraceRow
+from mq.consumer.retry import dlq_topic, original_topic
+from mq.message import MessageExt
+from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+
+#: Bytes of a body shown as text, JSON or hex (the size is always given).
+BODY_CAP = 64 * 1024
+
+
+def search_messages(
+    console: Console,
+    topic: str,
+    *,
+    msg_id: str | None = None,
+    key: str | None = None,
+    begin: object = None,
+    end: object = None,
+    page: object = 1,
+    per_page: object = DEFAULT_PER_PAGE,
+) -> Page[MessageRow]:
+    """Messages of ``topic`` by id, by business key, or stored in ``[begin, end]`` (epoch ms or ISO 8601;
+    one of the three). Every match is reachable page by page (no cap): by key and time in (queue id,
+    offset) order.
+
+    Raises:
+        NotFound: no such topic. BadInput: none or several criteria, a bad time, page or id.
+    """
+    p, n = page_args(page, per_page)
+    config = require_topic(console, topic)
+    given = [
+        c for c, v in (("msg_id", msg_id), ("key", key), ("time", begin if begin is not None else end)) if v not in (None, "")
+    ]
+    if len(given) != 1:
+        raise BadInput("search by exactly one of msg_id, key, or a store-time range (begin and/or end)")
+    admin = console.admin
+    if msg_id:
+        found = admin.find_message(msg_id_arg(msg_id), config.name)
+        return Page([_row(m) for m in found[(p - 1) * n : p * n]], len(found), p, n)
+    if key:
+        total = admin.count_messages_by_key(config.name, key)
+        return Page([_row(m) for m in admin.messages_by_key(config.name, key, start=(p - 1) * n, count=n)], total, p, n)
+    low = parse_time(begin, "begin") if begin not in (None, "") else 0
+    high = parse_time(end, "end") if end not in (None, "") else 2**53 - 1
+    if low > high:
+        raise BadInput(f"begin ({low}) is after end ({high})")
+    ranges = []
+    for q in range(config.queue_count):
+        first = admin.search_offset(MessageQueue(config.name, DEFAULT_BROKER_NAME, q), low)
+        after = admin.search_offset(MessageQueue(config.name, DEFAULT_BROKER_NAME, q), high + 1) if high < 2**53 - 1 else None
+        if after is None:
+            after = admin.queue_states([config.name])[config.name][q].stats.max_offset
+        ranges.append((q, first, after))
+    total = sum(b - a for _, a, b in ranges)
+    rows: list[MessageRow] = []
+    skip, want = (p - 1) * n, n
+    for q, a, b in ranges:
+        if want == 0:
+            break
+        if skip >= b - a:
+            skip -= b - a
+            continue
+        got = admin.messages(config.name, q, a + skip, min(b, a + skip + want))
+        rows += [_row(m) for m in got]
+        want -= min(b, a + skip + want) - (a + skip)
+        skip = 0
+    return Page(rows, total, p, n)
+
+
+def message_detail(console: Console, topic: str, msg_id: str) -> MessageDetail:
+    """Every field of a message, its body (text / JSON / hex, capped), what each group reading the topic
+    did with it, and its trace.
+
+    Raises:
+        NotFound: no such topic or message. BadInput: a malformed id.
+    """
+    config = require_topic(console, topic)
+    found = console.admin.find_message(msg_id_arg(msg_id), config.name)
+    if not found:
+        raise NotFound(f"message {msg_id!r} is not stored in topic {config.name!r} (removed by retention, or a wrong id)")
+    m = found[0]
+    group_names = readers(console, config)
+    states = console.admin.message_states(m, group_names) if not is_system(config.name) else {}
+    trace = [
+        TraceRow(e.kind, e.time_ms, e.group, e.client_id, e.host, e.cost_ms, e.status, e.attempt, e.topic, e.queue_id, e.offset)
+        for e in console.admin.message_trace(config.name, m.msg_id)
+    ]
+    return MessageDetail(
+        m.msg_id,
+        m.topic,
+        m.queue_id,
+        m.queue_offset,
+        m.tags,
+        list(m.keys),
+        dict(m.properties),
+        dict(m.system_properties),
+        m.born_timestamp_ms,
+        m.store_timestamp_ms,
+        m.reconsume_times,
+        body_view(m.body),
+        states,
+        trace,
+    )
+
+
+def body_view(body: bytes) -> Body:
+    """A body for display: text, pretty JSON and hex of its first :data:`BODY_CAP` bytes."""
+    shown = body[:BODY_CAP]
+    try:
+        text: str | None = shown.decode()
+    except UnicodeDecodeError:
+        text = shown.decode(errors="ignore") if len(body) > BODY_CAP and _cut_utf8(shown) else None
+    pretty = None
+    if text is not None and len(body) <= BODY_CAP:
+        try:
+            pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        except ValueError:
+            pretty = None
+    return Body(len(body), len(body) > BODY_CAP, text, pretty, shown.hex())
+
+
+def dlq(console: Console, group: str, *, page: object = 1, per_page: object = DEFAULT_PER_PAGE) -> Page[Letter]:
+    """A group's dead letters, oldest first, one page (``total`` counts the letters stored).
+
+    Raises:
+        NotFound: an unknown group.
+    """
+    p, n = page_args(page, per_page)
+    g = require_group(console, group)
+    topic = dlq_topic(g)
+    if not console.admin.topic_exists(topic):
+        return Page([], 0, p, n)
+    stats = console.admin.queue_states([topic])[topic][0].stats
+    letters = console.admin.dlq_messages(g, max_num=n, offset=stats.min_offset + (p - 1) * n)
+    rows = [
+        Letter(
+            m.msg_id,
+            m.queue_offset,
+            original_topic(m),
+            m.system_properties.get("DLQ_REASON"),
+            m.reconsume_times,
+            m.store_timestamp_ms,
+            m.system_properties.get("RESENT") == "true",
+            len(m.body),
+            list(m.keys),
+            m.tags,
+        )
+        for m in letters
+    ]
+    return Page(rows, stats.max_offset - stats.min_offset, p, n)
+
+
+def resend_dlq(console: Console, group: str, *, msg_ids: object = None) -> ResendResult:
+    """Resend dead letters of ``group`` to that group only: those with ``msg_ids`` (a list of ids), or
+    (None) every letter not resent before. Each letter is resent once, however often this is called.
+
+    Raises:
+        NotFound: an unknown group. BadInput: ``msg_ids`` not a non-empty list of ids.
+    """
+    check_writable(console)
+    g = require_group(console, group)
+    ids: list[str] | None = None
+    if msg_ids is not None:
+        if not isinstance(msg_ids, list) or not msg_ids:
+            raise BadInput(f"msg_ids must be a non-empty list of msg ids (or leave it out to resend all), got {msg_ids!r}")
+        ids = [msg_id_arg(i) for i in msg_ids]
+    report = console.admin.resend_dlq_report(g, msg_ids=ids)
+    return ResendResult(g, report.resent, report.skipped)
+
+
+def discarded(
+    console: Console, *, topic: str | None = None, page: object = 1, per_page: object = DEFAULT_PER_PAGE
+) -> Page[Discarded]:
+    """Half messages discarded after too many unanswered check-backs, oldest first, a page of them."""
+    p, n = page_args(page, per_page)
+    if topic is not None:
+        require_topic(console, topic)
+    found = console.admin.discarded_transactions(topic)
+    rows = [
+        Discarded(
+            m.system_properties["HALF_ID"],
+            m.msg_id,
+            m.topic,
+            m.queue_id,
+            int(m.system_properties["TRANSACTION_CHECK_TIMES"]),
+            m.system_properties["DISCARD_REASON"],
+            m.store_timestamp_ms,
+            len(m.body),
+        )
+        for m in found[(p - 1) * n : p * n]
+    ]
+    return Page(rows, len(found), p, n)
+
+
+def _row(m: MessageExt) -> MessageRow:
+    return MessageRow(m.msg_id, m.topic, m.queue_id, m.queue_offset, m.tags, list(m.keys), m.store_timestamp_ms, len(m.body))
+
+
+def _cut_utf8(shown: bytes) -> bool:
+    """Whether ``shown`` is valid UTF-8 but for a character cut at its end (by the cap)."""
+    for cut in range(1, 4):
+        try:
+            shown[:-cut].decode()
+            return True
+        except UnicodeDecodeError:
+            continue
+    return False

@@ -1,0 +1,57 @@
+"""RocketMQ status codes: the error the endpoint answers with, and how rocketredis' errors map to them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mq.errors import (
+    FilterExpressionError,
+    InvalidNameError,
+    MessageTooLargeError,
+    MQBrokerError,
+    MQClientError,
+    QueueNotWritableError,
+    TopicNotFoundError,
+)
+from mq.proxy.pb import Code, definition
+
+OK: int = Code.Value("OK")
+
+
+class ProxyError(Exception):
+    """A request the endpoint refuses, with the RocketMQ status code to answer (``Code`` name)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def value(self) -> int:
+        """The numeric code."""
+        return int(Code.Value(self.code))
+
+
+def status(code: str | int = "OK", message: str = "OK") -> Any:
+    """A ``Status`` message (``code`` a ``Code`` name or number)."""
+    return definition.Status(code=Code.Value(code) if isinstance(code, str) else code, message=message)
+
+
+def code_of(error: BaseException) -> tuple[str, str]:
+    """The ``Code`` name and message to answer for ``error``."""
+    if isinstance(error, ProxyError):
+        return error.code, str(error)
+    if isinstance(error, TopicNotFoundError):
+        return "TOPIC_NOT_FOUND", str(error)
+    if isinstance(error, MessageTooLargeError):
+        return "MESSAGE_BODY_TOO_LARGE", str(error)
+    if isinstance(error, FilterExpressionError):
+        return "ILLEGAL_FILTER_EXPRESSION", str(error)
+    if isinstance(error, InvalidNameError):
+        return "BAD_REQUEST", str(error)
+    if isinstance(error, QueueNotWritableError):
+        return "FORBIDDEN", str(error)
+    if isinstance(error, MQClientError):
+        return "BAD_REQUEST", str(error)
+    if isinstance(error, MQBrokerError):
+        return "INTERNAL_SERVER_ERROR", str(error)
+    return "INTERNAL_ERROR", f"{type(error).__name__}: {error}"

@@ -1,0 +1,18 @@
+"""Prometheus counters of the endpoint: requests and errors per RPC (``mq proxy --metrics-port``)."""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter
+
+
+class ProxyMetrics:
+    """``mq_proxy_requests_total{rpc}`` and ``mq_proxy_errors_total{rpc,code}``."""
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self.requests = Counter("mq_proxy_requests", "RocketMQ 5 RPCs served, by RPC", ["rpc"], registry=registry)
+        self.errors = Counter(
+            "mq_proxy_errors",
+            "RocketMQ 5 RPCs answered with an error status, by RPC and code",
+            ["rpc", "code"],
+            registry=registry,
+        )

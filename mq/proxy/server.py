@@ -1,0 +1,124 @@
+"""``mq proxy``'s server: grpc.aio on a plaintext port (and a TLS port when given), the
+:class:`~mq.proxy.service.MessagingService` and the check-back pump."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from mq.msgid import new_client_id
+from mq.proxy.auth import Credentials
+from mq.proxy.backend import Backend
+from mq.proxy.metrics import ProxyMetrics
+from mq.proxy.pb import grpc_service
+from mq.proxy.service import PROXY_PRODUCER_GROUP, MessagingService
+from mq.proxy.settings import Limits
+from mq.proxy.telemetry import pump_checks
+from mq.validation import MAX_DELAY_MS
+
+log = logging.getLogger("mq.proxy")
+
+#: Extra room above the largest body for a request's headers and properties, bytes (gRPC's default
+#: 4 MiB limit is too small for a 4 MiB body).
+GRPC_HEADROOM = 2 * 1024 * 1024
+
+
+@dataclass
+class ProxyConfig:
+    """How ``mq proxy`` runs.
+
+    Attributes:
+        url, namespace: the store.
+        host: address the ports bind (loopback by default).
+        port: plaintext gRPC port (0: any free port).
+        tls_port: TLS port (None: no TLS), with ``tls_cert`` and ``tls_key`` (PEM files).
+        credentials: the access key pair requests must be signed with (None: none).
+        limits: sizes, timeouts and attempts.
+        max_delay_ms: furthest ahead a delivery time may be, ms.
+        metrics_port: Prometheus ``/metrics`` port (None: none).
+    """
+
+    url: str | None = None
+    namespace: str = "mq"
+    host: str = "127.0.0.1"
+    port: int = 8081
+    tls_port: int | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    credentials: Credentials | None = None
+    limits: Limits = field(default_factory=Limits)
+    max_delay_ms: int = MAX_DELAY_MS
+    metrics_port: int | None = None
+
+
+class ProxyServer:
+    """A running endpoint: :meth:`start`, then :meth:`stop` (or ``async with``)."""
+
+    def __init__(self, config: ProxyConfig, metrics: ProxyMetrics | None = None) -> None:
+        self.config = config
+        self.backend = Backend(config.url, config.namespace)
+        self.service = MessagingService(
+            self.backend,
+            limits=config.limits,
+            credentials=config.credentials,
+            metrics=metrics,
+            max_delay_ms=config.max_delay_ms,
+            replica_id=new_client_id(),
+        )
+        size = config.limits.max_body_size + GRPC_HEADROOM
+        self._server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)]
+        )
+        grpc_service.add_MessagingServiceServicer_to_server(self.service, self._server)
+        self._stop = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+        #: The bound plaintext and TLS ports (known after :meth:`start`).
+        self.port = 0
+        self.tls_port: int | None = None
+
+    async def start(self) -> None:
+        """Bind the ports and start serving."""
+        c = self.config
+        self.port = self._server.add_insecure_port(f"{c.host}:{c.port}")
+        if c.tls_port is not None:
+            if c.tls_cert is None or c.tls_key is None:
+                raise ValueError("--tls-port needs --tls-cert and --tls-key (PEM files)")
+            creds = grpc.ssl_server_credentials([(c.tls_key.read_bytes(), c.tls_cert.read_bytes())])
+            self.tls_port = self._server.add_secure_port(f"{c.host}:{c.tls_port}", creds)
+        await self.backend.call("join_checks", PROXY_PRODUCER_GROUP)
+        await self._server.start()
+        self._pump = asyncio.create_task(
+            pump_checks(self.backend, self.service.sessions, PROXY_PRODUCER_GROUP, self.service.replica_id, self._stop)
+        )
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        """Stop serving (calls in flight get ``grace_s``) and close the store."""
+        self._stop.set()
+        if self._pump is not None:
+            self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)  # its blocking read released before closing
+        await self._server.stop(grace_s)
+        await self.backend.close()
+
+    async def wait(self) -> None:
+        """Until the server stops."""
+        await self._server.wait_for_termination()
+
+
+async def serve(config: ProxyConfig, metrics: ProxyMetrics | None = None) -> None:
+    """Run the endpoint until SIGTERM or SIGINT; prints where it listens."""
+    server = ProxyServer(config, metrics)
+    await server.start()
+    where = f"{config.host}:{server.port}" + (f", TLS {config.host}:{server.tls_port}" if server.tls_port else "")
+    print(f"mq proxy: RocketMQ 5 endpoint on {where} (store namespace {config.namespace!r}); Ctrl-C to stop", flush=True)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    await stopping.wait()
+    await server.stop()

@@ -1,0 +1,585 @@
+"""The RocketMQ 5 ``MessagingService`` over rocketredis' store (the RPC handlers of ``mq proxy``).
+
+Every answer carries a ``Status``; a refused request changes nothing in the store (messages are
+checked before the first write). Handlers are coroutines on grpc.aio; store calls go through
+:class:`~mq.proxy.backend.Backend`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mq.consumer.puller import filter_args
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
+from mq.consumer.simple import (
+    MAX_INVISIBLE_S,
+    MAX_RECEIVE,
+    MIN_INVISIBLE_S,
+    RECEIVE_MAX_SCAN,
+    MessageView,
+    dead_letter,
+    make_receipt,
+    parse_receipt,
+    received_view,
+    seed_cursors,
+)
+from mq.consumer.types import ConsumeFromWhere
+from mq.errors import MQClientError
+from mq.filter import MessageSelector
+from mq.group import GroupConfig
+from mq.message import MessageExt
+from mq.producer.selectors import java_hash
+from mq.producer.transaction import DEFAULT_TRANSACTION_TIMEOUT_S, PGROUP
+from mq.proxy import convert
+from mq.proxy.auth import Credentials
+from mq.proxy.backend import Backend
+from mq.proxy.codes import ProxyError, code_of, status
+from mq.proxy.metrics import ProxyMetrics
+from mq.proxy.pb import definition, service
+from mq.proxy.settings import Limits, client_info, reply
+from mq.proxy.telemetry import Sessions
+from mq.queue import MessageQueue
+from mq.store import codec
+from mq.topic import TopicConfig
+from mq.validation import MAX_DELAY_MS, check_group
+
+log = logging.getLogger("mq.proxy")
+
+#: The producer group of half messages sent through the endpoint (RocketMQ 5 producers have none):
+#: the broker service posts their check-backs to this group, and the endpoint pushes them on.
+PROXY_PRODUCER_GROUP = "rocketredis-proxy"
+#: How long the store keeps a client's settings after its last Telemetry update, ms.
+SETTINGS_TTL_MS = 3_600_000
+#: Seconds a topic's config is reused before it is read again (a producer's route cache does the same;
+#: a deleted or shrunk queue is still caught by the put script).
+TOPIC_TTL_S = 1.0
+#: Seconds a group's config is reused before it is read again.
+GROUP_CONFIG_TTL_S = 2.0
+#: Waits between empty polls of a long poll, seconds: from the first to the last, doubling.
+POLL_FIRST_S, POLL_MAX_S = 0.05, 0.5
+#: Seconds kept from a ReceiveMessage's gRPC deadline to send the answer.
+DEADLINE_MARGIN_S = 0.5
+ROUTE_TYPES = [definition.MessageType.Value(n) for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")]
+
+
+@dataclass
+class _GroupCache:
+    config: GroupConfig | None
+    read_s: float
+
+
+@dataclass
+class Request:
+    """What every handler knows about the call: the headers, the client id and the RPC name."""
+
+    rpc: str
+    metadata: dict[str, str]
+    client_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client_id = self.metadata.get("x-mq-client-id", "")
+
+
+def _headers(context: Any) -> dict[str, str]:
+    return {k.lower(): v if isinstance(v, str) else v.decode(errors="replace") for k, v in context.invocation_metadata() or ()}
+
+
+class MessagingService:
+    """The handlers of ``apache.rocketmq.v2.MessagingService`` (registered by name with grpc).
+
+    Args:
+        backend: the store.
+        limits: sizes, timeouts and attempts (announced in the settings reply).
+        credentials: the access key pair requests must be signed with (None: no authentication).
+        max_delay_ms: furthest ahead a delivery time may be.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        limits: Limits | None = None,
+        credentials: Credentials | None = None,
+        metrics: ProxyMetrics | None = None,
+        max_delay_ms: int = MAX_DELAY_MS,
+        replica_id: str = "proxy",
+    ) -> None:
+        self.backend = backend
+        self.limits = limits or Limits()
+        self.credentials = credentials
+        self.metrics = metrics
+        self.max_delay_ms = max_delay_ms
+        self.sessions = Sessions()
+        self.replica_id = replica_id
+        self._turns: dict[str, itertools.count[int]] = {}
+        self._groups: dict[str, _GroupCache] = {}
+        self._seeded: set[tuple[str, str]] = set()
+        self._tx_timeout_ms: int | None = None
+        self._topics: dict[str, tuple[TopicConfig, float]] = {}
+
+    # -- the frame of every RPC -----------------------------------------------------------------
+
+    def _begin(self, rpc: str, context: Any) -> Request:
+        if self.metrics is not None:
+            self.metrics.requests.labels(rpc).inc()
+        request = Request(rpc, _headers(context))
+        if self.credentials is not None:
+            self.credentials.check(request.metadata)
+        return request
+
+    def _failed(self, rpc: str, error: BaseException) -> Any:
+        code, message = code_of(error)
+        if self.metrics is not None:
+            self.metrics.errors.labels(rpc, code).inc()
+        if isinstance(error, ProxyError | MQClientError):
+            log.info("%s refused: %s %s", rpc, code, message)
+        else:
+            log.error("%s failed: %s", rpc, message, exc_info=error)
+        return status(code, message)
+
+    async def _unary(self, rpc: str, context: Any, response: Any, body: Callable[[Request], Awaitable[Any]]) -> Any:
+        try:
+            request = self._begin(rpc, context)
+            return await body(request)
+        except Exception as e:
+            return response(status=self._failed(rpc, e))
+
+    # -- routes ---------------------------------------------------------------------------------
+
+    async def _topic(self, name: str) -> TopicConfig:
+        """The topic's config, read again after :data:`TOPIC_TTL_S` (a missing topic is never cached)."""
+        cached = self._topics.get(name)
+        if cached is not None and time.monotonic() - cached[1] < TOPIC_TTL_S:
+            return cached[0]
+        config: TopicConfig | None = await self.backend.call("topic", name)
+        if config is None:
+            self._topics.pop(name, None)
+            raise ProxyError("TOPIC_NOT_FOUND", f"topic {name!r} does not exist: create it with mq topic create")
+        self._topics[name] = (config, time.monotonic())
+        return config
+
+    async def QueryRoute(self, request: Any, context: Any) -> Any:
+        async def body(_: Request) -> Any:
+            config = await self._topic(request.topic.name)
+            out = service.QueryRouteResponse(status=status())
+            for qid in range(config.queue_count):
+                readable, writable = config.readable(qid), config.writable(qid)
+                perm = "READ_WRITE" if readable and writable else "READ" if readable else "WRITE" if writable else "NONE"
+                queue = out.message_queues.add(id=qid, permission=definition.Permission.Value(perm))
+                queue.topic.CopyFrom(request.topic)
+                queue.broker.name = "rocketredis"
+                queue.broker.endpoints.CopyFrom(request.endpoints)
+                queue.accept_message_types.extend(ROUTE_TYPES)
+            return out
+
+        return await self._unary("QueryRoute", context, service.QueryRouteResponse, body)
+
+    async def QueryAssignment(self, request: Any, context: Any) -> Any:
+        async def body(_: Request) -> Any:
+            config = await self._topic(request.topic.name)
+            out = service.QueryAssignmentResponse(status=status())
+            for qid in range(config.queue_count):
+                if not config.readable(qid):
+                    continue
+                queue = out.assignments.add().message_queue
+                queue.topic.CopyFrom(request.topic)
+                queue.id = qid
+                queue.permission = definition.Permission.Value("READ_WRITE")
+                queue.broker.name = "rocketredis"
+                queue.broker.endpoints.CopyFrom(request.endpoints)
+                queue.accept_message_types.extend(ROUTE_TYPES)
+            return out
+
+        return await self._unary("QueryAssignment", context, service.QueryAssignmentResponse, body)
+
+    # -- clients --------------------------------------------------------------------------------
+
+    async def Heartbeat(self, request: Any, context: Any) -> Any:
+        async def body(req: Request) -> Any:
+            if request.HasField("group") and request.group.name and req.client_id:
+                settings = await self._client_settings(req.client_id)
+                await self._heartbeat(request.group.name, req.client_id, settings, context.peer())
+            return service.HeartbeatResponse(status=status())
+
+        return await self._unary("Heartbeat", context, service.HeartbeatResponse, body)
+
+    async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
+        async def body(req: Request) -> Any:
+            if request.HasField("group") and request.group.name and req.client_id:
+                await self.backend.call("unregister_client", _group(request.group.name), req.client_id)
+            self.sessions.forget(req.client_id)
+            return service.NotifyClientTerminationResponse(status=status())
+
+        return await self._unary("NotifyClientTermination", context, service.NotifyClientTerminationResponse, body)
+
+    async def _client_settings(self, client_id: str) -> Any | None:
+        """A client's settings: from its live Telemetry stream, else as the store kept them."""
+        live = self.sessions.settings_of(client_id)
+        if live is not None:
+            return live
+        raw = await self.backend.call("proxy_client", client_id)
+        return definition.Settings.FromString(raw) if raw else None
+
+    async def Telemetry(self, request_iterator: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        try:
+            req = self._begin("Telemetry", context)
+        except Exception as e:
+            yield service.TelemetryCommand(status=self._failed("Telemetry", e))
+            return
+        session = self.sessions.open(req.client_id)
+
+        async def read() -> None:
+            # A client that half-closes keeps receiving commands (check-backs) until it cancels the call.
+            try:
+                async for command in request_iterator:
+                    if command.HasField("settings"):
+                        await session.put(await self._settings_command(req, command.settings))
+            except Exception as e:  # the stream broke: end it, the client reconnects
+                log.info("telemetry stream of %s ended: %s", req.client_id, e)
+                session.close()
+
+        reader = asyncio.create_task(read())
+        beat = asyncio.create_task(self._beat(req.client_id, context.peer()))
+        try:
+            async for command in session.commands():
+                yield command
+        finally:
+            reader.cancel()
+            beat.cancel()
+            self.sessions.close(session)
+
+    async def _beat(self, client_id: str, peer: str) -> None:
+        """While a consumer's Telemetry stream is open, keep it live in its group's registry as often as
+        rocketredis' own clients beat (RocketMQ 5 clients send Heartbeat only every 10 s)."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            settings = self.sessions.settings_of(client_id)
+            if settings is None or settings.WhichOneof("pub_sub") != "subscription" or not settings.subscription.group.name:
+                continue
+            try:
+                await self._heartbeat(settings.subscription.group.name, client_id, settings, peer)
+            except Exception as e:  # the store is down: the next beat tries again
+                log.warning("heartbeat of %s failed: %s", client_id, e)
+
+    async def _heartbeat(self, group_name: str, client_id: str, settings: Any | None, peer: str) -> None:
+        info = client_info(client_id, settings, peer) if settings is not None else ""
+        await self.backend.call("heartbeat", _group(group_name), client_id, info, int(HEARTBEAT_TIMEOUT_S * 1000))
+
+    async def _settings_command(self, req: Request, settings: Any) -> Any:
+        try:
+            is_consumer = settings.WhichOneof("pub_sub") == "subscription"
+            fifo, attempts = False, self.limits.max_delivery_attempts
+            if is_consumer:
+                group = _group(settings.subscription.group.name)
+                config = await self._group_config(group)
+                fifo = config is not None and config.fifo
+                attempts = (config.retry_max_times + 1) if config is not None else attempts
+                await self.backend.call("register_group", group)
+                for entry in settings.subscription.subscriptions:
+                    await self._seed(group, entry.topic.name)
+            answer = reply(settings, limits=self.limits, fifo=fifo, max_attempts=attempts)
+            self.sessions.update(req.client_id, settings)
+            await self.backend.call("save_proxy_client", req.client_id, settings.SerializeToString(), SETTINGS_TTL_MS)
+            return service.TelemetryCommand(status=status(), settings=answer)
+        except Exception as e:
+            return service.TelemetryCommand(status=self._failed("Telemetry", e))
+
+    async def _group_config(self, group: str) -> GroupConfig | None:
+        cached = self._groups.get(group)
+        if cached is not None and time.monotonic() - cached.read_s < GROUP_CONFIG_TTL_S:
+            return cached.config
+        raw = await self.backend.call("group_config_json", group)
+        config = GroupConfig.from_json(raw) if raw else None
+        self._groups[group] = _GroupCache(config, time.monotonic())
+        return config
+
+    async def _seed(self, group: str, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues, after giving ``group`` a cursor on each (once per process)."""
+        config = await self._topic(topic)
+        queues = config.readable_queues()
+        if (group, topic) not in self._seeded and queues:
+            group_config = await self._group_config(group)
+            where = group_config.consume_from_where if group_config is not None else ConsumeFromWhere.LAST_OFFSET
+            await self.backend.run(seed_cursors, group, queues, where)
+            self._seeded.add((group, topic))
+        return queues
+
+    # -- producing ------------------------------------------------------------------------------
+
+    async def SendMessage(self, request: Any, context: Any) -> Any:
+        async def body(_: Request) -> Any:
+            if not request.messages:
+                raise ProxyError("BAD_REQUEST", "a SendMessage request needs at least one message")
+            now_ms = int(time.time() * 1000)
+            checked = [
+                convert.incoming(m, max_body_size=self.limits.max_body_size, max_delay_ms=self.max_delay_ms, now_ms=now_ms)
+                for m in request.messages
+            ]
+            configs = {t: await self._topic(t) for t in {c.message.topic for c in checked}}
+            out = service.SendMessageResponse(status=status())
+            for item in checked:
+                out.entries.append(await self._store_one(item, configs[item.message.topic]))
+            return out
+
+        return await self._unary("SendMessage", context, service.SendMessageResponse, body)
+
+    async def _store_one(self, item: convert.Incoming, config: TopicConfig) -> Any:
+        topic = item.message.topic
+        writable = [q.queue_id for q in config.writable_queues()]
+        if not writable:
+            raise ProxyError("FORBIDDEN", f"topic {topic!r} has no writable queue")
+        if item.group is not None:
+            qid = writable[java_hash(item.group) % len(writable)]
+        else:
+            qid = writable[next(self._turns.setdefault(topic, itertools.count())) % len(writable)]
+        entry = service.SendResultEntry(status=status(), message_id=item.msg_id)
+        if item.kind == definition.MessageType.Value("TRANSACTION"):
+            system = {**item.system, PGROUP: PROXY_PRODUCER_GROUP}
+            encoded = codec.encode(item.message, item.msg_id, item.born_ms, system_properties=system)
+            first_check = int(time.time() * 1000) + await self._transaction_timeout_ms()
+            half_id = await self.backend.call("put_half", topic, qid, encoded, first_check)
+            entry.transaction_id = convert.transaction_id(topic, qid, half_id)
+            entry.offset = -1
+            return entry
+        encoded = codec.encode(item.message, item.msg_id, item.born_ms, system_properties=item.system or None)
+        if item.due_ms is not None:
+            await self.backend.call("put_delayed", topic, qid, encoded, item.due_ms)
+            entry.offset = -1
+        else:
+            offset, _ = await self.backend.call("put", topic, qid, [encoded])
+            entry.offset = offset
+        return entry
+
+    async def _transaction_timeout_ms(self) -> int:
+        if self._tx_timeout_ms is None:
+            raw = await self.backend.call("namespace_setting", "transaction_timeout_s")
+            self._tx_timeout_ms = int(float(raw or DEFAULT_TRANSACTION_TIMEOUT_S) * 1000)
+        return self._tx_timeout_ms
+
+    async def EndTransaction(self, request: Any, context: Any) -> Any:
+        async def body(_: Request) -> Any:
+            topic, qid, half_id = convert.parse_transaction_id(request.transaction_id)
+            resolution = request.resolution
+            if resolution not in (definition.COMMIT, definition.ROLLBACK):
+                raise ProxyError("BAD_REQUEST", "resolution must be COMMIT or ROLLBACK")
+            if request.topic.name and request.topic.name != topic:
+                raise ProxyError(
+                    "INVALID_TRANSACTION_ID", f"transaction {request.transaction_id!r} is not of topic {request.topic.name!r}"
+                )
+            if await self.backend.call("topic", topic) is None:
+                raise ProxyError(
+                    "INVALID_TRANSACTION_ID", f"transaction {request.transaction_id!r}: topic {topic!r} does not exist"
+                )
+            half = await self.backend.call("read_half", topic, qid, half_id)
+            if half is None or (request.message_id and half.msg_id != request.message_id):
+                raise ProxyError(
+                    "INVALID_TRANSACTION_ID",
+                    f"transaction {request.transaction_id!r} is unknown, already resolved, or not of this message",
+                )
+            await self.backend.call("end_transaction", topic, qid, half_id, resolution == definition.COMMIT)
+            return service.EndTransactionResponse(status=status())
+
+        return await self._unary("EndTransaction", context, service.EndTransactionResponse, body)
+
+    # -- consuming ------------------------------------------------------------------------------
+
+    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        rpc = "ReceiveMessage"
+        try:
+            self._begin(rpc, context)
+            views, invisible_ms = await self._receive(request, context)
+        except Exception as e:
+            yield service.ReceiveMessageResponse(status=self._failed(rpc, e))
+            return
+        if not views:
+            yield service.ReceiveMessageResponse(status=status("MESSAGE_NOT_FOUND", "no new message"))
+            return
+        yield service.ReceiveMessageResponse(status=status())
+        namespace = request.message_queue.topic.resource_namespace
+        for view in views:
+            message = convert.outgoing(
+                view,
+                namespace=namespace,
+                receipt_handle=view.receipt_handle,
+                attempt=view.delivery_attempt,
+                invisible_ms=invisible_ms,
+            )
+            yield service.ReceiveMessageResponse(message=message)
+        delivered = service.ReceiveMessageResponse()
+        delivered.delivery_timestamp.GetCurrentTime()  # when the batch left: clients' receive-latency metric
+        yield delivered
+
+    async def _receive(self, request: Any, context: Any) -> tuple[list[MessageView], int]:
+        group = _group(request.group.name)
+        topic = request.message_queue.topic.name
+        selector = _selector(request.filter_expression)
+        batch = request.batch_size or 1
+        if not 1 <= batch <= MAX_RECEIVE:
+            raise ProxyError("BAD_REQUEST", f"batch_size must be in 1..{MAX_RECEIVE}, got {batch}")
+        invisible_ms = request.invisible_duration.ToMilliseconds() if request.HasField("invisible_duration") else 30_000
+        if not MIN_INVISIBLE_S * 1000 <= invisible_ms <= MAX_INVISIBLE_S * 1000:
+            raise ProxyError(
+                "ILLEGAL_INVISIBLE_TIME",
+                f"invisible duration must be in {MIN_INVISIBLE_S:g} s .. {MAX_INVISIBLE_S:g} s, got {invisible_ms} ms",
+            )
+        poll_ms = request.long_polling_timeout.ToMilliseconds() if request.HasField("long_polling_timeout") else 20_000
+        if poll_ms < 0:
+            raise ProxyError("ILLEGAL_POLLING_TIME", f"long polling timeout must not be negative, got {poll_ms} ms")
+        wait_s = min(poll_ms / 1000, float(self.limits.long_polling_s))
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait_s = max(0.0, min(wait_s, remaining - DEADLINE_MARGIN_S))
+        deadline = time.monotonic() + wait_s
+        queues = await self._seed(group, topic)
+        config = await self._group_config(group)
+        fifo = config is not None and config.fifo
+        attempts = (config.retry_max_times + 1) if config is not None else self.limits.max_delivery_attempts
+        ftype, fdata = filter_args(selector)
+        pause = POLL_FIRST_S
+        turn = self._turns.setdefault(f"receive:{group}:{topic}", itertools.count())
+        while True:
+            if config is None or config.consume_enable:
+                views = await self._receive_once(group, queues, next(turn), batch, invisible_ms, attempts, ftype, fdata, fifo)
+                if views:
+                    return views, invisible_ms
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return [], invisible_ms
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, POLL_MAX_S)
+
+    async def _receive_once(
+        self,
+        group: str,
+        queues: list[MessageQueue],
+        start: int,
+        want: int,
+        invisible_ms: int,
+        attempts: int,
+        ftype: str,
+        fdata: str,
+        fifo: bool,
+    ) -> list[MessageView]:
+        views: list[MessageView] = []
+        for i in range(len(queues)):
+            queue = queues[(start + i) % len(queues)]
+            handed = await self.backend.call(
+                "receive_simple",
+                group,
+                queue,
+                now_ms=int(time.time() * 1000),
+                invisible_ms=invisible_ms,
+                max_messages=want - len(views),
+                max_attempts=attempts,
+                filter_type=ftype,
+                filter_data=fdata,
+                max_scan=RECEIVE_MAX_SCAN,
+                fifo=fifo,
+            )
+            for d in handed:
+                if d.message is None:
+                    await self.backend.call("ack_simple", group, queue, d.offset, d.visible_at_ms, None)
+                    continue
+                view = received_view(d.message, d.attempt, d.visible_at_ms)
+                if d.dead:
+                    await self.backend.run(dead_letter, group, view, "max delivery attempts")
+                else:
+                    views.append(view)
+            if len(views) >= want:
+                break
+        return views
+
+    async def AckMessage(self, request: Any, context: Any) -> Any:
+        async def body(_: Request) -> Any:
+            group = _group(request.group.name)
+            out = service.AckMessageResponse()
+            codes = set()
+            for entry in request.entries:
+                try:
+                    queue, offset, visible_at = _receipt(entry.receipt_handle, request.topic.name)
+                    if not await self.backend.call("ack_simple", group, queue, offset, visible_at, None):
+                        raise ProxyError(
+                            "INVALID_RECEIPT_HANDLE", f"receipt of {entry.message_id} expired: the message was handed out again"
+                        )
+                    result = status()
+                except ProxyError as e:
+                    result = self._failed("AckMessage", e)
+                codes.add(result.code)
+                out.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result)
+            if len(codes) > 1:
+                out.status.CopyFrom(status("MULTIPLE_RESULTS", "some entries failed: see each entry's status"))
+            else:
+                out.status.CopyFrom(out.entries[0].status if out.entries else status())
+            return out
+
+        return await self._unary("AckMessage", context, service.AckMessageResponse, body)
+
+    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+        async def body(_: Request) -> Any:
+            group = _group(request.group.name)
+            queue, offset, visible_at = _receipt(request.receipt_handle, request.topic.name)
+            duration_ms = request.invisible_duration.ToMilliseconds()
+            if not 0 <= duration_ms <= MAX_INVISIBLE_S * 1000:
+                raise ProxyError(
+                    "ILLEGAL_INVISIBLE_TIME", f"invisible duration must be in 0 .. {MAX_INVISIBLE_S:g} s, got {duration_ms} ms"
+                )
+            new_visible_at = int(time.time() * 1000) + duration_ms
+            if not await self.backend.call("ack_simple", group, queue, offset, visible_at, new_visible_at):
+                raise ProxyError(
+                    "INVALID_RECEIPT_HANDLE", f"receipt of {request.message_id} expired: the message was handed out again"
+                )
+            handle = make_receipt(queue.topic, queue.queue_id, offset, new_visible_at)
+            return service.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
+
+        return await self._unary("ChangeInvisibleDuration", context, service.ChangeInvisibleDurationResponse, body)
+
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+        async def body(_: Request) -> Any:
+            group = _group(request.group.name)
+            queue, offset, visible_at = _receipt(request.receipt_handle, request.topic.name)
+            found: list[MessageExt] = await self.backend.call("read_at", queue.topic, [(queue.queue_id, offset)])
+            if not found:
+                raise ProxyError("MESSAGE_NOT_FOUND", f"message {request.message_id} is no longer stored")
+            view = received_view(found[0], max(1, request.delivery_attempt), visible_at)
+            if not await self.backend.call("ack_simple", group, queue, offset, visible_at, visible_at):
+                raise ProxyError(
+                    "INVALID_RECEIPT_HANDLE", f"receipt of {request.message_id} expired: the message was handed out again"
+                )
+            await self.backend.run(dead_letter, group, view, "forwarded by the consumer")
+            return service.ForwardMessageToDeadLetterQueueResponse(status=status())
+
+        return await self._unary(
+            "ForwardMessageToDeadLetterQueue", context, service.ForwardMessageToDeadLetterQueueResponse, body
+        )
+
+
+def _group(name: str) -> str:
+    try:
+        return check_group(name)
+    except MQClientError as e:
+        raise ProxyError("ILLEGAL_CONSUMER_GROUP", str(e)) from None
+
+
+def _selector(expression: Any) -> MessageSelector:
+    try:
+        if expression.type == definition.SQL:
+            return MessageSelector.by_sql(expression.expression)
+        return MessageSelector.by_tag(expression.expression or "*")
+    except MQClientError as e:
+        raise ProxyError("ILLEGAL_FILTER_EXPRESSION", str(e)) from None
+
+
+def _receipt(handle: str, topic: str) -> tuple[MessageQueue, int, int]:
+    try:
+        queue, offset, visible_at = parse_receipt(handle)
+    except MQClientError as e:
+        raise ProxyError("INVALID_RECEIPT_HANDLE", str(e)) from None
+    if topic and queue.topic != topic:
+        raise ProxyError("INVALID_RECEIPT_HANDLE", f"receipt handle {handle!r} is not of topic {topic!r}")
+    return queue, offset, visible_at

@@ -1,0 +1,86 @@
+"""The Telemetry settings exchange: what the endpoint answers a client's settings with.
+
+Every field the official clients read is set (a missing one made clients fail in the feasibility
+probe): the client's own settings echoed, a non-zero ``publishing.max_body_size``, an exponential
+backoff policy, ``metric {on: false}``, and for consumers the group's ``fifo`` flag, batch size and
+long-polling timeout. Unknown fields a newer client sends are kept by protobuf and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mq.proxy.pb import definition
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The endpoint's limits and defaults the settings reply announces.
+
+    Attributes:
+        max_body_size: largest message body, bytes.
+        max_delivery_attempts: deliveries of a consumed message before its dead-letter queue.
+        producer_attempts: sends a producer tries before giving up.
+        backoff_initial_ms, backoff_max_ms, backoff_multiplier: the exponential backoff between retries.
+        request_timeout_s: timeout of RPCs other than long polls, seconds.
+        long_polling_s: longest long poll of ReceiveMessage, seconds.
+        receive_batch_size: messages per receive of a push consumer.
+    """
+
+    max_body_size: int = 4 * 1024 * 1024
+    max_delivery_attempts: int = 17
+    producer_attempts: int = 3
+    backoff_initial_ms: int = 1000
+    backoff_max_ms: int = 60_000
+    backoff_multiplier: float = 2.0
+    request_timeout_s: int = 3
+    long_polling_s: int = 30
+    receive_batch_size: int = 32
+
+
+def reply(client: Any, *, limits: Limits, fifo: bool, max_attempts: int) -> Any:
+    """The complete ``Settings`` answering the client's ``client``."""
+    out = definition.Settings()
+    out.CopyFrom(client)
+    policy = out.backoff_policy
+    policy.Clear()
+    is_consumer = client.WhichOneof("pub_sub") == "subscription"
+    policy.max_attempts = max_attempts if is_consumer else limits.producer_attempts
+    policy.exponential_backoff.initial.FromMilliseconds(limits.backoff_initial_ms)
+    policy.exponential_backoff.max.FromMilliseconds(limits.backoff_max_ms)
+    policy.exponential_backoff.multiplier = limits.backoff_multiplier
+    if not out.HasField("request_timeout"):
+        out.request_timeout.FromSeconds(limits.request_timeout_s)
+    if is_consumer:
+        sub = out.subscription
+        sub.fifo = fifo
+        sub.receive_batch_size = limits.receive_batch_size
+        sub.long_polling_timeout.FromSeconds(limits.long_polling_s)
+    else:
+        out.publishing.max_body_size = limits.max_body_size
+        out.publishing.validate_message_type = True
+    out.metric.Clear()
+    out.metric.on = False
+    return out
+
+
+def client_info(client_id: str, settings: Any, host: str) -> str:
+    """The registry entry (``ClientInfo`` JSON) of a consumer connected through the endpoint, so
+    ``mq group clients`` and ``Admin.consumer_connections`` list official clients too."""
+    subs = {e.topic.name: e.expression.expression or "*" for e in settings.subscription.subscriptions}
+    kind = {definition.SIMPLE_CONSUMER: "simple", definition.PUSH_CONSUMER: "push"}.get(settings.client_type, "simple")
+    ua = settings.user_agent
+    return json.dumps(
+        {
+            "client_id": client_id,
+            "host": ua.hostname or host,
+            "pid": 0,
+            "subscriptions": subs,
+            "message_model": "CLUSTERING",
+            "kind": kind,
+            "status": {"via": "rocketmq-proxy", "language": definition.Language.Name(ua.language), "version": ua.version},
+        },
+        separators=(",", ":"),
+    )
