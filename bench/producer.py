@@ -5,7 +5,10 @@ Starts its own redis-server on a free loopback port, then times, in interleaved 
 - sync ``Producer.send`` vs raw ``XADD`` one at a time;
 - ``Producer.send_async`` (all in flight at once) vs raw ``XADD`` one at a time and pipelined in
   groups of 128 (the async sender's pipeline size);
-- ``Producer.send_batch`` of 32 vs a raw pipeline of 32 ``XADD``.
+- ``Producer.send_batch`` of 32 vs a raw pipeline of 32 ``XADD``;
+- when NATS is on the machine (``nats-server`` and ``pip install nats-py``), NATS JetStream's
+  ``publish_async`` of the same messages with every acknowledgement awaited, on its own server
+  (see ``bench/nats_peer.py``); skipped, with a line saying why, when it is not.
 
 Messages are 1 KiB. The ratio (ours / raw, higher is better) is what to compare across machines;
 absolute rates drift on shared machines. Results go to stdout and ``bench/results/producer.json``.
@@ -22,6 +25,7 @@ from collections.abc import Callable
 
 import redis
 
+from bench import nats_peer
 from mq import Admin, Message, Producer
 from tests.servers import RedisServer
 
@@ -38,6 +42,7 @@ def rate(n: int, fn: Callable[[], None]) -> float:
 def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
     """Run every benchmark ``rounds`` times; returns the median rate of each."""
     samples: dict[str, list[float]] = {}
+    peer = nats_peer.start()
     with RedisServer() as server:
         raw = redis.Redis.from_url(server.url)
         Admin(server.url, "bench").create_topic("bench", read_queues=8, write_queues=8)
@@ -78,22 +83,31 @@ def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
                 "batch_send_32": batch32,
                 "raw_pipeline_32": raw_pipe(32),
             }
-            for _ in range(rounds):
-                for name, fn in cases.items():
-                    samples.setdefault(name, []).append(rate(n, fn))
-                    raw.flushall()
-                    Admin(server.url, "bench").create_topic("bench", read_queues=8, write_queues=8)
+            if peer is not None:
+                cases["nats_jetstream_publish_async"] = lambda: peer.publish_async(n, BODY)
+            try:
+                for _ in range(rounds):
+                    for name, fn in cases.items():
+                        samples.setdefault(name, []).append(rate(n, fn))
+                        raw.flushall()
+                        Admin(server.url, "bench").create_topic("bench", read_queues=8, write_queues=8)
+                        if peer is not None:
+                            peer.purge()
+            finally:
+                if peer is not None:
+                    peer.close()
         raw.close()
     med = {name: statistics.median(v) for name, v in samples.items()}
-    return {
-        "rates_per_s": med,
-        "ratios": {
-            "sync_send / raw_xadd": med["sync_send"] / med["raw_xadd"],
-            "async_send / raw_xadd": med["async_send"] / med["raw_xadd"],
-            "async_send / raw_pipeline_128": med["async_send"] / med["raw_pipeline_128"],
-            "batch_send_32 / raw_pipeline_32": med["batch_send_32"] / med["raw_pipeline_32"],
-        },
+    ratios = {
+        "sync_send / raw_xadd": med["sync_send"] / med["raw_xadd"],
+        "async_send / raw_xadd": med["async_send"] / med["raw_xadd"],
+        "async_send / raw_pipeline_128": med["async_send"] / med["raw_pipeline_128"],
+        "batch_send_32 / raw_pipeline_32": med["batch_send_32"] / med["raw_pipeline_32"],
     }
+    if "nats_jetstream_publish_async" in med:
+        ratios["nats_publish_async / raw_pipeline_128"] = med["nats_jetstream_publish_async"] / med["raw_pipeline_128"]
+        ratios["async_send / nats_publish_async"] = med["async_send"] / med["nats_jetstream_publish_async"]
+    return {"rates_per_s": med, "ratios": ratios}
 
 
 def rounds_main(doc: str, run_rounds: Callable[[int, int], dict[str, dict[str, float]]], name: str, default_n: int) -> None:
@@ -105,9 +119,9 @@ def rounds_main(doc: str, run_rounds: Callable[[int, int], dict[str, dict[str, f
     args = parser.parse_args()
     result = run_rounds(args.n, args.rounds)
     for case, value in result["rates_per_s"].items():
-        print(f"{case:20} {value:>10,.0f} msg/s")
+        print(f"{case:28} {value:>10,.0f} msg/s")
     for ratio, value in result["ratios"].items():
-        print(f"{ratio:34} {value:5.2f}x")
+        print(f"{ratio:38} {value:5.2f}x")
     out = pathlib.Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps({"n": args.n, "rounds": args.rounds, **result}, indent=2))

@@ -12,8 +12,7 @@ the rows, their types and the skipping are the same either way.
 from __future__ import annotations
 
 import itertools
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -66,11 +65,8 @@ def _columns(topic: str, queue_id: int, entries: Sequence[Entry]) -> tuple[dict[
     """Arrow columns of ``entries`` named as the ``messages`` table (timestamps in µs), and the store
     times (epoch ms); None when an entry is not one this library wrote."""
     n = len(entries)
-    field = _field_values(entries)
-    required = [field(name) for name in _REQUIRED]
-    if any(None in column for column in required):
-        return None
-    msg_ids, bodies, born, stored = required
+    field = codec.FieldColumns(entries)
+    msg_ids, bodies, born, stored = (field.required(name) for name in _REQUIRED)  # KeyError: one lacks it
     properties, system = _json_maps(field(b"p")), _json_maps(field(b"s"))
     if properties is None or system is None:
         return None
@@ -93,24 +89,6 @@ def _columns(topic: str, queue_id: int, entries: Sequence[Entry]) -> tuple[dict[
     return columns, store_ms
 
 
-def _field_values(entries: Sequence[Entry]) -> Callable[[bytes], Sequence[bytes | None]]:
-    """A function giving the values of one field in every entry (None where an entry lacks it).
-
-    When every entry lists the same fields in the same order (messages sent alike), the flat field
-    lists are transposed at once; otherwise each entry becomes a dict first.
-    """
-    flats = list(map(itemgetter(1), entries))
-    if set(map(type, flats)) == {list} and len(set(map(len, flats))) == 1:
-        transposed = list(zip(*flats, strict=True))
-        names = transposed[0::2]
-        if all(column.count(column[0]) == len(column) for column in names):
-            by_name = {column[0]: values for column, values in zip(names, transposed[1::2], strict=True)}
-            absent = [None] * len(flats)
-            return lambda name: by_name.get(name, absent)
-    dicts = [f if isinstance(f, dict) else dict(zip(f[0::2], f[1::2], strict=True)) for f in flats]
-    return lambda name: [d.get(name) for d in dicts]
-
-
 def _empty_as_none(values: Sequence[bytes | None]) -> Sequence[bytes | None]:
     """``values`` with empty ones as None (an empty field counts as absent)."""
     return [v or None for v in values] if b"" in values else values
@@ -124,28 +102,17 @@ def _keys(joined: Sequence[bytes | None]) -> pa.Array:
 
 def _json_maps(texts: Sequence[bytes | None]) -> pa.Array | None:
     """``map<string,string>`` of JSON objects (empty where absent), every text parsed in one
-    ``json.loads``; None when a text is not exactly what the codec writes."""
-    present = [t for t in texts if t]
-    if not present:
-        return pa.MapArray.from_arrays(
-            pa.array([0] * (len(texts) + 1), pa.int32()), pa.array([], pa.string()), pa.array([], pa.string())
-        )
-    # Each text goes in a one-element list, and the lists are separated by "]", a newline, ",", "[": a
-    # newline cannot stand inside a JSON string and the maps hold no lists, so in a parse that passes
-    # the checks below every bracket is one of these, and list i holds exactly text i.
-    wrapped = json.loads(b"[[" + b"]\n,[".join(present) + b"]]")
-    if len(wrapped) != len(present) or set(map(type, wrapped)) != {list} or set(map(len, wrapped)) != {1}:
+    ``json.loads`` (:func:`mq.store.codec.json_objects`); None when a text is not exactly what the
+    codec writes."""
+    try:
+        parsed = codec.json_objects(texts)
+    except (ValueError, UnicodeDecodeError):
         return None
-    parsed = list(map(itemgetter(0), wrapped))
-    if set(map(type, parsed)) != {dict}:
-        return None
-    counts = list(map(len, parsed))
-    if len(present) < len(texts):  # rows without the field have empty maps
-        sized = iter(counts)
-        counts = [next(sized) if t else 0 for t in texts]
+    maps = [p for p in parsed if p is not None]
+    counts = [0 if p is None else len(p) for p in parsed]
     offsets = pa.array(list(itertools.accumulate(counts, initial=0)), pa.int32())
-    keys = pa.array(list(itertools.chain.from_iterable(parsed)), pa.string())  # ArrowTypeError unless str
-    values = pa.array(list(itertools.chain.from_iterable(map(dict.values, parsed))), pa.string())
+    keys = pa.array(list(itertools.chain.from_iterable(maps)), pa.string())  # ArrowTypeError unless str
+    values = pa.array(list(itertools.chain.from_iterable(map(dict.values, maps))), pa.string())
     return pa.MapArray.from_arrays(offsets, keys, values)
 
 

@@ -243,7 +243,8 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
         if self._orderly is not None:
             self._orderly.deliver(pq, msgs)
             return
-        for batches in tasks_of(pq, msgs, self.consume_message_batch_max_size):
+        queues = len(core.process_queues)
+        for batches in tasks_of(pq, msgs, self.consume_message_batch_max_size, workers=self.consume_thread_max, queues=queues):
             self._in_flight += 1
             self._drained.clear()
             core.spawn(self._consume(pq, batches), f"mq-consume-{self.group}")

@@ -21,19 +21,20 @@ from mq.validation import RETRY_PREFIX
 
 log = logging.getLogger("mq.consumer")
 
-#: Listener calls one worker task makes in turn: handing each message to a thread (or task) of its
-#: own costs more than a no-op listener, and a pull of many queues still yields enough tasks to keep
-#: every worker busy.
-BATCHES_PER_TASK = 8
 
-
-def tasks_of(pq: ProcessQueue, msgs: list[MessageExt], batch_size: int) -> list[list[list[MessageExt]]]:
-    """``msgs`` cut into listener calls of ``batch_size`` and those into tasks of ``BATCHES_PER_TASK``
-    calls; messages of a retry topic show the topic they were sent to."""
+def tasks_of(
+    pq: ProcessQueue, msgs: list[MessageExt], batch_size: int, *, workers: int, queues: int
+) -> list[list[list[MessageExt]]]:
+    """``msgs`` cut into listener calls of ``batch_size``, shared by at most as many tasks as this
+    queue's share of the ``workers`` (``queues`` held): a task runs its listener calls in turn, as
+    handing each call to a worker of its own costs more than a no-op listener, while the pulls of all
+    queues still keep every worker busy. Messages of a retry topic show the topic they were sent to."""
     if pq.queue.topic.startswith(RETRY_PREFIX):  # the listener sees the topic the message was sent to
         msgs = [dataclasses.replace(m, topic=original_topic(m)) for m in msgs]
     batches = [msgs[i : i + batch_size] for i in range(0, len(msgs), batch_size)]
-    return [batches[i : i + BATCHES_PER_TASK] for i in range(0, len(batches), BATCHES_PER_TASK)]
+    tasks = max(1, min(len(batches), workers // max(1, queues)))
+    per_task = -(-len(batches) // tasks)
+    return [batches[i : i + per_task] for i in range(0, len(batches), per_task)]
 
 
 def acknowledged(
@@ -44,15 +45,16 @@ def acknowledged(
     if broadcasting:
         return msgs, []
     success = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    if success and ctx.ack_index >= len(msgs) - 1:
+        return msgs, []  # the common case
     ack = max(-1, min(ctx.ack_index, len(msgs) - 1)) if success else -1
     return msgs[: ack + 1], msgs[ack + 1 :]
 
 
 def done(puller: Puller, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
     """Forget consumed messages (the next pull or commit stores the offset); wake a flow-limited puller."""
-    limited = puller.flow_limited(pq)
     pq.remove(msgs)
-    if limited:
+    if pq.flow_paused:  # the puller skipped this queue for flow control: there may be room now
         puller.wake()
 
 

@@ -39,10 +39,12 @@ def invoke(
     failure: S,
     *,
     namespace: str = "",
+    spans: bool | None = None,
 ) -> S:
     """``listener(msgs, ctx)`` between the hooks (in an OpenTelemetry ``process`` span when tracing is
-    on); returns its status, or ``failure`` when it failed."""
-    calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace)
+    on: ``spans``, or ``otel.enabled()`` when None — a caller making many calls asks once); returns its
+    status, or ``failure`` when it failed."""
+    calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace, spans)
     call = next(calling)
     try:
         answer = call()
@@ -65,7 +67,7 @@ async def ainvoke(
     """:func:`invoke` for the asyncio consumer: an ``async def`` listener is awaited, a plain one called
     in place. Cancelling the caller cancels the listener and is not a failure: it propagates (the
     messages stay uncommitted)."""
-    calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace)
+    calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace, None)
     call = next(calling)
     try:
         answer = call()
@@ -99,9 +101,11 @@ def _calling(
     ctx: Any,
     failure: S,
     namespace: str,
+    spans: bool | None,
 ) -> Generator[Call, Any, S]:
     """Yields the listener call once, is given its answer (or has its exception thrown in), returns the status."""
-    span = otel.process_span(group, namespace, msgs) if otel.enabled() else contextlib.nullcontext()
+    traced = otel.enabled() if spans is None else spans
+    span = otel.process_span(group, namespace, msgs) if traced else contextlib.nullcontext()
     with span:
         return (yield from _hooked(group, hooks, listener, mq, msgs, ctx, failure))
 
@@ -117,7 +121,10 @@ def _hooked(
 ) -> Generator[Call, Any, S]:
     if not hooks and metrics.CLIENT_METRICS is None:  # the common case, without the hooks' bookkeeping
         try:
-            return type(failure)((yield lambda: listener(msgs, ctx)))  # type: ignore[call-arg]
+            answer = yield lambda: listener(msgs, ctx)
+            if type(answer) is type(failure):  # already a status: nothing to convert
+                return answer
+            return type(failure)(answer)  # type: ignore[call-arg]
         except GeneratorExit:
             raise
         except BaseException as e:  # same handling as below, through the full path

@@ -23,6 +23,7 @@ class ProcessQueue:
         dropped: the queue is gone from this consumer (released, or taken over by another member).
         idle: set while the last pull found nothing new; the queue's long-poll waiter then blocks
             in the store until a message arrives.
+        flow_paused: set while the puller leaves the queue out because too much of it is cached.
         releasing_since: monotonic time the release began.
     """
 
@@ -35,6 +36,8 @@ class ProcessQueue:
         self.releasing_since = 0.0
         self.dropped = False
         self.idle = threading.Event()
+        #: set while the puller leaves this queue out for flow control: consuming then wakes it
+        self.flow_paused = False
         self.last_pull_s = 0.0
         self.consumed_total = 0  # messages consumed (removed) since this client took the queue
         self._msgs: dict[int, MessageExt] = {}

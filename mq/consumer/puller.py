@@ -129,6 +129,13 @@ class Puller:
         # the span can only pass the limit when more than a few messages are cached
         return self._max_span is not None and pq.count > 1 and pq.span > self._max_span
 
+    def _paused(self, pq: ProcessQueue) -> bool:
+        """:meth:`flow_limited`, recorded in ``pq.flow_paused`` for the consumer to wake the puller
+        when it frees room (the flag goes up before the check, so room freed during it is seen)."""
+        pq.flow_paused = True
+        pq.flow_paused = paused = self.flow_limited(pq)
+        return paused
+
     def unfiltered(self, pq: ProcessQueue) -> bool:
         """Whether ``pq``'s subscription takes every message (its waiter may deliver what it read)."""
         return filter_args(self._selector(pq.queue.topic))[0] == ""
@@ -157,15 +164,13 @@ class Puller:
         """The queues to pull now (not releasing, not caught up, not flow-limited, not being pulled by
         their waiter, which wakes the puller when it is done); [] while paused."""
         ready = [
-            pq
-            for pq in self._queues()
-            if not (pq.releasing or pq.idle.is_set() or pq.pull_lock.locked() or self.flow_limited(pq))
+            pq for pq in self._queues() if not (pq.releasing or pq.idle.is_set() or pq.pull_lock.locked() or self._paused(pq))
         ]
         return ready if self._active() else []
 
     def idle_wait_s(self) -> float:
         """Seconds to sleep when nothing is ready: short while a queue waits for room (flow control)."""
-        return 0.05 if any(self.flow_limited(pq) for pq in self._queues()) else 1.0
+        return 0.05 if any(pq.flow_paused for pq in self._queues()) else 1.0
 
     def pull(self, ready: Sequence[ProcessQueue]) -> None:
         """One pipelined pull of every queue in ``ready`` that no waiter is pulling right now."""

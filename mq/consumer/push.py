@@ -10,10 +10,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 
+from mq import otel
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.base import QueueConsumer
 from mq.consumer.concurrently import (
-    BATCHES_PER_TASK,
     acknowledged,
     check_push_options,
     check_startable,
@@ -61,10 +61,13 @@ DEFAULT_CONSUME_TIMEOUT_MIN = 15.0
 #: [RocketMQ's local fallback when sending back to the retry topic fails].
 LOCAL_RECONSUME_DELAY_S = 5.0
 
-__all__ = ["BATCHES_PER_TASK", "PushConsumer"]
-
 #: Default pause of a suspended orderly queue, ms [RocketMQ ``suspendCurrentQueueTimeMillis``].
 DEFAULT_SUSPEND_MS = 1000
+
+#: The statuses, looked up once (a member lookup on an Enum class costs more than a listener call
+#: that does nothing, in Python 3.11).
+_CONSUME_SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+_RECONSUME_LATER = ConsumeConcurrentlyStatus.RECONSUME_LATER
 
 Listener = Callable[[list[MessageExt], ConsumeConcurrentlyContext], ConsumeConcurrentlyStatus]
 OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
@@ -261,32 +264,53 @@ class PushConsumer(QueueConsumer):
             return
         if not msgs:
             return
-        for batches in tasks_of(pq, msgs, self.consume_message_batch_max_size):
+        queues = len(self._core.process_queues) if self._core is not None else 1
+        for batches in tasks_of(pq, msgs, self.consume_message_batch_max_size, workers=self.consume_thread_max, queues=queues):
             with self._in_flight_cv:
                 self._in_flight += 1
             executor.submit(self._consume, pq, batches)
 
     def _consume(self, pq: ProcessQueue, batches: list[list[MessageExt]]) -> None:
+        # What holds for the whole task is looked up once; the messages consumed are forgotten by the
+        # process queue together at the end (one lock, one flow-control check per task).
+        consumed: list[MessageExt] = []
+        spans = otel.enabled()
+        broadcasting = self.message_model is MessageModel.BROADCASTING
         try:
             for msgs in batches:
                 if pq.dropped:
                     return  # taken over after a failure: the new owner consumes the rest
                 try:
-                    self._consume_batch(pq, msgs)
+                    self._consume_batch(pq, msgs, consumed, spans, broadcasting)
                 except Exception:  # our own handling failed: never leave the messages stuck in flight
-                    log.exception(
-                        "handling the listener's answer for %d message(s) of %s failed; they are consumed again here in %s s",
-                        len(msgs),
-                        pq.queue,
-                        LOCAL_RECONSUME_DELAY_S,
-                    )
-                    self._reconsume_here(pq, msgs)
+                    self._handling_failed(pq, msgs, "handling the listener's answer for")
         finally:
-            with self._in_flight_cv:
-                self._in_flight -= 1
-                self._in_flight_cv.notify_all()
+            try:
+                if consumed:
+                    self._done(pq, consumed)
+            except Exception:  # as for a batch: never leave consumed messages stuck in flight
+                self._handling_failed(pq, consumed, "forgetting the consumed")
+            finally:
+                with self._in_flight_cv:
+                    self._in_flight -= 1
+                    self._in_flight_cv.notify_all()
 
-    def _consume_batch(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def _handling_failed(self, pq: ProcessQueue, msgs: list[MessageExt], what: str) -> None:
+        """Log that our own handling of ``msgs`` failed (``what``: the step) and consume them again here."""
+        log.exception(
+            "%s %d message(s) of %s failed; they are consumed again here in %s s",
+            what,
+            len(msgs),
+            pq.queue,
+            LOCAL_RECONSUME_DELAY_S,
+        )
+        self._reconsume_here(pq, msgs)
+
+    def _consume_batch(
+        self, pq: ProcessQueue, msgs: list[MessageExt], consumed: list[MessageExt], spans: bool, broadcasting: bool
+    ) -> None:
+        """One listener call; the messages it consumed go to ``consumed`` (for the process queue to
+        forget), the others are sent back or consumed again here."""
         ctx = ConsumeConcurrentlyContext.of(pq.queue)
         began = time.monotonic()
         traced = self._tracer.active
@@ -301,17 +325,17 @@ class PushConsumer(QueueConsumer):
                 pq.queue,
                 msgs,
                 ctx,
-                ConsumeConcurrentlyStatus.RECONSUME_LATER,
+                _RECONSUME_LATER,
                 namespace=self._conn.namespace,
+                spans=spans,
             )
         finally:
             for m in msgs:
                 pq.consuming.pop(m.queue_offset, None)
         if traced:
             self._tracer.consumed(pq.queue, msgs, status.value, began_ms, (time.monotonic() - began) * 1000)
-        ok, failed = acknowledged(msgs, status, ctx, broadcasting=self.message_model is MessageModel.BROADCASTING)
-        if ok:
-            self._done(pq, ok)
+        ok, failed = acknowledged(msgs, status, ctx, broadcasting=broadcasting)
+        consumed += ok
         if failed:
             self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
 
