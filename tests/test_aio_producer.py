@@ -243,7 +243,7 @@ async def test_many_tasks_at_once_wait_for_a_connection(redis_server: Any, names
     """redis.asyncio's default pool fails the 101st concurrent call ("Too many connections"); 1 000
     concurrent sends that each read a stale setting (the trace switch, delay levels) did that. (A
     standalone server's pool: redis-py's asyncio cluster client has no such limit, but many first
-    commands at once on a fresh one sometimes fail inside redis-py — see D44.)"""
+    commands at once on a fresh one sometimes fail inside redis-py — see D45.)"""
     from mq.connection import Connection
     from mq.store.aio import AsyncStore
 
