@@ -26,16 +26,12 @@ from mq.consumer.simple_core import (
     SimpleSettings,
     SyncSimpleCore,
     check_receive,
-    dead_letter_op,
     make_receipt,
     parse_receipt,
     received_view,
     remaining_s,
-    seed_cursors_op,
 )
-from mq.consumer.types import ConsumeFromWhere
 from mq.group import GroupConfig
-from mq.queue import MessageQueue
 from mq.store import Store
 
 __all__ = [
@@ -48,11 +44,9 @@ __all__ = [
     "WAIT_SLICE_S",
     "MessageView",
     "SimpleConsumer",
-    "dead_letter",
     "make_receipt",
     "parse_receipt",
     "received_view",
-    "seed_cursors",
 ]
 
 
@@ -141,14 +135,3 @@ class SimpleConsumer(SimpleSettings):
             time.sleep(seconds if paused else min(seconds, CLUSTER_PAUSE_S))
             return
         self._poll_store.wait_for_any(self._core.cursors(), int(seconds * 1000))
-
-
-def seed_cursors(store: Store, group: str, queues: list[MessageQueue], where: ConsumeFromWhere) -> None:
-    """:func:`~mq.consumer.simple_core.seed_cursors_op` run at once (the gRPC proxy's receivers)."""
-    store._run(seed_cursors_op(store, group, queues, where))
-
-
-def dead_letter(store: Store, group: str, view: MessageView, reason: str) -> str:
-    """:func:`~mq.consumer.simple_core.dead_letter_op` run at once: ``view`` copied to ``%DLQ%<group>``
-    and acknowledged; returns the DLQ topic."""
-    return store._run(dead_letter_op(store, group, view, reason))

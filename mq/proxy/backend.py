@@ -2,25 +2,21 @@
 
 ``await backend.call("put", topic, queue_id, encoded)`` awaits :class:`mq.store.aio.AsyncStore`'s
 method of that name (the same operations as :class:`mq.store.Store`, on ``redis.asyncio``: no thread
-per call). Two rare, multi-step helpers written for the sync store — seeding a new group's cursors
-and moving a message to the dead-letter queue (:func:`mq.consumer.simple.seed_cursors`,
-:func:`~mq.consumer.simple.dead_letter`) — run through :meth:`Backend.run` on the sync store in a
-small thread pool (see docs/decisions.md, "h-proxy").
+per call). Multi-step work shared with the simple consumer — seeding a new group's cursors and
+moving a message to the dead-letter queue (:func:`mq.consumer.simple_core.seed_cursors_op`,
+:func:`~mq.consumer.simple_core.dead_letter_op`) — is an operation too, awaited on the same store
+through :meth:`Backend.run`. No thread is started.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 from mq.connection import Connection
-from mq.store import Store
 from mq.store.aio import AsyncStore
+from mq.store.ops import Op
 
-#: Threads for the sync helpers of :meth:`Backend.run`.
-HELPER_THREADS = 4
 #: Socket timeout of the connection used for blocking reads, seconds (longer than any block).
 BLOCKING_TIMEOUT_S = 10.0
 
@@ -38,8 +34,6 @@ class Backend:
         self._blocking = Connection(url, namespace, socket_timeout_s=BLOCKING_TIMEOUT_S)
         self.store = AsyncStore(self.connection)
         self._blocking_store = AsyncStore(self._blocking)
-        self._sync_store = Store(self.connection)
-        self._pool = ThreadPoolExecutor(max_workers=HELPER_THREADS, thread_name_prefix="mq-proxy-store")
 
     def __repr__(self) -> str:
         return f"Backend({self.connection!r})"
@@ -52,13 +46,12 @@ class Backend:
         """As :meth:`call`, on the connection for reads that block (``read_checks``)."""
         return await getattr(self._blocking_store, name)(*args, **kwargs)
 
-    async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """``await`` a sync helper that takes the store first (e.g. :func:`mq.consumer.simple.seed_cursors`)."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, self._sync_store, *args, **kwargs))
+    async def run(self, op: Callable[..., Op[Any]], *args: Any, **kwargs: Any) -> Any:
+        """``await`` an operation that takes the store first (e.g.
+        :func:`mq.consumer.simple_core.seed_cursors_op`), on the asyncio store."""
+        return await self.store._run(op(self.store, *args, **kwargs))
 
     async def close(self) -> None:
-        """Stop the threads and close the connections."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Close the connections."""
         await self.connection.aclose()
         await self._blocking.aclose()

@@ -23,12 +23,11 @@ from mq.consumer.simple import (
     MIN_INVISIBLE_S,
     RECEIVE_MAX_SCAN,
     MessageView,
-    dead_letter,
     make_receipt,
     parse_receipt,
     received_view,
-    seed_cursors,
 )
+from mq.consumer.simple_core import dead_letter_op, seed_cursors_op
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
@@ -306,7 +305,7 @@ class MessagingService:
         if (group, topic) not in self._seeded and queues:
             group_config = await self._group_config(group)
             where = group_config.consume_from_where if group_config is not None else ConsumeFromWhere.LAST_OFFSET
-            await self.backend.run(seed_cursors, group, queues, where)
+            await self.backend.run(seed_cursors_op, group, queues, where)
             self._seeded.add((group, topic))
         return queues
 
@@ -488,7 +487,7 @@ class MessagingService:
                     continue
                 view = received_view(d.message, d.attempt, d.visible_at_ms)
                 if d.dead:
-                    await self.backend.run(dead_letter, group, view, "max delivery attempts")
+                    await self.backend.run(dead_letter_op, group, view, "max delivery attempts")
                 else:
                     views.append(view)
             if len(views) >= want:
@@ -551,7 +550,7 @@ class MessagingService:
                 raise ProxyError(
                     "INVALID_RECEIPT_HANDLE", f"receipt of {request.message_id} expired: the message was handed out again"
                 )
-            await self.backend.run(dead_letter, group, view, "forwarded by the consumer")
+            await self.backend.run(dead_letter_op, group, view, "forwarded by the consumer")
             return service.ForwardMessageToDeadLetterQueueResponse(status=status())
 
         return await self._unary(
