@@ -25,6 +25,7 @@ from mq import (
     SelectMessageQueueByHash,
     SendStatus,
 )
+from mq.consumer import simple_core
 from scheduler import BrokerConfig, BrokerService
 from tests.apis import Api
 from tests.procs import ConsumerProc, wait_for
@@ -296,7 +297,10 @@ def test_transaction_unknown_is_resolved_by_the_check_back(api: Api, backend_url
 
 
 @pytest.mark.slow
-def test_simple_consumer_invisibility_ack_and_redelivery(api: Api, backend_url: str, namespace: str) -> None:
+def test_simple_consumer_invisibility_ack_and_redelivery(
+    api: Api, backend_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(simple_core, "MIN_INVISIBLE_S", 1.0)  # seconds, not the 10 s floor: a shorter test
     api.admin(backend_url, namespace).create_topic("S", read_queues=2, write_queues=2)
     sc = api.simple_consumer("gs", backend_url, namespace=namespace, subscriptions={"S": "*"}, await_duration_s=0.5)
     with sc, api.producer("p", backend_url, namespace=namespace) as producer:
@@ -305,23 +309,23 @@ def test_simple_consumer_invisibility_ack_and_redelivery(api: Api, backend_url: 
         got: dict[bytes, object] = {}
 
         def received_all() -> bool:
-            got.update({v.body: v for v in sc.receive(max_messages=3, invisible_duration_s=10)})
+            got.update({v.body: v for v in sc.receive(max_messages=3, invisible_duration_s=3)})
             return len(got) == 3
 
         wait_for(received_all, 10, "all three")
         assert all(v.delivery_attempt == 1 for v in got.values())  # type: ignore[attr-defined]
         sc.ack(got[b"acked"])
-        sc.change_invisible_duration(got[b"extend"], 20)
-        assert sc.receive(max_messages=3, invisible_duration_s=10) == []  # all invisible now
-        time.sleep(10.3)
-        again = {v.body: v for v in sc.receive(max_messages=3, invisible_duration_s=10)}
+        sc.change_invisible_duration(got[b"extend"], 6)
+        assert sc.receive(max_messages=3, invisible_duration_s=3) == []  # all invisible now
+        time.sleep(3.5)
+        again = {v.body: v for v in sc.receive(max_messages=3, invisible_duration_s=3)}
         assert set(again) == {b"redeliver"} and again[b"redeliver"].delivery_attempt == 2
         sc.ack(again[b"redeliver"])
-        time.sleep(10.0)
-        late = {v.body: v for v in sc.receive(max_messages=3, invisible_duration_s=10)}
-        assert set(late) == {b"extend"} and late[b"extend"].delivery_attempt == 2  # after its 20 s
+        time.sleep(3.0)
+        late = {v.body: v for v in sc.receive(max_messages=3, invisible_duration_s=3)}
+        assert set(late) == {b"extend"} and late[b"extend"].delivery_attempt == 2  # after its 6 s
         sc.ack(late[b"extend"])
-        assert sc.receive(max_messages=3, invisible_duration_s=10) == []
+        assert sc.receive(max_messages=3, invisible_duration_s=3) == []
 
 
 def test_pull_consumer_polls_seeks_and_commits(api: Api, backend_url: str, namespace: str) -> None:
