@@ -13,7 +13,8 @@ pytestmark = pytest.mark.cluster
 
 
 def test_queues_spread_over_all_masters(redis_cluster, namespace: str) -> None:
-    Admin(redis_cluster.url, namespace).create_topic("spread", read_queues=16, write_queues=16)
+    with Admin(redis_cluster.url, namespace) as admin:
+        admin.create_topic("spread", read_queues=16, write_queues=16)
     with Producer("pg", redis_cluster.url, namespace=namespace) as producer:
         route = producer._core.route("spread")
         per_node: dict[str, int] = {}
@@ -22,14 +23,20 @@ def test_queues_spread_over_all_masters(redis_cluster, namespace: str) -> None:
         assert len(per_node) == 3, per_node
         results = [producer.send(Message("spread", b"x")) for _ in range(48)]
     client = raw_client(redis_cluster.url)
-    for r in results[:16]:  # each message is where its queue's slot says
-        key = Connection(redis_cluster.url, namespace).keys.queue("spread", r.message_queue.queue_id).log
-        node = client.get_node_from_key(key)
-        assert f"{node.host}:{node.port}" == route.nodes[r.message_queue]
+    keys = Connection("memory://", namespace).keys  # key names only: no cluster client to leave open
+    try:
+        for r in results[:16]:  # each message is where its queue's slot says
+            node = client.get_node_from_key(keys.queue("spread", r.message_queue.queue_id).log)
+            assert f"{node.host}:{node.port}" == route.nodes[r.message_queue]
+    finally:
+        client.close()
 
 
 def test_a_cross_slot_script_call_fails_loudly(redis_cluster, namespace: str) -> None:
     conn = Connection(redis_cluster.url, namespace)
     keys = [conn.keys.queue("a", 0).meta, conn.keys.queue("b", 1).log]
-    with pytest.raises(Exception, match=r"(?i)cross|slot"):
-        scripts.run(conn.client, "queue-stats", keys, [])
+    try:
+        with pytest.raises(Exception, match=r"(?i)cross|slot"):
+            scripts.run(conn.client, "queue-stats", keys, [])
+    finally:
+        conn.close()
