@@ -19,7 +19,7 @@ from mq.console.context import (
     require_group,
     require_topic,
 )
-from mq.console.shapes import Body, Discarded, Letter, MessageDetail, MessageRow, Page, ResendResult, TraceRow
+from mq.console.shapes import Body, Discarded, Letter, MessageDetail, MessageRow, Page, ResendResult
 from mq.consumer.retry import dlq_topic, original_topic
 from mq.message import MessageExt
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
@@ -101,10 +101,7 @@ def message_detail(console: Console, topic: str, msg_id: str) -> MessageDetail:
     m = found[0]
     group_names = readers(console, config)
     states = console.admin.message_states(m, group_names) if not is_system(config.name) else {}
-    trace = [
-        TraceRow(e.kind, e.time_ms, e.group, e.client_id, e.host, e.cost_ms, e.status, e.attempt, e.topic, e.queue_id, e.offset)
-        for e in console.admin.message_trace(config.name, m.msg_id)
-    ]
+    trace = console.admin.message_trace(config.name, m.msg_id)
     return MessageDetail(
         m.msg_id,
         m.topic,

@@ -69,7 +69,6 @@ from mq.console.shapes import (
     SeriesPoint,
     TopicDetail,
     TopicRow,
-    TraceRow,
     to_jsonable,
 )
 from mq.consumer.retry import dlq_topic
@@ -541,7 +540,6 @@ __all__ = [
     "SeriesPoint",
     "TopicDetail",
     "TopicRow",
-    "TraceRow",
     "body_view",
     "brokers",
     "check_writable",

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from mq.trace import TraceEvent
+
 T = TypeVar("T")
 
 
@@ -250,27 +252,9 @@ class Body:
 
 
 @dataclass(frozen=True)
-class TraceRow:
-    """One message-trace event (see :class:`mq.trace.TraceEvent`): what (``send``, ``consume``, ``retry``,
-    ``dlq``), when, which group and client on which host, how long (ms), its status, the attempt, and
-    where the message (or its retried copy) was."""
-
-    kind: str
-    time_ms: int
-    group: str
-    client_id: str
-    host: str
-    cost_ms: float
-    status: str
-    attempt: int
-    topic: str
-    queue_id: int
-    offset: int
-
-
-@dataclass(frozen=True)
 class MessageDetail:
-    """A message's page: every field, the body, what each reading group did with it, the trace."""
+    """A message's page: every field, the body, what each reading group did with it, the trace
+    (:class:`mq.trace.TraceEvent` rows, oldest first)."""
 
     msg_id: str
     topic: str
@@ -285,7 +269,7 @@ class MessageDetail:
     reconsume_times: int
     body: Body
     groups: dict[str, str]
-    trace: list[TraceRow]
+    trace: list[TraceEvent]
 
 
 @dataclass(frozen=True)
