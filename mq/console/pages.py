@@ -102,16 +102,14 @@ def _query(request: Request, name: str, default: str = "") -> str:
 
 @page("/")
 async def overview(request: Request) -> Response:
-    data = await _call(request, service.overview)
-    busiest = await _call(request, views.busiest_topics)
+    data, busiest = await _call(request, views.overview_with_busiest)
     return render(request, "overview.html", nav="/", overview=data, busiest=busiest)
 
 
 @page("/")
 async def overview_live(request: Request) -> Response:
     """The overview's figures alone: htmx swaps them in every few seconds."""
-    data = await _call(request, service.overview)
-    busiest = await _call(request, views.busiest_topics)
+    data, busiest = await _call(request, views.overview_with_busiest)
     return render(request, "_overview_live.html", nav="/", overview=data, busiest=busiest)
 
 
@@ -263,8 +261,8 @@ async def message(request: Request) -> Response:
 
 @page("/dlq")
 async def dlq_index(request: Request) -> Response:
-    data = await _call(request, service.overview)
-    return render(request, "dlq_index.html", nav="/dlq", dlq=data.dlq)
+    table = await _call(request, service.lag_table)
+    return render(request, "dlq_index.html", nav="/dlq", dlq=table.dlq)
 
 
 @page("/dlq")

@@ -101,10 +101,14 @@ def overview(console: Console) -> Overview:
     """Counts, rates, total lag, dead letters, backlogs and broker health of the namespace. Lag, dead
     letters and backlogs come from the broker service's last stats snapshot when it is at most
     :data:`FRESH_SNAPSHOT_S` old (``lag_as_of_ms`` says when), else from the store now (every queue)."""
+    return overview_of(console, console.admin.topics(), recent_rates(console.admin))
+
+
+def overview_of(console: Console, configs: Sequence[TopicConfig], rates: Rates | None) -> Overview:
+    """:func:`overview` over the topic configs and :func:`recent_rates` the caller has read already (the
+    overview page reads them once for the busiest topics as well)."""
     admin = console.admin
-    configs = admin.topics()
-    table = lag_table(console)
-    rates = _recent_rates(admin)
+    table = lag_table(console, configs)
     return Overview(
         topics=sum(1 for c in configs if not is_system(c.name)),
         groups=len(admin.groups()),
@@ -128,10 +132,11 @@ def fresh_snapshot(console: Console) -> dict[str, Any] | None:
     return None
 
 
-def lag_table(console: Console) -> LagTable:
+def lag_table(console: Console, configs: Sequence[TopicConfig] | None = None) -> LagTable:
     """The namespace's lag figures: from the broker service's last stats snapshot when it is at most
     :data:`FRESH_SNAPSHOT_S` old (one read), else from every queue of the store now (two pipelined
-    reads per 2 000 queues: slow on big namespaces without a broker service)."""
+    reads per 2 000 queues: slow on big namespaces without a broker service) — of the topics
+    ``configs`` lists, when the caller has read them, else of those read now."""
     snap = fresh_snapshot(console)
     if snap is not None:
         return LagTable(
@@ -142,7 +147,9 @@ def lag_table(console: Console) -> LagTable:
             int(snap["taken_at_ms"]),
         )
     now_ms = int(time.time() * 1000)
-    states = console.admin.queue_states([c.name for c in console.admin.topics()])
+    if configs is None:
+        configs = console.admin.topics()
+    states = console.admin.queue_states([c.name for c in configs])
     lag: dict[tuple[str, str], int] = {}
     for name, rows in states.items():
         for state in rows:
@@ -469,7 +476,7 @@ def _topic_row(config: TopicConfig, states: Sequence[QueueState]) -> TopicRow:
     )
 
 
-def _recent_rates(admin: Admin) -> Rates | None:
+def recent_rates(admin: Admin) -> Rates | None:
     """Rates over the last :data:`RATE_WINDOW_S` seconds of broker snapshots, or over as many as there
     are (a service that started a moment ago); None without two snapshots, or when the newest is older
     than the window (no broker service running)."""
@@ -556,12 +563,15 @@ __all__ = [
     "int_arg",
     "is_system",
     "keys_arg",
+    "lag_table",
     "message_detail",
     "overview",
+    "overview_of",
     "page_args",
     "parse_time",
     "queue_lags",
     "readers",
+    "recent_rates",
     "require_group",
     "require_topic",
     "resend_dlq",

@@ -3,10 +3,12 @@ the overview's busiest topics, the names the message search suggests."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mq.console.service import Console, _recent_rates
-from mq.validation import DLQ_PREFIX, RETRY_PREFIX
+from mq.console.service import Console, Overview, is_system, overview_of, recent_rates
+from mq.rates import Rates
+from mq.topic import TopicConfig
 
 #: Topics the overview lists.
 BUSIEST_LIMIT = 10
@@ -28,13 +30,21 @@ class TopicRate:
     window_s: float | None
 
 
-def busiest_topics(console: Console, *, limit: int = BUSIEST_LIMIT) -> list[TopicRate]:
-    """The ``limit`` user topics with the most messages in per second, busiest first (ties by name), over
-    the last minute of the broker service's stats snapshots — or over what there is, when the service
-    has been taking them for less than a minute; the first ``limit`` topics by name with an unknown rate
-    when there are fewer than two snapshots, or none recent (no broker service running)."""
-    names = user_topics(console)
-    rates = _recent_rates(console.admin)  # the overview's own rates: the same window
+def overview_with_busiest(console: Console, *, limit: int = BUSIEST_LIMIT) -> tuple[Overview, list[TopicRate]]:
+    """The overview and its :func:`busiest_topics`, from one read of the topic table and one of the
+    broker's stats history."""
+    configs = console.admin.topics()
+    rates = recent_rates(console.admin)
+    return overview_of(console, configs, rates), busiest_topics(configs, rates, limit=limit)
+
+
+def busiest_topics(configs: Sequence[TopicConfig], rates: Rates | None, *, limit: int = BUSIEST_LIMIT) -> list[TopicRate]:
+    """The ``limit`` user topics of ``configs`` with the most messages in per second, busiest first (ties
+    by name), by ``rates`` (the overview's: the last minute of the broker service's stats snapshots, or
+    what there is when the service has been taking them for less than a minute); the first ``limit``
+    topics by name with an unknown rate when ``rates`` is None (fewer than two snapshots, or none
+    recent: no broker service running)."""
+    names = _user_names(configs)
     if rates is None:
         return [TopicRate(t, None, None) for t in names[:limit]]
     per_s = {t: rates.topics_in[t].per_s if t in rates.topics_in else 0.0 for t in names}
@@ -43,4 +53,8 @@ def busiest_topics(console: Console, *, limit: int = BUSIEST_LIMIT) -> list[Topi
 
 def user_topics(console: Console) -> list[str]:
     """Every user topic's name (not retry or DLQ topics), sorted: one read of the topic table."""
-    return sorted(c.name for c in console.admin.topics() if not c.name.startswith((RETRY_PREFIX, DLQ_PREFIX)))
+    return _user_names(console.admin.topics())
+
+
+def _user_names(configs: Sequence[TopicConfig]) -> list[str]:
+    return sorted(c.name for c in configs if not is_system(c.name))
