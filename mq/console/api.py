@@ -100,6 +100,11 @@ def _q(request: Request, name: str, default: Any = None) -> Any:
     return request.query_params.get(name, default)
 
 
+def _paging(request: Request) -> dict[str, Any]:
+    """The ``page`` and ``per_page`` query parameters of a list, with their defaults."""
+    return {"page": _q(request, "page", 1), "per_page": _q(request, "per_page", service.DEFAULT_PER_PAGE)}
+
+
 def _flag(value: object, name: str) -> bool:
     if isinstance(value, bool):
         return value
@@ -150,8 +155,7 @@ async def _topics(request: Request, console: Console) -> Any:
         service.topics,
         console,
         search=_q(request, "search", ""),
-        page=_q(request, "page", 1),
-        per_page=_q(request, "per_page", service.DEFAULT_PER_PAGE),
+        **_paging(request),
         system=_flag(_q(request, "system"), "system"),
     )
 
@@ -204,8 +208,7 @@ async def _groups(request: Request, console: Console) -> Any:
         service.groups,
         console,
         search=_q(request, "search", ""),
-        page=_q(request, "page", 1),
-        per_page=_q(request, "per_page", service.DEFAULT_PER_PAGE),
+        **_paging(request),
     )
 
 
@@ -235,8 +238,7 @@ async def _dlq(request: Request, console: Console) -> Any:
         service.dlq,
         console,
         request.path_params["group"],
-        page=_q(request, "page", 1),
-        per_page=_q(request, "per_page", service.DEFAULT_PER_PAGE),
+        **_paging(request),
     )
 
 
@@ -260,8 +262,7 @@ async def _messages(request: Request, console: Console) -> Any:
         key=_q(request, "key"),
         begin=_q(request, "begin"),
         end=_q(request, "end"),
-        page=_q(request, "page", 1),
-        per_page=_q(request, "per_page", service.DEFAULT_PER_PAGE),
+        **_paging(request),
     )
 
 
@@ -282,8 +283,7 @@ async def _discarded(request: Request, console: Console) -> Any:
         service.discarded,
         console,
         topic=_q(request, "topic") or None,
-        page=_q(request, "page", 1),
-        per_page=_q(request, "per_page", service.DEFAULT_PER_PAGE),
+        **_paging(request),
     )
 
 
