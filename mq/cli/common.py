@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any, TypeAlias
 
 from mq.admin import Admin
@@ -121,11 +121,18 @@ def parse_time_ms(text: str) -> int:
     if value.isdigit():
         return int(value)
     try:
-        moment = datetime.fromisoformat(value)
+        return iso_ms(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a time as {TIME_FORMS}, got {text!r}") from None
+
+
+def iso_ms(text: str, *, naive: tzinfo | None = None) -> int:
+    """Epoch ms of the ISO 8601 time ``text`` (``Z`` or an offset; without one it is in the zone
+    ``naive``, None: the local time zone); ValueError when ``text`` is not ISO 8601. The console
+    parses its times with it too (naive = UTC)."""
+    moment = datetime.fromisoformat(text.strip())
     if moment.tzinfo is None:
-        moment = moment.astimezone()  # naive: the local time zone
+        moment = moment.astimezone() if naive is None else moment.replace(tzinfo=naive)
     return round(moment.timestamp() * 1000)
 
 

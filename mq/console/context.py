@@ -5,10 +5,11 @@ the settings), the errors a view raises before writing anything (the API maps th
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import UTC
 
 from mq.admin import Admin
 from mq.admin_views import QueueState
+from mq.cli.common import iso_ms
 from mq.connection import mask_url, resolve_url, url_passwords
 from mq.errors import InvalidNameError, MQClientError, TopicNotFoundError
 from mq.producer import Producer
@@ -113,14 +114,11 @@ def parse_time(value: object, name: str = "time") -> int:
         ms = int(value.strip())
     elif isinstance(value, str):
         try:
-            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            ms = iso_ms(value, naive=UTC)
         except ValueError:
             raise BadInput(
                 f"{name} must be epoch milliseconds or an ISO 8601 time like 2026-11-23T21:00:00Z, got {value!r}"
             ) from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        ms = int(moment.timestamp() * 1000)
     else:
         raise BadInput(f"{name} must be epoch milliseconds or an ISO 8601 time, got {value!r}")
     if not 0 <= ms < 2**53:
