@@ -397,13 +397,21 @@ def group_detail(console: Console, group: str) -> GroupDetail:
     Raises:
         NotFound: the group never registered and has no config. BadInput: a malformed name.
     """
-    g = require_group(console, group)
+    return _group_detail(console, require_group(console, group))
+
+
+def _group_detail(console: Console, g: str) -> GroupDetail:
+    """:func:`group_detail` of a group known to exist. Its topics are those it has a committed offset
+    on (one pipelined ``HGET`` per queue of the namespace) or a live member subscribes to."""
     admin = console.admin
     members = [
         Member(c.client_id, c.host, c.pid, c.kind, dict(c.subscriptions), c.last_heartbeat_ms)
         for c in admin.consumer_connections(g)
     ]
-    topics_of = sorted(_group_topics(console, g, {t for m in members for t in m.subscriptions}))
+    configs = admin.topics()
+    existing = {c.name for c in configs}
+    subscribed = {t for m in members for t in m.subscriptions}
+    topics_of = sorted(admin.topics_with_offsets(g, configs) | (subscribed & existing))
     states = admin.queue_states(topics_of)
     progress: list[Progress] = []
     for t in topics_of:
@@ -416,7 +424,7 @@ def group_detail(console: Console, group: str) -> GroupDetail:
             progress.append(Progress(t, q, s.stats.max_offset, offset, queue_lags(s).get(g), owners.get(q, {}).get(g)))
     known = [p.lag for p in progress if p.lag is not None]
     config = _config(console, g)
-    dlq = admin.queue_states([dlq_topic(g)]) if admin.topic_exists(dlq_topic(g)) else {}
+    dlq = admin.queue_states([dlq_topic(g)], offsets=False) if dlq_topic(g) in existing else {}
     dlq_size = sum(s.stats.max_offset - s.stats.min_offset for rows in dlq.values() for s in rows)
     return GroupDetail(
         g,
@@ -442,7 +450,7 @@ def set_consume_enable(console: Console, group: str, enabled: bool) -> GroupDeta
         console.admin.create_group(g, consume_enable=enabled)
     else:
         console.admin.update_group(g, consume_enable=enabled)
-    return group_detail(console, g)
+    return _group_detail(console, g)
 
 
 def reset_offset(console: Console, group: str, topic: str, when: object) -> Reset:
@@ -485,13 +493,6 @@ def recent_rates(admin: Admin) -> Rates | None:
         return None
     span_s = (int(history[-1]["taken_at_ms"]) - int(history[0]["taken_at_ms"])) / 1000
     return rates_over(history, min(RATE_WINDOW_S, span_s)) if span_s > 0 else None
-
-
-def _group_topics(console: Console, group: str, subscribed: set[str]) -> set[str]:
-    """Existing topics the group has a committed offset on (one pipelined ``HGET`` per queue of the
-    namespace) or a live member subscribes to."""
-    configs = console.admin.topics()
-    return console.admin.topics_with_offsets(group, configs) | (subscribed & {c.name for c in configs})
 
 
 def _pair(key: str) -> tuple[str, str]:
