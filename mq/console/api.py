@@ -125,13 +125,18 @@ def _only(data: dict[str, Any], allowed: set[str]) -> dict[str, Any]:
 # -- views ------------------------------------------------------------------------------------------
 
 
+def _read(fn: Callable[[Console], Any]) -> Callable[[Request, Console], Awaitable[Any]]:
+    """The view of a read without parameters: ``fn(console)`` in the thread pool."""
+
+    async def view(request: Request, console: Console) -> Any:
+        return await _call(fn, console)
+
+    return view
+
+
 async def _info(request: Request, console: Console) -> Any:
     data = service.to_jsonable(service.info(console))
     return {**data, "csrf_token": request.state.csrf_token}
-
-
-async def _overview(request: Request, console: Console) -> Any:
-    return await _call(service.overview, console)
 
 
 async def _series(request: Request, console: Console) -> Any:
@@ -140,14 +145,6 @@ async def _series(request: Request, console: Console) -> Any:
 
 async def _topic_series(request: Request, console: Console) -> Any:
     return await _call(service.series, console, request.path_params["topic"])
-
-
-async def _brokers(request: Request, console: Console) -> Any:
-    return await _call(service.brokers, console)
-
-
-async def _doctor(request: Request, console: Console) -> Any:
-    return await _call(service.doctor, console)
 
 
 async def _topics(request: Request, console: Console) -> Any:
@@ -270,14 +267,6 @@ async def _message(request: Request, console: Console) -> Any:
     return await _call(service.message_detail, console, request.path_params["topic"], request.path_params["msg_id"])
 
 
-async def _timers(request: Request, console: Console) -> Any:
-    return await _call(service.timer_backlog, console)
-
-
-async def _halves(request: Request, console: Console) -> Any:
-    return await _call(service.half_backlog, console)
-
-
 async def _discarded(request: Request, console: Console) -> Any:
     return await _call(
         service.discarded,
@@ -294,10 +283,10 @@ async def _not_found(request: Request) -> Response:
 #: ``(method, path, view, status)`` of every API route: docs/console-api.md's table follows it.
 ROUTES: list[tuple[str, str, Callable[[Request, Console], Awaitable[Any]], int]] = [
     ("GET", "/api", _info, 200),
-    ("GET", "/api/overview", _overview, 200),
+    ("GET", "/api/overview", _read(service.overview), 200),
     ("GET", "/api/overview/series", _series, 200),
-    ("GET", "/api/brokers", _brokers, 200),
-    ("GET", "/api/doctor", _doctor, 200),
+    ("GET", "/api/brokers", _read(service.brokers), 200),
+    ("GET", "/api/doctor", _read(service.doctor), 200),
     ("GET", "/api/topics", _topics, 200),
     ("POST", "/api/topics", _create_topic, 201),
     ("GET", "/api/topics/{topic}", _topic, 200),
@@ -314,8 +303,8 @@ ROUTES: list[tuple[str, str, Callable[[Request, Console], Awaitable[Any]], int]]
     ("GET", "/api/groups/{group}/dlq", _dlq, 200),
     ("POST", "/api/groups/{group}/dlq/resend", _resend, 200),
     ("GET", "/api/messages", _messages, 200),
-    ("GET", "/api/timers", _timers, 200),
-    ("GET", "/api/transactions/half", _halves, 200),
+    ("GET", "/api/timers", _read(service.timer_backlog), 200),
+    ("GET", "/api/transactions/half", _read(service.half_backlog), 200),
     ("GET", "/api/transactions/discarded", _discarded, 200),
 ]
 
