@@ -91,7 +91,7 @@ class Guard:
                 await _json(send, 401, "login required: send Authorization: Bearer <token>", {"www-authenticate": "Bearer"})
             else:
                 target = "/login?next=" + quote(
-                    _local(path + ("?" + scope["query_string"].decode() if scope["query_string"] else ""))
+                    safe_next(path + ("?" + scope["query_string"].decode() if scope["query_string"] else ""))
                 )
                 await _redirect(send, target)
             return
@@ -191,8 +191,9 @@ def _same_origin(origin: str, request: Request) -> bool:
     return bool(parts.netloc) and parts.netloc.lower() == host.lower()
 
 
-def _local(target: str) -> str:
-    """``target`` when it is a path of this site, else ``/`` (no open redirect)."""
+def safe_next(target: str) -> str:
+    """Where to go after logging in: ``target`` when it is a path of this site, else ``/`` (no open
+    redirect)."""
     return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
 
 
@@ -266,7 +267,7 @@ LOGIN_FORM = """<!doctype html>
 def login_page(next_path: str, error: str = "") -> str:
     """The login form (``GET /login``); ``error`` is shown under it."""
     shown = f'<p role="alert" style="color: #b00">{html.escape(error)}</p>' if error else ""
-    return LOGIN_FORM.format(next=html.escape(_local(next_path), quote=True), error=shown)
+    return LOGIN_FORM.format(next=html.escape(safe_next(next_path), quote=True), error=shown)
 
 
 def check_login(token: str | None, given: str) -> str | None:
@@ -274,8 +275,3 @@ def check_login(token: str | None, given: str) -> str | None:
     if token is None or not hmac.compare_digest(given.encode(), token.encode()):
         return None
     return session_value(token)
-
-
-def safe_next(target: str) -> str:
-    """Where to go after logging in: a local path, else ``/``."""
-    return _local(target)
