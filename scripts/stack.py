@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import json
 import os
 import pathlib
 import shutil
@@ -295,8 +296,6 @@ class Stack:
 
     def console_get(self, path: str) -> dict[str, object] | None:
         """The console's JSON answer to ``GET path``, or None when it does not answer (yet)."""
-        import json
-
         try:
             with urllib.request.urlopen(self.console_url + path, timeout=2) as response:
                 data = json.loads(response.read())
@@ -304,16 +303,20 @@ class Stack:
             return None
         return data if isinstance(data, dict) else None
 
+    def console_items(self, path: str) -> list[dict[str, object]]:
+        """The ``items`` of the console's JSON list at ``GET path`` (none when it does not answer yet)."""
+        items = (self.console_get(path) or {}).get("items")
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
     def console_check(self) -> None:
         """The console lists the topic, and the group with no lag left."""
         a = self.args
 
         def shows() -> bool:
-            topics = self.console_get(f"/api/topics?search={a.topic}") or {}
-            groups = self.console_get(f"/api/groups?search={a.group}") or {}
-            return any(isinstance(t, dict) and t.get("name") == a.topic for t in topics.get("items", []) or []) and any(
-                isinstance(g, dict) and g.get("group") == a.group and g.get("total_lag") == 0
-                for g in groups.get("items", []) or []
+            topics = self.console_items(f"/api/topics?search={a.topic}")
+            groups = self.console_items(f"/api/groups?search={a.group}")
+            return any(t.get("name") == a.topic for t in topics) and any(
+                g.get("group") == a.group and g.get("total_lag") == 0 for g in groups
             )
 
         done = [self.producer] if self.producer is not None else []
