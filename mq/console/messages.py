@@ -64,13 +64,13 @@ def search_messages(
     high = parse_time(end, "end") if end not in (None, "") else 2**53 - 1
     if low > high:
         raise BadInput(f"begin ({low}) is after end ({high})")
-    ranges = []
-    for q in range(config.queue_count):
-        first = admin.search_offset(MessageQueue(config.name, DEFAULT_BROKER_NAME, q), low)
-        after = admin.search_offset(MessageQueue(config.name, DEFAULT_BROKER_NAME, q), high + 1) if high < 2**53 - 1 else None
-        if after is None:
-            after = admin.queue_states([config.name])[config.name][q].stats.max_offset
-        ranges.append((q, first, after))
+    queues = [MessageQueue(config.name, DEFAULT_BROKER_NAME, q) for q in range(config.queue_count)]
+    firsts = [admin.search_offset(mq, low) for mq in queues]  # before the ends: a range never ends before it starts
+    if high < 2**53 - 1:
+        ends = [admin.search_offset(mq, high + 1) for mq in queues]
+    else:  # no end: up to what is stored now (one read of the topic's queues)
+        ends = [s.stats.max_offset for s in admin.queue_states([config.name], offsets=False)[config.name]]
+    ranges = list(zip(range(config.queue_count), firsts, ends, strict=False))  # a topic resized meanwhile: its old queues
     total = sum(b - a for _, a, b in ranges)
     rows: list[MessageRow] = []
     skip, want = (p - 1) * n, n
