@@ -140,7 +140,7 @@ def lag_table(console: Console, configs: Sequence[TopicConfig] | None = None) ->
     snap = fresh_snapshot(console)
     if snap is not None:
         return LagTable(
-            {_pair(k): int(v) for k, v in snap.get("group_lag", {}).items()},
+            _snapshot_lag(snap),
             {str(g): int(n) for g, n in snap.get("dlq_messages", {}).items()},
             int(snap.get("timer_backlog", 0)),
             int(snap.get("half_backlog", 0)),
@@ -188,7 +188,7 @@ def series(console: Console, topic: str | None = None) -> list[SeriesPoint]:
         at = int(snap.get("taken_at_ms", 0))
         stored = snap.get("topic_messages", {})
         total = int(stored.get(topic, 0)) if topic is not None else sum(int(v) for v in stored.values())
-        lag_map = {k: int(v) for k, v in snap.get("group_lag", {}).items() if topic is None or k.partition("/")[2] == topic}
+        lag_map = {k: v for k, v in _snapshot_lag(snap).items() if topic is None or k[1] == topic}
         rate = None
         if previous is not None and at > previous[0]:
             rate = max(0, total - previous[1]) / ((at - previous[0]) / 1000)
@@ -369,10 +369,7 @@ def groups(console: Console, *, search: str = "", page: object = 1, per_page: ob
     if chosen:
         snap = fresh_snapshot(console)
         as_of_ms = int(snap["taken_at_ms"]) if snap is not None else int(time.time() * 1000)
-        if snap is not None:
-            table = {_pair(k): int(v) for k, v in snap.get("group_lag", {}).items()}
-        else:
-            table = console.admin.group_lags(chosen)
+        table = _snapshot_lag(snap) if snap is not None else console.admin.group_lags(chosen)
         members = console.admin.consumer_connections_of(chosen)
         configs = console.admin.group_configs(chosen)
         for g in chosen:
@@ -495,10 +492,10 @@ def recent_rates(admin: Admin) -> Rates | None:
     return rates_over(history, min(RATE_WINDOW_S, span_s)) if span_s > 0 else None
 
 
-def _pair(key: str) -> tuple[str, str]:
-    """``(group, topic)`` of a stats snapshot's ``group/topic`` key (names never hold ``/``)."""
-    group, _, topic = key.partition("/")
-    return group, topic
+def _snapshot_lag(snap: dict[str, Any]) -> dict[tuple[str, str], int]:
+    """``(group, topic)`` → lag of a broker stats snapshot (its ``group_lag`` keys are ``group/topic``:
+    names never hold ``/``)."""
+    return {(g, t): int(v) for k, v in snap.get("group_lag", {}).items() for g, _, t in [k.partition("/")]}
 
 
 def _config(console: Console, group: str) -> dict[str, Any] | None:
