@@ -288,7 +288,7 @@ def create_topic(
     if console.admin.topic_exists(name):
         raise Conflict(f"topic {name!r} exists already: update it instead")
     console.admin.create_topic(name, read_queues=r, write_queues=w, perm=str(perm), order=order)
-    return topic_detail(console, name).topic
+    return _read_topic_row(console, name)
 
 
 def update_topic(
@@ -308,7 +308,7 @@ def update_topic(
     if perm is not None and perm not in PERMS:
         raise BadInput(f"perm must be one of {', '.join(PERMS)}, got {perm!r}")
     console.admin.update_topic(config.name, read_queues=r, write_queues=w, perm=None if perm is None else str(perm))
-    return topic_detail(console, config.name).topic
+    return _read_topic_row(console, config.name)
 
 
 def delete_topic(console: Console, topic: str) -> str:
@@ -479,6 +479,12 @@ def _topic_row(config: TopicConfig, states: Sequence[QueueState]) -> TopicRow:
         sum(s.stats.max_offset - s.stats.min_offset for s in states),
         max((s.stats.last_store_timestamp_ms for s in states), default=0),
     )
+
+
+def _read_topic_row(console: Console, name: str) -> TopicRow:
+    """The list row of topic ``name`` as stored now (its config, and its queues' stats without offsets)."""
+    config = console.admin.topic_config(name)
+    return _topic_row(config, console.admin.queue_states([name], offsets=False)[name])
 
 
 def recent_rates(admin: Admin) -> Rates | None:
