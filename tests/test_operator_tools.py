@@ -18,9 +18,10 @@ import pytest
 
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
 from mq.cli import main
-from mq.cli.common import format_ms, parse_time_ms
+from mq.cli.common import parse_time_ms
 from mq.errors import MQClientError, TopicNotFoundError
 from mq.rates import rates_over
+from mq.times import format_ms
 from scheduler import BrokerConfig, BrokerService
 from tests.test_cli import run_mq
 
@@ -59,7 +60,7 @@ def test_times_are_printed_as_iso_8601_with_the_zone() -> None:
 
 def test_times_follow_the_local_zone_in_and_out() -> None:
     code = (
-        "from mq.cli.common import format_ms, parse_time_ms; print(format_ms(1700000000123)); "
+        "from mq.cli.common import parse_time_ms; from mq.times import format_ms; print(format_ms(1700000000123)); "
         "print(parse_time_ms('2023-11-15T06:13:20.123'))"
     )
     for tz, shown in (("UTC-8", "2023-11-15T06:13:20.123+08:00"), ("UTC+0", "2023-11-14T22:13:20.123+00:00")):

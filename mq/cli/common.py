@@ -13,12 +13,12 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime, tzinfo
 from typing import Any, TypeAlias
 
 from mq.admin import Admin
 from mq.connection import mask_url, resolve_url
 from mq.message import MessageExt
+from mq.times import iso_ms
 
 #: A leaf command's handler: parsed arguments in, exit code out.
 Handler: TypeAlias = Callable[[argparse.Namespace], int]
@@ -124,26 +124,6 @@ def parse_time_ms(text: str) -> int:
         return iso_ms(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a time as {TIME_FORMS}, got {text!r}") from None
-
-
-def iso_ms(text: str, *, naive: tzinfo | None = None) -> int:
-    """Epoch ms of the ISO 8601 time ``text`` (``Z`` or an offset; without one it is in the zone
-    ``naive``, None: the local time zone); ValueError when ``text`` is not ISO 8601. The console
-    parses its times with it too (naive = UTC)."""
-    moment = datetime.fromisoformat(text.strip())
-    if moment.tzinfo is None:
-        moment = moment.astimezone() if naive is None else moment.replace(tzinfo=naive)
-    return round(moment.timestamp() * 1000)
-
-
-def format_ms(ms: int | None, *, raw: bool = False) -> str:
-    """Epoch ms ``ms`` as ISO 8601 in the local time zone with its offset (``2026-05-01T09:30:00.000+08:00``),
-    or as the number with ``raw``; ``-`` for no time (None or ≤ 0)."""
-    if ms is None or ms <= 0:
-        return "-"
-    if raw:
-        return str(ms)
-    return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="milliseconds")
 
 
 def add_raw_ms(parser: argparse.ArgumentParser) -> None:

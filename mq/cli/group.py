@@ -16,13 +16,13 @@ from mq.cli.common import (
     add_leaf,
     add_raw_ms,
     admin,
-    format_ms,
     parse_time_ms,
     print_table,
     warn_if_memory,
 )
 from mq.consumer.types import ConsumeFromWhere
 from mq.group import GroupConfig
+from mq.times import format_ms
 
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:

@@ -6,8 +6,9 @@ import argparse
 import json
 
 from mq.admin import STATS_WINDOW_S
-from mq.cli.common import Commands, add_leaf, admin, format_ms, print_table, warn_if_memory
+from mq.cli.common import Commands, add_leaf, admin, print_table, warn_if_memory
 from mq.rates import STATS_HISTORY_S, Rates
+from mq.times import format_ms
 
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from mq.cli.common import Commands, add_family, add_leaf, add_raw_ms, admin, format_ms, print_table, warn_if_memory
+from mq.cli.common import Commands, add_family, add_leaf, add_raw_ms, admin, print_table, warn_if_memory
+from mq.times import format_ms
 from mq.topic import DEFAULT_QUEUE_NUMS, TopicConfig
 
 PERMS = ("rw", "r", "w")

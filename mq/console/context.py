@@ -9,10 +9,10 @@ from datetime import UTC
 
 from mq.admin import Admin
 from mq.admin_views import QueueState
-from mq.cli.common import iso_ms
 from mq.connection import mask_url, resolve_url, url_passwords
 from mq.errors import InvalidNameError, MQClientError, TopicNotFoundError
 from mq.producer import Producer
+from mq.times import iso_ms
 from mq.topic import TopicConfig
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic
 
