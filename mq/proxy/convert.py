@@ -176,13 +176,8 @@ def outgoing(
     return out
 
 
-def transaction_id(topic: str, queue_id: int, half_id: str) -> str:
-    """The transaction id the endpoint gives a half message (``topic:queue:half id``)."""
-    return f"{topic}:{queue_id}:{half_id}"
-
-
 def parse_transaction_id(value: str) -> tuple[str, int, str]:
-    """The topic, queue id and half id a :func:`transaction_id` names.
+    """The topic, queue id and half id a :func:`mq.producer.tx_core.transaction_id` names.
 
     Raises:
         ProxyError: ``INVALID_TRANSACTION_ID``.

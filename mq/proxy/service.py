@@ -34,7 +34,7 @@ from mq.filter import MessageSelector
 from mq.group import GroupConfig
 from mq.message import MessageExt
 from mq.producer.selectors import java_hash
-from mq.producer.transaction import DEFAULT_TRANSACTION_TIMEOUT_S, PGROUP
+from mq.producer.tx_core import PGROUP, transaction_id, transaction_timeout_ms
 from mq.proxy import convert
 from mq.proxy.auth import Credentials
 from mq.proxy.backend import Backend
@@ -343,7 +343,7 @@ class MessagingService:
             encoded = codec.encode(item.message, item.msg_id, item.born_ms, system_properties=system)
             first_check = int(time.time() * 1000) + await self._transaction_timeout_ms()
             half_id = await self.backend.call("put_half", topic, qid, encoded, first_check)
-            entry.transaction_id = convert.transaction_id(topic, qid, half_id)
+            entry.transaction_id = transaction_id(topic, qid, half_id)
             entry.offset = -1
             return entry
         encoded = codec.encode(item.message, item.msg_id, item.born_ms, system_properties=item.system or None)
@@ -357,8 +357,7 @@ class MessagingService:
 
     async def _transaction_timeout_ms(self) -> int:
         if self._tx_timeout_ms is None:
-            raw = await self.backend.call("namespace_setting", "transaction_timeout_s")
-            self._tx_timeout_ms = int(float(raw or DEFAULT_TRANSACTION_TIMEOUT_S) * 1000)
+            self._tx_timeout_ms = await self.backend.run(transaction_timeout_ms)
         return self._tx_timeout_ms
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
@@ -371,10 +370,12 @@ class MessagingService:
                 raise ProxyError(
                     "INVALID_TRANSACTION_ID", f"transaction {request.transaction_id!r} is not of topic {request.topic.name!r}"
                 )
-            if await self.backend.call("topic", topic) is None:
+            try:
+                await self._topic(topic)
+            except ProxyError:
                 raise ProxyError(
                     "INVALID_TRANSACTION_ID", f"transaction {request.transaction_id!r}: topic {topic!r} does not exist"
-                )
+                ) from None
             half = await self.backend.call("read_half", topic, qid, half_id)
             if half is None or (request.message_id and half.msg_id != request.message_id):
                 raise ProxyError(
