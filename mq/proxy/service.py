@@ -170,11 +170,7 @@ class MessagingService:
             for qid in range(config.queue_count):
                 readable, writable = config.readable(qid), config.writable(qid)
                 perm = "READ_WRITE" if readable and writable else "READ" if readable else "WRITE" if writable else "NONE"
-                queue = out.message_queues.add(id=qid, permission=definition.Permission.Value(perm))
-                queue.topic.CopyFrom(request.topic)
-                queue.broker.name = "rocketredis"
-                queue.broker.endpoints.CopyFrom(request.endpoints)
-                queue.accept_message_types.extend(ROUTE_TYPES)
+                _route_queue(out.message_queues.add(), request, qid, perm)
             return out
 
         return await self._unary("QueryRoute", context, service.QueryRouteResponse, body)
@@ -186,13 +182,7 @@ class MessagingService:
             for qid in range(config.queue_count):
                 if not config.readable(qid):
                     continue
-                queue = out.assignments.add().message_queue
-                queue.topic.CopyFrom(request.topic)
-                queue.id = qid
-                queue.permission = definition.Permission.Value("READ_WRITE")
-                queue.broker.name = "rocketredis"
-                queue.broker.endpoints.CopyFrom(request.endpoints)
-                queue.accept_message_types.extend(ROUTE_TYPES)
+                _route_queue(out.assignments.add().message_queue, request, qid, "READ_WRITE")
             return out
 
         return await self._unary("QueryAssignment", context, service.QueryAssignmentResponse, body)
@@ -277,8 +267,7 @@ class MessagingService:
             if is_consumer:
                 group = _group(settings.subscription.group.name)
                 config = await self._group_config(group)
-                fifo = config is not None and config.fifo
-                attempts = (config.retry_max_times + 1) if config is not None else attempts
+                fifo, attempts = self._delivery(config)
                 await self.backend.call("register_group", group)
                 for entry in settings.subscription.subscriptions:
                     await self._seed(group, entry.topic.name)
@@ -297,6 +286,13 @@ class MessagingService:
         config = GroupConfig.from_json(raw) if raw else None
         self._groups[group] = _GroupCache(config, time.monotonic())
         return config
+
+    def _delivery(self, config: GroupConfig | None) -> tuple[bool, int]:
+        """Whether a group's messages are delivered in order, and its deliveries per message (the
+        endpoint's default for a group without config)."""
+        if config is None:
+            return False, self.limits.max_delivery_attempts
+        return config.fifo, config.retry_max_times + 1
 
     async def _seed(self, group: str, topic: str) -> list[MessageQueue]:
         """The topic's readable queues, after giving ``group`` a cursor on each (once per process)."""
@@ -438,8 +434,7 @@ class MessagingService:
         deadline = time.monotonic() + wait_s
         queues = await self._seed(group, topic)
         config = await self._group_config(group)
-        fifo = config is not None and config.fifo
-        attempts = (config.retry_max_times + 1) if config is not None else self.limits.max_delivery_attempts
+        fifo, attempts = self._delivery(config)
         ftype, fdata = filter_args(selector)
         pause = POLL_FIRST_S
         turn = self._turns.setdefault(f"receive:{group}:{topic}", itertools.count())
@@ -504,9 +499,7 @@ class MessagingService:
                 try:
                     queue, offset, visible_at = _receipt(entry.receipt_handle, request.topic.name)
                     if not await self.backend.call("ack_simple", group, queue, offset, visible_at, None):
-                        raise ProxyError(
-                            "INVALID_RECEIPT_HANDLE", f"receipt of {entry.message_id} expired: the message was handed out again"
-                        )
+                        raise _expired(entry.message_id)
                     result = status()
                 except ProxyError as e:
                     result = self._failed("AckMessage", e)
@@ -531,9 +524,7 @@ class MessagingService:
                 )
             new_visible_at = int(time.time() * 1000) + duration_ms
             if not await self.backend.call("ack_simple", group, queue, offset, visible_at, new_visible_at):
-                raise ProxyError(
-                    "INVALID_RECEIPT_HANDLE", f"receipt of {request.message_id} expired: the message was handed out again"
-                )
+                raise _expired(request.message_id)
             handle = make_receipt(queue.topic, queue.queue_id, offset, new_visible_at)
             return service.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
 
@@ -548,15 +539,29 @@ class MessagingService:
                 raise ProxyError("MESSAGE_NOT_FOUND", f"message {request.message_id} is no longer stored")
             view = received_view(found[0], max(1, request.delivery_attempt), visible_at)
             if not await self.backend.call("ack_simple", group, queue, offset, visible_at, visible_at):
-                raise ProxyError(
-                    "INVALID_RECEIPT_HANDLE", f"receipt of {request.message_id} expired: the message was handed out again"
-                )
+                raise _expired(request.message_id)
             await self.backend.run(dead_letter_op, group, view, "forwarded by the consumer")
             return service.ForwardMessageToDeadLetterQueueResponse(status=status())
 
         return await self._unary(
             "ForwardMessageToDeadLetterQueue", context, service.ForwardMessageToDeadLetterQueueResponse, body
         )
+
+
+def _route_queue(queue: Any, request: Any, qid: int, perm: str) -> None:
+    """Fill ``queue`` (a ``MessageQueue`` of a route or an assignment) as queue ``qid`` of the request's
+    topic, served at the endpoints the client asked, with permission ``perm`` (a ``Permission`` name)."""
+    queue.topic.CopyFrom(request.topic)
+    queue.id = qid
+    queue.permission = definition.Permission.Value(perm)
+    queue.broker.name = "rocketredis"
+    queue.broker.endpoints.CopyFrom(request.endpoints)
+    queue.accept_message_types.extend(ROUTE_TYPES)
+
+
+def _expired(message_id: str) -> ProxyError:
+    """The error of an ack or change whose receipt handle expired."""
+    return ProxyError("INVALID_RECEIPT_HANDLE", f"receipt of {message_id} expired: the message was handed out again")
 
 
 def _group(name: str) -> str:
