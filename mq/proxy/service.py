@@ -64,7 +64,6 @@ GROUP_CONFIG_TTL_S = 2.0
 POLL_FIRST_S, POLL_MAX_S = 0.05, 0.5
 #: Seconds kept from a ReceiveMessage's gRPC deadline to send the answer.
 DEADLINE_MARGIN_S = 0.5
-ROUTE_TYPES = [definition.MessageType.Value(n) for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")]
 
 
 @dataclass
@@ -556,7 +555,7 @@ def _route_queue(queue: Any, request: Any, qid: int, perm: str) -> None:
     queue.permission = definition.Permission.Value(perm)
     queue.broker.name = "rocketredis"
     queue.broker.endpoints.CopyFrom(request.endpoints)
-    queue.accept_message_types.extend(ROUTE_TYPES)
+    queue.accept_message_types.extend(convert.SUPPORTED_TYPES)
 
 
 def _expired(message_id: str) -> ProxyError:
