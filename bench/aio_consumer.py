@@ -16,22 +16,18 @@ stdout and ``bench/results/aio_consumer.json``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import multiprocessing
-import pathlib
 import time
 from multiprocessing.process import BaseProcess
 
 import redis
 import redis.asyncio
 
-from bench.consumer import BODY, QUEUES, _paced, _pct, push_drain_rate
+from bench.consumer import BODY, QUEUES, _paced, latency_summary, push_drain_rate, run_cli
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer
 from mq.aio import PushConsumer
 from mq.connection import Connection
-from tests.servers import RedisServer
 
 
 def preload(url: str, ns: str, topic: str, n: int) -> None:
@@ -167,28 +163,11 @@ def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
     """p50/p99 end-to-end latency (ms) at ``rate`` msg/s, ours (asyncio) and raw."""
     ours = asyncio.run(aio_latency(url, f"alat{time.monotonic_ns()}", rate, seconds))
     theirs = asyncio.run(raw_latency(url, rate, seconds))
-    return {
-        "aio_p50_ms": _pct(ours, 50),
-        "aio_p99_ms": _pct(ours, 99),
-        "raw_aio_p50_ms": _pct(theirs, 50),
-        "raw_aio_p99_ms": _pct(theirs, 99),
-        "received": len(ours),
-        "sent": int(rate * seconds),
-    }
+    return latency_summary(ours, theirs, int(rate * seconds), ours_name="aio", raw_name="raw_aio")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=50_000, help="messages to drain")
-    parser.add_argument("--rate", type=int, default=2000, help="messages per second for the latency run")
-    parser.add_argument("--seconds", type=float, default=5.0)
-    args = parser.parse_args()
-    with RedisServer() as server:
-        result = {"drain": drain(server.url, args.n), "latency": latency(server.url, args.rate, args.seconds)}
-    print(json.dumps(result, indent=2))
-    out = pathlib.Path(__file__).parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "aio_consumer.json").write_text(json.dumps({"n": args.n, "rate": args.rate, **result}, indent=2))
+    run_cli("aio_consumer", __doc__.splitlines()[0], drain, latency)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,11 @@ and ``bench/results/aio_producer.json``.
 from __future__ import annotations
 
 import asyncio
-import statistics
 import time
 
 import redis.asyncio
 
-from bench.producer import BODY, rounds_main
+from bench.producer import BODY, rounds_main, summary
 from mq import Admin, Message, Producer, aio
 from mq.producer.core import MAX_PIPELINE
 from tests.servers import RedisServer
@@ -65,15 +64,14 @@ async def _run(n: int, rounds: int) -> dict[str, dict[str, float]]:
                         samples.setdefault(name, []).append(n / (time.perf_counter() - started))
                         await raw.delete("raw:pipe")
         await raw.aclose()
-    med = {name: statistics.median(v) for name, v in samples.items()}
-    return {
-        "rates_per_s": med,
-        "ratios": {
-            "aio_send / sync_send_async": med["aio_send"] / med["sync_send_async"],
-            "aio_send / raw_aio_pipeline_128": med["aio_send"] / med["raw_aio_pipeline_128"],
-            "sync_send_async / raw_aio_pipeline_128": med["sync_send_async"] / med["raw_aio_pipeline_128"],
-        },
-    }
+    return summary(
+        samples,
+        [
+            ("aio_send", "sync_send_async"),
+            ("aio_send", "raw_aio_pipeline_128"),
+            ("sync_send_async", "raw_aio_pipeline_128"),
+        ],
+    )
 
 
 def run(n: int, rounds: int) -> dict[str, dict[str, float]]:

@@ -17,6 +17,7 @@ import pathlib
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -125,14 +126,17 @@ def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
     return latency_summary(ours, raw_samples, total)
 
 
-def latency_summary(ours: list[float], raw: list[float], sent: int) -> dict[str, float]:
-    """p50/p99 (ms) of our latency samples and of the raw ones, and how many of ``sent`` we received."""
+def latency_summary(
+    ours: list[float], raw: list[float], sent: int, *, ours_name: str = "ours", raw_name: str = "raw"
+) -> dict[str, float]:
+    """p50/p99 (ms) of our latency samples and of the raw ones (keys ``{name}_p50_ms``, …), and how
+    many of ``sent`` we received."""
     ours, raw = sorted(ours), sorted(raw)
     return {
-        "ours_p50_ms": _pct(ours, 50),
-        "ours_p99_ms": _pct(ours, 99),
-        "raw_p50_ms": _pct(raw, 50),
-        "raw_p99_ms": _pct(raw, 99),
+        f"{ours_name}_p50_ms": _pct(ours, 50),
+        f"{ours_name}_p99_ms": _pct(ours, 99),
+        f"{raw_name}_p50_ms": _pct(raw, 50),
+        f"{raw_name}_p99_ms": _pct(raw, 99),
         "received": len(ours),
         "sent": sent,
     }
@@ -151,8 +155,10 @@ def _pct(values: list[float], p: float) -> float:
     return statistics.quantiles(values, n=100)[int(p) - 1] if len(values) > 1 else float("nan")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_cli(name: str, description: str, drain: Callable[[str, int], Any], latency: Callable[[str, int, float], Any]) -> None:
+    """The command line of a consumer benchmark: ``drain`` and ``latency`` on a fresh ``redis-server``,
+    printed and written to ``bench/results/{name}.json``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("-n", type=int, default=50_000, help="messages to drain")
     parser.add_argument("--rate", type=int, default=2000, help="messages per second for the latency run")
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -162,7 +168,11 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     out = pathlib.Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
-    (out / "consumer.json").write_text(json.dumps({"n": args.n, "rate": args.rate, **result}, indent=2))
+    (out / f"{name}.json").write_text(json.dumps({"n": args.n, "rate": args.rate, **result}, indent=2))
+
+
+def main() -> None:
+    run_cli("consumer", __doc__.splitlines()[0], drain, latency)
 
 
 if __name__ == "__main__":

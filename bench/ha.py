@@ -13,10 +13,9 @@ and ``bench/results/ha.json``.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 
-from bench.producer import BODY, rate, rounds_main
+from bench.producer import BODY, rate, rounds_main, summary
 from mq import Admin, Message, Producer, SendStatus
 from tests.servers import SentinelProcs
 
@@ -68,16 +67,15 @@ def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
                     samples.setdefault(name, []).append(rate(n, fn))
                     raw.delete("raw")
         raw.close()
-    med = {name: statistics.median(v) for name, v in samples.items()}
-    return {
-        "rates_per_s": med,
-        "ratios": {
-            "sync_send_1 / sync_send_0": med["sync_send_1"] / med["sync_send_0"],
-            "async_send_1 / async_send_0": med["async_send_1"] / med["async_send_0"],
-            "raw_xadd_wait_1 / raw_xadd": med["raw_xadd_wait_1"] / med["raw_xadd"],
-            "sync_send_1 / raw_xadd_wait_1": med["sync_send_1"] / med["raw_xadd_wait_1"],
-        },
-    }
+    return summary(
+        samples,
+        [
+            ("sync_send_1", "sync_send_0"),
+            ("async_send_1", "async_send_0"),
+            ("raw_xadd_wait_1", "raw_xadd"),
+            ("sync_send_1", "raw_xadd_wait_1"),
+        ],
+    )
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import json
 import pathlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import redis
 
@@ -97,17 +97,26 @@ def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
                 if peer is not None:
                     peer.close()
         raw.close()
-    med = {name: statistics.median(v) for name, v in samples.items()}
-    ratios = {
-        "sync_send / raw_xadd": med["sync_send"] / med["raw_xadd"],
-        "async_send / raw_xadd": med["async_send"] / med["raw_xadd"],
-        "async_send / raw_pipeline_128": med["async_send"] / med["raw_pipeline_128"],
-        "batch_send_32 / raw_pipeline_32": med["batch_send_32"] / med["raw_pipeline_32"],
-    }
+    result = summary(
+        samples,
+        [
+            ("sync_send", "raw_xadd"),
+            ("async_send", "raw_xadd"),
+            ("async_send", "raw_pipeline_128"),
+            ("batch_send_32", "raw_pipeline_32"),
+        ],
+    )
+    med, ratios = result["rates_per_s"], result["ratios"]
     if "nats_jetstream_publish_async" in med:
         ratios["nats_publish_async / raw_pipeline_128"] = med["nats_jetstream_publish_async"] / med["raw_pipeline_128"]
         ratios["async_send / nats_publish_async"] = med["async_send"] / med["nats_jetstream_publish_async"]
-    return {"rates_per_s": med, "ratios": ratios}
+    return result
+
+
+def summary(samples: dict[str, list[float]], ratios: Sequence[tuple[str, str]]) -> dict[str, dict[str, float]]:
+    """The median rate of each case (msg/s) and the ratios ``"a / b"`` of the medians of each pair."""
+    med = {name: statistics.median(v) for name, v in samples.items()}
+    return {"rates_per_s": med, "ratios": {f"{a} / {b}": med[a] / med[b] for a, b in ratios}}
 
 
 def rounds_main(doc: str, run_rounds: Callable[[int, int], dict[str, dict[str, float]]], name: str, default_n: int) -> None:

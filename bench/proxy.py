@@ -16,13 +16,12 @@ to stdout and ``bench/results/proxy.json``.
 from __future__ import annotations
 
 import pathlib
-import statistics
 import tempfile
 from collections.abc import Callable
 
 import redis
 
-from bench.producer import BODY, rate, rounds_main
+from bench.producer import BODY, rate, rounds_main, summary
 from mq import Admin, Message, Producer
 from tests.proxy_clients import ProxyProcess, rr_client
 from tests.servers import RedisServer
@@ -61,15 +60,14 @@ def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
         finally:
             proxy.stop()
             raw.close()
-    med = {k: statistics.median(v) for k, v in samples.items()}
-    return {
-        "rates_per_s": med,
-        "ratios": {
-            "official_via_proxy / mq_producer_direct": med["official_via_proxy"] / med["mq_producer_direct"],
-            "official_via_proxy / raw_xadd": med["official_via_proxy"] / med["raw_xadd"],
-            "mq_producer_direct / raw_xadd": med["mq_producer_direct"] / med["raw_xadd"],
-        },
-    }
+    return summary(
+        samples,
+        [
+            ("official_via_proxy", "mq_producer_direct"),
+            ("official_via_proxy", "raw_xadd"),
+            ("mq_producer_direct", "raw_xadd"),
+        ],
+    )
 
 
 def main() -> None:

@@ -105,6 +105,19 @@ Executor = Callable[[Message, Any], Any]
 Checker = Callable[[MessageExt], Any]
 
 
+def transaction_id(topic: str, queue_id: int, half_id: str) -> str:
+    """The transaction id of a half message (``topic:queue:half id``): what producers report and the
+    RocketMQ 5 endpoint hands out."""
+    return f"{topic}:{queue_id}:{half_id}"
+
+
+def transaction_timeout_ms(store: StoreOps) -> Op[int]:
+    """The broker's ``transaction_timeout_s`` (default :data:`DEFAULT_TRANSACTION_TIMEOUT_S`), ms: how
+    long a half message waits before its first check-back."""
+    raw = yield from StoreOps.namespace_setting.op(store, "transaction_timeout_s")
+    return int(float(raw or DEFAULT_TRANSACTION_TIMEOUT_S) * 1000)
+
+
 def check_callable(fn: object, what: str) -> None:
     """Raise MQClientError unless ``fn`` is callable; ``what`` names it with its signature,
     e.g. ``"checker(msg) -> LocalTransactionState"``."""
@@ -192,7 +205,7 @@ class TransactionCore:
             except MQError as e:  # the half message stays: check-back resolves it
                 log.warning("ending transaction %s failed, check-back will resolve it: %s", half.half_id, e)
         status = SendStatus.SEND_OK if half.confirmed else SendStatus.FLUSH_SLAVE_TIMEOUT
-        return TransactionSendResult(status, half.msg_id, mq, offset, f"{mq.topic}:{mq.queue_id}:{half.half_id}", state)
+        return TransactionSendResult(status, half.msg_id, mq, offset, transaction_id(mq.topic, mq.queue_id, half.half_id), state)
 
     @operation
     def checked_half(self, request: CheckRequest) -> Op[MessageExt | None]:
@@ -238,8 +251,7 @@ class TransactionCore:
 
     def _timeout_s(self) -> Op[float]:
         if self._timeout_ms is None:
-            raw = yield from StoreOps.namespace_setting.op(self.store, "transaction_timeout_s")
-            self._timeout_ms = int(float(raw or DEFAULT_TRANSACTION_TIMEOUT_S) * 1000)
+            self._timeout_ms = yield from transaction_timeout_ms(self.store)
         return self._timeout_ms / 1000
 
 

@@ -6,7 +6,6 @@ from typing import Any
 
 from mq.errors import (
     FilterExpressionError,
-    InvalidNameError,
     MessageTooLargeError,
     MQBrokerError,
     MQClientError,
@@ -36,22 +35,22 @@ def status(code: str | int = "OK", message: str = "OK") -> Any:
     return definition.Status(code=Code.Value(code) if isinstance(code, str) else code, message=message)
 
 
+#: The ``Code`` of each rocketredis error, most specific first (the first match answers).
+ERROR_CODES: tuple[tuple[type[Exception], str], ...] = (
+    (TopicNotFoundError, "TOPIC_NOT_FOUND"),
+    (MessageTooLargeError, "MESSAGE_BODY_TOO_LARGE"),
+    (FilterExpressionError, "ILLEGAL_FILTER_EXPRESSION"),
+    (QueueNotWritableError, "FORBIDDEN"),
+    (MQClientError, "BAD_REQUEST"),
+    (MQBrokerError, "INTERNAL_SERVER_ERROR"),
+)
+
+
 def code_of(error: BaseException) -> tuple[str, str]:
     """The ``Code`` name and message to answer for ``error``."""
     if isinstance(error, ProxyError):
         return error.code, str(error)
-    if isinstance(error, TopicNotFoundError):
-        return "TOPIC_NOT_FOUND", str(error)
-    if isinstance(error, MessageTooLargeError):
-        return "MESSAGE_BODY_TOO_LARGE", str(error)
-    if isinstance(error, FilterExpressionError):
-        return "ILLEGAL_FILTER_EXPRESSION", str(error)
-    if isinstance(error, InvalidNameError):
-        return "BAD_REQUEST", str(error)
-    if isinstance(error, QueueNotWritableError):
-        return "FORBIDDEN", str(error)
-    if isinstance(error, MQClientError):
-        return "BAD_REQUEST", str(error)
-    if isinstance(error, MQBrokerError):
-        return "INTERNAL_SERVER_ERROR", str(error)
+    for kind, code in ERROR_CODES:
+        if isinstance(error, kind):
+            return code, str(error)
     return "INTERNAL_ERROR", f"{type(error).__name__}: {error}"

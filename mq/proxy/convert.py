@@ -30,6 +30,8 @@ TRACE_CONTEXT = "TRACE_CONTEXT"
 #: Longest client message id, characters.
 MAX_MESSAGE_ID = 128
 MESSAGE_TYPES = definition.MessageType
+#: The message types the endpoint takes (and announces in routes), as ``MessageType`` numbers.
+SUPPORTED_TYPES = [MESSAGE_TYPES.Value(n) for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")]
 
 
 @dataclass
@@ -120,7 +122,7 @@ def _check_type(kind: int, group: str | None, due_ms: int | None, msg_id: str) -
     )
     if conflict:
         raise ProxyError("MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", f"message {msg_id}: its message type does not fit its fields")
-    if kind not in {MESSAGE_TYPES.Value(n) for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")}:
+    if kind not in SUPPORTED_TYPES:
         raise ProxyError("UNSUPPORTED", f"message {msg_id}: message type {MESSAGE_TYPES.Name(kind)} is not supported")
 
 
@@ -176,13 +178,8 @@ def outgoing(
     return out
 
 
-def transaction_id(topic: str, queue_id: int, half_id: str) -> str:
-    """The transaction id the endpoint gives a half message (``topic:queue:half id``)."""
-    return f"{topic}:{queue_id}:{half_id}"
-
-
 def parse_transaction_id(value: str) -> tuple[str, int, str]:
-    """The topic, queue id and half id a :func:`transaction_id` names.
+    """The topic, queue id and half id a :func:`mq.producer.tx_core.transaction_id` names.
 
     Raises:
         ProxyError: ``INVALID_TRANSACTION_ID``.

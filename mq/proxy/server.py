@@ -40,7 +40,6 @@ class ProxyConfig:
         credentials: the access key pair requests must be signed with (None: none).
         limits: sizes, timeouts and attempts.
         max_delay_ms: furthest ahead a delivery time may be, ms.
-        metrics_port: Prometheus ``/metrics`` port (None: none).
     """
 
     url: str | None = None
@@ -53,7 +52,6 @@ class ProxyConfig:
     credentials: Credentials | None = None
     limits: Limits = field(default_factory=Limits)
     max_delay_ms: int = MAX_DELAY_MS
-    metrics_port: int | None = None
 
 
 class ProxyServer:

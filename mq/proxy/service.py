@@ -34,7 +34,7 @@ from mq.filter import MessageSelector
 from mq.group import GroupConfig
 from mq.message import MessageExt
 from mq.producer.selectors import java_hash
-from mq.producer.transaction import DEFAULT_TRANSACTION_TIMEOUT_S, PGROUP
+from mq.producer.tx_core import PGROUP, transaction_id, transaction_timeout_ms
 from mq.proxy import convert
 from mq.proxy.auth import Credentials
 from mq.proxy.backend import Backend
@@ -64,7 +64,6 @@ GROUP_CONFIG_TTL_S = 2.0
 POLL_FIRST_S, POLL_MAX_S = 0.05, 0.5
 #: Seconds kept from a ReceiveMessage's gRPC deadline to send the answer.
 DEADLINE_MARGIN_S = 0.5
-ROUTE_TYPES = [definition.MessageType.Value(n) for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")]
 
 
 @dataclass
@@ -170,11 +169,7 @@ class MessagingService:
             for qid in range(config.queue_count):
                 readable, writable = config.readable(qid), config.writable(qid)
                 perm = "READ_WRITE" if readable and writable else "READ" if readable else "WRITE" if writable else "NONE"
-                queue = out.message_queues.add(id=qid, permission=definition.Permission.Value(perm))
-                queue.topic.CopyFrom(request.topic)
-                queue.broker.name = "rocketredis"
-                queue.broker.endpoints.CopyFrom(request.endpoints)
-                queue.accept_message_types.extend(ROUTE_TYPES)
+                _route_queue(out.message_queues.add(), request, qid, perm)
             return out
 
         return await self._unary("QueryRoute", context, service.QueryRouteResponse, body)
@@ -186,13 +181,7 @@ class MessagingService:
             for qid in range(config.queue_count):
                 if not config.readable(qid):
                     continue
-                queue = out.assignments.add().message_queue
-                queue.topic.CopyFrom(request.topic)
-                queue.id = qid
-                queue.permission = definition.Permission.Value("READ_WRITE")
-                queue.broker.name = "rocketredis"
-                queue.broker.endpoints.CopyFrom(request.endpoints)
-                queue.accept_message_types.extend(ROUTE_TYPES)
+                _route_queue(out.assignments.add().message_queue, request, qid, "READ_WRITE")
             return out
 
         return await self._unary("QueryAssignment", context, service.QueryAssignmentResponse, body)
@@ -277,8 +266,7 @@ class MessagingService:
             if is_consumer:
                 group = _group(settings.subscription.group.name)
                 config = await self._group_config(group)
-                fifo = config is not None and config.fifo
-                attempts = (config.retry_max_times + 1) if config is not None else attempts
+                fifo, attempts = self._delivery(config)
                 await self.backend.call("register_group", group)
                 for entry in settings.subscription.subscriptions:
                     await self._seed(group, entry.topic.name)
@@ -297,6 +285,13 @@ class MessagingService:
         config = GroupConfig.from_json(raw) if raw else None
         self._groups[group] = _GroupCache(config, time.monotonic())
         return config
+
+    def _delivery(self, config: GroupConfig | None) -> tuple[bool, int]:
+        """Whether a group's messages are delivered in order, and its deliveries per message (the
+        endpoint's default for a group without config)."""
+        if config is None:
+            return False, self.limits.max_delivery_attempts
+        return config.fifo, config.retry_max_times + 1
 
     async def _seed(self, group: str, topic: str) -> list[MessageQueue]:
         """The topic's readable queues, after giving ``group`` a cursor on each (once per process)."""
@@ -343,7 +338,7 @@ class MessagingService:
             encoded = codec.encode(item.message, item.msg_id, item.born_ms, system_properties=system)
             first_check = int(time.time() * 1000) + await self._transaction_timeout_ms()
             half_id = await self.backend.call("put_half", topic, qid, encoded, first_check)
-            entry.transaction_id = convert.transaction_id(topic, qid, half_id)
+            entry.transaction_id = transaction_id(topic, qid, half_id)
             entry.offset = -1
             return entry
         encoded = codec.encode(item.message, item.msg_id, item.born_ms, system_properties=item.system or None)
@@ -357,8 +352,7 @@ class MessagingService:
 
     async def _transaction_timeout_ms(self) -> int:
         if self._tx_timeout_ms is None:
-            raw = await self.backend.call("namespace_setting", "transaction_timeout_s")
-            self._tx_timeout_ms = int(float(raw or DEFAULT_TRANSACTION_TIMEOUT_S) * 1000)
+            self._tx_timeout_ms = await self.backend.run(transaction_timeout_ms)
         return self._tx_timeout_ms
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
@@ -371,10 +365,12 @@ class MessagingService:
                 raise ProxyError(
                     "INVALID_TRANSACTION_ID", f"transaction {request.transaction_id!r} is not of topic {request.topic.name!r}"
                 )
-            if await self.backend.call("topic", topic) is None:
+            try:
+                await self._topic(topic)
+            except ProxyError:
                 raise ProxyError(
                     "INVALID_TRANSACTION_ID", f"transaction {request.transaction_id!r}: topic {topic!r} does not exist"
-                )
+                ) from None
             half = await self.backend.call("read_half", topic, qid, half_id)
             if half is None or (request.message_id and half.msg_id != request.message_id):
                 raise ProxyError(
@@ -437,8 +433,7 @@ class MessagingService:
         deadline = time.monotonic() + wait_s
         queues = await self._seed(group, topic)
         config = await self._group_config(group)
-        fifo = config is not None and config.fifo
-        attempts = (config.retry_max_times + 1) if config is not None else self.limits.max_delivery_attempts
+        fifo, attempts = self._delivery(config)
         ftype, fdata = filter_args(selector)
         pause = POLL_FIRST_S
         turn = self._turns.setdefault(f"receive:{group}:{topic}", itertools.count())
@@ -503,9 +498,7 @@ class MessagingService:
                 try:
                     queue, offset, visible_at = _receipt(entry.receipt_handle, request.topic.name)
                     if not await self.backend.call("ack_simple", group, queue, offset, visible_at, None):
-                        raise ProxyError(
-                            "INVALID_RECEIPT_HANDLE", f"receipt of {entry.message_id} expired: the message was handed out again"
-                        )
+                        raise _expired(entry.message_id)
                     result = status()
                 except ProxyError as e:
                     result = self._failed("AckMessage", e)
@@ -530,9 +523,7 @@ class MessagingService:
                 )
             new_visible_at = int(time.time() * 1000) + duration_ms
             if not await self.backend.call("ack_simple", group, queue, offset, visible_at, new_visible_at):
-                raise ProxyError(
-                    "INVALID_RECEIPT_HANDLE", f"receipt of {request.message_id} expired: the message was handed out again"
-                )
+                raise _expired(request.message_id)
             handle = make_receipt(queue.topic, queue.queue_id, offset, new_visible_at)
             return service.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
 
@@ -547,15 +538,29 @@ class MessagingService:
                 raise ProxyError("MESSAGE_NOT_FOUND", f"message {request.message_id} is no longer stored")
             view = received_view(found[0], max(1, request.delivery_attempt), visible_at)
             if not await self.backend.call("ack_simple", group, queue, offset, visible_at, visible_at):
-                raise ProxyError(
-                    "INVALID_RECEIPT_HANDLE", f"receipt of {request.message_id} expired: the message was handed out again"
-                )
+                raise _expired(request.message_id)
             await self.backend.run(dead_letter_op, group, view, "forwarded by the consumer")
             return service.ForwardMessageToDeadLetterQueueResponse(status=status())
 
         return await self._unary(
             "ForwardMessageToDeadLetterQueue", context, service.ForwardMessageToDeadLetterQueueResponse, body
         )
+
+
+def _route_queue(queue: Any, request: Any, qid: int, perm: str) -> None:
+    """Fill ``queue`` (a ``MessageQueue`` of a route or an assignment) as queue ``qid`` of the request's
+    topic, served at the endpoints the client asked, with permission ``perm`` (a ``Permission`` name)."""
+    queue.topic.CopyFrom(request.topic)
+    queue.id = qid
+    queue.permission = definition.Permission.Value(perm)
+    queue.broker.name = "rocketredis"
+    queue.broker.endpoints.CopyFrom(request.endpoints)
+    queue.accept_message_types.extend(convert.SUPPORTED_TYPES)
+
+
+def _expired(message_id: str) -> ProxyError:
+    """The error of an ack or change whose receipt handle expired."""
+    return ProxyError("INVALID_RECEIPT_HANDLE", f"receipt of {message_id} expired: the message was handed out again")
 
 
 def _group(name: str) -> str:

@@ -9,9 +9,10 @@ long-polling timeout. Unknown fields a newer client sends are kept by protobuf a
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from mq.consumer.registry import ClientInfo
 from mq.proxy.pb import definition
 
 
@@ -72,15 +73,7 @@ def client_info(client_id: str, settings: Any, host: str) -> str:
     subs = {e.topic.name: e.expression.expression or "*" for e in settings.subscription.subscriptions}
     kind = {definition.SIMPLE_CONSUMER: "simple", definition.PUSH_CONSUMER: "push"}.get(settings.client_type, "simple")
     ua = settings.user_agent
-    return json.dumps(
-        {
-            "client_id": client_id,
-            "host": ua.hostname or host,
-            "pid": 0,
-            "subscriptions": subs,
-            "message_model": "CLUSTERING",
-            "kind": kind,
-            "status": {"via": "rocketmq-proxy", "language": definition.Language.Name(ua.language), "version": ua.version},
-        },
-        separators=(",", ":"),
-    )
+    status = {"via": "rocketmq-proxy", "language": definition.Language.Name(ua.language), "version": ua.version}
+    info = ClientInfo(client_id, ua.hostname or host, 0, subs, kind=kind, status=status)
+    # as the registry sends it: without the heartbeat time, which the store sets
+    return json.dumps({k: v for k, v in asdict(info).items() if k != "last_heartbeat_ms"}, separators=(",", ":"))

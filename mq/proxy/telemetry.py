@@ -11,6 +11,7 @@ import random
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from mq.producer.tx_core import CheckRequest, transaction_id
 from mq.proxy import convert
 from mq.proxy.pb import service
 
@@ -124,19 +125,19 @@ async def pump_checks(backend: Backend, sessions: Sessions, group: str, consumer
 
 
 async def _push_check(backend: Backend, sessions: Sessions, fields: dict[bytes, bytes]) -> None:
-    topic = fields[b"topic"].decode()
-    queue_id = int(fields[b"queue_id"])
-    half_id = fields[b"half_id"].decode()
-    session = sessions.producer_for(topic)
+    request = CheckRequest.parse(fields)
+    session = sessions.producer_for(request.topic)
     if session is None:
-        log.info("check-back of half message %s of %r: no producer of the topic is connected here", half_id, topic)
+        log.info(
+            "check-back of half message %s of %r: no producer of the topic is connected here", request.half_id, request.topic
+        )
         return
-    msg = await backend.call("read_half", topic, queue_id, half_id)
+    msg = await backend.call("read_half", request.topic, request.queue_id, request.half_id)
     if msg is None:
         return  # resolved meanwhile
     command = service.TelemetryCommand()
     recover = command.recover_orphaned_transaction_command
     recover.message.CopyFrom(convert.outgoing(msg, transaction=True))
-    recover.transaction_id = convert.transaction_id(topic, queue_id, half_id)
+    recover.transaction_id = transaction_id(request.topic, request.queue_id, request.half_id)
     if not session.offer(command):
-        log.warning("client %s is not reading its telemetry stream: check-back of %s dropped", session.client_id, half_id)
+        log.warning("client %s is not reading its telemetry stream: check-back of %s dropped", session.client_id, request.half_id)
