@@ -93,7 +93,7 @@ class AdminViews:
         wanted = {check_group(g) for g in groups}
         locations = [(c.name, q) for c in self._store.topics() for q in range(c.queue_count)]
         mine = []
-        for location, committed in zip(locations, self._store.queues_offsets(locations)):
+        for location, committed in zip(locations, self._store.group_offsets_of(locations)):
             found = {g: o for g, o in committed.items() if g in wanted}
             if found:
                 mine.append((location, found))

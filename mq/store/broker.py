@@ -163,14 +163,9 @@ class BrokerOps(StoreBase):
 
     @operation
     def group_offsets_of(self, queues: Sequence[tuple[str, int]]) -> Op[list[dict[str, int]]]:
-        """Committed offset of every group on each queue ``(topic, queue_id)``."""
-        replies = all_or_raise(
-            (
-                yield from self._pipeline(
-                    lambda p: [p.hgetall(self.queue_keys(t, q).offsets) for t, q in queues], "reading committed offsets"
-                )
-            )
-        )
+        """Committed offset of every group on each queue ``(topic, queue_id)`` (one pipelined ``HGETALL``
+        per queue, :data:`~mq.store.base.QUEUE_BATCH` a round trip)."""
+        replies = yield from self._each_queue(queues, lambda p, k: p.hgetall(k.offsets), "reading committed offsets")
         return [{g.decode(): int(o) for g, o in reply.items()} for reply in replies]
 
     @operation

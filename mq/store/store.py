@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from mq.errors import MQBrokerError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
-from mq.keys import key_index_range, stream_id, timer_member
+from mq.keys import key_index_offset, key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
 from mq.store.admin import AdminOps
-from mq.store.base import ScriptCall, StoreBase, all_or_raise, raise_failed
+from mq.store.base import ScriptCall, StoreBase, all_or_raise
 from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
-from mq.store.ops import Cmd, Op, Pipe, SyncRunner, operation
+from mq.store.ops import Cmd, Op, SyncRunner, operation
 from mq.store.proxy import ProxyOps
 from mq.store.trace import TraceOps
 from mq.store.transactions import TransactionOps
@@ -78,7 +78,7 @@ class MessageOps(StoreBase):
                     flags = {"w": int(config.writable(qid)), "r": int(config.readable(qid))}
                     pipe.hset(self.queue_keys(config.name, qid).meta, mapping=flags)
 
-            raise_failed((yield Pipe(set_flags)))
+            all_or_raise((yield from self._pipeline(set_flags, f"saving topic {config.name!r}")))
             stored = json.dumps(json.loads(config.to_json()) | {"span": span}, separators=(",", ":"))
             if raw is None and ((yield Cmd(lambda c: c.hsetnx(self.keys.topics, config.name, stored))) or create_only):
                 return
@@ -108,7 +108,7 @@ class MessageOps(StoreBase):
                     for key in self.queue_keys(name, qid).all():  # one key per command: cluster pipelines need it
                         pipe.execute_command("UNLINK", key)  # not unlink(): a coroutine on asyncio cluster pipelines
 
-            raise_failed((yield Pipe(unlink)))
+            all_or_raise((yield from self._pipeline(unlink, f"deleting topic {name!r}")))
             (yield Cmd(lambda c: c.hdel(self.keys.topics, name)))
         return True
 
@@ -329,28 +329,32 @@ class MessageOps(StoreBase):
     def read_at(self, topic: str, locations: Iterable[tuple[int, int]]) -> Op[list[MessageExt]]:
         """The messages at ``(queue_id, offset)`` locations (missing ones are skipped), in order."""
         locs = list(locations)
-        with self._errors(f"reading messages of {topic!r}"):
-            results = raise_failed(
-                (yield Pipe(lambda p: [p.xrange(self.queue_keys(topic, q).log, stream_id(o), stream_id(o)) for q, o in locs]))
+        results = all_or_raise(
+            (
+                yield from self._pipeline(
+                    lambda p: [p.xrange(self.queue_keys(topic, q).log, stream_id(o), stream_id(o)) for q, o in locs],
+                    f"reading messages of {topic!r}",
+                )
             )
+        )
         return [codec.decode(topic, qid, e[0][0], e[0][1]) for (qid, _), e in zip(locs, results) if e]
 
     @operation
     def find_ids(self, topic: str, queue_ids: Sequence[int], msg_id: str) -> Op[list[tuple[int, int]]]:
         """``(queue_id, offset)`` of every stored message of ``topic`` with id ``msg_id``."""
-        with self._errors(f"looking up msg id {msg_id!r}"):
-            found = raise_failed((yield Pipe(lambda p: [p.hget(self.queue_keys(topic, q).ids, msg_id) for q in queue_ids])))
+        queues = [(topic, q) for q in queue_ids]
+        found = yield from self._each_queue(queues, lambda p, k: p.hget(k.ids, msg_id), f"looking up msg id {msg_id!r}")
         return [(qid, int(off)) for qid, off in zip(queue_ids, found) if off is not None]
 
     @operation
     def find_keys(self, topic: str, queue_ids: Sequence[int], key: str, limit: int) -> Op[list[tuple[int, int]]]:
         """``(queue_id, offset)`` of up to ``limit`` messages per queue indexed under ``key``."""
         low, high = key_index_range(key)
-        with self._errors(f"looking up key {key!r}"):
-            found = raise_failed(
-                (yield Pipe(lambda p: [p.zrangebylex(self.queue_keys(topic, q).keys, low, high, 0, limit) for q in queue_ids]))
-            )
-        return [(qid, int(m.rpartition(b"\x1f")[2])) for qid, members in zip(queue_ids, found) for m in members]
+        queues = [(topic, q) for q in queue_ids]
+        found = yield from self._each_queue(
+            queues, lambda p, k: p.zrangebylex(k.keys, low, high, 0, limit), f"looking up key {key!r}"
+        )
+        return [(qid, key_index_offset(m)) for qid, members in zip(queue_ids, found) for m in members]
 
     # -- offsets --------------------------------------------------------------------------------
 

@@ -1,20 +1,23 @@
 """Store reads behind the web console's views (``mq console``): many queues in few round trips —
 queue stats with every group's committed offset, queue owners, key-index pages, per-topic backlogs of
-the timer and transaction indexes, the registries and configs of many groups, a retry timer's content,
-and the broker services' last beats. Operations (see :mod:`mq.store.ops`)."""
+the timer and transaction indexes, a retry timer's content, and the broker services' last beats.
+Operations (see :mod:`mq.store.ops`); the registries and configs of many groups are in
+:class:`~mq.store.groups.GroupOps`, committed offsets of many queues in
+:class:`~mq.store.broker.BrokerOps`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mq.keys import QueueKeys, key_index_range, parse_timer_member
-from mq.store.base import ScriptCall, StoreBase, all_or_raise, chunks
+from mq.keys import QueueKeys, key_index_offset, key_index_range, parse_timer_member
+from mq.store.base import QUEUE_BATCH, ScriptCall, StoreBase, all_or_raise, chunks
+from mq.store.broker import BrokerOps
 from mq.store.ops import Op, operation
 from mq.topic import QueueStats
 
 #: Queues read per pipelined round trip.
-VIEW_BATCH = 2000
+VIEW_BATCH = QUEUE_BATCH
 #: Entries of a timer stream read per round trip by :meth:`ViewOps.delayed_holds`.
 TIMER_PAGE = 500
 
@@ -32,20 +35,11 @@ class ViewOps(StoreBase):
         for batch in chunks(queues, VIEW_BATCH):
             calls: list[ScriptCall] = [("queue-stats", self.queue_keys(t, q).read(), []) for t, q in batch]
             stats = all_or_raise((yield from self._scripts(calls, "reading queue stats")))
-            committed: list[Any] = [{}] * len(batch)
+            committed: list[dict[str, int]] = [{}] * len(batch)
             if offsets:
-                committed = yield from self._each_queue(batch, lambda p, k: p.hgetall(k.offsets), "reading committed offsets")
-            out += [
-                (QueueStats(int(s[0]), int(s[1]), int(s[2])), {_text(g): int(o) for g, o in off.items()})
-                for s, off in zip(stats, committed)
-            ]
+                committed = yield from BrokerOps.group_offsets_of.op(self, batch)
+            out += [(QueueStats(int(s[0]), int(s[1]), int(s[2])), off) for s, off in zip(stats, committed)]
         return out
-
-    @operation
-    def queues_offsets(self, queues: Sequence[tuple[str, int]]) -> Op[list[dict[str, int]]]:
-        """For each ``(topic, queue_id)``: the committed offset of every group on it (``HGETALL``)."""
-        replies = yield from self._each_queue(queues, lambda p, k: p.hgetall(k.offsets), "reading committed offsets")
-        return [{_text(g): int(o) for g, o in r.items()} for r in replies]
 
     @operation
     def queue_owners(self, queues: Sequence[tuple[str, int]]) -> Op[list[dict[str, str]]]:
@@ -70,7 +64,7 @@ class ViewOps(StoreBase):
         members = yield from self._cmd(
             lambda c: c.zrangebylex(index, low, high, int(start), int(count)), f"looking up key {key!r}"
         )
-        return [int(m.rpartition(b"\x1f")[2]) for m in members]
+        return [key_index_offset(m) for m in members]
 
     @operation
     def index_backlog(self, index: str, schedule: Callable[[QueueKeys], str]) -> Op[list[tuple[str, int, int, int]]]:
@@ -81,38 +75,6 @@ class ViewOps(StoreBase):
         listed = [(parse_timer_member(m), int(s)) for m, s in raw]
         sizes = yield from self._each_queue([q for q, _ in listed], lambda p, k: p.zcard(schedule(k)), "reading queue schedules")
         return [(t, q, int(n), at) for ((t, q), at), n in zip(listed, sizes)]
-
-    @operation
-    def groups_clients_raw(self, groups: Sequence[str]) -> Op[list[tuple[dict[str, str], dict[str, int]]]]:
-        """The registry of each of ``groups`` (client id → info JSON, client id → last heartbeat ms), in
-        one pipeline per :data:`VIEW_BATCH` groups."""
-        out: list[tuple[dict[str, str], dict[str, int]]] = []
-        for batch in chunks(groups, VIEW_BATCH):
-            keys = [self.keys.group(g) for g in batch]
-
-            def build(p: Any, keys: Sequence[Any] = keys) -> None:
-                for k in keys:
-                    p.hgetall(k.info)
-                    p.zrange(k.clients, 0, -1, withscores=True)
-
-            r = all_or_raise((yield from self._pipeline(build, "reading the clients of groups")))
-            out += [
-                ({_text(k): _text(v) for k, v in r[i].items()}, {_text(c): int(s) for c, s in r[i + 1]})
-                for i in range(0, len(r), 2)
-            ]
-        return out
-
-    @operation
-    def group_configs_json(self, groups: Sequence[str]) -> Op[list[str | None]]:
-        """The stored config JSON of each of ``groups`` (None: it has none), in one pipeline."""
-        replies = all_or_raise(
-            (
-                yield from self._pipeline(
-                    lambda p: [p.hget(self.keys.group(g).config, "json") for g in groups], "reading group configs"
-                )
-            )
-        )
-        return [None if r is None else _text(r) for r in replies]
 
     @operation
     def delayed_holds(self, topic: str, queue_id: int, msg_id: str, *, limit: int) -> Op[bool | None]:
@@ -137,21 +99,6 @@ class ViewOps(StoreBase):
         """Every broker service id with its last health beat, epoch ms."""
         raw = yield from self._cmd(lambda c: c.zrange(self.keys.brokers, 0, -1, withscores=True), "reading broker health")
         return {_text(m): int(s) for m, s in raw}
-
-    def _each_queue(
-        self, queues: Sequence[tuple[str, int]], command: Callable[[Any, QueueKeys], object], doing: str
-    ) -> Op[list[Any]]:
-        """One pipelined ``command(pipe, queue keys)`` per queue, :data:`VIEW_BATCH` a round trip."""
-        out: list[Any] = []
-        for batch in chunks(queues, VIEW_BATCH):
-            keys = [self.queue_keys(t, q) for t, q in batch]
-
-            def build(p: Any, keys: Sequence[QueueKeys] = keys) -> None:
-                for k in keys:
-                    command(p, k)
-
-            out += all_or_raise((yield from self._pipeline(build, doing)))
-        return out
 
 
 def _xrange_from(stream: str, start: str) -> Callable[[Any], Any]:
