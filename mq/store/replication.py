@@ -91,7 +91,7 @@ def _run_node(calls: list[Call], sync: SyncReplicas) -> Op[list[tuple[Any, int]]
 
 
 def _pipeline(calls: Sequence[Call], sync: SyncReplicas) -> Op[list[Any]]:
-    flagged = yield Cmd(scripts._flagged)  # the same script variant (with its Redis 7 flags) as scripts.call
+    flagged = yield Cmd(scripts._flagged)  # the same script variant (with its Redis 7 flags) as scripts.Eval
 
     def build(pipe: Any) -> None:
         scripts.queue_calls(pipe, calls, flagged)

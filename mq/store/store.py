@@ -300,13 +300,12 @@ class MessageOps(StoreBase):
     def trim(self, topic: str, queue_id: int, cutoff_ms: int, limit: int = 1000) -> Op[int]:
         """Remove messages of a queue stored before ``cutoff_ms`` and their index entries; returns how many."""
         keys = self.queue_keys(topic, queue_id)
-        removed = 0
-        with self._errors(f"trimming {topic!r} queue {queue_id}"):
-            while True:
-                count, more = yield from scripts.call("trim-queue", [keys.log, keys.ids, keys.keys], [int(cutoff_ms), int(limit)])
-                removed += int(count)
-                if not more:
-                    return removed
+        removed, argv, doing = 0, [int(cutoff_ms), int(limit)], f"trimming {topic!r} queue {queue_id}"
+        while True:
+            count, more = yield from self._script("trim-queue", [keys.log, keys.ids, keys.keys], argv, doing)
+            removed += int(count)
+            if not more:
+                return removed
 
     @operation
     def ensure_topic(self, config: TopicConfig) -> Op[TopicConfig]:
@@ -368,9 +367,10 @@ class MessageOps(StoreBase):
     @operation
     def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> Op[int]:
         """Offset of the first message stored at or after ``timestamp_ms`` (max offset if none)."""
-        with self._errors(f"searching {topic!r} queue {queue_id}"):
-            keys = self.queue_keys(topic, queue_id).read()
-            result = int((yield from scripts.call("search-offset", keys, [int(timestamp_ms)])))
+        keys = self.queue_keys(topic, queue_id).read()
+        result = int(
+            (yield from self._script("search-offset", keys, [int(timestamp_ms)], f"searching {topic!r} queue {queue_id}"))
+        )
         if result < 0:
             raise TopicNotFoundError(f"queue {queue_id} of topic {topic!r} does not exist")
         return result
