@@ -135,9 +135,9 @@ class AdminViews:
             if skip >= n:
                 skip -= n
                 continue
-            offsets = self._store.key_page(config.name, qid, key, skip, want)
-            out += self._store.read_at(config.name, [(qid, o) for o in offsets])
-            want -= len(offsets)
+            found = self._store.find_keys(config.name, [qid], key, want, start=skip)
+            out += self._store.read_at(config.name, found)
+            want -= len(found)
             skip = 0
         return out
 

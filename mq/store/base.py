@@ -13,6 +13,7 @@ from mq.keys import QueueKeys
 from mq.store import scripts
 from mq.store.ops import Cmd, Op, Pipe, operation
 from mq.store.replication import SyncReplicas, run_synced
+from mq.topic import QueueStats
 
 #: One script call of a pipelined batch: ``(script name, keys, argv)``.
 ScriptCall = tuple[str, Sequence[str], Sequence[Any]]
@@ -52,11 +53,6 @@ class StoreBase:
             else:
                 seconds, micros = yield Cmd(lambda c: c.time())
         return int(seconds) * 1000 + int(micros) // 1000
-
-    def _cmd(self, fn: Callable[[Any], Any], doing: str) -> Op[Any]:
-        """One client call ``fn(client)``; store failures raise :class:`MQBrokerError` saying what was being done."""
-        with self._errors(doing):
-            return (yield Cmd(fn))
 
     def _script(self, name: str, keys: Sequence[str], argv: Sequence[Any], doing: str) -> Op[Any]:
         """Run one script; store failures raise :class:`MQBrokerError` saying what was being done."""
@@ -133,6 +129,15 @@ class StoreBase:
                     command(p, k)
 
             out += all_or_raise((yield from self._pipeline(build, doing)))
+        return out
+
+    def _queue_stats(self, queues: Sequence[tuple[str, int]], doing: str) -> Op[list[QueueStats]]:
+        """Min/max offset and last store time of each ``(topic, queue_id)`` (the ``queue-stats`` script,
+        pipelined, :data:`QUEUE_BATCH` queues a round trip)."""
+        out: list[QueueStats] = []
+        for part in chunks(queues, QUEUE_BATCH):
+            calls: list[ScriptCall] = [("queue-stats", self.queue_keys(t, q).read(), []) for t, q in part]
+            out += [QueueStats(int(r[0]), int(r[1]), int(r[2])) for r in all_or_raise((yield from self._scripts(calls, doing)))]
         return out
 
     def _slot(self, reply: Any, doing: str) -> Any:

@@ -58,6 +58,12 @@ class BrokerOps(StoreBase):
             return [m.decode() for m in (yield Cmd(lambda c: c.zrangebyscore(self.keys.brokers, int(cutoff_ms), "+inf")))]
 
     @operation
+    def broker_beats(self) -> Op[dict[str, int]]:
+        """Every broker service id with its last health beat, epoch ms."""
+        with self._errors("reading broker health"):
+            return {m.decode(): int(s) for m, s in (yield Cmd(lambda c: c.zrange(self.keys.brokers, 0, -1, withscores=True)))}
+
+    @operation
     def save_stats(self, snapshot: Mapping[str, Any], *, history_s: float = 0.0) -> Op[None]:
         """Store the broker's stats snapshot (``Admin.broker_stats``) and, with ``history_s`` > 0, add it to
         the history of the last ``history_s`` seconds (``{ns}:statshist``, scored by ``taken_at_ms``)

@@ -18,7 +18,7 @@ from mq.keys import key_index_offset, key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
 from mq.store.admin import AdminOps
-from mq.store.base import ScriptCall, StoreBase, all_or_raise
+from mq.store.base import StoreBase, all_or_raise
 from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
 from mq.store.ops import Cmd, Op, SyncRunner, operation
@@ -346,12 +346,15 @@ class MessageOps(StoreBase):
         return [(qid, int(off)) for qid, off in zip(queue_ids, found) if off is not None]
 
     @operation
-    def find_keys(self, topic: str, queue_ids: Sequence[int], key: str, limit: int) -> Op[list[tuple[int, int]]]:
-        """``(queue_id, offset)`` of up to ``limit`` messages per queue indexed under ``key``."""
+    def find_keys(
+        self, topic: str, queue_ids: Sequence[int], key: str, limit: int, *, start: int = 0
+    ) -> Op[list[tuple[int, int]]]:
+        """``(queue_id, offset)`` of up to ``limit`` messages per queue indexed under ``key``, from each
+        queue's ``start``-th such message on (in offset order: index members end in the 20-digit offset)."""
         low, high = key_index_range(key)
         queues = [(topic, q) for q in queue_ids]
         found = yield from self._each_queue(
-            queues, lambda p, k: p.zrangebylex(k.keys, low, high, 0, limit), f"looking up key {key!r}"
+            queues, lambda p, k: p.zrangebylex(k.keys, low, high, int(start), int(limit)), f"looking up key {key!r}"
         )
         return [(qid, key_index_offset(m)) for qid, members in zip(queue_ids, found) for m in members]
 
@@ -360,9 +363,8 @@ class MessageOps(StoreBase):
     @operation
     def queue_stats(self, topic: str, queue_ids: Sequence[int]) -> Op[dict[int, QueueStats]]:
         """Min/max offset and last store time of each queue."""
-        calls: list[ScriptCall] = [("queue-stats", self.queue_keys(topic, q).read(), []) for q in queue_ids]
-        results = all_or_raise((yield from self._scripts(calls, f"reading offsets of {topic!r}")))
-        return {q: QueueStats(int(r[0]), int(r[1]), int(r[2])) for q, r in zip(queue_ids, results)}
+        stats = yield from self._queue_stats([(topic, q) for q in queue_ids], f"reading offsets of {topic!r}")
+        return dict(zip(queue_ids, stats))
 
     @operation
     def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> Op[int]:
