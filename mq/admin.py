@@ -286,11 +286,8 @@ class AdminOps:
         timestamp_ms = _check_timestamp(timestamp_ms)
         config = yield from AdminOps._require.op(self, topic)
         check_group(group)
-        offsets: dict[MessageQueue, int] = {}
-        for q in range(config.queue_count):
-            offsets[MessageQueue(topic, DEFAULT_BROKER_NAME, q)] = yield from StoreOps.search_offset.op(
-                self._store, topic, q, timestamp_ms
-            )
+        found = yield from StoreOps.search_offsets.op(self._store, topic, range(config.queue_count), timestamp_ms)
+        offsets = {MessageQueue(topic, DEFAULT_BROKER_NAME, q): o for q, o in found.items()}
         return (yield from AdminOps._reset.op(self, group, topic, offsets, force=force))
 
     @operation

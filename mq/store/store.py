@@ -18,7 +18,7 @@ from mq.keys import key_index_offset, key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
 from mq.store.admin import AdminOps
-from mq.store.base import StoreBase, all_or_raise
+from mq.store.base import ScriptCall, StoreBase, all_or_raise
 from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
 from mq.store.ops import Cmd, Op, SyncRunner, operation
@@ -370,12 +370,23 @@ class MessageOps(StoreBase):
     def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> Op[int]:
         """Offset of the first message stored at or after ``timestamp_ms`` (max offset if none)."""
         keys = self.queue_keys(topic, queue_id).read()
-        result = int(
-            (yield from self._script("search-offset", keys, [int(timestamp_ms)], f"searching {topic!r} queue {queue_id}"))
-        )
-        if result < 0:
-            raise TopicNotFoundError(f"queue {queue_id} of topic {topic!r} does not exist")
-        return result
+        result = yield from self._script("search-offset", keys, [int(timestamp_ms)], f"searching {topic!r} queue {queue_id}")
+        return _searched(topic, queue_id, result)
+
+    @operation
+    def search_offsets(self, topic: str, queue_ids: Sequence[int], timestamp_ms: int) -> Op[dict[int, int]]:
+        """:meth:`search_offset` of each of ``queue_ids``, in one pipeline."""
+        calls: list[ScriptCall] = [("search-offset", self.queue_keys(topic, q).read(), [int(timestamp_ms)]) for q in queue_ids]
+        results = all_or_raise((yield from self._scripts(calls, f"searching {topic!r}")))
+        return {q: _searched(topic, q, r) for q, r in zip(queue_ids, results)}
+
+
+def _searched(topic: str, queue_id: int, result: Any) -> int:
+    """The offset ``search-offset`` found (it answers -1 for a queue that does not exist)."""
+    offset = int(result)
+    if offset < 0:
+        raise TopicNotFoundError(f"queue {queue_id} of topic {topic!r} does not exist")
+    return offset
 
 
 #: ``end-transaction``'s code for a half message discarded because the log could not take it.
