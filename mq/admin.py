@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -253,18 +254,17 @@ class AdminOps:
         """
         check_group(group)
         topics = [topic] if topic is not None else (yield from AdminOps._group_topics.op(self, group))
-        rows: list[QueueProgress] = []
+        configs = []
         for name in topics:
-            config = yield from AdminOps._require.op(self, name)
-            qids = [q for q in range(config.read_queues) if config.readable(q)]
-            stats = yield from StoreOps.queue_stats.op(self._store, name, qids)
-            queues = [MessageQueue(name, DEFAULT_BROKER_NAME, q) for q in qids]
-            committed = yield from StoreOps.read_offsets.op(self._store, group, queues)
-            for mq in queues:
-                s = stats[mq.queue_id]
-                consumer = committed.get(mq, -1)
-                lag = s.max_offset - max(consumer, s.min_offset)
-                rows.append(QueueProgress(mq, s.max_offset, consumer, lag))
+            configs.append((yield from AdminOps._require.op(self, name)))
+        queues = [MessageQueue(c.name, DEFAULT_BROKER_NAME, q) for c in configs for q in range(c.read_queues) if c.readable(q)]
+        # every topic's queues at once: one round trip for the stats, one for the offsets
+        stats = yield from StoreOps.queues_state.op(self._store, [(mq.topic, mq.queue_id) for mq in queues], offsets=False)
+        committed = yield from StoreOps.read_offsets.op(self._store, group, queues)
+        rows: list[QueueProgress] = []
+        for mq, (s, _) in zip(queues, stats):
+            consumer = committed.get(mq, -1)
+            rows.append(QueueProgress(mq, s.max_offset, consumer, s.max_offset - max(consumer, s.min_offset)))
         return rows
 
     @operation
@@ -286,11 +286,8 @@ class AdminOps:
         timestamp_ms = _check_timestamp(timestamp_ms)
         config = yield from AdminOps._require.op(self, topic)
         check_group(group)
-        offsets: dict[MessageQueue, int] = {}
-        for q in range(config.queue_count):
-            offsets[MessageQueue(topic, DEFAULT_BROKER_NAME, q)] = yield from StoreOps.search_offset.op(
-                self._store, topic, q, timestamp_ms
-            )
+        found = yield from StoreOps.search_offsets.op(self._store, topic, range(config.queue_count), timestamp_ms)
+        offsets = {MessageQueue(topic, DEFAULT_BROKER_NAME, q): o for q, o in found.items()}
         return (yield from AdminOps._reset.op(self, group, topic, offsets, force=force))
 
     @operation
@@ -491,12 +488,16 @@ class AdminOps:
     def _group_topics(self, group: str) -> Op[list[str]]:
         members = yield from AdminOps.consumer_connections.op(self, group)
         subscribed = {t for c in members for t in c.subscriptions}
-        with_offsets = set()
-        for config in (yield from StoreOps.topics.op(self._store)):
-            queues = [MessageQueue(config.name, DEFAULT_BROKER_NAME, q) for q in range(config.queue_count)]
-            if (yield from StoreOps.read_offsets.op(self._store, group, queues)):
-                with_offsets.add(config.name)
-        return sorted(subscribed | with_offsets)
+        return sorted(subscribed | (yield from AdminOps._topics_with_offsets.op(self, group)))
+
+    @operation
+    def _topics_with_offsets(self, group: str, configs: Sequence[TopicConfig] | None = None) -> Op[set[str]]:
+        """The topics (of ``configs``, default every topic) on whose queues ``group`` has a committed
+        offset: one pipelined ``HGET`` per queue, in one round trip."""
+        check_group(group)
+        chosen = (yield from StoreOps.topics.op(self._store)) if configs is None else configs
+        queues = [MessageQueue(c.name, DEFAULT_BROKER_NAME, q) for c in chosen for q in range(c.queue_count)]
+        return {mq.topic for mq in (yield from StoreOps.read_offsets.op(self._store, group, queues))}
 
     @operation
     def _require(self, topic: str) -> Op[TopicConfig]:
@@ -564,8 +565,8 @@ class AdminOps:
             self._store, [(c.name, q) for c in configs for q in range(c.queue_count)], msg_id
         )
         out: list[MessageExt] = []
-        for name, qid, offset in found:
-            out += yield from StoreOps.read_at.op(self._store, name, [(qid, offset)])
+        for name, copies in itertools.groupby(found, key=lambda f: f[0]):  # one round trip per topic
+            out += yield from StoreOps.read_at.op(self._store, name, [(qid, offset) for _, qid, offset in copies])
         return out
 
     @operation

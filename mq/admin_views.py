@@ -60,10 +60,12 @@ class Backlog:
 
 
 class AdminViews:
-    """Read views over many queues (mixed into :class:`mq.Admin`, which provides ``_store`` and ``_require``)."""
+    """Read views over many queues (mixed into :class:`mq.Admin`, which provides ``_store``, ``_require``
+    and ``_topics_with_offsets``)."""
 
     _store: Store
     _require: Callable[[str], TopicConfig]
+    _topics_with_offsets: Callable[[str, Sequence[TopicConfig] | None], set[str]]
 
     def queue_states(self, topics: Sequence[str], *, offsets: bool = True) -> dict[str, list[QueueState]]:
         """Every queue (``0..queue_count-1``) of each of ``topics``, with stats and every group's committed
@@ -93,7 +95,7 @@ class AdminViews:
         wanted = {check_group(g) for g in groups}
         locations = [(c.name, q) for c in self._store.topics() for q in range(c.queue_count)]
         mine = []
-        for location, committed in zip(locations, self._store.queues_offsets(locations)):
+        for location, committed in zip(locations, self._store.group_offsets_of(locations)):
             found = {g: o for g, o in committed.items() if g in wanted}
             if found:
                 mine.append((location, found))
@@ -133,9 +135,9 @@ class AdminViews:
             if skip >= n:
                 skip -= n
                 continue
-            offsets = self._store.key_page(config.name, qid, key, skip, want)
-            out += self._store.read_at(config.name, [(qid, o) for o in offsets])
-            want -= len(offsets)
+            found = self._store.find_keys(config.name, [qid], key, want, start=skip)
+            out += self._store.read_at(config.name, found)
+            want -= len(found)
             skip = 0
         return out
 
@@ -170,10 +172,7 @@ class AdminViews:
     def topics_with_offsets(self, group: str, configs: Sequence[TopicConfig] | None = None) -> set[str]:
         """The topics (of ``configs``, default every topic) on whose queues ``group`` has a committed
         offset: one pipelined ``HGET`` per queue."""
-        check_group(group)
-        chosen = self._store.topics() if configs is None else configs
-        queues = [MessageQueue(c.name, DEFAULT_BROKER_NAME, q) for c in chosen for q in range(c.queue_count)]
-        return {mq.topic for mq in self._store.read_offsets(group, queues)}
+        return self._topics_with_offsets(group, configs)
 
     def stats_history(self) -> list[dict[str, Any]]:
         """The broker service's stats snapshots of the last 3 minutes, oldest first (see
@@ -198,30 +197,30 @@ class AdminViews:
         queue = MessageQueue(message.topic, DEFAULT_BROKER_NAME, message.queue_id)
         out: dict[str, str] = {}
         for group in groups:
-            retry = retry_topic(check_group(group))
-            copies = self._copies(message.msg_id, [dlq_topic(group), retry])
-            if any(t == dlq_topic(group) for t, _, _ in copies):
+            dlq, retry = dlq_topic(check_group(group)), retry_topic(group)
+            copies, existing = self._copies(message.msg_id, [dlq, retry])
+            if any(t == dlq for t, _, _ in copies):
                 out[group] = DEAD_LETTERED
                 continue
-            stored = [MessageQueue(retry, DEFAULT_BROKER_NAME, q) for t, q, _ in copies if t == retry]
-            committed = self._store.read_offsets(group, stored)
-            if any(committed.get(mq, -1) <= o for mq, (_, _, o) in zip(stored, [c for c in copies if c[0] == retry])):
+            retried = [(MessageQueue(retry, DEFAULT_BROKER_NAME, q), o) for t, q, o in copies if t == retry]
+            committed = self._store.read_offsets(group, [*(mq for mq, _ in retried), queue])  # one round trip
+            if any(committed.get(mq, -1) <= o for mq, o in retried):
                 out[group] = RETRYING
                 continue
-            waiting = (
-                self._store.delayed_holds(retry, 0, message.msg_id, limit=MAX_TIMER_SCAN) if self._store.topic(retry) else False
-            )
+            waiting = self._store.delayed_holds(retry, 0, message.msg_id, limit=MAX_TIMER_SCAN) if retry in existing else False
             if waiting is not False:
                 out[group] = RETRYING if waiting else UNKNOWN
                 continue
-            offset = self._store.read_offsets(group, [queue]).get(queue)
+            offset = committed.get(queue)
             out[group] = UNKNOWN if offset is None else CONSUMED if offset > message.queue_offset else PENDING
         return out
 
-    def _copies(self, msg_id: str, topics: Sequence[str]) -> list[tuple[str, int, int]]:
-        """``(topic, queue id, offset)`` of the copies of ``msg_id`` in those of ``topics`` that exist."""
+    def _copies(self, msg_id: str, topics: Sequence[str]) -> tuple[list[tuple[str, int, int]], set[str]]:
+        """``(topic, queue id, offset)`` of the copies of ``msg_id`` in those of ``topics`` that exist, and
+        the names of those."""
         configs = [c for c in (self._store.topic(check_topic(t)) for t in topics) if c is not None]
-        return self._store.find_id_in([(c.name, q) for c in configs for q in range(c.queue_count)], msg_id)
+        found = self._store.find_id_in([(c.name, q) for c in configs for q in range(c.queue_count)], msg_id)
+        return found, {c.name for c in configs}
 
 
 def _check_key(key: object) -> str:

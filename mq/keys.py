@@ -222,6 +222,11 @@ def key_index_range(key: str) -> tuple[str, str]:
     return f"[{key}{KEY_SEPARATOR}", f"({key}\x20"
 
 
+def key_index_offset(member: bytes) -> int:
+    """The message offset an index member (``key \\x1f offset``, see :func:`key_index_range`) points at."""
+    return int(member.rpartition(KEY_SEPARATOR.encode())[2])
+
+
 def timer_member(topic: str, queue_id: int) -> str:
     """The member naming a queue in the ``timers`` index."""
     return f"{topic}{KEY_SEPARATOR}{queue_id}"

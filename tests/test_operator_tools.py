@@ -23,15 +23,8 @@ from mq.errors import MQClientError, TopicNotFoundError
 from mq.rates import rates_over
 from mq.times import format_ms
 from scheduler import BrokerConfig, BrokerService
+from tests.procs import wait_for
 from tests.test_cli import run_mq
-
-
-def wait_for(predicate, timeout_s: float = 15.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
 
 # -- times, version, small CLI checks -------------------------------------------------------------
 
@@ -230,7 +223,7 @@ def test_msg_finds_an_id_in_every_topic(redis_server, namespace: str, capsys: py
         for name in ("fa", "fc"):
             producer.send(Message(name, b"other"))
         sent = producer.send(Message("fb", b"dead soon"))
-        wait_for(lambda: bool(Admin(url, namespace).dlq_messages("fg")), what="the dead letter")
+        wait_for(lambda: bool(Admin(url, namespace).dlq_messages("fg")), 15, "the dead letter")
     assert main(["msg", "--id", sent.msg_id, *common]) == 0
     copies = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert copies[0]["topic"] == "fb" and copies[0]["queue_offset"] == sent.queue_offset
@@ -286,16 +279,16 @@ def test_stats_rates_with_a_real_broker_service(redis_server, namespace: str, ca
     with BrokerService(url, namespace, BrokerConfig(stats_interval_s=0.2)):
         consumer.start()
         # the group's starting offsets (0) are in a snapshot before anything is sent
-        wait_for(lambda: (admin.broker_stats() or {}).get("group_consumed", {}).get("stg/st") == 0, what="seeded offsets")
+        wait_for(lambda: (admin.broker_stats() or {}).get("group_consumed", {}).get("stg/st") == 0, 15, "seeded offsets")
         assert admin.stats(window_s=60) is None  # the service has not run for a minute
         before_ms = int(time.time() * 1000)
         time.sleep(0.3)  # a snapshot after before_ms still shows nothing sent
         with Producer("p", url, namespace=namespace) as producer:
             for i in range(30):
                 producer.send(Message("st", b"%d" % i))
-        wait_for(lambda: len(got) >= 30, what="consumption")
+        wait_for(lambda: len(got) >= 30, 15, "consumption")
         consumer.shutdown()  # commits the offsets
-        wait_for(lambda: (admin.broker_stats() or {}).get("group_consumed", {}).get("stg/st") == 30, what="a snapshot")
+        wait_for(lambda: (admin.broker_stats() or {}).get("group_consumed", {}).get("stg/st") == 30, 15, "a snapshot")
     # the service is stopped: no newer snapshot moves the window while the rates are read
     until_ms = int(admin.broker_stats()["taken_at_ms"])  # type: ignore[index]
     window_s = (until_ms - before_ms) / 1000  # the window that starts at the last snapshot before sending

@@ -21,13 +21,10 @@ class AdminOps(StoreBase):
     def find_id_in(self, queues: Sequence[tuple[str, int]], msg_id: str) -> Op[list[tuple[str, int, int]]]:
         """``(topic, queue_id, offset)`` of every queue among ``queues`` whose id index holds ``msg_id``
         (one ``HGET`` per queue, pipelined in batches of :data:`BATCH`)."""
-        found: list[tuple[str, int, int]] = []
-        for batch in chunks(queues, BATCH):
-            lookups = [self.queue_keys(t, q).ids for t, q in batch]
-            build = _each(lookups, lambda p, key: p.hget(key, msg_id))
-            replies = all_or_raise((yield from self._pipeline(build, f"looking up msg id {msg_id!r}")))
-            found += [(t, q, int(off)) for (t, q), off in zip(batch, replies) if off is not None]
-        return found
+        replies = yield from self._each_queue(
+            queues, lambda p, k: p.hget(k.ids, msg_id), f"looking up msg id {msg_id!r}", batch=BATCH
+        )
+        return [(t, q, int(off)) for (t, q), off in zip(queues, replies) if off is not None]
 
     @operation
     def stats_history(self, since_ms: int) -> Op[list[dict[str, Any]]]:

@@ -13,9 +13,12 @@ from mq.keys import QueueKeys
 from mq.store import scripts
 from mq.store.ops import Cmd, Op, Pipe, operation
 from mq.store.replication import SyncReplicas, run_synced
+from mq.topic import QueueStats
 
 #: One script call of a pipelined batch: ``(script name, keys, argv)``.
 ScriptCall = tuple[str, Sequence[str], Sequence[Any]]
+#: Queues read per pipelined round trip by :meth:`StoreBase._each_queue` (by default).
+QUEUE_BATCH = 2000
 
 
 class StoreBase:
@@ -50,11 +53,6 @@ class StoreBase:
             else:
                 seconds, micros = yield Cmd(lambda c: c.time())
         return int(seconds) * 1000 + int(micros) // 1000
-
-    def _cmd(self, fn: Callable[[Any], Any], doing: str) -> Op[Any]:
-        """One client call ``fn(client)``; store failures raise :class:`MQBrokerError` saying what was being done."""
-        with self._errors(doing):
-            return (yield Cmd(fn))
 
     def _script(self, name: str, keys: Sequence[str], argv: Sequence[Any], doing: str) -> Op[Any]:
         """Run one script; store failures raise :class:`MQBrokerError` saying what was being done."""
@@ -112,6 +110,36 @@ class StoreBase:
             replies = yield Pipe(build)
         return [self._slot(r, doing) for r in replies]
 
+    def _each_queue(
+        self,
+        queues: Sequence[tuple[str, int]],
+        command: Callable[[Any, QueueKeys], object],
+        doing: str,
+        *,
+        batch: int = QUEUE_BATCH,
+    ) -> Op[list[Any]]:
+        """One pipelined ``command(pipe, queue keys)`` per ``(topic, queue_id)``, ``batch`` queues a round
+        trip; the replies in order, or the first failed slot's :class:`MQBrokerError` raised."""
+        out: list[Any] = []
+        for part in chunks(queues, batch):
+            keys = [self.queue_keys(t, q) for t, q in part]
+
+            def build(p: Any, keys: Sequence[QueueKeys] = keys) -> None:
+                for k in keys:
+                    command(p, k)
+
+            out += all_or_raise((yield from self._pipeline(build, doing)))
+        return out
+
+    def _queue_stats(self, queues: Sequence[tuple[str, int]], doing: str) -> Op[list[QueueStats]]:
+        """Min/max offset and last store time of each ``(topic, queue_id)`` (the ``queue-stats`` script,
+        pipelined, :data:`QUEUE_BATCH` queues a round trip)."""
+        out: list[QueueStats] = []
+        for part in chunks(queues, QUEUE_BATCH):
+            calls: list[ScriptCall] = [("queue-stats", self.queue_keys(t, q).read(), []) for t, q in part]
+            out += [QueueStats(int(r[0]), int(r[1]), int(r[2])) for r in all_or_raise((yield from self._scripts(calls, doing)))]
+        return out
+
     def _slot(self, reply: Any, doing: str) -> Any:
         """The one place a failed slot of a pipelined batch becomes an :class:`MQBrokerError`."""
         if not isinstance(reply, Exception) or isinstance(reply, MQBrokerError):
@@ -129,15 +157,6 @@ def all_or_raise(replies: Sequence[Any]) -> list[Any]:
     """``replies`` when no slot failed; else raise the first slot's :class:`MQBrokerError`."""
     for r in replies:
         if isinstance(r, MQBrokerError):
-            raise r
-    return list(replies)
-
-
-def raise_failed(replies: Sequence[Any]) -> list[Any]:
-    """``replies`` of a pipeline when no slot failed; else raise the first slot's exception (as
-    ``pipeline.execute()`` would: the caller's error translation applies)."""
-    for r in replies:
-        if isinstance(r, Exception):
             raise r
     return list(replies)
 

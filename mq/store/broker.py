@@ -58,6 +58,12 @@ class BrokerOps(StoreBase):
             return [m.decode() for m in (yield Cmd(lambda c: c.zrangebyscore(self.keys.brokers, int(cutoff_ms), "+inf")))]
 
     @operation
+    def broker_beats(self) -> Op[dict[str, int]]:
+        """Every broker service id with its last health beat, epoch ms."""
+        with self._errors("reading broker health"):
+            return {m.decode(): int(s) for m, s in (yield Cmd(lambda c: c.zrange(self.keys.brokers, 0, -1, withscores=True)))}
+
+    @operation
     def save_stats(self, snapshot: Mapping[str, Any], *, history_s: float = 0.0) -> Op[None]:
         """Store the broker's stats snapshot (``Admin.broker_stats``) and, with ``history_s`` > 0, add it to
         the history of the last ``history_s`` seconds (``{ns}:statshist``, scored by ``taken_at_ms``)
@@ -163,14 +169,9 @@ class BrokerOps(StoreBase):
 
     @operation
     def group_offsets_of(self, queues: Sequence[tuple[str, int]]) -> Op[list[dict[str, int]]]:
-        """Committed offset of every group on each queue ``(topic, queue_id)``."""
-        replies = all_or_raise(
-            (
-                yield from self._pipeline(
-                    lambda p: [p.hgetall(self.queue_keys(t, q).offsets) for t, q in queues], "reading committed offsets"
-                )
-            )
-        )
+        """Committed offset of every group on each queue ``(topic, queue_id)`` (one pipelined ``HGETALL``
+        per queue, :data:`~mq.store.base.QUEUE_BATCH` a round trip)."""
+        replies = yield from self._each_queue(queues, lambda p, k: p.hgetall(k.offsets), "reading committed offsets")
         return [{g.decode(): int(o) for g, o in reply.items()} for reply in replies]
 
     @operation

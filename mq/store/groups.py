@@ -17,7 +17,7 @@ from mq.keys import offset_of, stream_id
 from mq.message import MessageExt
 from mq.queue import MessageQueue
 from mq.store import codec
-from mq.store.base import ScriptCall, StoreBase, all_or_raise
+from mq.store.base import QUEUE_BATCH, ScriptCall, StoreBase, all_or_raise, chunks
 from mq.store.ops import Cmd, Op, operation
 from mq.store.replication import SyncReplicas
 
@@ -145,16 +145,30 @@ class GroupOps(StoreBase):
     @operation
     def group_clients_raw(self, group: str) -> Op[tuple[dict[str, str], dict[str, int]]]:
         """The registry of ``group``: client id → info JSON, and client id → last heartbeat (server ms)."""
-        keys = self.keys.group(group)
-        info, beats = all_or_raise(
-            (
-                yield from self._pipeline(
-                    lambda p: (p.hgetall(keys.info), p.zrange(keys.clients, 0, -1, withscores=True)),
-                    f"reading clients of group {group!r}",
-                )
-            )
-        )
-        return {_text(k): _text(v) for k, v in info.items()}, {_text(c): int(s) for c, s in beats}
+        return (yield from self._clients_of([group], f"reading clients of group {group!r}"))[0]
+
+    @operation
+    def groups_clients_raw(self, groups: Sequence[str]) -> Op[list[tuple[dict[str, str], dict[str, int]]]]:
+        """:meth:`group_clients_raw` of each of ``groups``, in one pipeline per
+        :data:`~mq.store.base.QUEUE_BATCH` groups."""
+        return (yield from self._clients_of(groups, "reading the clients of groups"))
+
+    def _clients_of(self, groups: Sequence[str], doing: str) -> Op[list[tuple[dict[str, str], dict[str, int]]]]:
+        out: list[tuple[dict[str, str], dict[str, int]]] = []
+        for batch in chunks(groups, QUEUE_BATCH):
+            keys = [self.keys.group(g) for g in batch]
+
+            def build(p: Any, keys: Sequence[Any] = keys) -> None:
+                for k in keys:
+                    p.hgetall(k.info)
+                    p.zrange(k.clients, 0, -1, withscores=True)
+
+            r = all_or_raise((yield from self._pipeline(build, doing)))
+            out += [
+                ({_text(k): _text(v) for k, v in r[i].items()}, {_text(c): int(s) for c, s in r[i + 1]})
+                for i in range(0, len(r), 2)
+            ]
+        return out
 
     @operation
     def groups(self) -> Op[list[str]]:
@@ -178,6 +192,18 @@ class GroupOps(StoreBase):
         with self._errors(f"reading the config of group {group!r}"):
             raw = yield Cmd(lambda c: c.hget(self.keys.group(group).config, "json"))
         return _text(raw) if raw is not None else None
+
+    @operation
+    def group_configs_json(self, groups: Sequence[str]) -> Op[list[str | None]]:
+        """:meth:`group_config_json` of each of ``groups``, in one pipeline."""
+        replies = all_or_raise(
+            (
+                yield from self._pipeline(
+                    lambda p: [p.hget(self.keys.group(g).config, "json") for g in groups], "reading group configs"
+                )
+            )
+        )
+        return [None if r is None else _text(r) for r in replies]
 
     @operation
     def save_group_config(self, group: str, config_json: str) -> Op[bool]:

@@ -14,7 +14,7 @@ availability"): replication to the replicas' memory, RocketMQ's ``SYNC_MASTER``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +91,7 @@ def _run_node(calls: list[Call], sync: SyncReplicas) -> Op[list[tuple[Any, int]]
 
 
 def _pipeline(calls: Sequence[Call], sync: SyncReplicas) -> Op[list[Any]]:
-    flagged = yield Cmd(scripts._flagged)  # the same script variant (with its Redis 7 flags) as scripts.call
+    flagged = yield Cmd(scripts._flagged)  # the same script variant (with its Redis 7 flags) as scripts.Eval
 
     def build(pipe: Any) -> None:
         scripts.queue_calls(pipe, calls, flagged)
@@ -107,9 +107,9 @@ def _run_cluster(calls: Sequence[Call], sync: SyncReplicas, *, refresh: bool) ->
     are sent once more (``refresh``). A node that cannot be reached makes the topology be read again
     before the error is raised, so the caller's next attempt goes to the promoted replica.
     """
+    names = yield Cmd(lambda client: [str(client.get_node_from_key(keys[0]).name) for _, keys, _ in calls])  # no I/O
     by_node: dict[str, list[int]] = {}
-    for i, (_, keys, _) in enumerate(calls):
-        name = yield Cmd(_node_name(keys[0]))
+    for i, name in enumerate(names):
         by_node.setdefault(name, []).append(i)
     out: list[tuple[Any, int]] = [(None, 0)] * len(calls)
     for indexes in by_node.values():
@@ -127,8 +127,3 @@ def _run_cluster(calls: Sequence[Call], sync: SyncReplicas, *, refresh: bool) ->
         for i, result in zip(moved, again):
             out[i] = result
     return out
-
-
-def _node_name(key: str) -> Callable[[Any], str]:
-    """A client call giving the name of the cluster node serving ``key`` (no I/O)."""
-    return lambda client: str(client.get_node_from_key(key).name)

@@ -125,14 +125,9 @@ class Eval(Request):
             return await client.evalsha(*self.script.args(self.keys, self.argv, flagged=_flagged(client)))
 
 
-def call(name: str, keys: Sequence[str], argv: Sequence[Any]) -> Op[Any]:
-    """The operation running script ``name`` (see :class:`Eval`)."""
-    return (yield Eval(name, keys, argv))
-
-
 def run(client: Any, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any:
     """Run script ``name`` at once on a sync ``client`` (a Redis, RedisCluster or fakeredis client)."""
-    return ops.run(client, call(name, keys, argv))
+    return Eval(name, keys, argv).do(client)
 
 
 def call_many(calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> Op[list[Any]]:

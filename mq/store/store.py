@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from mq.errors import MQBrokerError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
-from mq.keys import key_index_range, stream_id, timer_member
+from mq.keys import key_index_offset, key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
 from mq.store.admin import AdminOps
-from mq.store.base import ScriptCall, StoreBase, all_or_raise, raise_failed
+from mq.store.base import ScriptCall, StoreBase, all_or_raise
 from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
-from mq.store.ops import Cmd, Op, Pipe, SyncRunner, operation
+from mq.store.ops import Cmd, Op, SyncRunner, operation
 from mq.store.proxy import ProxyOps
 from mq.store.trace import TraceOps
 from mq.store.transactions import TransactionOps
@@ -78,7 +78,7 @@ class MessageOps(StoreBase):
                     flags = {"w": int(config.writable(qid)), "r": int(config.readable(qid))}
                     pipe.hset(self.queue_keys(config.name, qid).meta, mapping=flags)
 
-            raise_failed((yield Pipe(set_flags)))
+            all_or_raise((yield from self._pipeline(set_flags, f"saving topic {config.name!r}")))
             stored = json.dumps(json.loads(config.to_json()) | {"span": span}, separators=(",", ":"))
             if raw is None and ((yield Cmd(lambda c: c.hsetnx(self.keys.topics, config.name, stored))) or create_only):
                 return
@@ -108,7 +108,7 @@ class MessageOps(StoreBase):
                     for key in self.queue_keys(name, qid).all():  # one key per command: cluster pipelines need it
                         pipe.execute_command("UNLINK", key)  # not unlink(): a coroutine on asyncio cluster pipelines
 
-            raise_failed((yield Pipe(unlink)))
+            all_or_raise((yield from self._pipeline(unlink, f"deleting topic {name!r}")))
             (yield Cmd(lambda c: c.hdel(self.keys.topics, name)))
         return True
 
@@ -300,13 +300,12 @@ class MessageOps(StoreBase):
     def trim(self, topic: str, queue_id: int, cutoff_ms: int, limit: int = 1000) -> Op[int]:
         """Remove messages of a queue stored before ``cutoff_ms`` and their index entries; returns how many."""
         keys = self.queue_keys(topic, queue_id)
-        removed = 0
-        with self._errors(f"trimming {topic!r} queue {queue_id}"):
-            while True:
-                count, more = yield from scripts.call("trim-queue", [keys.log, keys.ids, keys.keys], [int(cutoff_ms), int(limit)])
-                removed += int(count)
-                if not more:
-                    return removed
+        removed, argv, doing = 0, [int(cutoff_ms), int(limit)], f"trimming {topic!r} queue {queue_id}"
+        while True:
+            count, more = yield from self._script("trim-queue", [keys.log, keys.ids, keys.keys], argv, doing)
+            removed += int(count)
+            if not more:
+                return removed
 
     @operation
     def ensure_topic(self, config: TopicConfig) -> Op[TopicConfig]:
@@ -329,47 +328,65 @@ class MessageOps(StoreBase):
     def read_at(self, topic: str, locations: Iterable[tuple[int, int]]) -> Op[list[MessageExt]]:
         """The messages at ``(queue_id, offset)`` locations (missing ones are skipped), in order."""
         locs = list(locations)
-        with self._errors(f"reading messages of {topic!r}"):
-            results = raise_failed(
-                (yield Pipe(lambda p: [p.xrange(self.queue_keys(topic, q).log, stream_id(o), stream_id(o)) for q, o in locs]))
+        results = all_or_raise(
+            (
+                yield from self._pipeline(
+                    lambda p: [p.xrange(self.queue_keys(topic, q).log, stream_id(o), stream_id(o)) for q, o in locs],
+                    f"reading messages of {topic!r}",
+                )
             )
+        )
         return [codec.decode(topic, qid, e[0][0], e[0][1]) for (qid, _), e in zip(locs, results) if e]
 
     @operation
     def find_ids(self, topic: str, queue_ids: Sequence[int], msg_id: str) -> Op[list[tuple[int, int]]]:
         """``(queue_id, offset)`` of every stored message of ``topic`` with id ``msg_id``."""
-        with self._errors(f"looking up msg id {msg_id!r}"):
-            found = raise_failed((yield Pipe(lambda p: [p.hget(self.queue_keys(topic, q).ids, msg_id) for q in queue_ids])))
+        queues = [(topic, q) for q in queue_ids]
+        found = yield from self._each_queue(queues, lambda p, k: p.hget(k.ids, msg_id), f"looking up msg id {msg_id!r}")
         return [(qid, int(off)) for qid, off in zip(queue_ids, found) if off is not None]
 
     @operation
-    def find_keys(self, topic: str, queue_ids: Sequence[int], key: str, limit: int) -> Op[list[tuple[int, int]]]:
-        """``(queue_id, offset)`` of up to ``limit`` messages per queue indexed under ``key``."""
+    def find_keys(
+        self, topic: str, queue_ids: Sequence[int], key: str, limit: int, *, start: int = 0
+    ) -> Op[list[tuple[int, int]]]:
+        """``(queue_id, offset)`` of up to ``limit`` messages per queue indexed under ``key``, from each
+        queue's ``start``-th such message on (in offset order: index members end in the 20-digit offset)."""
         low, high = key_index_range(key)
-        with self._errors(f"looking up key {key!r}"):
-            found = raise_failed(
-                (yield Pipe(lambda p: [p.zrangebylex(self.queue_keys(topic, q).keys, low, high, 0, limit) for q in queue_ids]))
-            )
-        return [(qid, int(m.rpartition(b"\x1f")[2])) for qid, members in zip(queue_ids, found) for m in members]
+        queues = [(topic, q) for q in queue_ids]
+        found = yield from self._each_queue(
+            queues, lambda p, k: p.zrangebylex(k.keys, low, high, int(start), int(limit)), f"looking up key {key!r}"
+        )
+        return [(qid, key_index_offset(m)) for qid, members in zip(queue_ids, found) for m in members]
 
     # -- offsets --------------------------------------------------------------------------------
 
     @operation
     def queue_stats(self, topic: str, queue_ids: Sequence[int]) -> Op[dict[int, QueueStats]]:
         """Min/max offset and last store time of each queue."""
-        calls: list[ScriptCall] = [("queue-stats", self.queue_keys(topic, q).read(), []) for q in queue_ids]
-        results = all_or_raise((yield from self._scripts(calls, f"reading offsets of {topic!r}")))
-        return {q: QueueStats(int(r[0]), int(r[1]), int(r[2])) for q, r in zip(queue_ids, results)}
+        stats = yield from self._queue_stats([(topic, q) for q in queue_ids], f"reading offsets of {topic!r}")
+        return dict(zip(queue_ids, stats))
 
     @operation
     def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> Op[int]:
         """Offset of the first message stored at or after ``timestamp_ms`` (max offset if none)."""
-        with self._errors(f"searching {topic!r} queue {queue_id}"):
-            keys = self.queue_keys(topic, queue_id).read()
-            result = int((yield from scripts.call("search-offset", keys, [int(timestamp_ms)])))
-        if result < 0:
-            raise TopicNotFoundError(f"queue {queue_id} of topic {topic!r} does not exist")
-        return result
+        keys = self.queue_keys(topic, queue_id).read()
+        result = yield from self._script("search-offset", keys, [int(timestamp_ms)], f"searching {topic!r} queue {queue_id}")
+        return _searched(topic, queue_id, result)
+
+    @operation
+    def search_offsets(self, topic: str, queue_ids: Sequence[int], timestamp_ms: int) -> Op[dict[int, int]]:
+        """:meth:`search_offset` of each of ``queue_ids``, in one pipeline."""
+        calls: list[ScriptCall] = [("search-offset", self.queue_keys(topic, q).read(), [int(timestamp_ms)]) for q in queue_ids]
+        results = all_or_raise((yield from self._scripts(calls, f"searching {topic!r}")))
+        return {q: _searched(topic, q, r) for q, r in zip(queue_ids, results)}
+
+
+def _searched(topic: str, queue_id: int, result: Any) -> int:
+    """The offset ``search-offset`` found (it answers -1 for a queue that does not exist)."""
+    offset = int(result)
+    if offset < 0:
+        raise TopicNotFoundError(f"queue {queue_id} of topic {topic!r} does not exist")
+    return offset
 
 
 #: ``end-transaction``'s code for a half message discarded because the log could not take it.

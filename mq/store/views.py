@@ -1,7 +1,9 @@
 """Store reads behind the web console's views (``mq console``): many queues in few round trips —
-queue stats with every group's committed offset, queue owners, key-index pages, per-topic backlogs of
-the timer and transaction indexes, the registries and configs of many groups, a retry timer's content,
-and the broker services' last beats. Operations (see :mod:`mq.store.ops`)."""
+queue stats with every group's committed offset, queue owners, key counts, per-topic backlogs of the
+timer and transaction indexes, and a retry timer's content. Operations (see :mod:`mq.store.ops`); the
+console's other reads are next to their kin: the registries and configs of many groups in
+:class:`~mq.store.groups.GroupOps`, committed offsets of many queues and the broker services' beats in
+:class:`~mq.store.broker.BrokerOps`, key pages in :meth:`~mq.store.store.MessageOps.find_keys`."""
 
 from __future__ import annotations
 
@@ -9,43 +11,30 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mq.keys import QueueKeys, key_index_range, parse_timer_member
-from mq.store.base import ScriptCall, StoreBase, all_or_raise, chunks
-from mq.store.ops import Op, operation
+from mq.store.base import StoreBase
+from mq.store.broker import BrokerOps
+from mq.store.ops import Cmd, Op, operation
 from mq.topic import QueueStats
 
-#: Queues read per pipelined round trip.
-VIEW_BATCH = 2000
 #: Entries of a timer stream read per round trip by :meth:`ViewOps.delayed_holds`.
 TIMER_PAGE = 500
 
 
 class ViewOps(StoreBase):
-    """Bulk, read-only views over queues, groups and the namespace indexes."""
+    """Bulk, read-only views over queues and the namespace indexes."""
 
     @operation
     def queues_state(
         self, queues: Sequence[tuple[str, int]], *, offsets: bool = True
     ) -> Op[list[tuple[QueueStats, dict[str, int]]]]:
         """For each ``(topic, queue_id)``: its stats and (with ``offsets``) the committed offset of every
-        group on it; two pipelines (scripts, then ``HGETALL``) per :data:`VIEW_BATCH` queues."""
-        out: list[tuple[QueueStats, dict[str, int]]] = []
-        for batch in chunks(queues, VIEW_BATCH):
-            calls: list[ScriptCall] = [("queue-stats", self.queue_keys(t, q).read(), []) for t, q in batch]
-            stats = all_or_raise((yield from self._scripts(calls, "reading queue stats")))
-            committed: list[Any] = [{}] * len(batch)
-            if offsets:
-                committed = yield from self._each_queue(batch, lambda p, k: p.hgetall(k.offsets), "reading committed offsets")
-            out += [
-                (QueueStats(int(s[0]), int(s[1]), int(s[2])), {_text(g): int(o) for g, o in off.items()})
-                for s, off in zip(stats, committed)
-            ]
-        return out
-
-    @operation
-    def queues_offsets(self, queues: Sequence[tuple[str, int]]) -> Op[list[dict[str, int]]]:
-        """For each ``(topic, queue_id)``: the committed offset of every group on it (``HGETALL``)."""
-        replies = yield from self._each_queue(queues, lambda p, k: p.hgetall(k.offsets), "reading committed offsets")
-        return [{_text(g): int(o) for g, o in r.items()} for r in replies]
+        group on it: one pipeline of scripts, then (with ``offsets``) one of ``HGETALL``, per
+        :data:`~mq.store.base.QUEUE_BATCH` queues."""
+        stats = yield from self._queue_stats(queues, "reading queue stats")
+        committed: list[dict[str, int]] = (
+            (yield from BrokerOps.group_offsets_of.op(self, queues)) if offsets else [{} for _ in queues]
+        )
+        return list(zip(stats, committed))
 
     @operation
     def queue_owners(self, queues: Sequence[tuple[str, int]]) -> Op[list[dict[str, str]]]:
@@ -62,57 +51,15 @@ class ViewOps(StoreBase):
         return [int(r) for r in replies]
 
     @operation
-    def key_page(self, topic: str, queue_id: int, key: str, start: int, count: int) -> Op[list[int]]:
-        """Offsets of the ``count`` messages of one queue indexed under ``key`` from the ``start``-th on
-        (in offset order: index members end in the 20-digit offset)."""
-        low, high = key_index_range(key)
-        index = self.queue_keys(topic, queue_id).keys
-        members = yield from self._cmd(
-            lambda c: c.zrangebylex(index, low, high, int(start), int(count)), f"looking up key {key!r}"
-        )
-        return [int(m.rpartition(b"\x1f")[2]) for m in members]
-
-    @operation
     def index_backlog(self, index: str, schedule: Callable[[QueueKeys], str]) -> Op[list[tuple[str, int, int, int]]]:
         """``(topic, queue_id, waiting, earliest ms)`` of every queue listed in a broker index
         (``{ns}:timers`` with ``QueueKeys.timer``, ``{ns}:halves`` with ``QueueKeys.halfidx``):
         the index's score and the size of the queue's own schedule."""
-        raw = yield from self._cmd(lambda c: c.zrange(index, 0, -1, withscores=True), "reading a broker index")
+        with self._errors("reading a broker index"):
+            raw = yield Cmd(lambda c: c.zrange(index, 0, -1, withscores=True))
         listed = [(parse_timer_member(m), int(s)) for m, s in raw]
         sizes = yield from self._each_queue([q for q, _ in listed], lambda p, k: p.zcard(schedule(k)), "reading queue schedules")
         return [(t, q, int(n), at) for ((t, q), at), n in zip(listed, sizes)]
-
-    @operation
-    def groups_clients_raw(self, groups: Sequence[str]) -> Op[list[tuple[dict[str, str], dict[str, int]]]]:
-        """The registry of each of ``groups`` (client id → info JSON, client id → last heartbeat ms), in
-        one pipeline per :data:`VIEW_BATCH` groups."""
-        out: list[tuple[dict[str, str], dict[str, int]]] = []
-        for batch in chunks(groups, VIEW_BATCH):
-            keys = [self.keys.group(g) for g in batch]
-
-            def build(p: Any, keys: Sequence[Any] = keys) -> None:
-                for k in keys:
-                    p.hgetall(k.info)
-                    p.zrange(k.clients, 0, -1, withscores=True)
-
-            r = all_or_raise((yield from self._pipeline(build, "reading the clients of groups")))
-            out += [
-                ({_text(k): _text(v) for k, v in r[i].items()}, {_text(c): int(s) for c, s in r[i + 1]})
-                for i in range(0, len(r), 2)
-            ]
-        return out
-
-    @operation
-    def group_configs_json(self, groups: Sequence[str]) -> Op[list[str | None]]:
-        """The stored config JSON of each of ``groups`` (None: it has none), in one pipeline."""
-        replies = all_or_raise(
-            (
-                yield from self._pipeline(
-                    lambda p: [p.hget(self.keys.group(g).config, "json") for g in groups], "reading group configs"
-                )
-            )
-        )
-        return [None if r is None else _text(r) for r in replies]
 
     @operation
     def delayed_holds(self, topic: str, queue_id: int, msg_id: str, *, limit: int) -> Op[bool | None]:
@@ -123,7 +70,8 @@ class ViewOps(StoreBase):
         start, seen, wanted = "-", 0, msg_id.encode()
         while seen < limit:
             page = _xrange_from(delayed, start)
-            entries = yield from self._cmd(page, f"reading the timer of {topic!r} queue {queue_id}")
+            with self._errors(f"reading the timer of {topic!r} queue {queue_id}"):
+                entries = yield Cmd(page)
             if any(fields.get(b"i") == wanted for _, fields in entries):
                 return True
             if len(entries) < TIMER_PAGE:
@@ -131,27 +79,6 @@ class ViewOps(StoreBase):
             seen += len(entries)
             start = "(" + _text(entries[-1][0])
         return None
-
-    @operation
-    def broker_beats(self) -> Op[dict[str, int]]:
-        """Every broker service id with its last health beat, epoch ms."""
-        raw = yield from self._cmd(lambda c: c.zrange(self.keys.brokers, 0, -1, withscores=True), "reading broker health")
-        return {_text(m): int(s) for m, s in raw}
-
-    def _each_queue(
-        self, queues: Sequence[tuple[str, int]], command: Callable[[Any, QueueKeys], object], doing: str
-    ) -> Op[list[Any]]:
-        """One pipelined ``command(pipe, queue keys)`` per queue, :data:`VIEW_BATCH` a round trip."""
-        out: list[Any] = []
-        for batch in chunks(queues, VIEW_BATCH):
-            keys = [self.queue_keys(t, q) for t, q in batch]
-
-            def build(p: Any, keys: Sequence[QueueKeys] = keys) -> None:
-                for k in keys:
-                    command(p, k)
-
-            out += all_or_raise((yield from self._pipeline(build, doing)))
-        return out
 
 
 def _xrange_from(stream: str, start: str) -> Callable[[Any], Any]:
