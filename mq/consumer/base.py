@@ -135,4 +135,3 @@ class QueueConsumerBase(Generic[CoreT]):
             assigned=assigned,
         )
         return self._core
-
