@@ -217,11 +217,7 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         """Send each message back (retry topic, or the DLQ past ``max_reconsume_times``); a message
         that cannot be sent back is consumed again here after LOCAL_RECONSUME_DELAY_S."""
         assert self._core is not None
-        failed = await self._core.run(send_back_op(self._send_back, msgs, delay_level, LOCAL_RECONSUME_DELAY_S))
-        failed_ids = {id(m) for m in failed}
-        done(self._core.puller, pq, [m for m in msgs if id(m) not in failed_ids])
-        if failed:
-            self._reconsume_here(pq, failed)
+        self._sent_back(pq, msgs, await self._core.run(send_back_op(self._send_back, msgs, delay_level, LOCAL_RECONSUME_DELAY_S)))
 
     def _reconsume_here(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Deliver ``msgs`` again to this consumer after ``LOCAL_RECONSUME_DELAY_S`` (their offsets stay held)."""
