@@ -19,15 +19,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from mq.connection import Connection
-from mq.consumer.locks import LOCK_RENEW_INTERVAL_S
-from mq.consumer.long_poll import LONG_POLL_BLOCK_MS
+from mq.consumer.long_poll import LONG_POLL_BLOCK_MS, wait_failed
 from mq.consumer.long_poll import RETRY_PAUSE_S as POLL_RETRY_PAUSE_S
-from mq.consumer.offsets import PERSIST_INTERVAL_S
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import RETRY_PAUSE_S
-from mq.consumer.registry import HEARTBEAT_INTERVAL_S, STATUS_INTERVAL_S
-from mq.consumer.steps import REBALANCE_INTERVAL_S, SHUTDOWN_TIMEOUT_S, CoreSteps
-from mq.errors import MQBrokerError
+from mq.consumer.steps import SHUTDOWN_TIMEOUT_S, CoreSteps
 from mq.queue import MessageQueue
 from mq.store.ops import Op, arun
 from mq.store.store import StoreOps
@@ -115,15 +111,14 @@ class AsyncConsumerCore(CoreSteps):
         await self.do(self.take_beat_op(await self.run(self.registry.heartbeat())))
         self.settings.start.started_ms = self.registry.last_now_ms
         self._puller_task = self.spawn(self._pull_loop(), f"mq-puller-{self.group}")
-        every: list[Job] = [
-            (self._heartbeat, HEARTBEAT_INTERVAL_S, "heartbeat"),
-            (self.rebalance, REBALANCE_INTERVAL_S, "rebalance"),
-            (self.persist_offsets, PERSIST_INTERVAL_S, "persist-offsets"),
-            (self._publish_status, STATUS_INTERVAL_S, "status"),
-            *jobs,
-        ]
-        if self.ownership.renews:
-            every.append((self.renew, LOCK_RENEW_INTERVAL_S, "renew-locks"))
+        every: list[Job] = self.timed_jobs(
+            heartbeat=self._heartbeat,
+            rebalance=self.rebalance,
+            persist=self.persist_offsets,
+            status=self._publish_status,
+            renew=self.renew,
+        )
+        every += jobs
         self._jobs = [self.spawn(self._every(fn, seconds, job_id), f"mq-{job_id}-{self.group}") for fn, seconds, job_id in every]
         await self.rebalance()
 
@@ -239,8 +234,7 @@ class AsyncConsumerCore(CoreSteps):
             except Exception as e:  # a waiter never dies: the queue would stall
                 if self.stopped or pq.dropped:
                     return
-                level = logging.WARNING if isinstance(e, (MQBrokerError, OSError)) else logging.ERROR
-                log.log(level, "long poll of %s failed, retrying in %s s: %r", pq.queue, POLL_RETRY_PAUSE_S, e)
+                wait_failed(pq, e)
                 await asyncio.sleep(POLL_RETRY_PAUSE_S)
         self._waiters.pop(pq, None)
 

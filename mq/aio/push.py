@@ -15,51 +15,32 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
 
 from mq.aio.core import AsyncConsumerCore
 from mq.aio.orderly import AsyncOrderlyService
-from mq.consumer.allocate import AllocateMessageQueueStrategy
-from mq.consumer.base import QueueConsumerBase
 from mq.consumer.concurrently import (
     acknowledged,
-    check_push_options,
     check_startable,
     done,
-    max_reconsume_times_of,
-    overdue,
     send_back_op,
     tasks_of,
     tried_again,
 )
 from mq.consumer.listener import ainvoke
 from mq.consumer.process_queue import ProcessQueue
-from mq.consumer.puller import CONSUME_CONCURRENTLY_MAX_SPAN
-from mq.consumer.push import (
-    DEFAULT_CONSUME_BATCH_MAX_SIZE,
-    DEFAULT_CONSUME_THREAD_MAX,
-    DEFAULT_CONSUME_TIMEOUT_MIN,
-    DEFAULT_MAX_RECONSUME_TIMES,
-    DEFAULT_PULL_BATCH_SIZE,
-    DEFAULT_SUSPEND_MS,
-    LOCAL_RECONSUME_DELAY_S,
-)
+from mq.consumer.push import DEFAULT_MAX_RECONSUME_TIMES, LOCAL_RECONSUME_DELAY_S, PushBase, no_listener
 from mq.consumer.retry import SendBackOps
 from mq.consumer.steps import SHUTDOWN_TIMEOUT_S
 from mq.consumer.types import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
-    ConsumeFromWhere,
-    ConsumeHook,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
     MessageModel,
 )
-from mq.errors import MQClientError
 from mq.filter import MessageSelector
 from mq.message import MessageExt
 from mq.store.ops import arun
-from mq.store.replication import SyncReplicas
 
 log = logging.getLogger("mq.consumer")
 
@@ -71,7 +52,7 @@ Listener = Callable[
 OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext], Awaitable[ConsumeOrderlyStatus] | ConsumeOrderlyStatus]
 
 
-class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
+class PushConsumer(PushBase[AsyncConsumerCore]):
     """Consumes the subscribed topics with an async listener, in tasks (see :class:`mq.PushConsumer`
     for every argument; here ``consume_thread_max`` bounds the listener calls running at once).
 
@@ -84,68 +65,17 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
     """
 
     _core_type = AsyncConsumerCore
+    _no_trace = "trace=True is not supported by mq.aio.PushConsumer yet: use mq.PushConsumer to record traces"
+    _orderly: AsyncOrderlyService | None
 
-    def __init__(
-        self,
-        group: str,
-        url: str | None = None,
-        *,
-        namespace: str = "mq",
-        message_model: MessageModel = MessageModel.CLUSTERING,
-        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
-        consume_timestamp_ms: int | None = None,
-        allocate_strategy: AllocateMessageQueueStrategy | None = None,
-        consume_thread_max: int = DEFAULT_CONSUME_THREAD_MAX,
-        pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE,
-        consume_message_batch_max_size: int = DEFAULT_CONSUME_BATCH_MAX_SIZE,
-        max_reconsume_times: int | None = None,
-        client_id: str | None = None,
-        consume_timeout_min: float = DEFAULT_CONSUME_TIMEOUT_MIN,
-        suspend_current_queue_time_ms: int = DEFAULT_SUSPEND_MS,
-        trace: bool | None = None,
-        sync_replicas: int = 0,
-        sync_replicas_timeout_ms: int = 1000,
-    ) -> None:
-        check_push_options(
-            consume_timeout_min=consume_timeout_min,
-            consume_thread_max=consume_thread_max,
-            consume_message_batch_max_size=consume_message_batch_max_size,
-            max_reconsume_times=max_reconsume_times,
-        )
-        if trace:
-            raise MQClientError("trace=True is not supported by mq.aio.PushConsumer yet: use mq.PushConsumer to record traces")
-        super().__init__(
-            group,
-            url,
-            namespace=namespace,
-            message_model=message_model,
-            consume_from_where=consume_from_where,
-            consume_timestamp_ms=consume_timestamp_ms,
-            allocate_strategy=allocate_strategy,
-            pull_batch_size=pull_batch_size,
-            client_id=client_id,
-            kind="push",
-            sync=SyncReplicas(sync_replicas, sync_replicas_timeout_ms),
-        )
-        self.consume_thread_max = consume_thread_max
-        self.consume_message_batch_max_size = consume_message_batch_max_size
-        self.consume_timeout_min = consume_timeout_min
-        self.suspend_current_queue_time_ms = suspend_current_queue_time_ms
-        self._max_reconsume_times = max_reconsume_times
-        self._listener: Listener | None = None
-        self._orderly_listener: OrderlyListener | None = None
-        self._orderly: AsyncOrderlyService | None = None
-        self._hooks: list[ConsumeHook] = []
+    def _setup(self, trace: bool | None) -> None:
+        self._orderly = None
         self._send_back = SendBackOps(self._store, self.group, DEFAULT_MAX_RECONSUME_TIMES)
         self._slots: asyncio.Semaphore | None = None
         self._in_flight = 0
         self._drained = asyncio.Event()
         self._drained.set()
         self._started = False
-        # what the core needs to know of this kind of consumption (see mq.consumer.parts.Consumption)
-        self.max_span: int | None = CONSUME_CONCURRENTLY_MAX_SPAN
-        self.drains_on_release = True  # orderly releases between two batches instead
-        self.seeds_start = True
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -166,19 +96,6 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
         """
         self._orderly_listener = listener
 
-    def register_consume_hook(self, hook: ConsumeHook) -> None:
-        """Add a hook whose ``before``/``after`` run around every listener call (plain functions)."""
-        self._hooks.append(hook)
-
-    @property
-    def max_reconsume_times(self) -> int:
-        """Retries before the DLQ (-1: unlimited)."""
-        config = self._core.group_config if self._core is not None else None
-        orderly = self._orderly_listener is not None
-        return max_reconsume_times_of(
-            self._max_reconsume_times, orderly=orderly, config=config, default=DEFAULT_MAX_RECONSUME_TIMES
-        )
-
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> PushConsumer:
@@ -186,10 +103,8 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
         check_startable(self._listener, self._orderly_listener, self._subscriptions)
         if self._started:
             return self
-        orderly = self._orderly_listener is not None
-        if orderly:
-            self.max_span, self.drains_on_release = None, False
-        elif self.message_model is MessageModel.CLUSTERING:  # retries come back through the group's retry topic
+        orderly = self._consumes_orderly()
+        if not orderly and self.message_model is MessageModel.CLUSTERING:  # retries come back through the group's retry topic
             retry = await arun(self._conn.async_client, SendBackOps.ensure_retry_topic.op(self._send_back))
             self._subscriptions[retry] = MessageSelector.by_tag("*")
         core = self._build_core(self, orderly=orderly)
@@ -204,7 +119,7 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
             )
         self._slots = asyncio.Semaphore(self.consume_thread_max)
         self._started = True
-        await core.start(jobs=[(self._send_back_overdue, min(60.0, self.consume_timeout_min * 60 / 4), "consume-timeout")])
+        await core.start(jobs=[(self._send_back_overdue, self._overdue_every_s, "consume-timeout")])
         self._send_back.max_reconsume_times = self.max_reconsume_times  # the group's config is known now
         return self
 
@@ -231,10 +146,6 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
 
     # -- consumption (what the core asks, see mq.consumer.parts.Consumption) ---------------------
 
-    def commit_offset(self, pq: ProcessQueue) -> int | None:
-        """What may be committed for ``pq``: the smallest offset still in flight (or the next one)."""
-        return pq.commit_offset()
-
     def deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Hand pulled messages to listener tasks (orderly: to the queue's consume task)."""
         core = self._core
@@ -257,13 +168,7 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
                 try:
                     await self._consume_batch(pq, msgs)
                 except Exception:  # our own handling failed: never leave the messages stuck in flight
-                    log.exception(
-                        "handling the listener's answer for %d message(s) of %s failed; they are consumed again here in %s s",
-                        len(msgs),
-                        pq.queue,
-                        LOCAL_RECONSUME_DELAY_S,
-                    )
-                    self._reconsume_here(pq, msgs)
+                    self._handling_failed(pq, msgs, "handling the listener's answer for")
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
@@ -280,7 +185,7 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
                 status = await ainvoke(
                     self.group,
                     self._hooks,
-                    self._listener or _no_listener,
+                    self._listener or no_listener,
                     pq.queue,
                     msgs,
                     ctx,
@@ -300,7 +205,7 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
         return await ainvoke(
             self.group,
             self._hooks,
-            self._orderly_listener or _no_listener,
+            self._orderly_listener or no_listener,
             pq.queue,
             msgs,
             ctx,
@@ -312,11 +217,7 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
         """Send each message back (retry topic, or the DLQ past ``max_reconsume_times``); a message
         that cannot be sent back is consumed again here after LOCAL_RECONSUME_DELAY_S."""
         assert self._core is not None
-        failed = await self._core.run(send_back_op(self._send_back, msgs, delay_level, LOCAL_RECONSUME_DELAY_S))
-        failed_ids = {id(m) for m in failed}
-        done(self._core.puller, pq, [m for m in msgs if id(m) not in failed_ids])
-        if failed:
-            self._reconsume_here(pq, failed)
+        self._sent_back(pq, msgs, await self._core.run(send_back_op(self._send_back, msgs, delay_level, LOCAL_RECONSUME_DELAY_S)))
 
     def _reconsume_here(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Deliver ``msgs`` again to this consumer after ``LOCAL_RECONSUME_DELAY_S`` (their offsets stay held)."""
@@ -324,9 +225,7 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
 
     async def _send_back_overdue(self) -> None:
         """Send back messages whose listener call exceeded ``consume_timeout_min``."""
-        if self.message_model is not MessageModel.CLUSTERING or self._orderly is not None or self._core is None:
-            return  # orderly: a slow batch holds its queue by design
-        for pq, msgs in overdue(list(self._core.process_queues.values()), self.consume_timeout_min):
+        for pq, msgs in self._overdue():
             await self._reconsume_later(pq, msgs, 0)
 
     async def _drain(self, timeout_s: float) -> bool:
@@ -343,7 +242,3 @@ class PushConsumer(QueueConsumerBase[AsyncConsumerCore]):
                 timeout_s,
             )
             return False
-
-
-def _no_listener(msgs: list[MessageExt], ctx: Any) -> None:
-    raise MQClientError("no listener registered")

@@ -10,7 +10,6 @@ from typing import Generic, TypeVar
 
 from mq.connection import Connection
 from mq.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
-from mq.consumer.core import ConsumerCore
 from mq.consumer.ownership import choose
 from mq.consumer.parts import ConsumerSettings, Consumption
 from mq.consumer.registry import ClientInfo, Registry
@@ -136,9 +135,3 @@ class QueueConsumerBase(Generic[CoreT]):
             assigned=assigned,
         )
         return self._core
-
-
-class QueueConsumer(QueueConsumerBase[ConsumerCore]):
-    """The shared part of :class:`~mq.PushConsumer` and :class:`~mq.PullConsumer`."""
-
-    _core_type = ConsumerCore

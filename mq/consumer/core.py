@@ -21,13 +21,10 @@ from typing import Any, TypeVar
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from mq.consumer.locks import LOCK_RENEW_INTERVAL_S
 from mq.consumer.long_poll import LongPoller
-from mq.consumer.offsets import PERSIST_INTERVAL_S
 from mq.consumer.parts import logged_job
 from mq.consumer.process_queue import ProcessQueue
-from mq.consumer.registry import HEARTBEAT_INTERVAL_S, STATUS_INTERVAL_S
-from mq.consumer.steps import REBALANCE_INTERVAL_S, RELEASE_WAIT_S, SHUTDOWN_TIMEOUT_S, CoreSteps, log
+from mq.consumer.steps import RELEASE_WAIT_S, SHUTDOWN_TIMEOUT_S, CoreSteps, log
 from mq.queue import MessageQueue
 from mq.store.ops import Op
 
@@ -70,15 +67,14 @@ class ConsumerCore(CoreSteps):
         self.settings.start.started_ms = self.registry.last_now_ms
         self.puller.start(f"mq-puller-{self.group}")
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 5})
-        every = [
-            (self._heartbeat, HEARTBEAT_INTERVAL_S, "heartbeat"),
-            (self.rebalance, REBALANCE_INTERVAL_S, "rebalance"),
-            (self.persist_offsets, PERSIST_INTERVAL_S, "persist-offsets"),
-            (self.publish_status, STATUS_INTERVAL_S, "status"),
-            *jobs,
-        ]
-        if self.ownership.renews:
-            every.append((self.renew, LOCK_RENEW_INTERVAL_S, "renew-locks"))
+        every = self.timed_jobs(
+            heartbeat=self._heartbeat,
+            rebalance=self.rebalance,
+            persist=self.persist_offsets,
+            status=self.publish_status,
+            renew=self.renew,
+        )
+        every += jobs
         for fn, seconds, job_id in every:
             scheduler.add_job(logged_job(fn, job_id, self.group), "interval", seconds=seconds, id=job_id)
         scheduler.start()

@@ -31,6 +31,13 @@ RETRY_PAUSE_S = 1.0
 OnNews = Callable[[ProcessQueue, int, list[MessageExt], int], None]
 
 
+def wait_failed(pq: ProcessQueue, e: Exception) -> None:
+    """Log that a wait of ``pq``'s waiter failed (it retries in RETRY_PAUSE_S): a warning for the
+    store's and the network's errors, an error with its traceback for anything else."""
+    level = logging.WARNING if isinstance(e, (MQBrokerError, OSError)) else logging.ERROR
+    log.log(level, "long poll of %s failed, retrying in %s s: %r", pq.queue, RETRY_PAUSE_S, e, exc_info=level == logging.ERROR)
+
+
 class LongPoller:
     """Runs the waiters of one consumer on a connection of its own (replies may take ``LONG_POLL_BLOCK_MS``).
 
@@ -78,15 +85,7 @@ class LongPoller:
             except Exception as e:  # a waiter never dies: the queue would stall
                 if self._stopped.is_set() or pq.dropped:
                     return  # shutdown closed the connection under this call
-                level = logging.WARNING if isinstance(e, (MQBrokerError, OSError)) else logging.ERROR
-                log.log(
-                    level,
-                    "long poll of %s failed, retrying in %s s: %r",
-                    pq.queue,
-                    RETRY_PAUSE_S,
-                    e,
-                    exc_info=level == logging.ERROR,
-                )
+                wait_failed(pq, e)
                 self._stopped.wait(RETRY_PAUSE_S)
 
     def _once(self, pq: ProcessQueue) -> None:

@@ -9,10 +9,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
+from typing import Any
 
 from mq import otel
 from mq.consumer.allocate import AllocateMessageQueueStrategy
-from mq.consumer.base import QueueConsumer
+from mq.consumer.base import CoreT, QueueConsumerBase
 from mq.consumer.concurrently import (
     acknowledged,
     check_push_options,
@@ -24,7 +25,7 @@ from mq.consumer.concurrently import (
     tasks_of,
     tried_again,
 )
-from mq.consumer.core import SHUTDOWN_TIMEOUT_S
+from mq.consumer.core import SHUTDOWN_TIMEOUT_S, ConsumerCore
 from mq.consumer.listener import invoke
 from mq.consumer.orderly import OrderlyService
 from mq.consumer.process_queue import ProcessQueue
@@ -73,7 +74,139 @@ Listener = Callable[[list[MessageExt], ConsumeConcurrentlyContext], ConsumeConcu
 OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
 
 
-class PushConsumer(QueueConsumer):
+class PushBase(QueueConsumerBase[CoreT]):
+    """What the sync and asyncio push consumers share: the arguments (see :class:`PushConsumer`), the
+    settings checked once, the listener's retries, and the consume-timeout scan. A subclass adds its
+    own scheduling state (threads or tasks) in :meth:`_setup`."""
+
+    #: Why ``trace=True`` is refused by this class (None: it records traces).
+    _no_trace: str | None = None
+
+    _listener: Callable[..., Any] | None
+    _orderly_listener: Callable[..., Any] | None
+    _orderly: object | None  # the orderly service, made at start
+
+    def __init__(
+        self,
+        group: str,
+        url: str | None = None,
+        *,
+        namespace: str = "mq",
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
+        consume_timestamp_ms: int | None = None,
+        allocate_strategy: AllocateMessageQueueStrategy | None = None,
+        consume_thread_max: int = DEFAULT_CONSUME_THREAD_MAX,
+        pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE,
+        consume_message_batch_max_size: int = DEFAULT_CONSUME_BATCH_MAX_SIZE,
+        max_reconsume_times: int | None = None,
+        client_id: str | None = None,
+        consume_timeout_min: float = DEFAULT_CONSUME_TIMEOUT_MIN,
+        suspend_current_queue_time_ms: int = DEFAULT_SUSPEND_MS,
+        trace: bool | None = None,
+        sync_replicas: int = 0,
+        sync_replicas_timeout_ms: int = 1000,
+    ) -> None:
+        check_push_options(
+            consume_timeout_min=consume_timeout_min,
+            consume_thread_max=consume_thread_max,
+            consume_message_batch_max_size=consume_message_batch_max_size,
+            max_reconsume_times=max_reconsume_times,
+        )
+        if trace and self._no_trace is not None:
+            raise MQClientError(self._no_trace)
+        super().__init__(
+            group,
+            url,
+            namespace=namespace,
+            message_model=message_model,
+            consume_from_where=consume_from_where,
+            consume_timestamp_ms=consume_timestamp_ms,
+            allocate_strategy=allocate_strategy,
+            pull_batch_size=pull_batch_size,
+            client_id=client_id,
+            kind="push",
+            sync=SyncReplicas(sync_replicas, sync_replicas_timeout_ms),
+        )
+        self.consume_thread_max = consume_thread_max
+        self.consume_message_batch_max_size = consume_message_batch_max_size
+        self.consume_timeout_min = consume_timeout_min
+        self.suspend_current_queue_time_ms = suspend_current_queue_time_ms
+        self._max_reconsume_times = max_reconsume_times
+        self._listener = None
+        self._orderly_listener = None
+        self._hooks: list[ConsumeHook] = []
+        # what the core needs to know of this kind of consumption (see mq.consumer.parts.Consumption)
+        self.max_span: int | None = CONSUME_CONCURRENTLY_MAX_SPAN
+        self.drains_on_release = True  # orderly releases between two batches instead
+        self.seeds_start = True
+        self._setup(trace)
+
+    def _setup(self, trace: bool | None) -> None:
+        """Make what the subclass needs besides the shared state (``trace``: the argument)."""
+
+    def register_consume_hook(self, hook: ConsumeHook) -> None:
+        """Add a hook whose ``before``/``after`` run around every listener call (plain functions)."""
+        self._hooks.append(hook)
+
+    @property
+    def max_reconsume_times(self) -> int:
+        """Retries before the DLQ (-1: unlimited)."""
+        config = self._core.group_config if self._core is not None else None
+        orderly = self._orderly_listener is not None
+        return max_reconsume_times_of(
+            self._max_reconsume_times, orderly=orderly, config=config, default=DEFAULT_MAX_RECONSUME_TIMES
+        )
+
+    def _consumes_orderly(self) -> bool:
+        """At start: whether an orderly listener is registered (then the core's settings for it are set)."""
+        orderly = self._orderly_listener is not None
+        if orderly:
+            self.max_span, self.drains_on_release = None, False
+        return orderly
+
+    @property
+    def _overdue_every_s(self) -> float:
+        """Seconds between two scans for listener calls past ``consume_timeout_min``."""
+        return min(60.0, self.consume_timeout_min * 60 / 4)
+
+    def _overdue(self) -> list[tuple[ProcessQueue, list[MessageExt]]]:
+        """The messages whose listener call exceeded ``consume_timeout_min``, to send back [RocketMQ
+        ``cleanExpiredMsg``]; none in broadcasting or orderly consumption (a slow orderly batch holds
+        its queue by design)."""
+        if self.message_model is not MessageModel.CLUSTERING or self._orderly is not None or self._core is None:
+            return []
+        return overdue(list(self._core.process_queues.values()), self.consume_timeout_min)
+
+    def commit_offset(self, pq: ProcessQueue) -> int | None:
+        """What may be committed for ``pq``: the smallest offset still in flight (or the next one)."""
+        return pq.commit_offset()
+
+    def _handling_failed(self, pq: ProcessQueue, msgs: list[MessageExt], what: str) -> None:
+        """Log that our own handling of ``msgs`` failed (``what``: the step) and consume them again here."""
+        log.exception(
+            "%s %d message(s) of %s failed; they are consumed again here in %s s",
+            what,
+            len(msgs),
+            pq.queue,
+            LOCAL_RECONSUME_DELAY_S,
+        )
+        self._reconsume_here(pq, msgs)
+
+    def _sent_back(self, pq: ProcessQueue, msgs: list[MessageExt], failed: list[MessageExt]) -> None:
+        """``msgs`` were sent back but for ``failed``: forget the others, consume ``failed`` again here."""
+        assert self._core is not None
+        failed_ids = {id(m) for m in failed}
+        done(self._core.puller, pq, [m for m in msgs if id(m) not in failed_ids])
+        if failed:
+            self._reconsume_here(pq, failed)
+
+    def _reconsume_here(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Deliver ``msgs`` again to this consumer after ``LOCAL_RECONSUME_DELAY_S`` (their offsets stay held)."""
+        raise NotImplementedError
+
+
+class PushConsumer(PushBase[ConsumerCore]):
     """Consumes the subscribed topics with a listener on a pool of worker threads.
 
     Args:
@@ -107,64 +240,16 @@ class PushConsumer(QueueConsumer):
     Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
     """
 
-    def __init__(
-        self,
-        group: str,
-        url: str | None = None,
-        *,
-        namespace: str = "mq",
-        message_model: MessageModel = MessageModel.CLUSTERING,
-        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
-        consume_timestamp_ms: int | None = None,
-        allocate_strategy: AllocateMessageQueueStrategy | None = None,
-        consume_thread_max: int = DEFAULT_CONSUME_THREAD_MAX,
-        pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE,
-        consume_message_batch_max_size: int = DEFAULT_CONSUME_BATCH_MAX_SIZE,
-        max_reconsume_times: int | None = None,
-        client_id: str | None = None,
-        consume_timeout_min: float = DEFAULT_CONSUME_TIMEOUT_MIN,
-        suspend_current_queue_time_ms: int = DEFAULT_SUSPEND_MS,
-        trace: bool | None = None,
-        sync_replicas: int = 0,
-        sync_replicas_timeout_ms: int = 1000,
-    ) -> None:
-        check_push_options(
-            consume_timeout_min=consume_timeout_min,
-            consume_thread_max=consume_thread_max,
-            consume_message_batch_max_size=consume_message_batch_max_size,
-            max_reconsume_times=max_reconsume_times,
-        )
-        super().__init__(
-            group,
-            url,
-            namespace=namespace,
-            message_model=message_model,
-            consume_from_where=consume_from_where,
-            consume_timestamp_ms=consume_timestamp_ms,
-            allocate_strategy=allocate_strategy,
-            pull_batch_size=pull_batch_size,
-            client_id=client_id,
-            kind="push",
-            sync=SyncReplicas(sync_replicas, sync_replicas_timeout_ms),
-        )
-        self.consume_thread_max = consume_thread_max
-        self.consume_message_batch_max_size = consume_message_batch_max_size
-        self.consume_timeout_min = consume_timeout_min
-        self.suspend_current_queue_time_ms = suspend_current_queue_time_ms
-        self._max_reconsume_times = max_reconsume_times
-        self._listener: Listener | None = None
-        self._orderly_listener: OrderlyListener | None = None
-        self._orderly: OrderlyService | None = None
-        self._hooks: list[ConsumeHook] = []
+    _core_type = ConsumerCore
+    _orderly: OrderlyService | None
+
+    def _setup(self, trace: bool | None) -> None:
+        self._orderly = None
         self._executor: ThreadPoolExecutor | None = None
         self._tracer = Tracer(self._store, self.group, self.client_id, trace)
         self._send_back = SendBack(self._store, self.group, DEFAULT_MAX_RECONSUME_TIMES, self._tracer)
         self._in_flight = 0
         self._in_flight_cv = threading.Condition()
-        # what the core needs to know of this kind of consumption (see mq.consumer.core.Consumption)
-        self.max_span: int | None = CONSUME_CONCURRENTLY_MAX_SPAN
-        self.drains_on_release = True  # orderly releases between two batches instead
-        self.seeds_start = True
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -184,19 +269,6 @@ class PushConsumer(QueueConsumer):
         """
         self._orderly_listener = listener
 
-    def register_consume_hook(self, hook: ConsumeHook) -> None:
-        """Add a hook whose ``before``/``after`` run around every listener call."""
-        self._hooks.append(hook)
-
-    @property
-    def max_reconsume_times(self) -> int:
-        """Retries before the DLQ (-1: unlimited)."""
-        config = self._core.group_config if self._core is not None else None
-        orderly = self._orderly_listener is not None
-        return max_reconsume_times_of(
-            self._max_reconsume_times, orderly=orderly, config=config, default=DEFAULT_MAX_RECONSUME_TIMES
-        )
-
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> PushConsumer:
@@ -204,10 +276,8 @@ class PushConsumer(QueueConsumer):
         check_startable(self._listener, self._orderly_listener, self._subscriptions)
         if self._executor is not None:
             return self
-        orderly = self._orderly_listener is not None
-        if orderly:
-            self.max_span, self.drains_on_release = None, False
-        elif self.message_model is MessageModel.CLUSTERING:  # retries come back through the group's retry topic
+        orderly = self._consumes_orderly()
+        if not orderly and self.message_model is MessageModel.CLUSTERING:  # retries come back through the group's retry topic
             self._subscriptions[self._send_back.ensure_retry_topic()] = MessageSelector.by_tag("*")
         core = self._build_core(self, orderly=orderly)
         if orderly:
@@ -221,7 +291,7 @@ class PushConsumer(QueueConsumer):
                 suspend_ms=self.suspend_current_queue_time_ms,
             )
         self._executor = ThreadPoolExecutor(self.consume_thread_max, thread_name_prefix=f"mq-consume-{self.group}")
-        core.start(jobs=[(self._send_back_overdue, min(60.0, self.consume_timeout_min * 60 / 4), "consume-timeout")])
+        core.start(jobs=[(self._send_back_overdue, self._overdue_every_s, "consume-timeout")])
         self._send_back.max_reconsume_times = self.max_reconsume_times  # the group's config is known now
         return self
 
@@ -249,10 +319,6 @@ class PushConsumer(QueueConsumer):
         self.shutdown()
 
     # -- consumption ----------------------------------------------------------------------------
-
-    def commit_offset(self, pq: ProcessQueue) -> int | None:
-        """What may be committed for ``pq``: the smallest offset still in flight (or the next one)."""
-        return pq.commit_offset()
 
     def deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Hand pulled messages to the worker threads (orderly: to the queue's consume task)."""
@@ -295,17 +361,6 @@ class PushConsumer(QueueConsumer):
                     self._in_flight -= 1
                     self._in_flight_cv.notify_all()
 
-    def _handling_failed(self, pq: ProcessQueue, msgs: list[MessageExt], what: str) -> None:
-        """Log that our own handling of ``msgs`` failed (``what``: the step) and consume them again here."""
-        log.exception(
-            "%s %d message(s) of %s failed; they are consumed again here in %s s",
-            what,
-            len(msgs),
-            pq.queue,
-            LOCAL_RECONSUME_DELAY_S,
-        )
-        self._reconsume_here(pq, msgs)
-
     def _consume_batch(
         self, pq: ProcessQueue, msgs: list[MessageExt], consumed: list[MessageExt], spans: bool, broadcasting: bool
     ) -> None:
@@ -321,7 +376,7 @@ class PushConsumer(QueueConsumer):
             status = invoke(
                 self.group,
                 self._hooks,
-                self._listener or _no_listener,
+                self._listener or no_listener,
                 pq.queue,
                 msgs,
                 ctx,
@@ -346,7 +401,7 @@ class PushConsumer(QueueConsumer):
         status = invoke(
             self.group,
             self._hooks,
-            self._orderly_listener or _no_listener,
+            self._orderly_listener or no_listener,
             pq.queue,
             msgs,
             ctx,
@@ -366,11 +421,7 @@ class PushConsumer(QueueConsumer):
         """Send each message back (retry topic, or the DLQ past ``max_reconsume_times``); a message
         that cannot be sent back is consumed again here after LOCAL_RECONSUME_DELAY_S, its offset
         held back meanwhile."""
-        failed = self._store._run(send_back_op(self._send_back, msgs, delay_level, LOCAL_RECONSUME_DELAY_S))
-        failed_ids = {id(m) for m in failed}
-        self._done(pq, [m for m in msgs if id(m) not in failed_ids])
-        if failed:
-            self._reconsume_here(pq, failed)
+        self._sent_back(pq, msgs, self._store._run(send_back_op(self._send_back, msgs, delay_level, LOCAL_RECONSUME_DELAY_S)))
 
     def _reconsume_here(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Deliver ``msgs`` again to this consumer after ``LOCAL_RECONSUME_DELAY_S`` (their offsets stay held)."""
@@ -379,10 +430,8 @@ class PushConsumer(QueueConsumer):
         timer.start()
 
     def _send_back_overdue(self) -> None:
-        """Send back messages whose listener call exceeded ``consume_timeout_min`` [RocketMQ ``cleanExpiredMsg``]."""
-        if self.message_model is not MessageModel.CLUSTERING or self._orderly is not None or self._core is None:
-            return  # orderly: a slow batch holds its queue by design
-        for pq, msgs in overdue(list(self._core.process_queues.values()), self.consume_timeout_min):
+        """Send back messages whose listener call exceeded ``consume_timeout_min``."""
+        for pq, msgs in self._overdue():
             self._reconsume_later(pq, msgs, 0)
 
     def _drain(self, timeout_s: float) -> bool:
@@ -399,5 +448,5 @@ class PushConsumer(QueueConsumer):
             return bool(done)
 
 
-def _no_listener(msgs: list[MessageExt], ctx: object) -> None:
+def no_listener(msgs: list[MessageExt], ctx: object) -> None:
     raise MQClientError("no listener registered")

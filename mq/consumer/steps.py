@@ -18,16 +18,17 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from mq import metrics
 from mq.connection import is_out_of_memory
+from mq.consumer.locks import LOCK_RENEW_INTERVAL_S
 from mq.consumer.offsets import PERSIST_INTERVAL_S, OffsetStore
 from mq.consumer.ownership import Ownership
 from mq.consumer.parts import ConsumerSettings, Consumption
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import MATCH_ALL, Puller
-from mq.consumer.registry import HEARTBEAT_INTERVAL_S, Beat, Registry
+from mq.consumer.registry import HEARTBEAT_INTERVAL_S, STATUS_INTERVAL_S, Beat, Registry
 from mq.consumer.status import StatusMeter
 from mq.consumer.types import MessageModel
 from mq.errors import MQBrokerError, MQClientError
@@ -51,6 +52,9 @@ REBALANCE_INTERVAL_S = 20.0
 RELEASE_WAIT_S = 10.0
 #: Default bound of ``shutdown(timeout_s=…)``: in-flight work, then an orderly batch, may take this long, s.
 SHUTDOWN_TIMEOUT_S = 30.0
+
+#: A core's runner of one timed step: a function (sync core) or a coroutine function (asyncio core).
+F = TypeVar("F")
 
 
 class CoreSteps(ABC):
@@ -252,6 +256,20 @@ class CoreSteps(ABC):
                     pq.stored_offset = -1  # a pull in flight may have committed over the reset: commit again
                     pq.idle.clear()
         self.puller.wake()
+
+    def timed_jobs(self, *, heartbeat: F, rebalance: F, persist: F, status: F, renew: F) -> list[tuple[F, float, str]]:
+        """The core's timed jobs, ``(runner, interval in seconds, name)``, given the subclass's runner of
+        each step: heartbeat, rebalance backstop, committing moved offsets, the status, and renewing
+        queue locks when the ownership renews."""
+        every = [
+            (heartbeat, HEARTBEAT_INTERVAL_S, "heartbeat"),
+            (rebalance, REBALANCE_INTERVAL_S, "rebalance"),
+            (persist, PERSIST_INTERVAL_S, "persist-offsets"),
+            (status, STATUS_INTERVAL_S, "status"),
+        ]
+        if self.ownership.renews:
+            every.append((renew, LOCK_RENEW_INTERVAL_S, "renew-locks"))
+        return every
 
     # -- commits and locks ----------------------------------------------------------------------
 
