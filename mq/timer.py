@@ -14,11 +14,32 @@ import time
 from mq.errors import MQClientError
 from mq.message import Message
 from mq.store import Store
+from mq.store.ops import Op
+from mq.store.store import StoreOps
 
 #: Delay of each level [RocketMQ ``messageDelayLevel``]; units ms (beyond RocketMQ), s, m, h, d.
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _LEVEL = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+#: Seconds the namespace's delay levels read from the store are used before being read again.
+DELAY_LEVELS_TTL_S = 30.0
+
+
+class DelayLevels:
+    """The namespace's delay levels (ms each), as the broker service publishes them
+    (``message_delay_level``, else :data:`DEFAULT_MESSAGE_DELAY_LEVEL`), read at most every
+    :data:`DELAY_LEVELS_TTL_S` (producers and consumers' send-back share it)."""
+
+    def __init__(self) -> None:
+        self._levels: tuple[int, ...] = ()
+        self._read_s = 0.0
+
+    def op(self, store: StoreOps) -> Op[tuple[int, ...]]:
+        """The operation giving the levels (one ``HGET`` when the cached ones are older than the TTL)."""
+        if not self._levels or time.monotonic() - self._read_s > DELAY_LEVELS_TTL_S:
+            raw = yield from StoreOps.namespace_setting.op(store, "message_delay_level")
+            self._levels, self._read_s = parse_delay_levels(raw or DEFAULT_MESSAGE_DELAY_LEVEL), time.monotonic()
+        return self._levels
 
 
 def parse_delay_levels(text: str) -> tuple[int, ...]:

@@ -512,7 +512,7 @@ def test_producers_reread_delay_levels_and_time_delays_on_the_stores_clock(
     backend_url: str, namespace: str, admin: Admin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Delay levels were cached forever by producers, and delayed sends were timed on the sender's clock."""
-    import mq.producer.core as producer_core
+    from mq import timer as timer_module
 
     admin.create_topic("DL", read_queues=1, write_queues=1)
     store = Store(Connection(backend_url, namespace))
@@ -525,7 +525,7 @@ def test_producers_reread_delay_levels_and_time_delays_on_the_stores_clock(
         seconds, micros = next(iter(now.values())) if isinstance(now, dict) else now  # a cluster answers per node
         return int(due) - (int(seconds) * 1000 + int(micros) // 1000)
 
-    monkeypatch.setattr(producer_core, "DELAY_LEVELS_TTL_S", 0.2)
+    monkeypatch.setattr(timer_module, "DELAY_LEVELS_TTL_S", 0.2)
     with Producer("p", backend_url, namespace=namespace) as producer:
         real_time = time.time
         monkeypatch.setattr(time, "time", lambda: real_time() + 3600)  # this host runs an hour ahead

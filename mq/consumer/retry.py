@@ -13,7 +13,6 @@ The logic is written once as operations (:class:`SendBackOps`, see :mod:`mq.stor
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from mq.connection import is_out_of_memory
@@ -24,7 +23,7 @@ from mq.store import Store, codec
 from mq.store.clock import ClockOffset
 from mq.store.ops import Op, SyncRunner, operation
 from mq.store.store import StoreOps
-from mq.timer import DEFAULT_MESSAGE_DELAY_LEVEL, parse_delay_levels
+from mq.timer import DelayLevels
 from mq.topic import TopicConfig
 from mq.trace import Tracer
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX
@@ -33,8 +32,6 @@ log = logging.getLogger("mq.consumer")
 
 #: The first retry's delay level is this plus reconsume times [RocketMQ: 3 + reconsumeTimes].
 RETRY_BASE_LEVEL = 3
-#: Seconds the namespace's delay levels are cached (the broker service may publish new ones).
-DELAY_LEVELS_TTL_S = 30.0
 
 
 def retry_topic(group: str) -> str:
@@ -67,8 +64,7 @@ class SendBackOps:
         self._group = group
         #: Retries before the DLQ (-1: unlimited).
         self.max_reconsume_times = max_reconsume_times
-        self._levels: tuple[int, ...] = ()
-        self._levels_read_s = 0.0
+        self._levels = DelayLevels()
         self._ensured: set[str] = set()
         self._clock = ClockOffset()
         self._tracer = tracer
@@ -137,17 +133,10 @@ class SendBackOps:
 
     def _now_ms(self) -> Op[int]:
         """The server's time now, epoch ms (one ``TIME`` round trip every ``CLOCK_REFRESH_S``)."""
-        if self._clock.stale():
-            before = time.time()
-            server_ms = yield from StoreOps.server_time_ms.op(self._store)
-            self._clock.measured(before, server_ms, time.time())
-        return self._clock.now_ms()
+        return (yield from self._clock.now_op(self._store))
 
     def _delay_levels(self) -> Op[tuple[int, ...]]:
-        if not self._levels or time.monotonic() - self._levels_read_s > DELAY_LEVELS_TTL_S:
-            setting = yield from StoreOps.namespace_setting.op(self._store, "message_delay_level")
-            self._levels, self._levels_read_s = parse_delay_levels(setting or DEFAULT_MESSAGE_DELAY_LEVEL), time.monotonic()
-        return self._levels
+        return (yield from self._levels.op(self._store))
 
     def _ensure(self, topic: str) -> Op[str]:
         """Create ``topic`` once (creating it twice from two callers at once is harmless)."""

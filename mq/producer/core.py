@@ -26,12 +26,11 @@ from mq.producer.route import RouteCache, TopicRoute
 from mq.producer.selectors import MessageQueueSelector
 from mq.queue import MessageQueue
 from mq.store import codec
-from mq.store.base import StoreBase
 from mq.store.clock import ClockOffset
 from mq.store.ops import AsyncRunner, Op, SyncRunner, operation
 from mq.store.replication import SyncReplicas
 from mq.store.store import StoreOps
-from mq.timer import DEFAULT_MESSAGE_DELAY_LEVEL, due_time_ms, parse_delay_levels
+from mq.timer import DelayLevels, due_time_ms
 from mq.trace import TraceEvents
 from mq.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
 
@@ -41,8 +40,6 @@ log = logging.getLogger("mq.producer")
 DEFAULT_SEND_TIMEOUT_S = 3.0
 #: Extra attempts after a failed sync send [RocketMQ ``retryTimesWhenSendFailed``].
 DEFAULT_RETRY_TIMES = 2
-#: Seconds the namespace's delay levels are cached (the broker service may publish new ones).
-DELAY_LEVELS_TTL_S = 30.0
 #: Most sends one pipeline carries.
 MAX_PIPELINE = 128
 
@@ -76,8 +73,7 @@ class SendCore:
         self._client = store._client
         self.routes = RouteCache(store)
         self.fault = LatencyFaultTolerance()
-        self._levels: tuple[int, ...] = ()
-        self._levels_read_s = 0.0
+        self._levels = DelayLevels()
         self._clock = ClockOffset()
 
     @staticmethod
@@ -98,11 +94,7 @@ class SendCore:
     @operation
     def now_ms(self) -> Op[int]:
         """The store's clock, epoch ms (one ``TIME`` round trip a minute)."""
-        if self._clock.stale():
-            before = time.time()
-            server_ms = yield from StoreBase.server_time_ms.op(self.store)
-            self._clock.measured(before, server_ms, time.time())
-        return self._clock.now_ms()
+        return (yield from self._clock.now_op(self.store))
 
     @operation
     def due_ms(self, msg: Message) -> Op[int | None]:
@@ -111,10 +103,8 @@ class SendCore:
         if msg.deliver_time_ms is not None:
             return msg.deliver_time_ms
         if msg.delay_level:
-            if not self._levels or time.monotonic() - self._levels_read_s > DELAY_LEVELS_TTL_S:
-                raw = yield from StoreOps.namespace_setting.op(self.store, "message_delay_level")
-                self._levels, self._levels_read_s = parse_delay_levels(raw or DEFAULT_MESSAGE_DELAY_LEVEL), time.monotonic()
-            return due_time_ms(msg, self._levels, now_ms=(yield from SendCore.now_ms.op(self)))
+            levels = yield from self._levels.op(self.store)
+            return due_time_ms(msg, levels, now_ms=(yield from SendCore.now_ms.op(self)))
         return None
 
     @operation

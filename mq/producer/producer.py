@@ -16,7 +16,6 @@ from mq.producer.async_sender import AsyncSender
 from mq.producer.core import (
     DEFAULT_RETRY_TIMES,
     DEFAULT_SEND_TIMEOUT_S,
-    DELAY_LEVELS_TTL_S,
     NOT_STARTED,
     ProducerSettings,
     SyncSendCore,
@@ -26,6 +25,7 @@ from mq.producer.core import (
 from mq.producer.request import Selector, SendRequest
 from mq.queue import MessageQueue
 from mq.store import Store
+from mq.timer import DELAY_LEVELS_TTL_S
 from mq.trace import Tracer
 
 __all__ = ["DEFAULT_RETRY_TIMES", "DEFAULT_SEND_TIMEOUT_S", "DELAY_LEVELS_TTL_S", "Producer", "sync_socket_timeout_s"]

@@ -8,6 +8,9 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from mq.store.base import StoreBase
+from mq.store.ops import Op
+
 if TYPE_CHECKING:
     from mq.store.aio import AsyncStore
     from mq.store.store import Store
@@ -38,6 +41,14 @@ class ClockOffset:
         """The server's time now by the estimate, epoch ms."""
         return int(time.time() * 1000 + self._offset_ms)
 
+    def now_op(self, store: StoreBase) -> Op[int]:
+        """The operation giving the server's time now, epoch ms: measured again (``TIME``) when stale."""
+        if self.stale():
+            before = time.time()
+            server_ms = yield from StoreBase.server_time_ms.op(store)
+            self.measured(before, server_ms, time.time())
+        return self.now_ms()
+
 
 class ServerClock:
     """``now_ms()`` on the server's clock (one ``TIME`` round trip every :data:`CLOCK_REFRESH_S`)."""
@@ -50,11 +61,7 @@ class ServerClock:
     def now_ms(self) -> int:
         """The server's time now, epoch ms."""
         with self._lock:
-            if self._offset.stale():
-                before = time.time()
-                server_ms = self._store.server_time_ms()
-                self._offset.measured(before, server_ms, time.time())
-            return self._offset.now_ms()
+            return self._store._run(self._offset.now_op(self._store))
 
 
 class AsyncServerClock:
@@ -66,8 +73,4 @@ class AsyncServerClock:
 
     async def now_ms(self) -> int:
         """The server's time now, epoch ms."""
-        if self._offset.stale():
-            before = time.time()
-            server_ms = await self._store.server_time_ms()
-            self._offset.measured(before, server_ms, time.time())
-        return self._offset.now_ms()
+        return await self._store._run(self._offset.now_op(self._store))
