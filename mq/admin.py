@@ -264,7 +264,7 @@ class AdminOps:
         rows: list[QueueProgress] = []
         for mq, (s, _) in zip(queues, stats):
             consumer = committed.get(mq, -1)
-            rows.append(QueueProgress(mq, s.max_offset, consumer, s.max_offset - max(consumer, s.min_offset)))
+            rows.append(QueueProgress(mq, s.max_offset, consumer, s.lag(consumer)))
         return rows
 
     @operation

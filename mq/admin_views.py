@@ -103,7 +103,7 @@ class AdminViews:
         lags: dict[tuple[str, str], int] = {}
         for ((topic, _), found), (s, _) in zip(mine, stats):
             for g, o in found.items():
-                lags[(g, topic)] = lags.get((g, topic), 0) + s.max_offset - max(o, s.min_offset)
+                lags[(g, topic)] = lags.get((g, topic), 0) + s.lag(o)
         return lags
 
     def queue_owners(self, topic: str) -> dict[int, dict[str, str]]:

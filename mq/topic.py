@@ -83,6 +83,15 @@ class QueueStats:
     max_offset: int
     last_store_timestamp_ms: int
 
+    @property
+    def stored(self) -> int:
+        """Messages stored in the queue now."""
+        return self.max_offset - self.min_offset
+
+    def lag(self, consumer_offset: int) -> int:
+        """Messages a consumer at ``consumer_offset`` has not consumed yet (trimmed ones do not count)."""
+        return self.max_offset - max(consumer_offset, self.min_offset)
+
 
 @dataclass(frozen=True)
 class QueueProgress:

@@ -42,14 +42,14 @@ def read_figures(store: Store) -> Figures:
     for config in store.topics():
         stats = store.queue_stats(config.name, list(range(config.queue_count)))
         if config.name.startswith(DLQ_PREFIX):
-            figures.dlq_messages[config.name.removeprefix(DLQ_PREFIX)] = sum(s.max_offset - s.min_offset for s in stats.values())
+            figures.dlq_messages[config.name.removeprefix(DLQ_PREFIX)] = sum(s.stored for s in stats.values())
         elif not config.name.startswith(RETRY_PREFIX):
             figures.topic_messages[config.name] = sum(s.max_offset for s in stats.values())
         for q, (timers, halves, committed) in enumerate(store.queue_backlogs(config.name, range(config.queue_count))):
             figures.timer_backlog += timers
             figures.half_backlog += halves
             for group, offset in committed.items():
-                figures.lag[(group, config.name, q)] = stats[q].max_offset - max(offset, stats[q].min_offset)
+                figures.lag[(group, config.name, q)] = stats[q].lag(offset)
                 figures.consumed[(group, config.name)] = figures.consumed.get((group, config.name), 0) + offset
     return figures
 

@@ -105,7 +105,7 @@ def topic_rows(store: Store, topics: Sequence[TopicInfo]) -> list[tuple[Any, ...
             q,
             s.min_offset,
             s.max_offset,
-            s.max_offset - s.min_offset,
+            s.stored,
             s.last_store_timestamp_ms or None,
             by_name[t].readable(q),
             by_name[t].writable(q),
@@ -139,5 +139,5 @@ def offset_rows(store: Store, topics: Sequence[TopicInfo]) -> list[tuple[Any, ..
                     continue
                 consumer = -1 if offset is None else offset
                 s = stats[(topic.name, qid)]
-                rows.append((group, topic.name, qid, s.max_offset, consumer, s.max_offset - max(consumer, s.min_offset)))
+                rows.append((group, topic.name, qid, s.max_offset, consumer, s.lag(consumer)))
     return rows

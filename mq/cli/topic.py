@@ -91,7 +91,7 @@ def _status(args: argparse.Namespace) -> int:
                 mq.queue_id,
                 s.min_offset,
                 s.max_offset,
-                s.max_offset - s.min_offset,
+                s.stored,
                 format_ms(s.last_store_timestamp_ms, raw=args.raw_ms),
             )
             for mq, s in sorted(status.items())

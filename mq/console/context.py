@@ -192,7 +192,7 @@ def is_system(name: str) -> bool:
 def queue_lags(state: QueueState) -> dict[str, int]:
     """Lag of each group with a committed offset on a queue (the others' is unknown)."""
     s = state.stats
-    return {g: s.max_offset - max(o, s.min_offset) for g, o in state.offsets.items()}
+    return {g: s.lag(o) for g, o in state.offsets.items()}
 
 
 def subscribers(console: Console, topic: str) -> set[str]:

@@ -164,7 +164,7 @@ def dlq(console: Console, group: str, *, page: object = 1, per_page: object = DE
         )
         for m in letters
     ]
-    return Page(rows, stats.max_offset - stats.min_offset, p, n)
+    return Page(rows, stats.stored, p, n)
 
 
 def resend_dlq(console: Console, group: str, *, msg_ids: object = None) -> ResendResult:

@@ -156,7 +156,7 @@ def lag_table(console: Console, configs: Sequence[TopicConfig] | None = None) ->
             for g, n in queue_lags(state).items():
                 lag[(g, name)] = lag.get((g, name), 0) + n
     dlq = {
-        name.removeprefix(DLQ_PREFIX): sum(s.stats.max_offset - s.stats.min_offset for s in rows)
+        name.removeprefix(DLQ_PREFIX): sum(s.stats.stored for s in rows)
         for name, rows in states.items()
         if name.startswith(DLQ_PREFIX)
     }
@@ -422,7 +422,7 @@ def _group_detail(console: Console, g: str) -> GroupDetail:
     known = [p.lag for p in progress if p.lag is not None]
     config = _config(console, g)
     dlq = admin.queue_states([dlq_topic(g)], offsets=False) if dlq_topic(g) in existing else {}
-    dlq_size = sum(s.stats.max_offset - s.stats.min_offset for rows in dlq.values() for s in rows)
+    dlq_size = sum(s.stats.stored for rows in dlq.values() for s in rows)
     return GroupDetail(
         g,
         config,
@@ -476,7 +476,7 @@ def _topic_row(config: TopicConfig, states: Sequence[QueueState]) -> TopicRow:
         config.perm,
         config.order,
         is_system(config.name),
-        sum(s.stats.max_offset - s.stats.min_offset for s in states),
+        sum(s.stats.stored for s in states),
         max((s.stats.last_store_timestamp_ms for s in states), default=0),
     )
 
