@@ -198,18 +198,18 @@ def validate(
     for svc, spec in services.items():
         where = f"service {svc!r}"
         problems += [f"{where}: {p}" for p in check_volumes(spec, base, doc.get("volumes") or {})]
-        image = images.get(svc) or images.get(str(spec.get("image")))
-        if image is None:
+        known = images.get(svc) or images.get(str(spec.get("image")))
+        if known is None:
             continue  # an external image: its programs are not known here
         entrypoint, command = as_argv(spec.get("entrypoint")), as_argv(spec.get("command"))
         if entrypoint is None:
-            argv = image.entrypoint + (image.cmd if command is None else command)
+            argv = known.entrypoint + (known.cmd if command is None else command)
         else:
             argv = entrypoint + (command or [])  # a service's entrypoint drops the image's CMD
-        problems += [f"{where}: command: {p}" for p in check_command(argv, image)]
+        problems += [f"{where}: command: {p}" for p in check_command(argv, known)]
         test = as_argv((spec.get("healthcheck") or {}).get("test"))
         if test and test[0] == "CMD":
-            problems += [f"{where}: healthcheck: {p}" for p in check_command(test[1:], image)]
+            problems += [f"{where}: healthcheck: {p}" for p in check_command(test[1:], known)]
     return list(dict.fromkeys(problems))  # each once, in order (services share the image)
 
 
