@@ -191,6 +191,23 @@ async def test_send_receive_change_ack_and_fifo_group_receipts(topic_env: Any) -
         assert status.code == Code.Value("MESSAGE_NOT_FOUND") and none == []
 
 
+async def test_a_fifo_message_group_goes_to_the_queue_rocketmqs_proxy_picks(topic_env: Any) -> None:
+    """RocketMQ 5's proxy puts a message group on ``Hashing.consistentHash(group.hashCode(), queues)``
+    (Guava); the expected queues below are Guava 31.1's answers for 16 writable queues."""
+    url, namespace = topic_env
+    with contextlib.closing(Admin(url, namespace)) as admin:
+        admin.create_topic("Q16", read_queues=16, write_queues=16)
+    expected = {"order-2": 11, "customer:42": 1, "a-much-longer-message-group-name-for-fifo": 9}
+    async with running(url, namespace) as r:
+        for group, queue_id in expected.items():
+            msg = _message("Q16", b"f", message_group=group, message_type=definition.FIFO)
+            sent = await r.stub.SendMessage(service.SendMessageRequest(messages=[msg]))
+            assert sent.status.code == Code.Value("OK")
+            with contextlib.closing(Admin(url, namespace)) as admin:
+                stored = admin.query_message("Q16", sent.entries[0].message_id)
+            assert stored is not None and stored.queue_id == queue_id, group
+
+
 async def test_unauthorized_without_the_right_signature(topic_env: Any) -> None:
     url, namespace = topic_env
     async with running(url, namespace, credentials=auth.Credentials("ak", "sk")) as r:

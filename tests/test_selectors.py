@@ -13,7 +13,7 @@ import pytest
 
 from mq import Message, MessageQueue, SelectMessageQueueByHash, SelectMessageQueueByMachineRoom
 from mq.errors import MQClientError
-from mq.producer.selectors import java_hash, java_string_hash
+from mq.producer.selectors import consistent_hash, java_hash, java_string_hash
 
 # Values of String.hashCode() as the JVM computes them.
 JAVA_HASHES = {
@@ -121,3 +121,32 @@ def test_hash_selector_matches_the_jvm() -> None:
         java_code, java_queue = map(int, line.split())
         assert java_string_hash(key) == java_code, key
         assert selector.select(mqs, Message("t", b"x"), key).queue_id == java_queue, key
+
+
+# Guava 31.1's Hashing.consistentHash(key.hashCode(), n) for n in CONSISTENT_BUCKETS (computed with
+# Debian's libguava-java; RocketMQ 5's proxy picks a FIFO message group's queue this way).
+CONSISTENT_BUCKETS = (1, 2, 3, 4, 8, 16, 17, 100)
+GUAVA_CONSISTENT = {
+    "": [0, 0, 0, 0, 0, 0, 0, 0],
+    "order-1": [0, 0, 0, 3, 3, 3, 3, 3],
+    "order-2": [0, 0, 2, 2, 2, 11, 11, 46],
+    "customer:42": [0, 1, 1, 1, 1, 1, 1, 50],
+    "\u00e9t\u00e9": [0, 1, 1, 1, 7, 7, 7, 46],
+    "\U0001f600group": [0, 0, 2, 3, 7, 7, 7, 47],
+    "a-much-longer-message-group-name-for-fifo": [0, 0, 0, 0, 0, 9, 16, 66],
+}
+
+
+@pytest.mark.parametrize("key", list(GUAVA_CONSISTENT))
+def test_consistent_hash_agrees_with_guava(key: str) -> None:
+    assert [consistent_hash(java_hash(key), n) for n in CONSISTENT_BUCKETS] == GUAVA_CONSISTENT[key]
+
+
+def test_consistent_hash_moves_keys_only_to_a_new_bucket() -> None:
+    keys = [java_hash(f"group-{i}") for i in range(500)]
+    for n in range(1, 40):
+        for k in keys:
+            before, after = consistent_hash(k, n), consistent_hash(k, n + 1)
+            assert after in (before, n) and 0 <= after <= n
+    with pytest.raises(MQClientError, match="buckets must be positive"):
+        consistent_hash(1, 0)

@@ -57,6 +57,27 @@ def java_hash(arg: object) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+def consistent_hash(key: int, buckets: int) -> int:
+    """Guava's ``Hashing.consistentHash(key, buckets)`` (jump consistent hash): the bucket in
+    ``0..buckets-1`` for ``key`` (an int64, e.g. a :func:`java_hash`); when ``buckets`` grows by one, only
+    about ``1/buckets`` of the keys move. RocketMQ 5's proxy picks a FIFO message group's queue this way.
+
+    Raises:
+        MQClientError: ``buckets`` is not positive.
+    """
+    if buckets < 1:
+        raise MQClientError(f"buckets must be positive, got {buckets}")
+    mask = (1 << 64) - 1
+    state = key & mask
+    candidate = 0
+    while True:
+        state = (2862933555777941757 * state + 1) & mask  # Java's long arithmetic
+        next_ = int((candidate + 1) / (((state >> 33) + 1) / 2147483648.0))
+        if next_ >= buckets:
+            return candidate
+        candidate = next_
+
+
 class SelectMessageQueueByHash:
     """The same ``arg`` (sharding key) always picks the same queue, in every process.
 

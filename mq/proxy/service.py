@@ -33,7 +33,7 @@ from mq.errors import MQClientError
 from mq.filter import MessageSelector
 from mq.group import GroupConfig
 from mq.message import MessageExt
-from mq.producer.selectors import java_hash
+from mq.producer.selectors import consistent_hash, java_hash
 from mq.producer.tx_core import PGROUP, transaction_id, transaction_timeout_ms
 from mq.proxy import convert
 from mq.proxy.auth import Credentials
@@ -329,7 +329,7 @@ class MessagingService:
         if not writable:
             raise ProxyError("FORBIDDEN", f"topic {topic!r} has no writable queue")
         if item.group is not None:
-            qid = writable[java_hash(item.group) % len(writable)]
+            qid = writable[consistent_hash(java_hash(item.group), len(writable))]  # as RocketMQ 5's proxy
         else:
             qid = writable[next(self._turns.setdefault(topic, itertools.count())) % len(writable)]
         entry = service.SendResultEntry(status=status(), message_id=item.msg_id)
