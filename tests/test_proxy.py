@@ -208,6 +208,30 @@ async def test_a_fifo_message_group_goes_to_the_queue_rocketmqs_proxy_picks(topi
             assert stored is not None and stored.queue_id == queue_id, group
 
 
+async def test_invisibility_is_on_the_stores_clock_not_the_endpoints_host(
+    topic_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An endpoint host an hour behind hands out receipts visible 30 s after the store's now, not
+    an hour early (which would redeliver at once)."""
+    from mq.consumer.simple_core import parse_receipt
+
+    url, namespace = topic_env
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() - 3600)
+    async with running(url, namespace) as r:
+        sent = await r.stub.SendMessage(service.SendMessageRequest(messages=[_message("T", b"one")]))
+        assert sent.status.code == Code.Value("OK")
+        _, [got] = await _receive(r.stub, "G", "T", invisible_s=30)
+        status, again = await _receive(r.stub, "G", "T", poll_s=0)
+        assert again == [] and status.code == Code.Value("MESSAGE_NOT_FOUND")  # still invisible
+    monkeypatch.undo()
+    conn = Connection(url, namespace)
+    server_ms = Store(conn).server_time_ms()
+    conn.close()
+    visible_at = parse_receipt(got.system_properties.receipt_handle)[2]
+    assert abs(visible_at - (server_ms + 30_000)) < 2_000, visible_at - server_ms
+
+
 async def test_unauthorized_without_the_right_signature(topic_env: Any) -> None:
     url, namespace = topic_env
     async with running(url, namespace, credentials=auth.Credentials("ak", "sk")) as r:

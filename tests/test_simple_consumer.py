@@ -157,3 +157,31 @@ def test_queues_added_to_a_topic_are_read_from_their_start(
         while_down = send_to_every_queue(producer, "down", 6)
         with SimpleConsumer("gg", backend_url, namespace=namespace, subscriptions={"G": "*"}, await_duration_s=0.3) as sc:
             assert drain(sc, while_down) == while_down
+
+
+def test_invisibility_is_on_the_stores_clock_not_a_skewed_host(
+    backend_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host an hour behind: with its own clock it would hand a received message out again at once
+    (visible an hour ago + 30 s); on the store's clock it stays invisible for 30 s."""
+    from mq.connection import Connection
+    from mq.consumer.simple_core import parse_receipt
+    from mq.store import Store
+
+    Admin(backend_url, namespace).create_topic("SK", read_queues=1, write_queues=1)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() - 3600)
+    skewed = SimpleConsumer("gk", backend_url, namespace=namespace, subscriptions={"SK": "*"}, await_duration_s=2)
+    with skewed, Producer("p", backend_url, namespace=namespace) as producer:
+        producer.send(Message("SK", b"once"))
+        [view] = skewed.receive(max_messages=1, invisible_duration_s=30)
+        changed = skewed.change_invisible_duration(view, 40)
+    monkeypatch.undo()
+    conn = Connection(backend_url, namespace)
+    server_ms = Store(conn).server_time_ms()
+    conn.close()
+    for handle, seconds in ((view.receipt_handle, 30), (changed.receipt_handle, 40)):
+        visible_at = parse_receipt(handle)[2]
+        assert abs(visible_at - (server_ms + seconds * 1000)) < 2_000, (seconds, visible_at - server_ms)
+    with SimpleConsumer("gk", backend_url, namespace=namespace, subscriptions={"SK": "*"}, await_duration_s=0.2) as other:
+        assert other.receive(max_messages=1, invisible_duration_s=30) == []  # still invisible

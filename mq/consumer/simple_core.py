@@ -30,6 +30,8 @@ from mq.msgid import new_client_id
 from mq.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, RETRY_TOPIC
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store import codec
+from mq.store.base import StoreBase
+from mq.store.clock import ClockOffset
 from mq.store.ops import AsyncRunner, Op, SyncRunner, operation
 from mq.store.store import StoreOps
 from mq.topic import TopicConfig
@@ -182,6 +184,8 @@ class SimpleCore:
         self._refreshed_s = 0.0
         self._beat_s = 0.0
         self._turn = itertools.count()
+        #: Invisibility times are on the store's clock (a skewed host hands nothing out early or late).
+        self.clock = ClockOffset()
         #: The group's config as of the last heartbeat (None: the group has none).
         self.group_config: GroupConfig | None = None
 
@@ -236,7 +240,7 @@ class SimpleCore:
     def change_invisible_duration(self, view: MessageView, invisible_duration_s: float) -> Op[MessageView]:
         """Make ``view`` invisible for ``invisible_duration_s`` from now; returns it with a new receipt."""
         check_invisible(invisible_duration_s)
-        visible_at = int(time.time() * 1000 + invisible_duration_s * 1000)
+        visible_at = (yield from self.clock.now_op(self.store)) + int(invisible_duration_s * 1000)
         if not (yield from self._ack_receipt(view, visible_at)):
             raise expired(view)
         return received_view(view, view.delivery_attempt, visible_at)
@@ -267,6 +271,7 @@ class SimpleCore:
     def _receive_once(self, want: int, invisible_ms: int) -> Op[list[MessageView]]:
         views: list[MessageView] = []
         start = next(self._turn)
+        now_ms = yield from self.clock.now_op(self.store)
         for i in range(len(self.queues)):  # one queue at a time: nothing handed out beyond ``want``
             q = self.queues[(start + i) % len(self.queues)]
             ftype, fdata = filter_args(self.settings.subscriptions[q.topic])
@@ -274,7 +279,7 @@ class SimpleCore:
                 self.store,
                 self.group,
                 q,
-                now_ms=int(time.time() * 1000),
+                now_ms=now_ms,
                 invisible_ms=invisible_ms,
                 max_messages=want - len(views),
                 max_attempts=self.settings.max_delivery_attempts,
@@ -319,7 +324,7 @@ def seed_cursors_op(store: StoreOps, group: str, queues: list[MessageQueue], whe
             if from_start:
                 seeds[mq] = stats.min_offset
             elif where is ConsumeFromWhere.TIMESTAMP:
-                ts = int(time.time() * 1000) - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
+                ts = (yield from StoreBase.server_time_ms.op(store)) - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
                 seeds[mq] = max(stats.min_offset, (yield from StoreOps.search_offset.op(store, topic, qid, ts)))
             else:
                 seeds[mq] = stats.max_offset

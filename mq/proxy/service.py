@@ -45,6 +45,7 @@ from mq.proxy.settings import Limits, client_info, reply
 from mq.proxy.telemetry import Sessions
 from mq.queue import MessageQueue
 from mq.store import codec
+from mq.store.clock import ClockOffset
 from mq.topic import TopicConfig
 from mq.validation import MAX_DELAY_MS, check_group
 
@@ -116,6 +117,8 @@ class MessagingService:
         self.sessions = Sessions()
         self.replica_id = replica_id
         self._turns: dict[str, itertools.count[int]] = {}
+        #: Due and invisibility times are on the store's clock, not this host's (D25).
+        self._clock = ClockOffset()
         self._groups: dict[str, _GroupCache] = {}
         self._seeded: set[tuple[str, str]] = set()
         self._tx_timeout_ms: int | None = None
@@ -304,13 +307,17 @@ class MessagingService:
             self._seeded.add((group, topic))
         return queues
 
+    async def _now_ms(self) -> int:
+        """The store's time now, epoch ms (one ``TIME`` round trip a minute)."""
+        return int(await self.backend.run(self._clock.now_op))
+
     # -- producing ------------------------------------------------------------------------------
 
     async def SendMessage(self, request: Any, context: Any) -> Any:
         async def body(_: Request) -> Any:
             if not request.messages:
                 raise ProxyError("BAD_REQUEST", "a SendMessage request needs at least one message")
-            now_ms = int(time.time() * 1000)
+            now_ms = await self._now_ms()
             checked = [
                 convert.incoming(m, max_body_size=self.limits.max_body_size, max_delay_ms=self.max_delay_ms, now_ms=now_ms)
                 for m in request.messages
@@ -336,7 +343,7 @@ class MessagingService:
         if item.kind == definition.MessageType.Value("TRANSACTION"):
             system = {**item.system, PGROUP: PROXY_PRODUCER_GROUP}
             encoded = codec.encode(item.message, item.msg_id, item.born_ms, system_properties=system)
-            first_check = int(time.time() * 1000) + await self._transaction_timeout_ms()
+            first_check = await self._now_ms() + await self._transaction_timeout_ms()
             half_id = await self.backend.call("put_half", topic, qid, encoded, first_check)
             entry.transaction_id = transaction_id(topic, qid, half_id)
             entry.offset = -1
@@ -461,13 +468,14 @@ class MessagingService:
         fifo: bool,
     ) -> list[MessageView]:
         views: list[MessageView] = []
+        now_ms = await self._now_ms()
         for i in range(len(queues)):
             queue = queues[(start + i) % len(queues)]
             handed = await self.backend.call(
                 "receive_simple",
                 group,
                 queue,
-                now_ms=int(time.time() * 1000),
+                now_ms=now_ms,
                 invisible_ms=invisible_ms,
                 max_messages=want - len(views),
                 max_attempts=attempts,
@@ -521,7 +529,7 @@ class MessagingService:
                 raise ProxyError(
                     "ILLEGAL_INVISIBLE_TIME", f"invisible duration must be in 0 .. {MAX_INVISIBLE_S:g} s, got {duration_ms} ms"
                 )
-            new_visible_at = int(time.time() * 1000) + duration_ms
+            new_visible_at = await self._now_ms() + duration_ms
             if not await self.backend.call("ack_simple", group, queue, offset, visible_at, new_visible_at):
                 raise _expired(request.message_id)
             handle = make_receipt(queue.topic, queue.queue_id, offset, new_visible_at)
