@@ -22,15 +22,16 @@ def test_every_script_has_a_header_naming_its_keys_and_args() -> None:
 
 
 def test_calls_work_after_script_flush(backend_url: str, namespace: str) -> None:
-    Admin(backend_url, namespace).create_topic("flush", read_queues=4, write_queues=4)
-    with Producer("pg", backend_url, namespace=namespace) as producer:
+    client = raw_client(backend_url)
+    with Admin(backend_url, namespace) as admin, Producer("pg", backend_url, namespace=namespace) as producer:
+        admin.create_topic("flush", read_queues=4, write_queues=4)
         producer.send(Message("flush", b"1"))
-        client = raw_client(backend_url)
         client.script_flush()
         assert producer.send(Message("flush", b"2")).queue_offset in (0, 1)
         client.script_flush()
         futures = [producer.send_async(Message("flush", b"p%d" % i)) for i in range(50)]  # pipelined path
         assert len({f.result(timeout=10).msg_id for f in futures}) == 50
         client.script_flush()
-        status = Admin(backend_url, namespace).topic_status("flush")  # pipelined stats script
+        status = admin.topic_status("flush")  # pipelined stats script
+    client.close()
     assert sum(s.max_offset for s in status.values()) == 52

@@ -191,6 +191,7 @@ def test_messages_trimmed_after_planning_are_skipped(redis_server: Any, namespac
     parts = plan_direct(data.options())
     client = raw_client(redis_server.url)
     client.xtrim(Connection(redis_server.url, namespace).keys.queue("Trim", 0).log, minid="0-101", approximate=False)
+    client.close()
     rows = read_direct(data.options(), parts)
     assert len(rows) == 1100
     assert min(r["queue_offset"] for r in rows if r["queue_id"] == 0) == 100
