@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
+from mq.aio.tasks import cancel_and_wait
 from mq.connection import Connection
 from mq.consumer.long_poll import LONG_POLL_BLOCK_MS, wait_failed
 from mq.consumer.long_poll import RETRY_PAUSE_S as POLL_RETRY_PAUSE_S
@@ -134,13 +135,13 @@ class AsyncConsumerCore(CoreSteps):
             return True
         deadline = time.monotonic() + timeout_s
         jobs, self._jobs = self._jobs, []
-        await _cancel(jobs)
+        await cancel_and_wait(jobs)
         self.begin_stop()
         if self._puller_task is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._puller_task), 5)
-            await _cancel([self._puller_task])
-        await _cancel(list(self._waiters.values()))
+            await cancel_and_wait([self._puller_task])
+        await cancel_and_wait(list(self._waiters.values()))
         clean = await wait_consumed(max(0.0, deadline - time.monotonic())) if wait_consumed is not None else True
         async with self._lock:
             for mq, pq in list(self.process_queues.items()):
@@ -148,7 +149,7 @@ class AsyncConsumerCore(CoreSteps):
                     clean = False
                     log.warning("a batch of %s still runs at shutdown: its lock expires by itself", mq)
         await self.run(self.registry.unregister())
-        await _cancel(list(self._spawned))
+        await cancel_and_wait(list(self._spawned))
         await self._poll_conn.aclose()
         return clean
 
@@ -252,13 +253,3 @@ class AsyncConsumerCore(CoreSteps):
         news = await arun(self._poll_conn.async_client, wait)
         if news is not None:
             await self.run(self.puller.take_op(pq, start, *news))
-
-
-async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel ``tasks`` (not the caller's own) and wait until they ended."""
-    current = asyncio.current_task()
-    tasks = [t for t in tasks if t is not current and not t.done()]
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        await asyncio.gather(*tasks, return_exceptions=True)

@@ -14,9 +14,9 @@ and is logged.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
+from mq.aio.tasks import cancel_and_wait
 from mq.errors import MQBrokerError, MQClientError
 from mq.message import SendResult
 from mq.producer.core import MAX_PIPELINE, AsyncSendCore, oneway_failed, outcomes, plan_puts, puts_of, round_failed
@@ -69,12 +69,8 @@ class PipelineSender:
         self._wake.set()
         task, self._task = self._task, None
         if task is not None:
-            done, _ = await asyncio.wait([task, *self._retries], timeout=timeout_s)
-            for t in [task, *self._retries]:
-                if t not in done:
-                    t.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(task, *self._retries, return_exceptions=True)
+            await asyncio.wait([task, *self._retries], timeout=timeout_s)
+            await cancel_and_wait([task, *self._retries])  # those done are not cancelled
         error = MQClientError("the producer shut down before this send went out")
         for request, _, future in self._pending:
             self._settle(request, future, error)

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 
+from mq.aio.tasks import cancel_and_wait
 from mq.errors import MQError
 from mq.message import MessageExt
 from mq.store.aio import AsyncStore
@@ -75,9 +76,7 @@ class AsyncTracer(TraceEvents):
         """Stop the writer task and write what is left."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait([task])
         await self.flush()
 
     async def _run(self) -> None:

@@ -7,13 +7,13 @@ check-backs are read from the group's stream by a task, not a thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from mq.aio.producer import DEFAULT_SHUTDOWN_TIMEOUT_S, Producer
+from mq.aio.tasks import cancel_and_wait
 from mq.connection import Connection
 from mq.errors import MQError
 from mq.message import Message
@@ -90,9 +90,7 @@ class TransactionProducer(Producer):
         if task is not None:
             done, _ = await asyncio.wait([task], timeout=CHECK_POLL_MS / 1000 + 2)
             if not done:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait([task])
         await self._poll.aclose()
         await super().shutdown(timeout_s)
 

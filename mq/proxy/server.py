@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grpc
 
+from mq.aio.tasks import cancel_and_wait
 from mq.msgid import new_client_id
 from mq.proxy.auth import Credentials
 from mq.proxy.backend import Backend
@@ -98,8 +99,7 @@ class ProxyServer:
         """Stop serving (calls in flight get ``grace_s``) and close the store."""
         self._stop.set()
         if self._pump is not None:
-            self._pump.cancel()
-            await asyncio.gather(self._pump, return_exceptions=True)  # its blocking read released before closing
+            await cancel_and_wait([self._pump])  # its blocking read released before closing
         await self._server.stop(grace_s)
         await self.backend.close()
 
