@@ -15,10 +15,11 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]], *, again_s: float 
     """Cancel ``tasks`` (never the caller's own) and return once every one has ended, cancelling again
     every ``again_s`` seconds those still running.
 
-    One cancellation is not always enough: on Python 3.11 ``asyncio.wait_for`` (redis-py's blocking
-    pool waits with it) returns its result and drops a cancellation that arrives as the awaited call
-    completes; a job loop then goes back to sleep, and a shutdown that waited for it once waited forever
-    (seen in ``aio.PushConsumer.shutdown``). What the tasks raised is retrieved (nothing is logged as
+    One cancellation is not always enough: on Python 3.11 asyncio's own timeouts (``asyncio.wait_for``
+    and ``asyncio.timeout``, both used inside redis-py's asyncio client) can drop a cancellation that
+    arrives as the awaited call completes; a job loop then goes back to its sleep, and a shutdown that
+    cancelled it once waited forever (seen in ``aio.PushConsumer.shutdown``: the heartbeat job
+    "cancelling" inside its interval sleep). What the tasks raised is retrieved (nothing is logged as
     "never retrieved"); their failures are theirs to log.
     """
     current = asyncio.current_task()
