@@ -155,7 +155,7 @@ class SendCore:
         encoded = codec.encode(msg, msg_id, extra_properties=carried)
         queue, selector, arg = where
         deadline = time.monotonic() + timeout_s
-        return SendRequest(msg.topic, [encoded], [msg_id], msg, deadline, queue, selector, arg, due_ms, oneway)
+        return SendRequest(msg.topic, [encoded], (msg_id,), msg, deadline, queue, selector, arg, due_ms, oneway)
 
     def prepare_at_once(self, msg: Message, where: Where, timeout_s: float, oneway: bool, carried: Carried) -> Prepared | None:
         """:meth:`prepare` without the store, or None when it needs it (a delay level, or a route

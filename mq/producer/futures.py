@@ -45,29 +45,30 @@ class FutureGroup:
         """Complete each future with its result or exception, under one lock and with one wake-up
         of the waiting threads; a future its caller cancelled meanwhile is left as it is. Done
         callbacks then run in this thread, as ``Future.set_result`` runs them."""
-        done: list[Future[Any]] = []
+        done: list[SendFuture[Any]] = []
         others: list[tuple[Future[T], T | BaseException]] = []
         with self.condition:
             for future, outcome in outcomes:
-                if future._condition is not self.condition:
+                if not isinstance(future, SendFuture) or future._condition is not self.condition:
                     others.append((future, outcome))  # not of this group: its own lock and wake-up
                     continue
                 if future._state not in (PENDING, RUNNING):
                     continue
+                waiters = future._waiters_list or ()
                 if isinstance(outcome, BaseException):
                     future._exception = outcome
-                    for waiter in future._waiters:
+                    for waiter in waiters:
                         waiter.add_exception(future)
                 else:
                     future._result = outcome
-                    for waiter in future._waiters:
+                    for waiter in waiters:
                         waiter.add_result(future)
                 future._state = FINISHED
                 done.append(future)
             if done:
                 self.condition.notify_all()
         for future in done:
-            if future._done_callbacks:  # type: ignore[attr-defined]
+            if future._callbacks_list:
                 future._invoke_callbacks()  # type: ignore[attr-defined]
         for future, outcome in others:
             with contextlib.suppress(InvalidStateError):  # cancelled by its caller meanwhile
@@ -80,13 +81,28 @@ class FutureGroup:
 class SendFuture(Future[T]):
     """A ``Future`` on a shared condition (see the module docstring); make it with :meth:`FutureGroup.new`."""
 
+    #: ``concurrent.futures.wait``'s waiters and the done callbacks, made on first use (most sends
+    #: have neither: two lists less per send for the garbage collector).
+    _waiters_list: list[Any] | None = None
+    _callbacks_list: list[Any] | None = None
+
     def __init__(self, condition: threading.Condition) -> None:  # no super().__init__(): it makes a Condition
         self._condition = condition
         self._state = PENDING
         self._result: Any = None
         self._exception: BaseException | None = None
-        self._waiters: list[Any] = []
-        self._done_callbacks: list[Any] = []
+
+    @property
+    def _waiters(self) -> list[Any]:  # type: ignore[override]  # read-only: nothing assigns it
+        if self._waiters_list is None:
+            self._waiters_list = []
+        return self._waiters_list
+
+    @property
+    def _done_callbacks(self) -> list[Any]:
+        if self._callbacks_list is None:
+            self._callbacks_list = []
+        return self._callbacks_list
 
     def result(self, timeout: float | None = None) -> T:
         """The result, waiting at most ``timeout`` seconds (None: as long as it takes)."""

@@ -45,7 +45,7 @@ class SendRequest:
 
     topic: str
     encoded: list[list[Any]]
-    msg_ids: list[str]
+    msg_ids: Sequence[str]
     first: Message
     deadline: float
     queue: MessageQueue | None = None
@@ -80,17 +80,25 @@ class SendRequest:
 
 
 def encoded_size(encoded: list[Any]) -> int:
-    """Bytes of one encoded message's field values, as the put script counts them (numbers as digits)."""
-    return sum(len(v.encode()) if isinstance(v, str) else len(v) if isinstance(v, bytes) else len(str(v)) for v in encoded[2::2])
+    """Bytes of one encoded message's field values, as the put script counts them (numbers as digits).
+    Runs for every pipelined send: ASCII text (ids, most tags and keys) is counted without encoding it."""
+    size = 0
+    for value in encoded[2::2]:
+        if isinstance(value, bytes):
+            size += len(value)
+        elif isinstance(value, str):
+            size += len(value) if value.isascii() else len(value.encode())
+        else:
+            size += len(str(value))
+    return size
 
 
 def encoded_keys(encoded: list[Any]) -> int:
     """How many message keys one encoded message carries (its ``k`` field)."""
-    items = encoded[1:]
-    for name, value in zip(items[::2], items[1::2]):
-        if name == "k":
-            return len([k for k in str(value).split("\x1f") if k])
-    return 0
+    names = encoded[1::2]  # field names stand at odd positions, after the item count
+    if "k" not in names:
+        return 0
+    return len([k for k in str(encoded[2 * names.index("k") + 2]).split("\x1f") if k])
 
 
 def split_puts(encoded: Sequence[list[Any]]) -> list[list[list[Any]]]:
