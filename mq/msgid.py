@@ -29,9 +29,13 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
+_next_count = _counter.__next__
+
+
 def new_msg_id() -> str:
-    """A new message id (32 hex characters)."""
-    return f"{_prefix}{int(time.time() * 1000) & 0xFFFFFFFFFFFF:012x}{next(_counter) & 0xFFFFFFFF:08x}"
+    """A new message id (32 hex characters). Made once per message: ``%`` formatting takes about
+    half the time of the same f-string with format specs."""
+    return "%s%012x%08x" % (_prefix, int(time.time() * 1000) & 0xFFFFFFFFFFFF, _next_count() & 0xFFFFFFFF)  # noqa: UP031 (see the docstring)
 
 
 def new_client_id() -> str:

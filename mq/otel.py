@@ -13,11 +13,13 @@ runs. Metrics stay on Prometheus (:mod:`mq.metrics`).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 try:  # the extra is optional
     from opentelemetry import propagate, trace
+    from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
     from opentelemetry.trace import Link, SpanKind
 except ImportError:  # pragma: no cover - exercised where the extra is not installed
     trace = None  # type: ignore[assignment]
@@ -30,10 +32,43 @@ TRACE_PROPERTIES = ("traceparent", "tracestate")
 INSTRUMENTATION = "rocketredis"
 
 
+#: ``trace.get_tracer_provider`` as the API defines it (a test may replace it; then it is asked).
+_GET_TRACER_PROVIDER = trace.get_tracer_provider if trace is not None else None
+#: ``os.environ``'s own mapping and the provider variable's key in it (CPython's ``os._Environ``):
+#: looking a missing name up there is a dict lookup, where ``name in os.environ`` raises and catches
+#: a ``KeyError`` (about 1 µs, once per send). None where ``os.environ`` is something else.
+_ENVIRON_DATA: Mapping[Any, str] | None = getattr(os.environ, "_data", None)
+_ENVIRON_KEY: Any = (
+    os.environ.encodekey(OTEL_PYTHON_TRACER_PROVIDER)
+    if trace is not None and _ENVIRON_DATA is not None and hasattr(os.environ, "encodekey")
+    else None
+)
+if _ENVIRON_KEY is None:
+    _ENVIRON_DATA = None
+
+
 def enabled() -> bool:
     """Whether spans are recorded: the OpenTelemetry API is installed and a tracer provider was set
-    (until then the API's proxy provider hands out no-op tracers: nothing is done per message)."""
-    return trace is not None and not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    (until then the API's proxy provider hands out no-op tracers: nothing is done per message).
+
+    Exact at every call, and cheap while no provider is set (once per send): the API's provider is
+    set at most once (``trace._TRACER_PROVIDER`` goes from None to set, never back), and while it is
+    unset ``get_tracer_provider()`` returns its proxy unless ``OTEL_PYTHON_TRACER_PROVIDER`` names
+    one in the environment — both are checked here without the API's environment lookup; anything
+    else (a set provider, the variable, a replaced ``get_tracer_provider``) asks the API.
+    """
+    if trace is None:
+        return False
+    if trace._TRACER_PROVIDER is None and trace.get_tracer_provider is _GET_TRACER_PROVIDER and not _environ_names_provider():
+        return False
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def _environ_names_provider() -> bool:
+    """Whether ``OTEL_PYTHON_TRACER_PROVIDER`` is in the environment now."""
+    if _ENVIRON_DATA is not None:
+        return _ENVIRON_KEY in _ENVIRON_DATA
+    return OTEL_PYTHON_TRACER_PROVIDER in os.environ
 
 
 def _message_type(msg: Message) -> str:
@@ -67,15 +102,34 @@ def _attributes(topic: str, msgs: Sequence[Message], operation: str, group: str,
     return attrs
 
 
-@contextlib.contextmanager
+class _NoSpan(contextlib.AbstractContextManager[dict[str, str]]):
+    """:func:`send_span` while nothing is recorded: no span, no context to carry (a fresh empty dict)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> dict[str, str]:
+        return {}
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SPAN = _NoSpan()
+
+
 def send_span(
     group: str, namespace: str, msgs: Sequence[Message], *, message_type: str | None = None
-) -> Iterator[dict[str, str]]:
-    """A ``send`` span around sending ``msgs`` (one topic); yields the properties that carry its
-    context (empty without OpenTelemetry). The span records an exception raised inside."""
+) -> contextlib.AbstractContextManager[dict[str, str]]:
+    """A ``send`` span around sending ``msgs`` (one topic); entering it gives the properties that
+    carry its context (empty without OpenTelemetry). The span records an exception raised inside.
+    Without a span to record this is one shared do-nothing context (it runs once per send)."""
     if not msgs or not enabled():
-        yield {}
-        return
+        return _NO_SPAN
+    return _send_span(group, namespace, msgs, message_type)
+
+
+@contextlib.contextmanager
+def _send_span(group: str, namespace: str, msgs: Sequence[Message], message_type: str | None) -> Iterator[dict[str, str]]:
     attrs = _attributes(msgs[0].topic, msgs, "send", group, namespace)
     if message_type is not None:
         attrs["messaging.rocketmq.message.type"] = message_type

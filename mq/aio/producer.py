@@ -101,7 +101,8 @@ class Producer(ProducerSettings):
         sender = self._started()
         await self._load_route(msg)
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
-            request, pipelined = await self._core.prepare(msg, queue, selector, arg, timeout_s, carried=carried)
+            prepared = self._core.prepare_at_once(msg, (queue, selector, arg), timeout_s, False, carried)
+            request, pipelined = prepared or await self._core.prepare(msg, queue, selector, arg, timeout_s, carried=carried)
             began = time.monotonic()
             if pipelined is None:  # delayed: its own script call
                 result = await self._core.send(request)
@@ -122,7 +123,10 @@ class Producer(ProducerSettings):
         await self._load_route(msg)
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
             timeout_s = DEFAULT_SEND_TIMEOUT_S
-            request, pipelined = await self._core.prepare(msg, queue, selector, arg, timeout_s, oneway=True, carried=carried)
+            prepared = self._core.prepare_at_once(msg, (queue, selector, arg), timeout_s, True, carried)
+            request, pipelined = prepared or await self._core.prepare(
+                msg, queue, selector, arg, timeout_s, oneway=True, carried=carried
+            )
             if pipelined is not None:
                 sender.submit(request, pipelined)
                 return

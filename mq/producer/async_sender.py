@@ -22,6 +22,7 @@ from typing import Any
 from mq.errors import MQBrokerError
 from mq.message import SendResult
 from mq.producer.core import MAX_PIPELINE, oneway_failed, outcomes, plan_puts, puts_of, round_failed
+from mq.producer.futures import FutureGroup
 from mq.producer.request import SendRequest
 from mq.queue import MessageQueue
 from mq.store import Store
@@ -39,10 +40,12 @@ class AsyncSender:
         store: Store,
         select: Callable[[SendRequest], MessageQueue],
         send_sync: Callable[[SendRequest], SendResult],
+        futures: FutureGroup | None = None,
     ) -> None:
         self._store = store
         self._select = select
         self._send_sync = send_sync
+        self._futures = futures or FutureGroup()
         self._queue: queue.SimpleQueue[SendRequest | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="mq-async-sender", daemon=True)
 
@@ -100,13 +103,19 @@ class AsyncSender:
             results = self._store.put_many(puts) if puts else []
         except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
             results = [e] * len(puts)
+        settled: list[tuple[Future[SendResult], SendResult | BaseException]] = []
+        retries: list[SendRequest] = []
         for r, outcome in outcomes(calls, results):
             if outcome is None:
-                self._retry(r)
-            elif isinstance(outcome, BaseException):
-                self._fail(r, outcome)
+                retries.append(r)
+            elif r.oneway:
+                if isinstance(outcome, BaseException):
+                    oneway_failed(r, outcome)
             else:
-                self._resolve(r, outcome)
+                settled.append((r.future, outcome))
+        self._futures.settle(settled)  # one wake-up of the waiting callers for the whole round
+        for r in retries:
+            self._retry(r)
 
     def _retry(self, r: SendRequest) -> None:
         try:

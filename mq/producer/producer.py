@@ -22,6 +22,7 @@ from mq.producer.core import (
     sync_socket_timeout_s,
     trace_sent,
 )
+from mq.producer.futures import FutureGroup
 from mq.producer.request import Selector, SendRequest
 from mq.queue import MessageQueue
 from mq.store import Store
@@ -62,6 +63,7 @@ class Producer(ProducerSettings):
         self._core = SyncSendCore(self._store, **self._core_options())
         self._fault = self._core.fault
         self._sender: AsyncSender | None = None
+        self._futures = FutureGroup()
         self._tracer = Tracer(self._store, self.group, new_client_id(), self.trace)
 
     def __repr__(self) -> str:
@@ -72,7 +74,7 @@ class Producer(ProducerSettings):
     def start(self) -> Producer:
         """Start the producer (idempotent). Returns self."""
         if self._sender is None:
-            self._sender = AsyncSender(self._store, self._core.pipeline_queue, self._core.send)
+            self._sender = AsyncSender(self._store, self._core.pipeline_queue, self._core.send, self._futures)
             self._sender.start()
         return self
 
@@ -115,7 +117,9 @@ class Producer(ProducerSettings):
         """
         self._check_started()
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
-            request = self._core.request(msg, queue, selector, arg, timeout_s, carried=carried)
+            request = self._core.request_at_once(msg, (queue, selector, arg), timeout_s, False, carried) or self._core.request(
+                msg, queue, selector, arg, timeout_s, carried=carried
+            )
             began = time.monotonic()
             result = self._core.send(request)
             otel.set_message_id(result.msg_id)
@@ -190,9 +194,12 @@ class Producer(ProducerSettings):
         if sender is None:
             raise MQClientError(NOT_STARTED)
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:  # the span covers the hand-over
-            request = self._core.request(msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried)
-            self._core.route(msg.topic)  # an unknown topic fails here, not in the future
-            future = request.future  # made here, before the sender thread may touch it
+            request = self._core.request_at_once(msg, (queue, selector, arg), timeout_s, oneway, carried) or self._core.request(
+                msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried
+            )
+            if self._core.routes.cached(msg.topic) is None:
+                self._core.route(msg.topic)  # an unknown topic fails here, not in the future
+            future = request.future = self._futures.new()  # made here, before the sender thread may touch it
             if self._tracer.active:
                 began = time.monotonic()
                 future.add_done_callback(lambda f: None if f.exception() else self._trace_sent(request, f.result(), began))
