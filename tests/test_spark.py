@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import pathlib
 import pickle
@@ -14,9 +15,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given as for_all
+from hypothesis import settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pyspark", reason="pip install 'rocketredis[spark]'")
 
+import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -484,6 +489,39 @@ def test_rows_decoded_in_bulk_equal_message_by_message_decoding(
     assert len(rows) == len(sent) and dict(rows[1]["properties"]) == sent[1][0].properties
     assert rows[1]["keys"] == ["k1", "k 2", "ü"] and rows[0]["keys"] == [] and rows[0]["tags"] is None
     assert rows[2]["reconsume_times"] == 3 and dict(rows[2]["system_properties"])["RETRY_TOPIC"] == "%RETRY%g"
+
+
+#: Property maps as the codec writes them (any text), and texts no codec writes.
+_PROPERTY_TEXTS = st.one_of(
+    st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=4).map(
+        lambda d: json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode()
+    ),
+    st.sampled_from([b"", b"{}", b'{"a":"1","a":"2"}', b'{"a":1}', b'{"a":"1"} ', b'{"a":"x\ty"}', b"[]", b'{"a":"\\u00e9"}']),
+    st.binary(max_size=12),
+    st.none(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@for_all(st.lists(_PROPERTY_TEXTS, max_size=8))
+def test_property_maps_parsed_by_arrow_equal_json_loads(texts: list[bytes | None]) -> None:
+    from mq.store import codec
+    from spark import columns
+
+    try:
+        parsed = codec.json_objects(texts)
+        ok = all(isinstance(x, str) for p in parsed if p is not None for kv in p.items() for x in kv)
+        expected: Any = [list((p or {}).items()) for p in parsed] if ok else "foreign"
+    except (ValueError, UnicodeDecodeError):
+        expected = "foreign"
+    try:
+        maps = columns._json_maps(texts)
+        got: Any = "foreign" if maps is None else maps.to_pylist()
+    except columns._FOREIGN:
+        got = "foreign"
+    assert got == expected
+    written = [json.dumps({"k": str(i), "ü": "€ x"}, separators=(",", ":"), ensure_ascii=False).encode() for i in range(3)]
+    assert columns._compact_maps(pa.array([*written, b"", None], pa.string())) is not None  # the Arrow way is taken
 
 
 def test_foreign_entries_are_skipped_with_one_logged_error_each(
