@@ -18,6 +18,8 @@ option                       meaning
 ``page_size``                messages per ``XRANGE`` call (default 1000)
 ``min_partitions``           plan at least about this many partitions (default: one per queue)
 ``max_partition_messages``   never plan a partition over this many messages (default 100 000)
+``pack_queues``              ``true`` (default): small queues share a partition, up to the bounds
+                             above; ``false``: every partition reads one queue
 ``max_messages_per_trigger`` streaming: at most this many messages per micro-batch (default all)
 ===========================  =====================================================================
 
@@ -63,6 +65,7 @@ _KNOWN = frozenset(
         "page_size",
         "min_partitions",
         "max_partition_messages",
+        "pack_queues",
         "max_messages_per_trigger",
     }
 )
@@ -85,6 +88,7 @@ class ReadOptions:
         page_size: messages per ``XRANGE`` call.
         min_partitions: plan at least about this many partitions; None = one per non-empty queue.
         max_partition_messages: upper bound of one partition, messages.
+        pack_queues: whether several queues may share a partition (else one queue per partition).
         max_messages_per_trigger: streaming micro-batch cap, messages; None = everything available.
     """
 
@@ -99,6 +103,7 @@ class ReadOptions:
     page_size: int = DEFAULT_PAGE_SIZE
     min_partitions: int | None = None
     max_partition_messages: int = DEFAULT_MAX_PARTITION_MESSAGES
+    pack_queues: bool = True
     max_messages_per_trigger: int | None = None
 
     def __repr__(self) -> str:
@@ -134,6 +139,7 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         min_partitions=_positive("min_partitions", opts.get("min_partitions")),
         max_partition_messages=_positive("max_partition_messages", opts.get("max_partition_messages"))
         or DEFAULT_MAX_PARTITION_MESSAGES,
+        pack_queues=_flag("pack_queues", opts.get("pack_queues", "true")),
         max_messages_per_trigger=_positive("max_messages_per_trigger", opts.get("max_messages_per_trigger")),
     )
 
@@ -187,6 +193,13 @@ def _positive(name: str, value: str | None) -> int | None:
     if number < 1:
         raise MQClientError(f"option {name!r} must be a positive integer, got {value!r}")
     return number
+
+
+def _flag(name: str, value: str) -> bool:
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise MQClientError(f"option {name!r} must be 'true' or 'false', got {value!r}")
+    return text == "true"
 
 
 def _offsets(name: str, value: str, *, allow_earliest: bool = True) -> OffsetSpec:

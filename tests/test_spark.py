@@ -30,7 +30,7 @@ from mq import Admin, Message, MessageQueue, MQClientError, Producer, TopicNotFo
 from mq.connection import Connection
 from mq.msgid import new_msg_id
 from spark import MQDataSource, local_session, parse_options
-from spark.plan import QueueRange, cap, plan
+from spark.plan import ReadPartition, cap, plan
 from spark.schema import MESSAGES
 from tests.helpers import raw_client
 from tests.spark_data import Filled, commit, fill, put_dead_letters
@@ -60,13 +60,13 @@ def load(session: SparkSession, options: dict[str, str]) -> DataFrame:
     return session.read.format("mq").options(**options).load()
 
 
-def plan_direct(options: dict[str, str]) -> list[QueueRange]:
+def plan_direct(options: dict[str, str]) -> list[ReadPartition]:
     """Plan through the data source API without Spark (so planning and reading can be split)."""
     source = MQDataSource(options)
     return source.reader(source.schema()).partitions()
 
 
-def read_direct(options: dict[str, str], parts: list[QueueRange]) -> list[dict[str, Any]]:
+def read_direct(options: dict[str, str], parts: list[ReadPartition]) -> list[dict[str, Any]]:
     """Read planned partitions through the data source API without Spark, as row dicts."""
     source = MQDataSource(options)
     reader = source.reader(source.schema())
@@ -75,12 +75,19 @@ def read_direct(options: dict[str, str], parts: list[QueueRange]) -> list[dict[s
 
 def test_plan_balances_skewed_queues_and_caps_batches() -> None:
     ranges = {("T", 0): (0, 9000), ("T", 1): (100, 1100), ("T", 2): (5, 5)}
-    parts = plan(ranges, min_partitions=None, max_partition_messages=10**6)
+    parts = [
+        p for (p,) in (part.ranges for part in plan(ranges, min_partitions=None, max_partition_messages=10**6, pack_queues=False))
+    ]
     assert [(p.queue_id, p.start, p.end) for p in parts if p.queue_id == 1] == [(1, 100, 1100)]
     assert len(parts) == 3 and max(p.size for p in parts) <= 5000  # even share: 10 000 / 2 non-empty queues
     assert sum(p.size for p in parts) == 10_000 and all(p.size > 0 for p in parts)
     assert [p.end for p in parts[:-1]] == [p.start for p in parts[1:-1]] + [9000]  # queue 0: contiguous pieces
-    assert pickle.loads(pickle.dumps(parts)) == parts  # Spark ships partitions to the tasks pickled
+    packed = plan(ranges, min_partitions=None, max_partition_messages=10**6, pack_queues=True)
+    assert [(r.queue_id, r.start, r.end) for r in packed[0].ranges] == [(0, 0, 9000), (1, 100, 1100)]  # both queues, one task
+    small = plan(ranges, min_partitions=None, max_partition_messages=4000, pack_queues=True)
+    assert [[(r.queue_id, r.size) for r in p.ranges] for p in small] == [[(0, 3000)], [(0, 3000)], [(0, 3000), (1, 1000)]]
+    assert len(plan(ranges, min_partitions=3, max_partition_messages=10**6, pack_queues=True)) >= 3
+    assert pickle.loads(pickle.dumps(packed)) == packed  # Spark ships partitions to the tasks pickled
     reader = MQDataSource({"url": "redis://127.0.0.1:1/0", "topic": "T"}).reader(MESSAGES)
     assert pickle.loads(pickle.dumps(reader)).options == reader.options  # options only, no connection
     capped = cap({("T", 0): 0, ("T", 1): 10}, {("T", 0): 1000, ("T", 1): 110}, 220)
@@ -92,9 +99,13 @@ def test_big_topic_counts_partitions_sums_and_bodies(spark_session: SparkSession
     df = load(spark_session, big.options())
     assert df.count() == BIG
 
-    per_part = df.groupBy(F.spark_partition_id().alias("p")).agg(F.countDistinct("queue_id").alias("queues")).collect()
-    assert all(r.queues == 1 for r in per_part)  # a partition reads one queue
-    assert df.select("queue_id").distinct().count() == 6 and len(per_part) >= 6
+    def queues_per_partition(frame: DataFrame) -> list[int]:
+        per_part = frame.groupBy(F.spark_partition_id().alias("p")).agg(F.countDistinct("queue_id").alias("q")).collect()
+        return sorted(r.q for r in per_part)
+
+    assert queues_per_partition(df) == [6]  # 30 000 messages, under max_partition_messages: one task reads all 6 queues
+    assert queues_per_partition(load(spark_session, big.options(pack_queues="false"))) == [1] * 6  # one queue each
+    assert queues_per_partition(load(spark_session, big.options(max_partition_messages="15000"))) == [3, 3]
 
     counts = {r.queue_id: r["count"] for r in df.groupBy("queue_id").count().collect()}
     assert counts == big.queue_counts()
@@ -136,7 +147,7 @@ def test_snapshot_is_what_planning_saw(redis_server: Any, namespace: str, spark_
     data = fill(redis_server.url, namespace, "Snap", 3000, 3)
     # Direct API: plan, send more, read
     parts = plan_direct(data.options())
-    planned = {p.queue_id: p.end for p in parts}
+    planned = {r.queue_id: r.end for p in parts for r in p.ranges}
     fill(redis_server.url, namespace, "Snap", 600, 3, create=False, start=3000)
     rows = read_direct(data.options(), parts)
     assert len(rows) == 3000 and all(r["queue_offset"] < planned[r["queue_id"]] for r in rows)
@@ -244,6 +255,7 @@ def test_bad_options_are_client_errors(
         ({"url": url, "min_store_time": "yesterday"}, "min_store_time"),
         ({"url": url, "starting_offsets": "[1]"}, "starting_offsets"),
         ({"url": url, "page_size": "0"}, "page_size"),
+        ({"url": url, "pack_queues": "maybe"}, "pack_queues"),
         ({"url": url, "topic": "bad name"}, "bad name"),
     ]
     for options, message in cases:
