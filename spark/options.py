@@ -16,7 +16,8 @@ option                       meaning
                              batch default ``earliest``, streaming default ``latest``
 ``ending_offsets``           batch only: ``latest`` (default) or JSON as above (exclusive ends)
 ``page_size``                messages per ``XRANGE`` call (default 1000)
-``min_partitions``           plan at least about this many partitions (default: one per queue)
+``min_partitions``           plan at least about this many partitions (default: as few as the bounds
+                             allow; one per queue with ``pack_queues=false``)
 ``max_partition_messages``   never plan a partition over this many messages (default 100 000)
 ``pack_queues``              ``true`` (default): small queues share a partition, up to the bounds
                              above; ``false``: every partition reads one queue
@@ -86,7 +87,8 @@ class ReadOptions:
         starting_offsets: where reading starts; None means the table's default.
         ending_offsets: where a batch read ends (exclusive).
         page_size: messages per ``XRANGE`` call.
-        min_partitions: plan at least about this many partitions; None = one per non-empty queue.
+        min_partitions: plan at least about this many partitions; None = as few as
+            ``max_partition_messages`` allows (one per non-empty queue without ``pack_queues``).
         max_partition_messages: upper bound of one partition, messages.
         pack_queues: whether several queues may share a partition (else one queue per partition).
         max_messages_per_trigger: streaming micro-batch cap, messages; None = everything available.
