@@ -10,8 +10,9 @@ a key and a property, 256-byte bodies by default), then measures rows per second
 - ``Spark local[1]`` and ``Spark local[2]``: ``spark.read.format("mq")…load()`` then an aggregate
   over every column group (count, body bytes, a property sum), with 1 and 2 executor cores. The
   first action of each session (JVM and Python worker start) is a warm-up and not timed;
-- ``Spark local[N] tiny``: the same action reading one message per queue (8 tasks), seconds: what a
-  Spark action costs beside reading (planning, one task per queue).
+- ``Spark local[N] tiny``: the same action reading one message per queue, seconds: what a Spark
+  action costs beside reading (planning and one task: the default plan packs the 8 small queues
+  into one partition; the 200 000-message read is 2 tasks of up to ``max_partition_messages``).
 
 Each case runs ``--rounds`` times; the median is reported. Ratios to raw XRANGE are what carry
 across machines. Results go to stdout, and to ``--json PATH`` when given.

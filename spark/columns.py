@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,6 +32,10 @@ Entry = tuple[bytes, Any]
 _REQUIRED = (b"i", b"b", b"bt", b"st")
 #: What the fast path gives up on (anything else is a bug, not a foreign entry).
 _FOREIGN = (KeyError, ValueError, TypeError, UnicodeDecodeError, pa.ArrowException)
+#: A JSON string holding no backslash (escape) and no control character.
+_PLAIN_STRING = r'"[^"\\\x00-\x1f]*"'
+#: A property text in the codec's compact form (``separators=(",", ":")``) with plain strings only.
+_COMPACT_OBJECT = rf"^\{{({_PLAIN_STRING}:{_PLAIN_STRING}(,{_PLAIN_STRING}:{_PLAIN_STRING})*)?\}}$"
 
 
 def entries_batch(
@@ -101,9 +106,12 @@ def _keys(joined: Sequence[bytes | None]) -> pa.Array:
 
 
 def _json_maps(texts: Sequence[bytes | None]) -> pa.Array | None:
-    """``map<string,string>`` of JSON objects (empty where absent), every text parsed in one
-    ``json.loads`` (:func:`mq.store.codec.json_objects`); None when a text is not exactly what the
-    codec writes."""
+    """``map<string,string>`` of JSON objects (empty where absent), parsed by Arrow when every text
+    is in the codec's compact form (:func:`_compact_maps`), else by one ``json.loads`` of all the
+    texts (:func:`mq.store.codec.json_objects`); None when a text is not exactly what the codec writes."""
+    fast = _compact_maps(pa.array(texts, pa.string()))  # ArrowInvalid (a foreign entry) unless UTF-8
+    if fast is not None:
+        return fast
     try:
         parsed = codec.json_objects(texts)
     except (ValueError, UnicodeDecodeError):
@@ -114,6 +122,40 @@ def _json_maps(texts: Sequence[bytes | None]) -> pa.Array | None:
     keys = pa.array(list(itertools.chain.from_iterable(maps)), pa.string())  # ArrowTypeError unless str
     values = pa.array(list(itertools.chain.from_iterable(map(dict.values, maps))), pa.string())
     return pa.MapArray.from_arrays(offsets, keys, values)
+
+
+def _compact_maps(texts: pa.StringArray) -> pa.MapArray | None:
+    """``map<string,string>`` of ``texts`` split by Arrow, with no Python object per row; None unless
+    every present text matches :data:`_COMPACT_OBJECT` and no object repeats a key.
+
+    Such a text is a JSON object of strings whose strings hold no backslash and no control
+    character, so every ``"`` in it delimits a string: split on ``"``, an object of *k* pairs is the
+    4k+1 tokens ``{``, key, ``:``, value, ``,`` … ``}``, and keys and values are taken by position.
+    That is exactly what ``json.loads`` returns for it (a repeated key, where ``json.loads`` keeps the
+    last value, is left to it). Empty or absent texts are empty maps.
+    """
+    present = pc.fill_null(pc.not_equal(texts, ""), False)
+    if not pc.all(pc.or_kleene(pc.invert(present), pc.match_substring_regex(texts, _COMPACT_OBJECT))).as_py():
+        return None
+    tokens = pc.split_pattern(texts, '"')  # a present "{}", an empty text and a null give one token or none
+    counts = (pc.fill_null(pc.list_value_length(tokens), 1).to_numpy() - 1) // 4
+    offsets = np.zeros(len(texts) + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    rows = np.repeat(np.arange(len(texts)), counts)
+    nth = np.arange(offsets[-1]) - offsets[:-1][rows]  # which pair of its object each pair is
+    key_at = tokens.offsets.to_numpy()[:-1][rows] + 4 * nth + 1
+    flat = tokens.values  # what the offsets point into
+    keys = flat.take(pa.array(key_at))
+    if counts.max(initial=0) > 1 and _repeats_a_key(rows, keys):
+        return None
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, flat.take(pa.array(key_at + 2)))
+
+
+def _repeats_a_key(rows: np.ndarray[Any, Any], keys: pa.Array) -> bool:
+    """Whether a row's keys (``keys[i]`` belongs to row ``rows[i]``) name one key twice."""
+    codes = keys.dictionary_encode().indices.to_numpy().astype(np.int64)
+    pairs = rows.astype(np.int64) * (int(codes.max()) + 1) + codes
+    return len(np.unique(pairs)) != len(pairs)
 
 
 def _timestamps(ms: pa.Array) -> pa.Array:

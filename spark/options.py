@@ -16,8 +16,11 @@ option                       meaning
                              batch default ``earliest``, streaming default ``latest``
 ``ending_offsets``           batch only: ``latest`` (default) or JSON as above (exclusive ends)
 ``page_size``                messages per ``XRANGE`` call (default 1000)
-``min_partitions``           plan at least about this many partitions (default: one per queue)
+``min_partitions``           plan at least about this many partitions (default: as few as the bounds
+                             allow; one per queue with ``pack_queues=false``)
 ``max_partition_messages``   never plan a partition over this many messages (default 100 000)
+``pack_queues``              ``true`` (default): small queues share a partition, up to the bounds
+                             above; ``false``: every partition reads one queue
 ``max_messages_per_trigger`` streaming: at most this many messages per micro-batch (default all)
 ===========================  =====================================================================
 
@@ -63,6 +66,7 @@ _KNOWN = frozenset(
         "page_size",
         "min_partitions",
         "max_partition_messages",
+        "pack_queues",
         "max_messages_per_trigger",
     }
 )
@@ -83,8 +87,10 @@ class ReadOptions:
         starting_offsets: where reading starts; None means the table's default.
         ending_offsets: where a batch read ends (exclusive).
         page_size: messages per ``XRANGE`` call.
-        min_partitions: plan at least about this many partitions; None = one per non-empty queue.
+        min_partitions: plan at least about this many partitions; None = as few as
+            ``max_partition_messages`` allows (one per non-empty queue without ``pack_queues``).
         max_partition_messages: upper bound of one partition, messages.
+        pack_queues: whether several queues may share a partition (else one queue per partition).
         max_messages_per_trigger: streaming micro-batch cap, messages; None = everything available.
     """
 
@@ -99,6 +105,7 @@ class ReadOptions:
     page_size: int = DEFAULT_PAGE_SIZE
     min_partitions: int | None = None
     max_partition_messages: int = DEFAULT_MAX_PARTITION_MESSAGES
+    pack_queues: bool = True
     max_messages_per_trigger: int | None = None
 
     def __repr__(self) -> str:
@@ -134,6 +141,7 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         min_partitions=_positive("min_partitions", opts.get("min_partitions")),
         max_partition_messages=_positive("max_partition_messages", opts.get("max_partition_messages"))
         or DEFAULT_MAX_PARTITION_MESSAGES,
+        pack_queues=_flag("pack_queues", opts.get("pack_queues", "true")),
         max_messages_per_trigger=_positive("max_messages_per_trigger", opts.get("max_messages_per_trigger")),
     )
 
@@ -187,6 +195,13 @@ def _positive(name: str, value: str | None) -> int | None:
     if number < 1:
         raise MQClientError(f"option {name!r} must be a positive integer, got {value!r}")
     return number
+
+
+def _flag(name: str, value: str) -> bool:
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise MQClientError(f"option {name!r} must be 'true' or 'false', got {value!r}")
+    return text == "true"
 
 
 def _offsets(name: str, value: str, *, allow_earliest: bool = True) -> OffsetSpec:

@@ -40,6 +40,19 @@ class QueueRange(InputPartition):
 
 
 @dataclass(frozen=True)
+class ReadPartition(InputPartition):
+    """One partition: the ranges one task reads, one after the other — one queue's, or several small
+    queues' when they are packed together (see :func:`plan`). Picklable."""
+
+    ranges: tuple[QueueRange, ...]
+
+    @property
+    def size(self) -> int:
+        """Messages the ranges span (trimmed ones included)."""
+        return sum(r.size for r in self.ranges)
+
+
+@dataclass(frozen=True)
 class RowsPartition(InputPartition):
     """The only partition of a small table: its rows, computed on the driver at planning."""
 
@@ -72,24 +85,33 @@ def batch_ranges(store: Store, stats: Mapping[QueueId, QueueStats], opts: ReadOp
 
 
 def plan(
-    ranges: Mapping[QueueId, tuple[int, int]], *, min_partitions: int | None, max_partition_messages: int
-) -> list[QueueRange]:
-    """Partitions covering ``ranges``: every non-empty queue gets at least one, and big queues are
-    cut into equal pieces so no partition is over ``total / min_partitions`` (default one per
-    non-empty queue) or ``max_partition_messages`` messages.
+    ranges: Mapping[QueueId, tuple[int, int]], *, min_partitions: int | None, max_partition_messages: int, pack_queues: bool
+) -> list[ReadPartition]:
+    """Partitions covering ``ranges``, none over ``total / min_partitions`` or ``max_partition_messages``
+    messages: big queues are cut into equal pieces, and with ``pack_queues`` the pieces (small queues
+    whole) are then packed, in queue order, into as few partitions as those bounds allow (default:
+    partitions of up to ``max_partition_messages``). Without it every partition holds one queue's
+    piece, and every non-empty queue has at least one (default: one per queue).
     """
     sizes = {q: end - start for q, (start, end) in ranges.items() if end > start}
     if not sizes:
         return []
-    wanted = min_partitions or len(sizes)
+    wanted = min_partitions or (1 if pack_queues else len(sizes))
     target = max(1, min(max_partition_messages, math.ceil(sum(sizes.values()) / wanted)))
-    parts = []
+    pieces = []
     for (topic, qid), size in sorted(sizes.items()):
         start = ranges[(topic, qid)][0]
-        pieces = math.ceil(size / target)
-        cuts = [start + size * i // pieces for i in range(pieces + 1)]
-        parts += [QueueRange(topic, qid, lo, hi) for lo, hi in itertools.pairwise(cuts)]
-    return parts
+        count = math.ceil(size / target)
+        cuts = [start + size * i // count for i in range(count + 1)]
+        pieces += [QueueRange(topic, qid, lo, hi) for lo, hi in itertools.pairwise(cuts)]
+    if not pack_queues:
+        return [ReadPartition((piece,)) for piece in pieces]
+    bins: list[list[QueueRange]] = []
+    for piece in pieces:
+        if not bins or sum(r.size for r in bins[-1]) + piece.size > target:
+            bins.append([])
+        bins[-1].append(piece)
+    return [ReadPartition(tuple(b)) for b in bins]
 
 
 def to_json(offsets: Mapping[QueueId, int]) -> JsonOffsets:

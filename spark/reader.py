@@ -8,7 +8,7 @@ are simply absent from ``XRANGE``'s answer: they are skipped, never an error.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -19,7 +19,7 @@ from mq.store import Store
 from spark import plan
 from spark.columns import entries_batch
 from spark.options import ReadOptions
-from spark.plan import QueueRange
+from spark.plan import QueueRange, ReadPartition
 from spark.schema import arrow_schema
 from spark.snapshot import QueueId
 
@@ -39,19 +39,23 @@ class RangeReader:
         """Balanced partitions over per-queue ``[start, end)`` ranges (see :func:`spark.plan.plan`)."""
         return list(
             plan.plan(
-                ranges, min_partitions=self.options.min_partitions, max_partition_messages=self.options.max_partition_messages
+                ranges,
+                min_partitions=self.options.min_partitions,
+                max_partition_messages=self.options.max_partition_messages,
+                pack_queues=self.options.pack_queues,
             )
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The messages of one planned range, as Arrow record batches."""
-        if not isinstance(partition, QueueRange):  # Spark's placeholder when nothing was planned
+        """The messages of one planned partition, as Arrow record batches."""
+        if not isinstance(partition, ReadPartition):  # Spark's placeholder when nothing was planned
             return iter(())
-        return read_range(self.options, partition, arrow_schema(self.schema))
+        return read_ranges(self.options, partition.ranges, arrow_schema(self.schema))
 
 
-def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Record batches of the messages stored at offsets ``[part.start, part.end)`` of one queue.
+def read_ranges(opts: ReadOptions, parts: Sequence[QueueRange], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Record batches of the messages stored at offsets ``[part.start, part.end)`` of each part's
+    queue, one part after the other.
 
     Opens its own connection (tasks run in other processes) and closes it when done. Messages
     outside the store-time options are left out.
@@ -63,19 +67,20 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
     try:
         store = Store(conn)
         step = opts.page_size * PAGES_PER_ROUND_TRIP
-        for low in range(part.start, part.end, step):
-            high = min(low + step, part.end)
-            pages = [(first, min(first + opts.page_size, high) - 1) for first in range(low, high, opts.page_size)]
-            entries = store.read_page_entries(part.topic, part.queue_id, pages)
-            batch = entries_batch(
-                part.topic,
-                part.queue_id,
-                entries,
-                schema,
-                min_store_time_ms=opts.min_store_time_ms,
-                max_store_time_ms=opts.max_store_time_ms,
-            )
-            if batch.num_rows:
-                yield batch
+        for part in parts:
+            for low in range(part.start, part.end, step):
+                high = min(low + step, part.end)
+                pages = [(first, min(first + opts.page_size, high) - 1) for first in range(low, high, opts.page_size)]
+                entries = store.read_page_entries(part.topic, part.queue_id, pages)
+                batch = entries_batch(
+                    part.topic,
+                    part.queue_id,
+                    entries,
+                    schema,
+                    min_store_time_ms=opts.min_store_time_ms,
+                    max_store_time_ms=opts.max_store_time_ms,
+                )
+                if batch.num_rows:
+                    yield batch
     finally:
         conn.close()

@@ -1,7 +1,7 @@
 """The ``mq`` data source: ``spark.read.format("mq")`` and ``spark.readStream.format("mq")``.
 
 ``partitions()`` runs once on the driver: it reads every covered queue's min/max offset (the
-snapshot) and plans :class:`~spark.plan.QueueRange` partitions; ``read()`` runs in the tasks and
+snapshot) and plans :class:`~spark.plan.ReadPartition` partitions; ``read()`` runs in the tasks and
 opens its own connection. The small ``offsets`` and ``topics`` tables are computed whole at
 planning and travel in their single partition.
 """

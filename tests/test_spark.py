@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import pathlib
 import pickle
@@ -14,9 +15,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given as for_all
+from hypothesis import settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pyspark", reason="pip install 'rocketredis[spark]'")
 
+import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -25,7 +30,7 @@ from mq import Admin, Message, MessageQueue, MQClientError, Producer, TopicNotFo
 from mq.connection import Connection
 from mq.msgid import new_msg_id
 from spark import MQDataSource, local_session, parse_options
-from spark.plan import QueueRange, cap, plan
+from spark.plan import ReadPartition, cap, plan
 from spark.schema import MESSAGES
 from tests.helpers import raw_client
 from tests.spark_data import Filled, commit, fill, put_dead_letters
@@ -55,13 +60,13 @@ def load(session: SparkSession, options: dict[str, str]) -> DataFrame:
     return session.read.format("mq").options(**options).load()
 
 
-def plan_direct(options: dict[str, str]) -> list[QueueRange]:
+def plan_direct(options: dict[str, str]) -> list[ReadPartition]:
     """Plan through the data source API without Spark (so planning and reading can be split)."""
     source = MQDataSource(options)
     return source.reader(source.schema()).partitions()
 
 
-def read_direct(options: dict[str, str], parts: list[QueueRange]) -> list[dict[str, Any]]:
+def read_direct(options: dict[str, str], parts: list[ReadPartition]) -> list[dict[str, Any]]:
     """Read planned partitions through the data source API without Spark, as row dicts."""
     source = MQDataSource(options)
     reader = source.reader(source.schema())
@@ -70,12 +75,19 @@ def read_direct(options: dict[str, str], parts: list[QueueRange]) -> list[dict[s
 
 def test_plan_balances_skewed_queues_and_caps_batches() -> None:
     ranges = {("T", 0): (0, 9000), ("T", 1): (100, 1100), ("T", 2): (5, 5)}
-    parts = plan(ranges, min_partitions=None, max_partition_messages=10**6)
+    parts = [
+        p for (p,) in (part.ranges for part in plan(ranges, min_partitions=None, max_partition_messages=10**6, pack_queues=False))
+    ]
     assert [(p.queue_id, p.start, p.end) for p in parts if p.queue_id == 1] == [(1, 100, 1100)]
     assert len(parts) == 3 and max(p.size for p in parts) <= 5000  # even share: 10 000 / 2 non-empty queues
     assert sum(p.size for p in parts) == 10_000 and all(p.size > 0 for p in parts)
     assert [p.end for p in parts[:-1]] == [p.start for p in parts[1:-1]] + [9000]  # queue 0: contiguous pieces
-    assert pickle.loads(pickle.dumps(parts)) == parts  # Spark ships partitions to the tasks pickled
+    packed = plan(ranges, min_partitions=None, max_partition_messages=10**6, pack_queues=True)
+    assert [(r.queue_id, r.start, r.end) for r in packed[0].ranges] == [(0, 0, 9000), (1, 100, 1100)]  # both queues, one task
+    small = plan(ranges, min_partitions=None, max_partition_messages=4000, pack_queues=True)
+    assert [[(r.queue_id, r.size) for r in p.ranges] for p in small] == [[(0, 3000)], [(0, 3000)], [(0, 3000), (1, 1000)]]
+    assert len(plan(ranges, min_partitions=3, max_partition_messages=10**6, pack_queues=True)) >= 3
+    assert pickle.loads(pickle.dumps(packed)) == packed  # Spark ships partitions to the tasks pickled
     reader = MQDataSource({"url": "redis://127.0.0.1:1/0", "topic": "T"}).reader(MESSAGES)
     assert pickle.loads(pickle.dumps(reader)).options == reader.options  # options only, no connection
     capped = cap({("T", 0): 0, ("T", 1): 10}, {("T", 0): 1000, ("T", 1): 110}, 220)
@@ -87,9 +99,13 @@ def test_big_topic_counts_partitions_sums_and_bodies(spark_session: SparkSession
     df = load(spark_session, big.options())
     assert df.count() == BIG
 
-    per_part = df.groupBy(F.spark_partition_id().alias("p")).agg(F.countDistinct("queue_id").alias("queues")).collect()
-    assert all(r.queues == 1 for r in per_part)  # a partition reads one queue
-    assert df.select("queue_id").distinct().count() == 6 and len(per_part) >= 6
+    def queues_per_partition(frame: DataFrame) -> list[int]:
+        per_part = frame.groupBy(F.spark_partition_id().alias("p")).agg(F.countDistinct("queue_id").alias("q")).collect()
+        return sorted(r.q for r in per_part)
+
+    assert queues_per_partition(df) == [6]  # 30 000 messages, under max_partition_messages: one task reads all 6 queues
+    assert queues_per_partition(load(spark_session, big.options(pack_queues="false"))) == [1] * 6  # one queue each
+    assert queues_per_partition(load(spark_session, big.options(max_partition_messages="15000"))) == [3, 3]
 
     counts = {r.queue_id: r["count"] for r in df.groupBy("queue_id").count().collect()}
     assert counts == big.queue_counts()
@@ -131,7 +147,7 @@ def test_snapshot_is_what_planning_saw(redis_server: Any, namespace: str, spark_
     data = fill(redis_server.url, namespace, "Snap", 3000, 3)
     # Direct API: plan, send more, read
     parts = plan_direct(data.options())
-    planned = {p.queue_id: p.end for p in parts}
+    planned = {r.queue_id: r.end for p in parts for r in p.ranges}
     fill(redis_server.url, namespace, "Snap", 600, 3, create=False, start=3000)
     rows = read_direct(data.options(), parts)
     assert len(rows) == 3000 and all(r["queue_offset"] < planned[r["queue_id"]] for r in rows)
@@ -240,6 +256,7 @@ def test_bad_options_are_client_errors(
         ({"url": url, "min_store_time": "yesterday"}, "min_store_time"),
         ({"url": url, "starting_offsets": "[1]"}, "starting_offsets"),
         ({"url": url, "page_size": "0"}, "page_size"),
+        ({"url": url, "pack_queues": "maybe"}, "pack_queues"),
         ({"url": url, "topic": "bad name"}, "bad name"),
     ]
     for options, message in cases:
@@ -485,6 +502,39 @@ def test_rows_decoded_in_bulk_equal_message_by_message_decoding(
     assert len(rows) == len(sent) and dict(rows[1]["properties"]) == sent[1][0].properties
     assert rows[1]["keys"] == ["k1", "k 2", "ü"] and rows[0]["keys"] == [] and rows[0]["tags"] is None
     assert rows[2]["reconsume_times"] == 3 and dict(rows[2]["system_properties"])["RETRY_TOPIC"] == "%RETRY%g"
+
+
+#: Property maps as the codec writes them (any text), and texts no codec writes.
+_PROPERTY_TEXTS = st.one_of(
+    st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=4).map(
+        lambda d: json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode()
+    ),
+    st.sampled_from([b"", b"{}", b'{"a":"1","a":"2"}', b'{"a":1}', b'{"a":"1"} ', b'{"a":"x\ty"}', b"[]", b'{"a":"\\u00e9"}']),
+    st.binary(max_size=12),
+    st.none(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@for_all(st.lists(_PROPERTY_TEXTS, max_size=8))
+def test_property_maps_parsed_by_arrow_equal_json_loads(texts: list[bytes | None]) -> None:
+    from mq.store import codec
+    from spark import columns
+
+    try:
+        parsed = codec.json_objects(texts)
+        ok = all(isinstance(x, str) for p in parsed if p is not None for kv in p.items() for x in kv)
+        expected: Any = [list((p or {}).items()) for p in parsed] if ok else "foreign"
+    except (ValueError, UnicodeDecodeError):
+        expected = "foreign"
+    try:
+        maps = columns._json_maps(texts)
+        got: Any = "foreign" if maps is None else maps.to_pylist()
+    except columns._FOREIGN:
+        got = "foreign"
+    assert got == expected
+    written = [json.dumps({"k": str(i), "ü": "€ x"}, separators=(",", ":"), ensure_ascii=False).encode() for i in range(3)]
+    assert columns._compact_maps(pa.array([*written, b"", None], pa.string())) is not None  # the Arrow way is taken
 
 
 def test_foreign_entries_are_skipped_with_one_logged_error_each(
