@@ -20,15 +20,18 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
 from mq.keys import KEY_SEPARATOR, offset_of
 from mq.message import Message, MessageExt
 from mq.queue import DEFAULT_BROKER_NAME
 
 log = logging.getLogger("mq.store")
+
+T = TypeVar("T")
 
 
 def encode(
@@ -127,46 +130,71 @@ def decode_entries(topic: str, queue_id: int, entries: Iterable[tuple[bytes, Any
 _FOREIGN = (KeyError, ValueError, TypeError, UnicodeDecodeError, AttributeError)
 
 
-def _decode_columns(topic: str, queue_id: int, rows: list[tuple[bytes, Any]]) -> list[MessageExt]:
+def _decode_columns(topic: str, queue_id: int, rows: Sequence[tuple[bytes, Any]]) -> list[MessageExt]:
     """:func:`decode` of every entry, field by field over all entries; raises one of ``_FOREIGN``
-    when an entry is not one this library wrote."""
+    when an entry is not one this library wrote.
+
+    Each column is converted in one pass (an absent optional field costs nothing per message), so
+    the loop only builds the messages.
+    """
     field = FieldColumns(rows)
     ids, bodies, born, stored = (field.required(name) for name in (b"i", b"b", b"bt", b"st"))
     properties, system = json_objects(field(b"p")), json_objects(field(b"s"))
+    offsets = [int(entry_id.partition(b"-")[2]) - 1 for entry_id, _ in rows]
     new = MessageExt.__new__
-    out = []
-    for (entry_id, _), body, msg_id, tags, keys, props, born_ms, store_ms, retries, sys_props in zip(
-        rows,
+    out: list[MessageExt] = []
+    append = out.append
+    for offset, body, msg_id, tags, keys, props, born_ms, store_ms, retries, sys_props in zip(
+        offsets,
         bodies,
         map(bytes.decode, ids),
-        field(b"t"),
-        field(b"k"),
+        _column(field(b"t"), _tags, None),
+        _column(field(b"k"), _keys, _NO_KEYS),
         properties,
         map(int, born),
         map(int, stored),
-        field(b"r"),
+        _column(field(b"r"), int, 0),
         system,
     ):
         msg = new(MessageExt)
         msg.__dict__ = {
             "topic": topic,
             "body": body,
-            "tags": tags.decode() if tags else None,
-            "keys": tuple(keys.decode().split(KEY_SEPARATOR)) if keys else (),
-            "properties": props if props is not None else {},
+            "tags": tags,
+            "keys": keys,
+            "properties": {} if props is None else props,
             "delay_level": 0,
             "deliver_time_ms": None,
             "msg_id": msg_id,
             "queue_id": queue_id,
-            "queue_offset": int(entry_id.partition(b"-")[2]) - 1,
+            "queue_offset": offset,
             "born_timestamp_ms": born_ms,
             "store_timestamp_ms": store_ms,
-            "reconsume_times": 0 if retries is None else int(retries),
+            "reconsume_times": retries,
             "broker_name": DEFAULT_BROKER_NAME,
-            "system_properties": sys_props if sys_props is not None else {},
+            "system_properties": {} if sys_props is None else sys_props,
         }
-        out.append(msg)
+        append(msg)
     return out
+
+
+def _column(values: Sequence[bytes | None], convert: Callable[[bytes], T], absent: T) -> Iterable[T]:
+    """``convert`` of each value of an optional field's column, ``absent`` where an entry lacks it; a
+    column no entry has costs nothing per entry."""
+    if values.count(None) == len(values):
+        return repeat(absent)
+    return [absent if v is None else convert(v) for v in values]
+
+
+def _tags(raw: bytes) -> str | None:
+    return raw.decode() or None
+
+
+_NO_KEYS: tuple[str, ...] = ()
+
+
+def _keys(raw: bytes) -> tuple[str, ...]:
+    return tuple(raw.decode().split(KEY_SEPARATOR)) if raw else ()
 
 
 class FieldColumns:
