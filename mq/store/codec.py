@@ -71,25 +71,20 @@ def decode(topic: str, queue_id: int, entry_id: bytes, fields: dict[bytes, bytes
     keys = fields.get(b"k")
     props = fields.get(b"p")
     system = fields.get(b"s")
-    msg = MessageExt.__new__(MessageExt)
-    msg.__dict__.update(
-        topic=topic,
-        body=fields[b"b"],
-        tags=tags.decode() if tags else None,
-        keys=tuple(keys.decode().split(KEY_SEPARATOR)) if keys else (),
-        properties=_object(props) if props else {},
-        delay_level=0,
-        deliver_time_ms=None,
-        msg_id=fields[b"i"].decode(),
-        queue_id=queue_id,
-        queue_offset=offset_of(entry_id),
-        born_timestamp_ms=int(fields[b"bt"]),
-        store_timestamp_ms=int(fields[b"st"]),
-        reconsume_times=int(fields.get(b"r", 0)),
-        broker_name=DEFAULT_BROKER_NAME,
-        system_properties=_object(system) if system else {},
+    return _message(
+        topic,
+        fields[b"b"],
+        tags.decode() if tags else None,
+        tuple(keys.decode().split(KEY_SEPARATOR)) if keys else (),
+        _object(props) if props else {},
+        fields[b"i"].decode(),
+        queue_id,
+        offset_of(entry_id),
+        int(fields[b"bt"]),
+        int(fields[b"st"]),
+        int(fields.get(b"r", 0)),
+        _object(system) if system else {},
     )
-    return msg
 
 
 def decode_entries(topic: str, queue_id: int, entries: Iterable[tuple[bytes, Any]]) -> list[MessageExt]:
@@ -134,48 +129,69 @@ def _decode_columns(topic: str, queue_id: int, rows: Sequence[tuple[bytes, Any]]
     """:func:`decode` of every entry, field by field over all entries; raises one of ``_FOREIGN``
     when an entry is not one this library wrote.
 
-    Each column is converted in one pass (an absent optional field costs nothing per message), so
-    the loop only builds the messages.
+    Each column is converted in one pass (an absent optional field costs nothing per message), then
+    :func:`_message` builds each message from its values.
     """
     field = FieldColumns(rows)
     ids, bodies, born, stored = (field.required(name) for name in (b"i", b"b", b"bt", b"st"))
     properties, system = json_objects(field(b"p")), json_objects(field(b"s"))
-    offsets = [int(entry_id.partition(b"-")[2]) - 1 for entry_id, _ in rows]
-    new = MessageExt.__new__
-    out: list[MessageExt] = []
-    append = out.append
-    for offset, body, msg_id, tags, keys, props, born_ms, store_ms, retries, sys_props in zip(
-        offsets,
-        bodies,
-        map(bytes.decode, ids),
-        _column(field(b"t"), _tags, None),
-        _column(field(b"k"), _keys, _NO_KEYS),
-        properties,
-        map(int, born),
-        map(int, stored),
-        _column(field(b"r"), int, 0),
-        system,
-    ):
-        msg = new(MessageExt)
-        msg.__dict__ = {
-            "topic": topic,
-            "body": body,
-            "tags": tags,
-            "keys": keys,
-            "properties": {} if props is None else props,
-            "delay_level": 0,
-            "deliver_time_ms": None,
-            "msg_id": msg_id,
-            "queue_id": queue_id,
-            "queue_offset": offset,
-            "born_timestamp_ms": born_ms,
-            "store_timestamp_ms": store_ms,
-            "reconsume_times": retries,
-            "broker_name": DEFAULT_BROKER_NAME,
-            "system_properties": {} if sys_props is None else sys_props,
-        }
-        append(msg)
-    return out
+    return list(
+        map(
+            _message,
+            repeat(topic),
+            bodies,
+            _column(field(b"t"), _tags, None),
+            _column(field(b"k"), _keys, _NO_KEYS),
+            properties,
+            map(bytes.decode, ids),
+            repeat(queue_id),
+            [int(entry_id.partition(b"-")[2]) - 1 for entry_id, _ in rows],
+            map(int, born),
+            map(int, stored),
+            _column(field(b"r"), int, 0),
+            system,
+        )
+    )
+
+
+def _message(
+    topic: str,
+    body: bytes,
+    tags: str | None,
+    keys: tuple[str, ...],
+    properties: dict[str, str] | None,
+    msg_id: str,
+    queue_id: int,
+    queue_offset: int,
+    born_timestamp_ms: int,
+    store_timestamp_ms: int,
+    reconsume_times: int,
+    system_properties: dict[str, str] | None,
+) -> MessageExt:
+    """A decoded :class:`MessageExt` (None properties: none). Its attributes are set one by one in the
+    order its constructors set them, so the instance keeps them in CPython's shared-key inline values:
+    no separate ``__dict__`` object per message (half the time, and one object fewer for the cyclic
+    garbage collector to track and scan, than assigning a dict)."""
+    msg = _new(MessageExt)
+    msg.topic = topic
+    msg.body = body
+    msg.tags = tags
+    msg.keys = keys
+    msg.properties = {} if properties is None else properties
+    msg.delay_level = 0
+    msg.deliver_time_ms = None
+    msg.msg_id = msg_id
+    msg.queue_id = queue_id
+    msg.queue_offset = queue_offset
+    msg.born_timestamp_ms = born_timestamp_ms
+    msg.store_timestamp_ms = store_timestamp_ms
+    msg.reconsume_times = reconsume_times
+    msg.broker_name = DEFAULT_BROKER_NAME
+    msg.system_properties = {} if system_properties is None else system_properties
+    return msg
+
+
+_new = MessageExt.__new__
 
 
 def _column(values: Sequence[bytes | None], convert: Callable[[bytes], T], absent: T) -> Iterable[T]:
