@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import Puller
@@ -22,19 +22,40 @@ from mq.validation import RETRY_PREFIX
 log = logging.getLogger("mq.consumer")
 
 
-def tasks_of(
-    pq: ProcessQueue, msgs: list[MessageExt], batch_size: int, *, workers: int, queues: int
-) -> list[list[list[MessageExt]]]:
+class Batches:
+    """The listener calls of one worker task: ``msgs`` cut into lists of ``batch_size`` as the task
+    iterates them, so each list is made just before its call and freed after it (cutting them all
+    when the pull arrives kept a list per call alive meanwhile, on the puller's thread)."""
+
+    __slots__ = ("batch_size", "msgs")
+
+    def __init__(self, msgs: list[MessageExt], batch_size: int) -> None:
+        self.msgs, self.batch_size = msgs, batch_size
+
+    def __iter__(self) -> Iterator[list[MessageExt]]:
+        msgs, size = self.msgs, self.batch_size
+        for i in range(0, len(msgs), size):
+            yield msgs[i : i + size]
+
+
+def task_batches(pq: ProcessQueue, msgs: list[MessageExt], batch_size: int, *, workers: int, queues: int) -> list[Batches]:
     """``msgs`` cut into listener calls of ``batch_size``, shared by at most as many tasks as this
     queue's share of the ``workers`` (``queues`` held): a task runs its listener calls in turn, as
     handing each call to a worker of its own costs more than a no-op listener, while the pulls of all
     queues still keep every worker busy. Messages of a retry topic show the topic they were sent to."""
     if pq.queue.topic.startswith(RETRY_PREFIX):  # the listener sees the topic the message was sent to
         msgs = [dataclasses.replace(m, topic=original_topic(m)) for m in msgs]
-    batches = [msgs[i : i + batch_size] for i in range(0, len(msgs), batch_size)]
-    tasks = max(1, min(len(batches), workers // max(1, queues)))
-    per_task = -(-len(batches) // tasks)
-    return [batches[i : i + per_task] for i in range(0, len(batches), per_task)]
+    calls = -(-len(msgs) // batch_size)
+    tasks = max(1, min(calls, workers // max(1, queues)))
+    per_task = -(-calls // tasks) * batch_size
+    return [Batches(msgs[i : i + per_task], batch_size) for i in range(0, len(msgs), per_task)]
+
+
+def tasks_of(
+    pq: ProcessQueue, msgs: list[MessageExt], batch_size: int, *, workers: int, queues: int
+) -> list[list[list[MessageExt]]]:
+    """:func:`task_batches` with every task's listener calls cut at once."""
+    return [list(task) for task in task_batches(pq, msgs, batch_size, workers=workers, queues=queues)]
 
 
 def acknowledged(

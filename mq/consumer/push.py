@@ -15,6 +15,7 @@ from mq import otel
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.base import CoreT, QueueConsumerBase
 from mq.consumer.concurrently import (
+    Batches,
     acknowledged,
     check_push_options,
     check_startable,
@@ -22,7 +23,7 @@ from mq.consumer.concurrently import (
     max_reconsume_times_of,
     overdue,
     send_back_op,
-    tasks_of,
+    task_batches,
     tried_again,
 )
 from mq.consumer.core import SHUTDOWN_TIMEOUT_S, ConsumerCore
@@ -331,12 +332,14 @@ class PushConsumer(PushBase[ConsumerCore]):
         if not msgs:
             return
         queues = len(self._core.process_queues) if self._core is not None else 1
-        for batches in tasks_of(pq, msgs, self.consume_message_batch_max_size, workers=self.consume_thread_max, queues=queues):
+        for batches in task_batches(
+            pq, msgs, self.consume_message_batch_max_size, workers=self.consume_thread_max, queues=queues
+        ):
             with self._in_flight_cv:
                 self._in_flight += 1
             executor.submit(self._consume, pq, batches)
 
-    def _consume(self, pq: ProcessQueue, batches: list[list[MessageExt]]) -> None:
+    def _consume(self, pq: ProcessQueue, batches: Batches) -> None:
         # What holds for the whole task is looked up once; the messages consumed are forgotten by the
         # process queue together at the end (one lock, one flow-control check per task).
         consumed: list[MessageExt] = []
