@@ -63,11 +63,12 @@ async def ainvoke(
     failure: S,
     *,
     namespace: str = "",
+    spans: bool | None = None,
 ) -> S:
     """:func:`invoke` for the asyncio consumer: an ``async def`` listener is awaited, a plain one called
     in place. Cancelling the caller cancels the listener and is not a failure: it propagates (the
     messages stay uncommitted)."""
-    calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace, None)
+    calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace, spans)
     call = next(calling)
     try:
         answer = call()
