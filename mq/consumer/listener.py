@@ -43,7 +43,15 @@ def invoke(
 ) -> S:
     """``listener(msgs, ctx)`` between the hooks (in an OpenTelemetry ``process`` span when tracing is
     on: ``spans``, or ``otel.enabled()`` when None — a caller making many calls asks once); returns its
-    status, or ``failure`` when it failed."""
+    status, or ``failure`` when it failed.
+
+    Without hooks, metrics or spans (the common case) the listener is called straight away: no
+    generator, closure or hook context per call."""
+    if not hooks and metrics.CLIENT_METRICS is None and not (otel.enabled() if spans is None else spans):
+        try:
+            return _status_of(listener(msgs, ctx), failure)
+        except BaseException as e:  # as in _hooked: a listener's failure means "later", never a lost message
+            return _failed(group, mq, msgs, failure, e)
     calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace, spans)
     call = next(calling)
     try:
@@ -122,10 +130,7 @@ def _hooked(
 ) -> Generator[Call, Any, S]:
     if not hooks and metrics.CLIENT_METRICS is None:  # the common case, without the hooks' bookkeeping
         try:
-            answer = yield lambda: listener(msgs, ctx)
-            if type(answer) is type(failure):  # already a status: nothing to convert
-                return answer
-            return type(failure)(answer)  # type: ignore[call-arg]
+            return _status_of((yield lambda: listener(msgs, ctx)), failure)
         except GeneratorExit:
             raise
         except BaseException as e:  # same handling as below, through the full path
@@ -148,6 +153,17 @@ def _hooked(
     hook_ctx.success = status != failure
     run_hooks(hooks, "after", hook_ctx)
     return status  # type: ignore[no-any-return]
+
+
+def _status_of(answer: Any, failure: S) -> S:
+    """A listener's answer as a status of ``failure``'s type.
+
+    Raises:
+        ValueError: the answer is not such a status.
+    """
+    if type(answer) is type(failure):  # already a status: nothing to convert
+        return answer
+    return type(failure)(answer)  # type: ignore[call-arg]
 
 
 def _failed(group: str, mq: MessageQueue, msgs: list[MessageExt], failure: S, e: BaseException) -> S:

@@ -389,7 +389,7 @@ class GroupOps(StoreBase):
             if isinstance(reply, MQBrokerError):
                 out.append(reply)
                 continue
-            msgs = codec.decode_entries(p.topic, p.queue_id, ((e[0], e[1]) for e in reply[3:]))
+            msgs = codec.decode_entries(p.topic, p.queue_id, reply[3:])  # each entry an [id, fields] pair
             out.append(PullResult(msgs, int(reply[0]), int(reply[1]), reply[2] == 1))
         return out
 
