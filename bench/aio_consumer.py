@@ -81,8 +81,11 @@ def drain(url: str, n: int) -> dict[str, float]:
     """The three drain rates over the same preloaded streams."""
     ns = f"adrain{time.monotonic_ns()}"
     preload(url, ns, "D", n)
+    cpu = time.process_time()
     aio_rate = asyncio.run(aio_drain_rate(url, ns, "D", n))
+    cpu, aio_cpu = time.process_time(), time.process_time() - cpu
     sync_rate = push_drain_rate(url, ns, "D", n)
+    sync_cpu = time.process_time() - cpu
     raw_rate = asyncio.run(raw_drain_rate(url, ns, "D", n))
     return {
         "aio_push_msg_s": aio_rate,
@@ -90,6 +93,9 @@ def drain(url: str, n: int) -> dict[str, float]:
         "raw_aio_xread_count32_msg_s": raw_rate,
         "aio_vs_sync": aio_rate / sync_rate,
         "aio_vs_raw": aio_rate / raw_rate,
+        # the client's CPU per message (start and shutdown included): steadier than rates on a busy machine
+        "aio_push_cpu_us_per_msg": aio_cpu / n * 1e6,
+        "sync_push_cpu_us_per_msg": sync_cpu / n * 1e6,
     }
 
 
@@ -161,9 +167,17 @@ async def raw_latency(url: str, rate: int, seconds: float) -> list[float]:
 
 def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
     """p50/p99 end-to-end latency (ms) at ``rate`` msg/s, ours (asyncio) and raw."""
+    cpu = time.process_time()
     ours = asyncio.run(aio_latency(url, f"alat{time.monotonic_ns()}", rate, seconds))
+    cpu, aio_cpu = time.process_time(), time.process_time() - cpu
     theirs = asyncio.run(raw_latency(url, rate, seconds))
-    return latency_summary(ours, theirs, int(rate * seconds), ours_name="aio", raw_name="raw_aio")
+    raw_cpu = time.process_time() - cpu
+    summary = latency_summary(ours, theirs, int(rate * seconds), ours_name="aio", raw_name="raw_aio")
+    # the client's CPU per message received (start and shutdown included)
+    return summary | {
+        "aio_cpu_us_per_msg": aio_cpu / max(1, len(ours)) * 1e6,
+        "raw_aio_cpu_us_per_msg": raw_cpu / max(1, len(theirs)) * 1e6,
+    }
 
 
 def main() -> None:

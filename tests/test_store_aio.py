@@ -55,6 +55,9 @@ def _steps(ns: str) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
         ("group_config_json", ("g",), {}),
         ("groups", (), {}),
         ("wait_for_messages", (q0, 1, 5, 10), {}),
+        ("commit_and_wait", ("g", q0, 3, 1, 5, 10), {"guard": "owner", "client_id": "c1"}),
+        ("commit_and_wait", ("g", q1, 1, 0, 5, 10), {"guard": "owner", "client_id": "c2"}),
+        ("read_offsets", ("g", [q0, q1]), {}),
         ("namespace_keys", (), {}),
         ("delete_topic", ("u",), {}),
         ("drop_namespace", (), {}),
@@ -153,3 +156,19 @@ def test_the_async_store_starts_no_thread(redis_server: Any, namespace: str) -> 
 
     asyncio.run(run())
     assert threading.active_count() == before
+
+
+def test_commit_and_wait_commits_as_the_owner_and_reads_in_one_round_trip(any_url: str, namespace: str) -> None:
+    store = Store(Connection(any_url, namespace))
+    q = MessageQueue("t", "b", 0)
+    store.save_topic(TopicConfig("t", 1, 1))
+    store.put("t", 0, [codec.encode(Message("t", b"m%d" % i), f"id{i}", 1) for i in range(3)])
+    store.claim_queues("g", "c1", ["c1"], [q])
+    held, news = store.commit_and_wait("g", q, 2, 1, 5, 10, guard="owner", client_id="c1")
+    assert held is True and news is not None
+    msgs, end = news
+    assert [m.body for m in msgs] == [b"m1", b"m2"] and end == 3
+    assert store.read_offsets("g", [q]) == {q: 2}
+    # another client's commit is refused (nothing written); the wait still reads, and times out empty
+    assert store.commit_and_wait("g", q, 3, 3, 5, 10, guard="owner", client_id="c2") == (False, None)
+    assert store.read_offsets("g", [q]) == {q: 2}

@@ -25,6 +25,7 @@ from mq.consumer.long_poll import RETRY_PAUSE_S as POLL_RETRY_PAUSE_S
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import RETRY_PAUSE_S
 from mq.consumer.steps import SHUTDOWN_TIMEOUT_S, CoreSteps
+from mq.errors import MQBrokerError
 from mq.queue import MessageQueue
 from mq.store.ops import Op, arun
 from mq.store.store import StoreOps
@@ -246,10 +247,30 @@ class AsyncConsumerCore(CoreSteps):
         idle = pq.idle
         if not (await idle.wait_for(1.0) if isinstance(idle, LoopFlag) else idle.is_set()):
             return
-        if self.commit_due(pq) is not None:
-            await self.do(self.commit_before_wait_op(pq))
         start = pq.next_offset
-        wait = StoreOps.wait_for_messages.op(self.store, pq.queue, start, self.settings.pull_batch_size, LONG_POLL_BLOCK_MS)
-        news = await arun(self._poll_conn.async_client, wait)
+        client, batch = self._poll_conn.async_client, self.settings.pull_batch_size
+        commit = self.wait_commit(pq)
+        if commit is None:
+            news = await arun(client, StoreOps.wait_for_messages.op(self.store, pq.queue, start, batch, LONG_POLL_BLOCK_MS))
+        else:
+            # what was consumed since the last wake is committed in the wait's own round trip
+            held, news = await arun(
+                client,
+                StoreOps.commit_and_wait.op(
+                    self.store,
+                    self.group,
+                    pq.queue,
+                    commit,
+                    start,
+                    batch,
+                    LONG_POLL_BLOCK_MS,
+                    guard=self.ownership.guard,
+                    client_id=self.client_id,
+                ),
+            )
+            if isinstance(held, MQBrokerError):  # not committed: the next wake or the periodic commit does it
+                log.warning("committing the offset of %s failed: %s", pq.queue, held)
+            else:
+                self.wait_committed(pq, commit, held=held)
         if news is not None:
             await self.run(self.puller.take_op(pq, start, *news))

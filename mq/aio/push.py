@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
+from mq import otel
 from mq.aio.core import AsyncConsumerCore
 from mq.aio.orderly import AsyncOrderlyService
 from mq.consumer.concurrently import (
@@ -73,6 +74,7 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         self._send_back = SendBackOps(self._store, self.group, DEFAULT_MAX_RECONSUME_TIMES)
         self._slots: asyncio.Semaphore | None = None
         self._in_flight = 0
+        self._consuming: set[asyncio.Task[None]] = set()
         self._drained = asyncio.Event()
         self._drained.set()
         self._started = False
@@ -158,46 +160,63 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         for batches in tasks_of(pq, msgs, self.consume_message_batch_max_size, workers=self.consume_thread_max, queues=queues):
             self._in_flight += 1
             self._drained.clear()
-            core.spawn(self._consume(pq, batches), f"mq-consume-{self.group}")
+            task = core.spawn(self._consume(pq, batches), f"mq-consume-{self.group}")
+            self._consuming.add(task)
+            task.add_done_callback(self._consuming.discard)
 
     async def _consume(self, pq: ProcessQueue, batches: list[list[MessageExt]]) -> None:
+        # As the sync consumer's task: what holds for the whole task is looked up once, one slot is
+        # held for its listener calls (made one after another anyway), and the consumed messages are
+        # forgotten by the process queue together at the end.
+        assert self._slots is not None
+        consumed: list[MessageExt] = []
+        spans = otel.enabled()
+        broadcasting = self.message_model is MessageModel.BROADCASTING
         try:
-            for msgs in batches:
-                if pq.dropped:
-                    return  # taken over after a failure: the new owner consumes the rest
-                try:
-                    await self._consume_batch(pq, msgs)
-                except Exception:  # our own handling failed: never leave the messages stuck in flight
-                    self._handling_failed(pq, msgs, "handling the listener's answer for")
+            async with self._slots:
+                for msgs in batches:
+                    if pq.dropped:
+                        return  # taken over after a failure: the new owner consumes the rest
+                    try:
+                        await self._consume_batch(pq, msgs, consumed, spans, broadcasting)
+                    except Exception:  # our own handling failed: never leave the messages stuck in flight
+                        self._handling_failed(pq, msgs, "handling the listener's answer for")
         finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._drained.set()
-
-    async def _consume_batch(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        assert self._slots is not None and self._core is not None
-        ctx = ConsumeConcurrentlyContext.of(pq.queue)
-        async with self._slots:
-            began = time.monotonic()
-            for m in msgs:
-                pq.consuming[m.queue_offset] = began
             try:
-                status = await ainvoke(
-                    self.group,
-                    self._hooks,
-                    self._listener or no_listener,
-                    pq.queue,
-                    msgs,
-                    ctx,
-                    ConsumeConcurrentlyStatus.RECONSUME_LATER,
-                    namespace=self._conn.namespace,
-                )
+                if consumed and self._core is not None:
+                    done(self._core.puller, pq, consumed)
+            except Exception:  # as for a batch: never leave consumed messages stuck in flight
+                self._handling_failed(pq, consumed, "forgetting the consumed")
             finally:
-                for m in msgs:
-                    pq.consuming.pop(m.queue_offset, None)
-        ok, failed = acknowledged(msgs, status, ctx, broadcasting=self.message_model is MessageModel.BROADCASTING)
-        if ok:
-            done(self._core.puller, pq, ok)
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._drained.set()
+
+    async def _consume_batch(
+        self, pq: ProcessQueue, msgs: list[MessageExt], consumed: list[MessageExt], spans: bool, broadcasting: bool
+    ) -> None:
+        """One listener call; the messages it consumed go to ``consumed``, the others are sent back."""
+        ctx = ConsumeConcurrentlyContext.of(pq.queue)
+        began = time.monotonic()
+        for m in msgs:
+            pq.consuming[m.queue_offset] = began
+        try:
+            status = await ainvoke(
+                self.group,
+                self._hooks,
+                self._listener or no_listener,
+                pq.queue,
+                msgs,
+                ctx,
+                ConsumeConcurrentlyStatus.RECONSUME_LATER,
+                namespace=self._conn.namespace,
+                spans=spans,
+            )
+        finally:
+            for m in msgs:
+                pq.consuming.pop(m.queue_offset, None)
+        ok, failed = acknowledged(msgs, status, ctx, broadcasting=broadcasting)
+        consumed += ok
         if failed:
             await self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
 
@@ -229,7 +248,8 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
             await self._reconsume_later(pq, msgs, 0)
 
     async def _drain(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for the listener tasks in flight; False when some still run."""
+        """Wait up to ``timeout_s`` for the listener tasks in flight; False when some still run (they
+        are cancelled then: the messages they finished are forgotten, so committed, the rest not)."""
         try:
             async with asyncio.timeout(timeout_s):
                 await self._drained.wait()
@@ -241,4 +261,8 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
                 self.group,
                 timeout_s,
             )
+            tasks = list(self._consuming)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             return False

@@ -71,11 +71,21 @@ async def ainvoke(
     failure: S,
     *,
     namespace: str = "",
+    spans: bool | None = None,
 ) -> S:
     """:func:`invoke` for the asyncio consumer: an ``async def`` listener is awaited, a plain one called
     in place. Cancelling the caller cancels the listener and is not a failure: it propagates (the
-    messages stay uncommitted)."""
-    calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace, None)
+    messages stay uncommitted). Without hooks, metrics or spans the listener is called straight away,
+    as by :func:`invoke`."""
+    if not hooks and metrics.CLIENT_METRICS is None and not (otel.enabled() if spans is None else spans):
+        try:
+            answer = listener(msgs, ctx)
+            return _status_of(await answer if inspect.isawaitable(answer) else answer, failure)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # as in _hooked: a listener's failure means "later", never a lost message
+            return _failed(group, mq, msgs, failure, e)
+    calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace, spans)
     call = next(calling)
     try:
         answer = call()

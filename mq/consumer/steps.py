@@ -308,13 +308,22 @@ class CoreSteps(ABC):
 
     def commit_before_wait_op(self, pq: ProcessQueue) -> Op[None]:
         """Before a waiter blocks: commit what was consumed since the last pull (store offsets only)."""
+        offset = self.wait_commit(pq)
+        if offset is not None:
+            self.wait_committed(pq, offset, held=not (yield from self.offsets.commit({pq.queue: offset})))
+
+    def wait_commit(self, pq: ProcessQueue) -> int | None:
+        """The offset a waiter commits before it blocks (store offsets only), or None."""
         offset = self.commit_due(pq)
-        if offset is None or not self.offsets.in_store or pq.dropped:
-            return
-        if (yield from self.offsets.commit({pq.queue: offset})):
-            self.lost(pq)
-        else:
+        return None if offset is None or not self.offsets.in_store or pq.dropped else offset
+
+    def wait_committed(self, pq: ProcessQueue, offset: int, *, held: bool) -> None:
+        """Take in a waiter's commit of ``offset``: stored, or refused as the queue is another
+        member's now (unless this client is releasing it anyway, which commits by itself)."""
+        if held:
             pq.stored_offset = offset
+        elif not pq.releasing:
+            self.lost(pq)
 
     # -- rebalance ------------------------------------------------------------------------------
 

@@ -12,11 +12,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from redis.exceptions import NoScriptError
+
 from mq.errors import MQBrokerError, ReplicaAckTimeout
 from mq.keys import offset_of, stream_id
 from mq.message import MessageExt
 from mq.queue import MessageQueue
-from mq.store import codec
+from mq.store import codec, scripts
 from mq.store.base import QUEUE_BATCH, ScriptCall, StoreBase, all_or_raise, chunks
 from mq.store.ops import Cmd, Op, operation
 from mq.store.replication import SyncReplicas
@@ -405,6 +407,41 @@ class GroupOps(StoreBase):
             return None
         entries = reply[0][1]
         return codec.decode_entries(queue.topic, queue.queue_id, entries), offset_of(entries[-1][0]) + 1
+
+    @operation
+    def commit_and_wait(
+        self,
+        group: str,
+        queue: MessageQueue,
+        commit: int,
+        offset: int,
+        count: int,
+        block_ms: int,
+        *,
+        guard: str,
+        client_id: str,
+    ) -> Op[tuple[bool | MQBrokerError, tuple[list[MessageExt], int] | None]]:
+        """:meth:`commit_offsets` of ``queue`` at ``commit``, then :meth:`wait_for_messages` from
+        ``offset``, in one round trip (both keys are in the queue's slot: one node of a cluster).
+
+        Returns whether the commit's guard held (or the store's error, the commit not made), and what
+        the wait read."""
+        k = self.queue_keys(queue.topic, queue.queue_id)
+        call: ScriptCall = ("commit-offset", [k.offsets, k.guard(group, guard)], [group, int(commit), guard, client_id])
+        doing = f"committing the offset of group {group!r} and waiting for messages of {queue}"
+        with self._errors(doing):
+            committed, reply = yield scripts.EvalThen(
+                k.log, [call], lambda p: p.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms)
+            )
+        if isinstance(reply, Exception):
+            raise self._slot(reply, doing)
+        if isinstance(committed, NoScriptError):  # the script was not loaded yet: load it and commit again
+            committed = (yield from self._scripts([call], doing))[0]
+        done = committed == 1 if not isinstance(committed, Exception) else self._slot(committed, doing)
+        if not reply or not reply[0][1]:
+            return done, None
+        entries = reply[0][1]
+        return done, (codec.decode_entries(queue.topic, queue.queue_id, entries), offset_of(entries[-1][0]) + 1)
 
     @operation
     def wait_for_any(self, cursors: Mapping[MessageQueue, int], block_ms: int) -> Op[None]:

@@ -22,7 +22,7 @@ from typing import Any
 from redis.exceptions import NoScriptError, ResponseError
 
 from mq.store import ops
-from mq.store.ops import Cmd, Op, Pipe, Request
+from mq.store.ops import Cmd, NodePipe, Op, Pipe, Request
 
 #: Codes the scripts return for refused operations, and what they mean.
 QUEUE_MISSING = -1
@@ -193,3 +193,18 @@ class EvalMany(Pipe):
 
     def _fill(self, pipe: Any, client: Any) -> None:
         queue_calls(pipe, self.calls, _flagged(client))
+
+
+class EvalThen(NodePipe):
+    """Script calls, then the commands ``build`` queues, in one pipeline on the node serving ``key``
+    (every key in its slot); the reply is one result or exception per call, then per command."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self, key: str, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]], build: Any) -> None:
+        super().__init__(key, build)
+        self.calls = calls
+
+    def _fill(self, pipe: Any, client: Any) -> None:
+        queue_calls(pipe, self.calls, _flagged(client))
+        self.build(pipe)
