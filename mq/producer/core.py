@@ -119,7 +119,7 @@ class SendCore:
         :meth:`request` does.
 
         The common path of every send, as a plain call: run as an operation (generators and their
-        driver) it cost a few microseconds more a send (D47c)."""
+        driver) it cost a few microseconds more a send (D49)."""
         check_timeout(timeout_s)
         check_message(msg, self.max_message_size)
         if msg.deliver_time_ms is None and msg.delay_level:

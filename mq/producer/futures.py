@@ -3,7 +3,7 @@
 A plain ``Future`` makes a ``Condition``, its ``RLock``, a ``deque`` and five bound methods for
 itself: about ten objects the garbage collector tracks, per send. With thousands of sends in flight
 they survive into the older generations and the collector's passes over them cost more than the send
-(measured: 15–25 µs of CPU per message at 10 000 in flight, see D47c). A :class:`SendFuture` shares
+(measured: 15–25 µs of CPU per message at 10 000 in flight, see D49). A :class:`SendFuture` shares
 one condition with every other future of its producer (:class:`FutureGroup`), and a pipelined round
 completes all of its futures under that condition with one wake-up of the waiting threads
 (:meth:`FutureGroup.settle`).

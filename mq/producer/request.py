@@ -40,7 +40,7 @@ class SendRequest:
         oneway: nobody waits for the result (failures are logged, not retried).
 
     Slotted: thousands are in flight at once, and each object less per send is one less for the
-    garbage collector to go over (D47c).
+    garbage collector to go over (D49).
     """
 
     topic: str
