@@ -57,7 +57,10 @@ if #entries > 0 then
 end
 local rest = redis.call('ZRANGE', KEYS[5], #due, #due, 'WITHSCORES')
 -- writes only from here
-if plan then append_write(plan) end
+if plan then
+  local refused = append_write(plan)
+  if refused then return redis.error_reply(refused) end
+end
 for _, d in ipairs(dead) do
   redis.call('XADD', KEYS[7], '*', 'delayed_id', d[1], 'reason', d[2], append_kept_fields(d[3]))
 end

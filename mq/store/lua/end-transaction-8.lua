@@ -39,7 +39,8 @@ local checks = redis.call('HGET', KEYS[7], ARGV[2]) or '0'
 -- writes only from here
 local result = {1, -1}
 if plan then
-  append_write(plan)
+  local refused = append_write(plan)
+  if refused then return redis.error_reply(refused) end
   result = {1, plan.first}
 elseif problem then
   redis.call('XADD', KEYS[8], '*', 'half_id', ARGV[2], 'checks', checks, 'reason', 'malformed: ' .. problem,

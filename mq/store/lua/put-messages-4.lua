@@ -22,7 +22,8 @@
   exceed the bounds of one call (CALL_MAX_* in includes/message.lua: bounded work); nothing is written.
 ]]
 --@include append
-local writable = redis.call('HGET', KEYS[1], 'w')
+local meta = redis.call('HMGET', KEYS[1], 'w', 'seq')
+local writable = meta[1]
 if not writable then return -1 end
 if writable ~= '1' then return -2 end
 
@@ -49,7 +50,8 @@ if n > 1 and (n > CALL_MAX_MESSAGES or total_bytes > CALL_MAX_BYTES or total_key
     ' keys in one call; the bounds are ' .. CALL_MAX_MESSAGES .. ', ' .. CALL_MAX_BYTES .. ' and ' .. CALL_MAX_KEYS ..
     ': split the batch (the producer does)')
 end
-local plan, problem = append_plan(entries)
+local plan, problem = append_plan(entries, meta[2])
 if not plan then return redis.error_reply('ERR corrupt queue: ' .. problem) end
-append_write(plan)
+local refused = append_write(plan)
+if refused then return redis.error_reply(refused) end
 return {plan.first, tonumber(plan.now)}
