@@ -94,10 +94,12 @@ def test_messages_due_while_no_service_runs_are_delivered_later_once_by_two_serv
 def test_broker_killed_mid_delivery_loses_and_duplicates_nothing(redis_server, namespace: str) -> None:
     url = redis_server.url
     Admin(url, namespace).create_topic("bulk", read_queues=8, write_queues=8)
-    now = int(time.time() * 1000)
+    # due over two seconds starting 8 s from now: sending 10 000 delayed messages (2-4 s) and starting the
+    # broker are over by then, so delivery is under way when the kill comes (due sooner, a broker that
+    # started late moved them all in its first pass, before the kill)
+    due_from = int(time.time() * 1000) + 8_000
     with Producer("p", url, namespace=namespace) as producer:
-        # due over two seconds from now, so delivery is under way when the kill comes
-        futures = [producer.send_async(Message("bulk", b"%d" % i, deliver_time_ms=now + 1500 + i // 5)) for i in range(10_000)]
+        futures = [producer.send_async(Message("bulk", b"%d" % i, deliver_time_ms=due_from + i // 5)) for i in range(10_000)]
         for f in futures:
             f.result(timeout=60)
 
@@ -113,6 +115,8 @@ def test_broker_killed_mid_delivery_loses_and_duplicates_nothing(redis_server, n
     total = lambda: sum(s.max_offset for s in admin.topic_status("bulk").values())  # noqa: E731
     first = broker_proc()
     try:
+        wait_for(lambda: bool(admin.broker_beats()), 30, "the first broker to run")
+        assert total() == 0 and time.time() * 1000 < due_from, "the broker should run before the first message is due"
         wait_for(lambda: total() > 0, 20, "the first broker to start delivering", poll_s=0.005)
         first.send_signal(signal.SIGKILL)
         first.wait(10)
