@@ -47,7 +47,7 @@ def invoke(
 
     Without hooks, metrics or spans (the common case) the listener is called straight away: no
     generator, closure or hook context per call."""
-    if not hooks and metrics.CLIENT_METRICS is None and not (otel.enabled() if spans is None else spans):
+    if _direct(hooks, spans):
         try:
             return _status_of(listener(msgs, ctx), failure)
         except BaseException as e:  # as in _hooked: a listener's failure means "later", never a lost message
@@ -77,7 +77,7 @@ async def ainvoke(
     in place. Cancelling the caller cancels the listener and is not a failure: it propagates (the
     messages stay uncommitted). Without hooks, metrics or spans the listener is called straight away,
     as by :func:`invoke`."""
-    if not hooks and metrics.CLIENT_METRICS is None and not (otel.enabled() if spans is None else spans):
+    if _direct(hooks, spans):
         try:
             answer = listener(msgs, ctx)
             return _status_of(await answer if inspect.isawaitable(answer) else answer, failure)
@@ -137,7 +137,7 @@ def _hooked(
     ctx: Any,
     failure: S,
 ) -> Generator[Call, Any, S]:
-    if not hooks and metrics.CLIENT_METRICS is None:  # the common case, without the hooks' bookkeeping
+    if _unhooked(hooks):  # the common case, without the hooks' bookkeeping
         try:
             return _status_of((yield lambda: listener(msgs, ctx)), failure)
         except GeneratorExit:
@@ -162,6 +162,17 @@ def _hooked(
     hook_ctx.success = status != failure
     run_hooks(hooks, "after", hook_ctx)
     return status  # type: ignore[no-any-return]
+
+
+def _unhooked(hooks: Sequence[ConsumeHook]) -> bool:
+    """Whether a listener call needs no hook or metrics bookkeeping."""
+    return not hooks and metrics.CLIENT_METRICS is None
+
+
+def _direct(hooks: Sequence[ConsumeHook], spans: bool | None) -> bool:
+    """Whether a listener call is made straight away: no hooks, metrics or spans (``spans`` None:
+    ask OpenTelemetry)."""
+    return _unhooked(hooks) and not (otel.enabled() if spans is None else spans)
 
 
 def _status_of(answer: Any, failure: S) -> S:
