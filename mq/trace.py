@@ -23,6 +23,8 @@ from mq.properties import ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
 from mq.queue import MessageQueue
 from mq.store import Store
 from mq.store.clock import ServerClock
+from mq.store.ops import Op
+from mq.store.store import StoreOps
 
 log = logging.getLogger("mq.trace")
 
@@ -49,8 +51,9 @@ class TraceEvent:
         client_id: the client that did it.
         host: that client's host.
         cost_ms: how long it took (the send, or the listener call), ms.
-        status: ``SEND_OK``, the listener's answer (``CONSUME_SUCCESS``, ``RECONSUME_LATER``, …), or where
-            a retry went.
+        status: ``SEND_OK``, the listener's answer (``CONSUME_SUCCESS``, ``RECONSUME_LATER``, …), where
+            a retry went, or a simple consumer's end of a delivery (``ACK``, ``INVISIBLE_TIMEOUT``: not
+            acked within its invisible time).
         attempt: 1 for the first delivery, then 2, 3, … for retries.
         topic, queue_id, offset: where the message (or the retried copy) was read or stored.
     """
@@ -128,6 +131,21 @@ class TraceEvents:
         kind = "dlq" if to_topic.startswith("%DLQ%") else "retry"
         self._record([(msg, kind, to_topic, msg.reconsume_times + 1, msg.topic, msg.queue_id, msg.queue_offset)], now_ms, 0.0)
 
+    def delivery_ended(self, msg: MessageExt, kind: str, status: str, attempt: int, began_ms: int, cost_ms: float) -> None:
+        """The ``attempt``-th delivery of ``msg`` to a simple consumer ended: ``kind`` ``"consume"`` (acked, or
+        its invisible time passed) or ``"dlq"``, with ``status`` (``ACK``, ``INVISIBLE_TIMEOUT`` or the DLQ topic)."""
+        self._record([(msg, kind, status, attempt, msg.topic, msg.queue_id, msg.queue_offset)], began_ms, cost_ms)
+
+    def active_op(self, store: StoreOps) -> Op[bool]:
+        """The operation telling whether events are recorded now (reads the namespace setting when stale),
+        for code written once for both I/O styles."""
+        if self.setting_stale():
+            try:
+                self.setting_read((yield from StoreOps.namespace_setting.op(store, NAMESPACE_SETTING)))
+            except MQError as e:
+                self.setting_read(e)
+        return self.cached_active
+
     def sent(self, topic: str, queue_id: int, first_offset: int, msg_ids: Sequence[str], began_ms: int, cost_ms: float) -> None:
         """A send stored ``msg_ids`` in ``queue_id`` of ``topic`` from offset ``first_offset`` on."""
         rows = [
@@ -196,12 +214,7 @@ class Tracer(TraceEvents):
     @property
     def active(self) -> bool:
         """Whether events are recorded now."""
-        if self.setting_stale():
-            try:
-                self.setting_read(self._store.namespace_setting(NAMESPACE_SETTING))
-            except MQError as e:
-                self.setting_read(e)
-        return self.cached_active
+        return self._store._run(self.active_op(self._store)) if self.setting_stale() else self.cached_active
 
     def now_ms(self) -> int:
         """The store's clock, epoch ms (for the events' times)."""

@@ -13,6 +13,7 @@ import asyncio
 import time
 from types import TracebackType
 
+from mq.aio.trace import AsyncTracer
 from mq.consumer.simple_core import (
     CLUSTER_PAUSE_S,
     AsyncSimpleCore,
@@ -37,7 +38,8 @@ class SimpleConsumer(SimpleSettings):
     def _open(self) -> None:
         self._store = AsyncStore(self._conn)
         self._poll_store = AsyncStore(self._poll)
-        self._core = AsyncSimpleCore(self._store, self)
+        self._tracer = AsyncTracer(self._store, self.group, self.client_id, self.trace)
+        self._core = AsyncSimpleCore(self._store, self, self._tracer)
 
     @property
     def group_config(self) -> GroupConfig | None:
@@ -60,14 +62,16 @@ class SimpleConsumer(SimpleSettings):
         return self
 
     async def shutdown(self, timeout_s: float = 0.0) -> None:
-        """Leave the group and close the connections; messages received and not acked reappear after
-        their invisible time. (``timeout_s`` is accepted for symmetry: nothing runs in the background.)"""
+        """Leave the group, write the trace events left and close the connections; messages received and
+        not acked reappear after their invisible time. (``timeout_s`` is accepted for symmetry: nothing
+        else runs in the background.)"""
         if self._started:
             self._started = False
             await self._core.unregister()
         await self._close()
 
     async def _close(self) -> None:
+        await self._tracer.close()
         await self._conn.aclose()
         await self._poll.aclose()
 

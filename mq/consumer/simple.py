@@ -33,6 +33,7 @@ from mq.consumer.simple_core import (
 )
 from mq.group import GroupConfig
 from mq.store import Store
+from mq.trace import Tracer
 
 __all__ = [
     "MAX_AWAIT_S",
@@ -62,12 +63,16 @@ class SimpleConsumer(SimpleSettings):
         max_delivery_attempts: deliveries before a message goes to the DLQ.
         client_id: this member's id.
         consume_from_where: where a group new to a topic starts (the group's config wins).
+        trace: record each acknowledgement, each delivery not acked in time and each dead letter in
+            the message trace (``Admin.message_trace``); None follows the namespace
+            (``Admin.set_trace``), off by default.
     """
 
     def _open(self) -> None:
         self._store = Store(self._conn)
         self._poll_store = Store(self._poll)
-        self._core = SyncSimpleCore(self._store, self)
+        self._tracer = Tracer(self._store, self.group, self.client_id, self.trace)
+        self._core = SyncSimpleCore(self._store, self, self._tracer)
 
     @property
     def group_config(self) -> GroupConfig | None:
@@ -91,6 +96,7 @@ class SimpleConsumer(SimpleSettings):
         if self._started:
             self._core.unregister()
             self._started = False
+        self._tracer.close()
         self._conn.close()
         self._poll.close()
 

@@ -35,6 +35,7 @@ from mq.store.clock import ClockOffset
 from mq.store.ops import AsyncRunner, Op, SyncRunner, operation
 from mq.store.store import StoreOps
 from mq.topic import TopicConfig
+from mq.trace import TraceEvents
 from mq.validation import check_group, check_topic
 
 log = logging.getLogger("mq.consumer")
@@ -53,6 +54,10 @@ MAX_AWAIT_S = 60.0
 WAIT_SLICE_S = 1.0
 #: Longest pause between receive rounds on a cluster (one XREAD cannot span slots), seconds.
 CLUSTER_PAUSE_S = 0.05
+
+#: Attribute of a received :class:`MessageView` holding when it was handed out (the store's clock,
+#: epoch ms): where an ``ACK`` trace event's cost starts. Not a field: views compare and print without it.
+RECEIVED_AT = "_received_ms"
 
 NOT_STARTED = "the simple consumer is not started: call start() or use it as a context manager"
 
@@ -133,6 +138,7 @@ class SimpleSettings:
         max_delivery_attempts: int = 16,
         client_id: str | None = None,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
+        trace: bool | None = None,
     ) -> None:
         self.group = check_group(group)
         if not subscriptions:
@@ -150,6 +156,7 @@ class SimpleSettings:
         self.await_duration_s = await_duration_s
         self.max_delivery_attempts = max_delivery_attempts
         self.client_id = client_id or new_client_id()
+        self.trace = trace
         self._conn = Connection(url, namespace)
         self._poll = Connection(url, namespace, socket_timeout_s=WAIT_SLICE_S + 5)
         self._started = False
@@ -169,10 +176,12 @@ class SimpleCore:
     Args:
         store: the consumer's store (:class:`~mq.store.Store` or :class:`~mq.store.aio.AsyncStore`).
         settings: the consumer (its checked arguments).
+        trace: where the message trace's events go (the facade's tracer writes them).
     """
 
-    def __init__(self, store: StoreOps, settings: SimpleSettings) -> None:
+    def __init__(self, store: StoreOps, settings: SimpleSettings, trace: TraceEvents) -> None:
         self.store = store
+        self.trace = trace
         self._client = store._client
         self.settings = settings
         self.group = settings.group
@@ -232,9 +241,14 @@ class SimpleCore:
 
     @operation
     def ack(self, view: MessageView) -> Op[None]:
-        """Acknowledge ``view`` (MQClientError when its receipt expired)."""
+        """Acknowledge ``view`` (MQClientError when its receipt expired); traced as a ``consume`` event
+        ``ACK`` from its receipt to now."""
         if not (yield from self._ack_receipt(view, None)):
             raise expired(view)
+        if (yield from self.trace.active_op(self.store)):
+            now_ms = yield from self.clock.now_op(self.store)
+            received_ms = getattr(view, RECEIVED_AT, now_ms)
+            self.trace.delivery_ended(view, "consume", "ACK", view.delivery_attempt, received_ms, now_ms - received_ms)
 
     @operation
     def change_invisible_duration(self, view: MessageView, invisible_duration_s: float) -> Op[MessageView]:
@@ -272,6 +286,7 @@ class SimpleCore:
         views: list[MessageView] = []
         start = next(self._turn)
         now_ms = yield from self.clock.now_op(self.store)
+        traced = yield from self.trace.active_op(self.store)
         for i in range(len(self.queues)):  # one queue at a time: nothing handed out beyond ``want``
             q = self.queues[(start + i) % len(self.queues)]
             ftype, fdata = filter_args(self.settings.subscriptions[q.topic])
@@ -292,16 +307,21 @@ class SimpleCore:
                     yield from StoreOps.ack_simple.op(self.store, self.group, q, d.offset, d.visible_at_ms, None)
                     continue
                 view = received_view(d.message, d.attempt, d.visible_at_ms)
+                setattr(view, RECEIVED_AT, now_ms)
                 if d.dead:
-                    yield from self._dead_letter(view)
-                else:
-                    views.append(view)
+                    dlq = yield from self._dead_letter(view)
+                    if traced:
+                        self.trace.delivery_ended(view, "dlq", dlq, d.attempt, now_ms, 0.0)
+                    continue
+                if traced and d.attempt > 1:  # the delivery before this one was not acked in time
+                    self.trace.delivery_ended(view, "consume", "INVISIBLE_TIMEOUT", d.attempt - 1, now_ms, 0.0)
+                views.append(view)
             if len(views) >= want:
                 break
         return views
 
-    def _dead_letter(self, view: MessageView) -> Op[None]:
-        yield from dead_letter_op(self.store, self.group, view, "max delivery attempts")
+    def _dead_letter(self, view: MessageView) -> Op[str]:
+        return (yield from dead_letter_op(self.store, self.group, view, "max delivery attempts"))
 
     def _ack_receipt(self, view: MessageView, new_visible_at_ms: int | None) -> Op[bool]:
         queue, offset, visible_at = parse_receipt(view.receipt_handle)
