@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from mq.connection import Connection
 from mq.consumer.puller import filter_args
@@ -283,45 +283,23 @@ class SimpleCore:
         yield from seed_cursors_op(self.store, self.group, queues, where)
 
     def _receive_once(self, want: int, invisible_ms: int) -> Op[list[MessageView]]:
-        views: list[MessageView] = []
-        start = next(self._turn)
         now_ms = yield from self.clock.now_op(self.store)
         traced = yield from self.trace.active_op(self.store)
-        for i in range(len(self.queues)):  # one queue at a time: nothing handed out beyond ``want``
-            q = self.queues[(start + i) % len(self.queues)]
-            ftype, fdata = filter_args(self.settings.subscriptions[q.topic])
-            handed = yield from StoreOps.receive_simple.op(
+        subscriptions = self.settings.subscriptions
+        return (
+            yield from receive_round_op(
                 self.store,
                 self.group,
-                q,
+                self.queues,
+                start=next(self._turn),
+                want=want,
                 now_ms=now_ms,
                 invisible_ms=invisible_ms,
-                max_messages=want - len(views),
                 max_attempts=self.settings.max_delivery_attempts,
-                filter_type=ftype,
-                filter_data=fdata,
-                max_scan=RECEIVE_MAX_SCAN,
+                filter_of=lambda q: filter_args(subscriptions[q.topic]),
+                trace=self.trace if traced else None,
             )
-            for d in handed:
-                if d.message is None:  # not a message (logged when decoding): acked so it is never handed out again
-                    yield from StoreOps.ack_simple.op(self.store, self.group, q, d.offset, d.visible_at_ms, None)
-                    continue
-                view = received_view(d.message, d.attempt, d.visible_at_ms)
-                setattr(view, RECEIVED_AT, now_ms)
-                if d.dead:
-                    dlq = yield from self._dead_letter(view)
-                    if traced:
-                        self.trace.delivery_ended(view, "dlq", dlq, d.attempt, now_ms, 0.0)
-                    continue
-                if traced and d.attempt > 1:  # the delivery before this one was not acked in time
-                    self.trace.delivery_ended(view, "consume", "INVISIBLE_TIMEOUT", d.attempt - 1, now_ms, 0.0)
-                views.append(view)
-            if len(views) >= want:
-                break
-        return views
-
-    def _dead_letter(self, view: MessageView) -> Op[str]:
-        return (yield from dead_letter_op(self.store, self.group, view, "max delivery attempts"))
+        )
 
     def _ack_receipt(self, view: MessageView, new_visible_at_ms: int | None) -> Op[bool]:
         queue, offset, visible_at = parse_receipt(view.receipt_handle)
@@ -350,6 +328,67 @@ def seed_cursors_op(store: StoreOps, group: str, queues: list[MessageQueue], whe
                 seeds[mq] = stats.max_offset
     if seeds:
         yield from StoreOps.seed_offsets.op(store, group, seeds)
+
+
+def receive_round_op(
+    store: StoreOps,
+    group: str,
+    queues: list[MessageQueue],
+    *,
+    start: int,
+    want: int,
+    now_ms: int,
+    invisible_ms: int,
+    max_attempts: int,
+    filter_of: Callable[[MessageQueue], tuple[str, str]],
+    fifo: bool = False,
+    trace: TraceEvents | None = None,
+) -> Op[list[MessageView]]:
+    """One receive round for a simple-consumer group (an operation, for the simple consumers and the
+    RocketMQ 5 endpoint): up to ``want`` messages handed out from ``queues``, one queue at a time from
+    the ``start``-th (round-robin), invisible for ``invisible_ms``; messages past ``max_attempts``
+    deliveries go to the DLQ, entries that are not messages are acked and passed by.
+
+    Args:
+        now_ms: the store's clock, epoch ms.
+        filter_of: a queue's ``(filter type, filter data)`` (see :func:`mq.consumer.puller.filter_args`).
+        fifo: hand out message groups in order (receive-fifo.lua).
+        trace: record ``INVISIBLE_TIMEOUT`` and ``dlq`` events here (None: not traced).
+    """
+    views: list[MessageView] = []
+    for i in range(len(queues)):  # one queue at a time: nothing handed out beyond ``want``
+        q = queues[(start + i) % len(queues)]
+        ftype, fdata = filter_of(q)
+        handed = yield from StoreOps.receive_simple.op(
+            store,
+            group,
+            q,
+            now_ms=now_ms,
+            invisible_ms=invisible_ms,
+            max_messages=want - len(views),
+            max_attempts=max_attempts,
+            filter_type=ftype,
+            filter_data=fdata,
+            max_scan=RECEIVE_MAX_SCAN,
+            fifo=fifo,
+        )
+        for d in handed:
+            if d.message is None:  # not a message (logged when decoding): acked so it is never handed out again
+                yield from StoreOps.ack_simple.op(store, group, q, d.offset, d.visible_at_ms, None)
+                continue
+            view = received_view(d.message, d.attempt, d.visible_at_ms)
+            setattr(view, RECEIVED_AT, now_ms)
+            if d.dead:
+                dlq = yield from dead_letter_op(store, group, view, "max delivery attempts")
+                if trace is not None:
+                    trace.delivery_ended(view, "dlq", dlq, d.attempt, now_ms, 0.0)
+                continue
+            if trace is not None and d.attempt > 1:  # the delivery before this one was not acked in time
+                trace.delivery_ended(view, "consume", "INVISIBLE_TIMEOUT", d.attempt - 1, now_ms, 0.0)
+            views.append(view)
+        if len(views) >= want:
+            break
+    return views
 
 
 def dead_letter_op(store: StoreOps, group: str, view: MessageView, reason: str) -> Op[str]:

@@ -21,13 +21,12 @@ from mq.consumer.simple import (
     MAX_INVISIBLE_S,
     MAX_RECEIVE,
     MIN_INVISIBLE_S,
-    RECEIVE_MAX_SCAN,
     MessageView,
     make_receipt,
     parse_receipt,
     received_view,
 )
-from mq.consumer.simple_core import dead_letter_op, seed_cursors_op
+from mq.consumer.simple_core import dead_letter_op, receive_round_op, seed_cursors_op
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
@@ -467,34 +466,18 @@ class MessagingService:
         fdata: str,
         fifo: bool,
     ) -> list[MessageView]:
-        views: list[MessageView] = []
-        now_ms = await self._now_ms()
-        for i in range(len(queues)):
-            queue = queues[(start + i) % len(queues)]
-            handed = await self.backend.call(
-                "receive_simple",
-                group,
-                queue,
-                now_ms=now_ms,
-                invisible_ms=invisible_ms,
-                max_messages=want - len(views),
-                max_attempts=attempts,
-                filter_type=ftype,
-                filter_data=fdata,
-                max_scan=RECEIVE_MAX_SCAN,
-                fifo=fifo,
-            )
-            for d in handed:
-                if d.message is None:
-                    await self.backend.call("ack_simple", group, queue, d.offset, d.visible_at_ms, None)
-                    continue
-                view = received_view(d.message, d.attempt, d.visible_at_ms)
-                if d.dead:
-                    await self.backend.run(dead_letter_op, group, view, "max delivery attempts")
-                else:
-                    views.append(view)
-            if len(views) >= want:
-                break
+        views: list[MessageView] = await self.backend.run(
+            receive_round_op,
+            group,
+            queues,
+            start=start,
+            want=want,
+            now_ms=await self._now_ms(),
+            invisible_ms=invisible_ms,
+            max_attempts=attempts,
+            filter_of=lambda _: (ftype, fdata),
+            fifo=fifo,
+        )
         return views
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
