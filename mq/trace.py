@@ -131,10 +131,13 @@ class TraceEvents:
         kind = "dlq" if to_topic.startswith("%DLQ%") else "retry"
         self._record([(msg, kind, to_topic, msg.reconsume_times + 1, msg.topic, msg.queue_id, msg.queue_offset)], now_ms, 0.0)
 
-    def delivery_ended(self, msg: MessageExt, kind: str, status: str, attempt: int, began_ms: int, cost_ms: float) -> None:
-        """The ``attempt``-th delivery of ``msg`` to a simple consumer ended: ``kind`` ``"consume"`` (acked, or
-        its invisible time passed) or ``"dlq"``, with ``status`` (``ACK``, ``INVISIBLE_TIMEOUT`` or the DLQ topic)."""
-        self._record([(msg, kind, status, attempt, msg.topic, msg.queue_id, msg.queue_offset)], began_ms, cost_ms)
+    def delivery_ended(
+        self, queue: MessageQueue, msg: MessageExt, kind: str, status: str, attempt: int, began_ms: int, cost_ms: float
+    ) -> None:
+        """The ``attempt``-th delivery of ``msg``, read from ``queue``, to a simple consumer ended: ``kind``
+        ``"consume"`` (acked, or its invisible time passed) or ``"dlq"``, with ``status`` (``ACK``,
+        ``INVISIBLE_TIMEOUT`` or the DLQ topic)."""
+        self._record([(msg, kind, status, attempt, queue.topic, queue.queue_id, msg.queue_offset)], began_ms, cost_ms)
 
     def active_op(self, store: StoreOps) -> Op[bool]:
         """The operation telling whether events are recorded now (reads the namespace setting when stale),

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from mq.connection import Connection
 from mq.consumer.puller import filter_args
 from mq.consumer.registry import HEARTBEAT_INTERVAL_S, ClientInfo, Registry
-from mq.consumer.retry import dlq_topic
+from mq.consumer.retry import dlq_topic, original_topic, retry_topic
 from mq.consumer.start import DEFAULT_CONSUME_TIMESTAMP_AGO_MS
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError
@@ -36,7 +36,7 @@ from mq.store.ops import AsyncRunner, Op, SyncRunner, operation
 from mq.store.store import StoreOps
 from mq.topic import TopicConfig
 from mq.trace import TraceEvents
-from mq.validation import check_group, check_topic
+from mq.validation import RETRY_PREFIX, check_group, check_topic
 
 log = logging.getLogger("mq.consumer")
 
@@ -59,6 +59,9 @@ CLUSTER_PAUSE_S = 0.05
 #: epoch ms): where an ``ACK`` trace event's cost starts. Not a field: views compare and print without it.
 RECEIVED_AT = "_received_ms"
 
+#: What the group's retry topic is read with: every message (its copies were filtered when first read).
+EVERY_TAG = MessageSelector.by_tag("*")
+
 NOT_STARTED = "the simple consumer is not started: call start() or use it as a context manager"
 
 
@@ -76,12 +79,24 @@ class MessageView(MessageExt):
 
 
 def received_view(msg: MessageExt, attempt: int, visible_at: int) -> MessageView:
-    """``msg`` as a received view with a receipt ``queue_id:offset:visible_at_ms:topic``."""
+    """``msg`` (as read from its queue) as a received view with a receipt
+    ``queue_id:offset:visible_at_ms:topic`` naming that queue. A copy read from the group's retry topic
+    (a dead letter resent by ``Admin.resend_dlq``) shows its original topic, as push listeners see it."""
     view = MessageView.__new__(MessageView)
     view.__dict__.update(msg.__dict__)
     view.delivery_attempt = attempt
     view.receipt_handle = make_receipt(msg.topic, msg.queue_id, msg.queue_offset, visible_at)
+    view.topic = original_topic(msg)
     return view
+
+
+def renewed_view(view: MessageView, visible_at: int) -> MessageView:
+    """``view`` with a receipt for the same queue and offset, valid until ``visible_at`` (epoch ms)."""
+    queue, offset, _ = parse_receipt(view.receipt_handle)
+    renewed = MessageView.__new__(MessageView)
+    renewed.__dict__.update(view.__dict__)
+    renewed.receipt_handle = make_receipt(queue.topic, queue.queue_id, offset, visible_at)
+    return renewed
 
 
 def make_receipt(topic: str, queue_id: int, offset: int, visible_at_ms: int) -> str:
@@ -248,7 +263,8 @@ class SimpleCore:
         if (yield from self.trace.active_op(self.store)):
             now_ms = yield from self.clock.now_op(self.store)
             received_ms = getattr(view, RECEIVED_AT, now_ms)
-            self.trace.delivery_ended(view, "consume", "ACK", view.delivery_attempt, received_ms, now_ms - received_ms)
+            queue = parse_receipt(view.receipt_handle)[0]
+            self.trace.delivery_ended(queue, view, "consume", "ACK", view.delivery_attempt, received_ms, now_ms - received_ms)
 
     @operation
     def change_invisible_duration(self, view: MessageView, invisible_duration_s: float) -> Op[MessageView]:
@@ -257,7 +273,7 @@ class SimpleCore:
         visible_at = (yield from self.clock.now_op(self.store)) + int(invisible_duration_s * 1000)
         if not (yield from self._ack_receipt(view, visible_at)):
             raise expired(view)
-        return received_view(view, view.delivery_attempt, visible_at)
+        return renewed_view(view, visible_at)
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -273,6 +289,9 @@ class SimpleCore:
             if config is None:
                 raise MQClientError(f"topic {topic!r} does not exist; create it with Admin.create_topic")
             queues += config.readable_queues()
+        retry = yield from StoreOps.topic.op(self.store, retry_topic(self.group))
+        if retry is not None:  # dead letters resent to the group (``Admin.resend_dlq``) come back here
+            queues += retry.readable_queues()
         if set(queues) - set(self.queues):
             yield from self._seed_cursors(queues)
         self.queues = queues
@@ -296,7 +315,7 @@ class SimpleCore:
                 now_ms=now_ms,
                 invisible_ms=invisible_ms,
                 max_attempts=self.settings.max_delivery_attempts,
-                filter_of=lambda q: filter_args(subscriptions[q.topic]),
+                filter_of=lambda q: filter_args(subscriptions.get(q.topic, EVERY_TAG)),
                 trace=self.trace if traced else None,
             )
         )
@@ -316,7 +335,9 @@ def seed_cursors_op(store: StoreOps, group: str, queues: list[MessageQueue], whe
         missing = [q.queue_id for q in queues if q.topic == topic and q not in cursors]
         if not missing:
             continue
-        from_start = where is ConsumeFromWhere.FIRST_OFFSET or any(q.topic == topic for q in cursors)
+        from_start = (
+            where is ConsumeFromWhere.FIRST_OFFSET or topic.startswith(RETRY_PREFIX) or any(q.topic == topic for q in cursors)
+        )
         for qid, stats in (yield from StoreOps.queue_stats.op(store, topic, missing)).items():
             mq = MessageQueue(topic, queues[0].broker_name, qid)
             if from_start:
@@ -381,10 +402,10 @@ def receive_round_op(
             if d.dead:
                 dlq = yield from dead_letter_op(store, group, view, "max delivery attempts")
                 if trace is not None:
-                    trace.delivery_ended(view, "dlq", dlq, d.attempt, now_ms, 0.0)
+                    trace.delivery_ended(q, view, "dlq", dlq, d.attempt, now_ms, 0.0)
                 continue
             if trace is not None and d.attempt > 1:  # the delivery before this one was not acked in time
-                trace.delivery_ended(view, "consume", "INVISIBLE_TIMEOUT", d.attempt - 1, now_ms, 0.0)
+                trace.delivery_ended(q, view, "consume", "INVISIBLE_TIMEOUT", d.attempt - 1, now_ms, 0.0)
             views.append(view)
         if len(views) >= want:
             break
@@ -395,7 +416,7 @@ def dead_letter_op(store: StoreOps, group: str, view: MessageView, reason: str) 
     """Store a copy of ``view`` in ``%DLQ%<group>`` and acknowledge it; returns the DLQ topic (an operation)."""
     config = TopicConfig(dlq_topic(group), read_queues=1, write_queues=1)
     topic = (yield from StoreOps.ensure_topic.op(store, config)).name
-    system = {**view.system_properties, RETRY_TOPIC: view.topic, ORIGIN_MESSAGE_ID: view.msg_id, DLQ_REASON: reason}
+    system = {**view.system_properties, RETRY_TOPIC: original_topic(view), ORIGIN_MESSAGE_ID: view.msg_id, DLQ_REASON: reason}
     copy = Message(topic, view.body, view.tags, view.keys, view.properties)
     encoded = codec.encode(
         copy, view.msg_id, view.born_timestamp_ms, reconsume_times=view.delivery_attempt, system_properties=system
