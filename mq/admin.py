@@ -262,7 +262,7 @@ class AdminOps:
         stats = yield from StoreOps.queues_state.op(self._store, [(mq.topic, mq.queue_id) for mq in queues], offsets=False)
         committed = yield from StoreOps.read_offsets.op(self._store, group, queues)
         rows: list[QueueProgress] = []
-        for mq, (s, _) in zip(queues, stats):
+        for mq, (s, _, _) in zip(queues, stats):
             consumer = committed.get(mq, -1)
             rows.append(QueueProgress(mq, s.max_offset, consumer, s.lag(consumer)))
         return rows

@@ -5,7 +5,7 @@ beats, and what each group did with one message. :class:`mq.Admin` inherits them
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mq.consumer import registry
@@ -35,6 +35,7 @@ class QueueState:
         stats: min/max offset and last store time.
         readable, writable: by the topic's queue counts and perm.
         offsets: group → committed offset (next to consume); groups without one are absent.
+        owners: group → client id consuming the queue now (read only when asked: else empty).
     """
 
     message_queue: MessageQueue
@@ -42,6 +43,7 @@ class QueueState:
     readable: bool
     writable: bool
     offsets: dict[str, int]
+    owners: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,24 +69,24 @@ class AdminViews:
     _require: Callable[[str], TopicConfig]
     _topics_with_offsets: Callable[[str, Sequence[TopicConfig] | None], set[str]]
 
-    def queue_states(self, topics: Sequence[str], *, offsets: bool = True) -> dict[str, list[QueueState]]:
+    def queue_states(self, topics: Sequence[str], *, offsets: bool = True, owners: bool = False) -> dict[str, list[QueueState]]:
         """Every queue (``0..queue_count-1``) of each of ``topics``, with stats and every group's committed
         offset, in two pipelined round trips per 2 000 queues (one with ``offsets=False``: the
-        ``offsets`` of each state are then empty).
+        ``offsets`` of each state are then empty; one more with ``owners=True``, which fills ``owners``).
 
         Raises:
             TopicNotFoundError: one of ``topics`` does not exist.
         """
         configs = [self._require(t) for t in topics]
         locations = [(c.name, q) for c in configs for q in range(c.queue_count)]
-        rows = iter(self._store.queues_state(locations, offsets=offsets))
+        rows = iter(self._store.queues_state(locations, offsets=offsets, owners=owners))
         out: dict[str, list[QueueState]] = {}
         for c in configs:
             out[c.name] = []
             for q in range(c.queue_count):
-                stats, committed = next(rows)
+                stats, committed, held = next(rows)
                 mq = MessageQueue(c.name, DEFAULT_BROKER_NAME, q)
-                out[c.name].append(QueueState(mq, stats, c.readable(q), c.writable(q), committed))
+                out[c.name].append(QueueState(mq, stats, c.readable(q), c.writable(q), committed, held))
         return out
 
     def group_lags(self, groups: Sequence[str]) -> dict[tuple[str, str], int]:
@@ -101,7 +103,7 @@ class AdminViews:
                 mine.append((location, found))
         stats = self._store.queues_state([loc for loc, _ in mine], offsets=False)
         lags: dict[tuple[str, str], int] = {}
-        for ((topic, _), found), (s, _) in zip(mine, stats):
+        for ((topic, _), found), (s, _, _) in zip(mine, stats):
             for g, o in found.items():
                 lags[(g, topic)] = lags.get((g, topic), 0) + s.lag(o)
         return lags

@@ -191,6 +191,9 @@ def test_members_of_many_groups_owners_broker_beats_and_stats_history(redis_serv
             both = admin.consumer_connections_of(["og", "empty"])
             assert both == {"og": admin.consumer_connections("og"), "empty": []}
             assert admin.queue_owners("O") == {q: {"og": both["og"][0].client_id} for q in (0, 1)}
+            states = admin.queue_states(["O", "%RETRY%og"], owners=True)  # every topic's owners in one pipeline
+            assert [s.owners for s in states["O"]] == [{"og": both["og"][0].client_id}] * 2
+            assert all(s.owners == {} for s in admin.queue_states(["O"])["O"])  # not read unless asked
             wait_for(lambda: len(admin.stats_history()) >= 2, 10, "two stats snapshots")
             beats = admin.broker_beats()
             assert list(beats) == [broker.id] and beats[broker.id] > time.time() * 1000 - 5_000

@@ -25,16 +25,18 @@ class ViewOps(StoreBase):
 
     @operation
     def queues_state(
-        self, queues: Sequence[tuple[str, int]], *, offsets: bool = True
-    ) -> Op[list[tuple[QueueStats, dict[str, int]]]]:
-        """For each ``(topic, queue_id)``: its stats and (with ``offsets``) the committed offset of every
-        group on it: one pipeline of scripts, then (with ``offsets``) one of ``HGETALL``, per
+        self, queues: Sequence[tuple[str, int]], *, offsets: bool = True, owners: bool = False
+    ) -> Op[list[tuple[QueueStats, dict[str, int], dict[str, str]]]]:
+        """For each ``(topic, queue_id)``: its stats, (with ``offsets``) the committed offset of every
+        group on it and (with ``owners``) the client consuming it for each group: one pipeline of
+        scripts, then one of ``HGETALL`` for each of ``offsets`` and ``owners``, per
         :data:`~mq.store.base.QUEUE_BATCH` queues."""
         stats = yield from self._queue_stats(queues, "reading queue stats")
         committed: list[dict[str, int]] = (
             (yield from BrokerOps.group_offsets_of.op(self, queues)) if offsets else [{} for _ in queues]
         )
-        return list(zip(stats, committed))
+        held: list[dict[str, str]] = (yield from ViewOps.queue_owners.op(self, queues)) if owners else [{} for _ in queues]
+        return list(zip(stats, committed, held))
 
     @operation
     def queue_owners(self, queues: Sequence[tuple[str, int]]) -> Op[list[dict[str, str]]]:
