@@ -77,16 +77,17 @@ def main() -> None:
         write(f"registered {time.time():.3f}")
         last: list[int] = []
         while not stop.wait(0.1):
-            _report_assigned(consumer, last, write)
+            _report_assigned(consumer, last, write, args.topic)
         consumer.shutdown()
     write(f"bye {time.time():.3f}")  # the clean shutdown (commit, release, unregister) is done
     out.close()
     sys.exit(0)
 
 
-def _report_assigned(consumer, last: list[int], write) -> None:  # type: ignore[no-untyped-def]
-    """Write an ``assigned`` line when the consumer's queues differ from ``last`` (updated)."""
-    now = sorted(q.queue_id for q in consumer.assigned_queues())
+def _report_assigned(consumer, last: list[int], write, topic: str) -> None:  # type: ignore[no-untyped-def]
+    """Write an ``assigned`` line when the consumer's queues of ``topic`` (not of the group's retry
+    topic) differ from ``last`` (updated)."""
+    now = sorted(q.queue_id for q in consumer.assigned_queues() if q.topic == topic)
     if now != last:
         last[:] = now
         write(f"assigned {time.time():.3f} {','.join(map(str, now))}")
@@ -113,7 +114,7 @@ async def _run_aio(args, options, plain, write, stop) -> None:  # type: ignore[n
     last: list[int] = []
     while not stop.is_set():
         await asyncio.sleep(0.1)
-        _report_assigned(consumer, last, write)
+        _report_assigned(consumer, last, write, args.topic)
     await consumer.shutdown()
 
 

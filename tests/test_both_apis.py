@@ -260,6 +260,31 @@ def test_failed_messages_are_retried_then_dead_lettered_then_resent(api: Api, ba
         assert healthy.messages()[0].body == b"poison" and healthy.messages()[0].topic == "R"
 
 
+def test_an_orderly_groups_dead_letters_are_resent_to_its_orderly_members(api: Api, backend_url: str, namespace: str) -> None:
+    """An orderly member reads its group's retry topic too (as RocketMQ's do), so a dead letter resent
+    with ``Admin.resend_dlq`` comes back to it, showing the topic it was sent to."""
+    admin = api.admin(backend_url, namespace)
+    admin.create_topic("OR", read_queues=1, write_queues=1, order=True)
+    healthy = Record(ConsumeOrderlyStatus.SUCCESS)
+    failing = Record(ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
+    consumer = api.push_consumer(
+        "ogr", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, max_reconsume_times=1
+    )
+    consumer.subscribe("OR", "*")
+    consumer.register_orderly_listener(
+        lambda msgs, ctx: (failing if msgs[0].body == b"poison" and len(failing.got) < 2 else healthy)(msgs, ctx)
+    )
+    with consumer, api.producer("p", backend_url, namespace=namespace) as producer:
+        r = producer.send(Message("OR", b"poison", keys=["k1"]))
+        producer.send(Message("OR", b"next"))
+        wait_for(lambda: healthy.bodies() == [b"next"], 15, "the queue to move on past the poison message")
+        assert [m.msg_id for m in admin.dlq_messages("ogr")] == [r.msg_id] and len(failing.got) == 2
+        assert admin.resend_dlq("ogr") == 1
+        wait_for(lambda: len(healthy.bodies()) == 2, 15, "the resent letter")
+    again = healthy.messages()[1]
+    assert (again.msg_id, again.body, again.topic, list(again.keys)) == (r.msg_id, b"poison", "OR", ["k1"])
+
+
 def test_transaction_unknown_is_resolved_by_the_check_back(api: Api, backend_url: str, namespace: str) -> None:
     """The executor says UNKNOW; the broker service asks the group's checker (async for ``aio``),
     which commits one and rolls the other back: only committed messages are ever stored in the topic."""

@@ -106,7 +106,9 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         if self._started:
             return self
         orderly = self._consumes_orderly()
-        if not orderly and self.message_model is MessageModel.CLUSTERING:  # retries come back through the group's retry topic
+        if (
+            self.message_model is MessageModel.CLUSTERING
+        ):  # retries and resent dead letters come back through the group's retry topic
             retry = await arun(self._conn.async_client, SendBackOps.ensure_retry_topic.op(self._send_back))
             self._subscriptions[retry] = MessageSelector.by_tag("*")
         core = self._build_core(self, orderly=orderly)

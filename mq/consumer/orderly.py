@@ -13,6 +13,7 @@ asyncio push consumer (:mod:`mq.aio.orderly`); :class:`OrderlyService` runs it o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -23,11 +24,12 @@ from dataclasses import dataclass
 from mq.consumer.core import ConsumerCore
 from mq.consumer.ownership import Ownership
 from mq.consumer.process_queue import ProcessQueue
-from mq.consumer.retry import SendBack, SendBackOps
+from mq.consumer.retry import SendBack, SendBackOps, original_topic
 from mq.consumer.types import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from mq.errors import MQError
 from mq.message import MessageExt
 from mq.store.ops import Op
+from mq.validation import RETRY_PREFIX
 
 log = logging.getLogger("mq.consumer")
 
@@ -76,6 +78,8 @@ class OrderlySteps:
         msgs = pq.head(self._batch_size)
         if not msgs:
             return Stop(None)
+        if pq.queue.topic.startswith(RETRY_PREFIX):  # the listener sees the topic the message was sent to
+            msgs = [dataclasses.replace(m, topic=original_topic(m)) for m in msgs]
         return msgs, ConsumeOrderlyContext(pq.queue, suspend_current_queue_time_ms=self._suspend_ms)
 
     def answered(

@@ -278,7 +278,9 @@ class PushConsumer(PushBase[ConsumerCore]):
         if self._executor is not None:
             return self
         orderly = self._consumes_orderly()
-        if not orderly and self.message_model is MessageModel.CLUSTERING:  # retries come back through the group's retry topic
+        if (
+            self.message_model is MessageModel.CLUSTERING
+        ):  # retries and resent dead letters come back through the group's retry topic
             self._subscriptions[self._send_back.ensure_retry_topic()] = MessageSelector.by_tag("*")
         core = self._build_core(self, orderly=orderly)
         if orderly:
