@@ -219,7 +219,7 @@ class SendCore:
         offset is assigned when it is delivered). A big batch goes out as several bounded put calls
         to one queue, each atomic: when a later call fails, the error says how much was stored.
         """
-        chunks = request.chunks()
+        chunks = [request.encoded] if len(request.encoded) == 1 else request.chunks()  # one message always fits one call
         mq, offset, confirmed = yield from self._put_with_retries(request, chunks[0], None)
         stored = len(chunks[0])
         for chunk in chunks[1:]:
