@@ -136,3 +136,14 @@ def test_redis_py_observability_on_takes_redis_py_own_path(
         admin.create_topic("observed", read_queues=1, write_queues=1)
         producer.send(Message("observed", b"x"))
     assert any(args[0] == "EVALSHA" for args in calls)
+
+
+def test_arguments_hiredis_cannot_pack_go_through_redis_py_packer(redis_server: RedisServer) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        script = "return ARGV[1] .. ARGV[2] .. ARGV[3]"
+        assert lane.execute(client, "EVAL", script, 0, "a", bytearray(b"b"), memoryview(b"c")) == b"abc"
+        assert lane.execute(client, "EVAL", script, 0, "a", 2, 3.5) == b"a23.5"
+        assert lane.lane_of(client) is not None
+    finally:
+        client.close()

@@ -25,6 +25,14 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from redis.connection import HiredisRespSerializer
+
+#: hiredis's packer of one command (None without hiredis: redis-py packs in Python then).
+_hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
+try:
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:
+    _hiredis_pack = None
 
 #: redis-py's observability singleton getter (None in a redis-py without it).
 get_observability_instance: Callable[[], Any] | None
@@ -83,7 +91,19 @@ class Lane:
 
 
 def _send_read(conn: Any, args: tuple[Any, ...]) -> Any:
-    conn.send_command(*args)
+    """Send command ``args`` and read its reply. With hiredis, packed by hiredis at once: redis-py's
+    packer first copies the arguments into a new tuple (turning a ``bytearray`` or ``memoryview`` into
+    ``bytes``) and splits the command name at spaces, ~2 µs for a put's 15 arguments; the bytes on the
+    wire are the same for a one-word command name."""
+    packer = conn._command_packer
+    if _hiredis_pack is not None and type(packer) is HiredisRespSerializer:
+        try:
+            packed = [_hiredis_pack(args)]
+        except TypeError:  # a bytearray or memoryview argument: redis-py's packer converts it
+            packed = packer.pack(*args)
+        conn.send_packed_command(packed)
+    else:
+        conn.send_command(*args)
     return conn.read_response()
 
 
