@@ -147,3 +147,27 @@ def test_arguments_hiredis_cannot_pack_go_through_redis_py_packer(redis_server: 
         assert lane.lane_of(client) is not None
     finally:
         client.close()
+
+
+def test_an_interrupted_call_never_leaves_a_reply_for_the_next_one(redis_server: RedisServer) -> None:
+    """A read that fails without disconnecting (a Sentinel connection does so) must not leave its reply
+    on the kept connection for the next call to read."""
+
+    class Interrupted(BaseException):
+        pass
+
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        assert lane.execute(client, "EVAL", "return ARGV[1]", 0, "warm") == b"warm"
+        kept = lane.lane_of(client)._conn  # type: ignore[union-attr]
+
+        def interrupted(*args: Any, **kwargs: Any) -> Any:
+            del kept.read_response  # once
+            raise Interrupted
+
+        kept.read_response = interrupted
+        with pytest.raises(Interrupted):
+            lane.execute(client, "EVAL", "return ARGV[1]", 0, "first")
+        assert lane.execute(client, "EVAL", "return ARGV[1]", 0, "second") == b"second"
+    finally:
+        client.close()

@@ -7,8 +7,10 @@ check), the pool's lock and four observability counters, then the retry wrapper 
 of redis-py 8 — about 20 µs of client CPU a sync send on the project machine, more than the rest of a
 send's own work. :func:`execute` runs one command over a connection the client's :class:`Lane` took
 from the pool once and keeps: the command is packed, sent and its reply read as redis-py does
-(``send_command`` / ``read_response``, which disconnect the connection on any error, so it is never
-left holding an unread reply), with the client's own retry policy (one quick reconnect).
+(``send_command`` / ``read_response``), with the client's own retry policy (one quick reconnect). A
+call that fails other than with an error reply drops the connection, so it never holds an unread
+reply; a dropped connection reconnects with ``connect()`` as the pool's checkout does (through Sentinel:
+asking the sentinels for the master again).
 
 Only a plain ``redis.Redis`` over a ``ConnectionPool`` (standalone or Sentinel) has a lane; a cluster
 client, the embedded store (fakeredis) and a single-connection client run the command the usual way.
@@ -26,6 +28,7 @@ from typing import Any
 
 import redis
 from redis.connection import HiredisRespSerializer
+from redis.exceptions import ResponseError
 
 #: hiredis's packer of one command (None without hiredis: redis-py packs in Python then).
 _hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
@@ -83,6 +86,13 @@ class Lane:
                 self._generation = _generation
             try:
                 return True, conn.retry.call_with_retry(lambda: _send_read(conn, args), lambda _error: conn.disconnect())
+            except ResponseError:  # the error reply was read whole: the connection is clean
+                raise
+            except BaseException:
+                # never keep a connection that may hold an unread reply (a Sentinel connection does not
+                # disconnect itself on a failed read; the pool's checkout would have caught it)
+                conn.disconnect()
+                raise
             finally:
                 if conn.should_reconnect():  # a maintenance notification asked for it, as redis-py's own path does
                     conn.disconnect()
@@ -95,6 +105,10 @@ def _send_read(conn: Any, args: tuple[Any, ...]) -> Any:
     packer first copies the arguments into a new tuple (turning a ``bytearray`` or ``memoryview`` into
     ``bytes``) and splits the command name at spaces, ~2 µs for a put's 15 arguments; the bytes on the
     wire are the same for a one-word command name."""
+    if conn._sock is None:
+        # as the pool's checkout does: connect() (a Sentinel connection asks the sentinels for the master
+        # again), not send's own reconnect to the address the connection had
+        conn.connect()
     packer = conn._command_packer
     if _hiredis_pack is not None and type(packer) is HiredisRespSerializer:
         try:
