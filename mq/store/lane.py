@@ -128,7 +128,8 @@ def lane_of(client: Any) -> Lane | None:
         eligible = (
             type(client) is redis.Redis and isinstance(client.connection_pool, redis.ConnectionPool) and client.connection is None
         )
-        lane = client.__dict__[_LANE] = Lane(client.connection_pool) if eligible else False
+        # setdefault: two threads making the first call at once end up with the same lane
+        lane = client.__dict__.setdefault(_LANE, Lane(client.connection_pool) if eligible else False)
     return lane or None
 
 
