@@ -219,7 +219,7 @@ class SendCore:
         offset is assigned when it is delivered). A big batch goes out as several bounded put calls
         to one queue, each atomic: when a later call fails, the error says how much was stored.
         """
-        chunks = request.chunks()
+        chunks = [request.encoded] if len(request.encoded) == 1 else request.chunks()  # one message always fits one call
         mq, offset, confirmed = yield from self._put_with_retries(request, chunks[0], None)
         stored = len(chunks[0])
         for chunk in chunks[1:]:
@@ -242,7 +242,7 @@ class SendCore:
         — not confirmed: stored on the master, but fewer than ``sync_replicas`` replicas confirmed in time
         (not retried: that would store it twice)."""
         topic = request.topic
-        route = yield from self.routes.get(topic)
+        route = self.routes.cached(topic) or (yield from self.routes.get(topic))
         fixed = pinned or self.fixed_queue(route, request.first, request.queue, request.selector, request.arg)
         attempts = 1 if fixed is not None and pinned is None else 1 + self.retry_times_when_send_failed
         last_node: str | None = None
@@ -251,7 +251,6 @@ class SendCore:
             if attempt and time.monotonic() >= request.deadline:
                 break
             mq = fixed or self.select_default(route, last_node)
-            node = route.nodes.get(mq) or self.store.conn.node_of(self.store.queue_keys(topic, mq.queue_id).meta)
             started = time.monotonic()
             try:
                 if request.due_ms is None:
@@ -260,7 +259,7 @@ class SendCore:
                     yield from StoreOps.put_delayed.op(self.store, topic, mq.queue_id, encoded[0], request.due_ms)
                     offset = -1
             except ReplicaAckTimeout as e:  # stored on the master; a fault of the node, not a good send
-                self.record(node, started, isolation=True)
+                self.record(self._node(route, mq), started, isolation=True)
                 log.warning("send of %s to %s: %s", request.msg_id, mq, e)
                 return mq, -1 if request.due_ms is not None else int(e.result[0]), False
             except (QueueNotWritableError, TopicNotFoundError) as e:
@@ -270,17 +269,22 @@ class SendCore:
                 route, error = (yield from self.routes.get(topic)), e
                 continue
             except MQBrokerError as e:
-                self.record(node, started, isolation=True)
-                last_node, error = node, e
+                last_node, error = self._node(route, mq), e
+                self.record(last_node, started, isolation=True)
                 log.debug("send to %s failed on attempt %d: %s", mq, attempt + 1, e)
                 if is_out_of_memory(e):
                     break  # a full store stays full for the next attempt: say so at once
                 continue
-            self.record(node, started)
+            if self.send_latency_fault_enable:
+                self.record(self._node(route, mq), started)
             if metrics.CLIENT_METRICS is not None:
                 metrics.CLIENT_METRICS.send_latency.labels(topic).observe(time.monotonic() - started)
             return mq, offset, True
         raise MQBrokerError(f"sending to topic {topic!r} failed after {attempt + 1} attempt(s): {error}") from error
+
+    def _node(self, route: TopicRoute, mq: MessageQueue) -> str:
+        """The node serving ``mq`` (looked up only when a send's outcome is recorded against it)."""
+        return route.nodes.get(mq) or self.store.conn.node_of(self.store.queue_keys(mq.topic, mq.queue_id).meta)
 
     # -- decisions (no I/O) ---------------------------------------------------------------------
 

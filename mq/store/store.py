@@ -7,14 +7,16 @@ groups by node on a cluster.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mq.connection import REDIS_ERRORS
 from mq.errors import MQBrokerError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
-from mq.keys import key_index_offset, key_index_range, stream_id, timer_member
+from mq.keys import Keys, key_index_offset, key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, scripts
 from mq.store.admin import AdminOps
@@ -126,12 +128,13 @@ class MessageOps(StoreBase):
             QueueNotWritableError: the queue takes no new messages.
             MQBrokerError: the store failed.
         """
-        argv = _put_argv(encoded)
-        with self._errors(f"sending to {topic!r} queue {queue_id}"):
-            try:
-                result = yield from self._write("put-messages", self.queue_keys(topic, queue_id).put(), argv)
-            except ReplicaAckTimeout as e:
-                e.result = check_put_result(topic, queue_id, e.result)
+        try:
+            result = yield from self._write("put-messages", _put_keys(self.keys.namespace, topic, queue_id), _put_argv(encoded))
+        except ReplicaAckTimeout as e:
+            e.result = check_put_result(topic, queue_id, e.result)
+            raise
+        except REDIS_ERRORS:  # translated here, not by a context manager around every send (D53)
+            with self._errors(f"sending to {topic!r} queue {queue_id}"):
                 raise
         return check_put_result(topic, queue_id, result)
 
@@ -416,6 +419,13 @@ def decode_half(topic: str, queue_id: int, half_id: str, fields: dict[bytes, byt
 def pairs(flat: list[bytes]) -> dict[bytes, bytes]:
     """A flat ``[field, value, …]`` list as a dict."""
     return dict(zip(flat[::2], flat[1::2]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _put_keys(namespace: str, topic: str, queue_id: int) -> tuple[str, ...]:
+    """The keys of ``put-messages`` for one queue, made once (``Keys.queue`` builds all 13 key names of
+    a queue: about 3 µs, a fifth of a sync send's own CPU before D53)."""
+    return tuple(Keys(namespace).queue(topic, queue_id).put())
 
 
 def _put_argv(encoded: Sequence[list[Any]]) -> list[Any]:

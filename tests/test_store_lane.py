@@ -1,0 +1,173 @@
+"""The sync client's kept connection for script calls (``mq.store.lane``, D53): used when it can be,
+replaced when it breaks, never shared between threads or with a forked child."""
+
+from __future__ import annotations
+
+import os
+import threading
+import types
+from typing import Any
+
+import pytest
+import redis
+
+from mq import Admin, Message, Producer
+from mq.connection import Connection
+from mq.store import lane
+from tests.helpers import raw_client
+from tests.servers import RedisServer
+
+
+def _evalsha_connections(client: Any) -> int:
+    """How many connections of the server last ran ``EVALSHA``."""
+    return sum(1 for c in client.client_list() if c["cmd"] == "evalsha")
+
+
+def _stored(url: str, namespace: str, topic: str) -> int:
+    with Admin(url, namespace) as admin:
+        return sum(s.max_offset for s in admin.topic_status(topic).values())
+
+
+def test_sync_script_calls_go_over_one_kept_connection(redis_server: RedisServer, namespace: str) -> None:
+    client = raw_client(redis_server.url)
+    with Admin(redis_server.url, namespace) as admin, Producer("pg", redis_server.url, namespace=namespace) as producer:
+        admin.create_topic("lane", read_queues=4, write_queues=4)
+        for i in range(20):
+            producer.send(Message("lane", b"m%d" % i))
+        kept = lane.lane_of(producer._conn.client)
+        assert kept is not None and kept._conn is not None
+        assert kept._conn in producer._conn.client.connection_pool._in_use_connections  # taken once, kept
+        assert _evalsha_connections(client) == 1
+    client.close()
+    assert _stored(redis_server.url, namespace, "lane") == 20
+
+
+def test_no_lane_for_a_cluster_or_the_embedded_store(redis_cluster: Any) -> None:
+    cluster = Connection(redis_cluster.url, "lane")
+    memory = Connection("memory://lane-test", "lane")
+    try:
+        assert lane.lane_of(cluster.client) is None
+        assert lane.lane_of(memory.client) is None
+    finally:
+        cluster.close()
+        memory.close()
+
+
+def test_a_killed_kept_connection_is_replaced_and_nothing_is_stored_twice(redis_server: RedisServer, namespace: str) -> None:
+    client = raw_client(redis_server.url)
+    with Admin(redis_server.url, namespace) as admin, Producer("pg", redis_server.url, namespace=namespace) as producer:
+        admin.create_topic("killed", read_queues=1, write_queues=1)
+        assert producer.send(Message("killed", b"before")).queue_offset == 0
+        assert client.client_kill_filter(_type="normal", skipme=True) >= 1  # the producer's kept connection among them
+        assert producer.send(Message("killed", b"after")).queue_offset == 1  # one quick reconnect, as redis-py's own
+        assert producer.send(Message("killed", b"again")).queue_offset == 2
+    client.close()
+    assert _stored(redis_server.url, namespace, "killed") == 3
+
+
+def test_a_closed_connection_reconnects_on_the_next_call(redis_server: RedisServer, namespace: str) -> None:
+    with Admin(redis_server.url, namespace) as admin, Producer("pg", redis_server.url, namespace=namespace) as producer:
+        admin.create_topic("closed", read_queues=1, write_queues=1)
+        producer.send(Message("closed", b"1"))
+        producer._conn.client.connection_pool.disconnect()  # what Connection.close does to every connection
+        assert producer.send(Message("closed", b"2")).queue_offset == 1
+
+
+def test_threads_sending_at_once_share_the_client_safely(redis_server: RedisServer, namespace: str) -> None:
+    threads, each = 8, 100
+    with Admin(redis_server.url, namespace) as admin, Producer("pg", redis_server.url, namespace=namespace) as producer:
+        admin.create_topic("threads", read_queues=1, write_queues=1)
+        offsets: list[int] = []
+        lock = threading.Lock()
+
+        def work(t: int) -> None:
+            for i in range(each):
+                offset = producer.send(Message("threads", b"%d-%d" % (t, i))).queue_offset
+                with lock:
+                    offsets.append(offset)
+
+        workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=60)
+    assert sorted(offsets) == list(range(threads * each))  # every reply went to its own caller
+
+
+def test_a_forked_child_sends_on_a_connection_of_its_own(redis_server: RedisServer, namespace: str) -> None:
+    with Admin(redis_server.url, namespace) as admin, Producer("pg", redis_server.url, namespace=namespace) as producer:
+        admin.create_topic("fork", read_queues=1, write_queues=1)
+        producer.send(Message("fork", b"parent 1"))
+        parent_conn = lane.lane_of(producer._conn.client)._conn  # type: ignore[union-attr]
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                producer.send(Message("fork", b"child"))
+                code = 0 if lane.lane_of(producer._conn.client)._conn is not parent_conn else 2  # type: ignore[union-attr]
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert producer.send(Message("fork", b"parent 2")).queue_offset == 2  # the parent's connection still works
+        assert lane.lane_of(producer._conn.client)._conn is parent_conn  # type: ignore[union-attr]
+
+
+def test_redis_py_observability_on_takes_redis_py_own_path(
+    redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Manager:  # shaped like redis-py's provider manager with metrics on
+        config = types.SimpleNamespace(enabled_telemetry=("metrics",))
+
+    class Instance:
+        def get_provider_manager(self) -> Manager:
+            return Manager()
+
+    monkeypatch.setattr(lane, "get_observability_instance", Instance)
+    calls: list[tuple[Any, ...]] = []
+    real: Any = redis.Redis.execute_command
+
+    def counted(self: Any, *args: Any, **options: Any) -> Any:
+        calls.append(args)
+        return real(self, *args, **options)
+
+    monkeypatch.setattr(redis.Redis, "execute_command", counted)
+    with Admin(redis_server.url, namespace) as admin, Producer("pg", redis_server.url, namespace=namespace) as producer:
+        admin.create_topic("observed", read_queues=1, write_queues=1)
+        producer.send(Message("observed", b"x"))
+    assert any(args[0] == "EVALSHA" for args in calls)
+
+
+def test_arguments_hiredis_cannot_pack_go_through_redis_py_packer(redis_server: RedisServer) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        script = "return ARGV[1] .. ARGV[2] .. ARGV[3]"
+        assert lane.execute(client, "EVAL", script, 0, "a", bytearray(b"b"), memoryview(b"c")) == b"abc"
+        assert lane.execute(client, "EVAL", script, 0, "a", 2, 3.5) == b"a23.5"
+        assert lane.lane_of(client) is not None
+    finally:
+        client.close()
+
+
+def test_an_interrupted_call_never_leaves_a_reply_for_the_next_one(redis_server: RedisServer) -> None:
+    """A read that fails without disconnecting (a Sentinel connection does so) must not leave its reply
+    on the kept connection for the next call to read."""
+
+    class Interrupted(BaseException):
+        pass
+
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        assert lane.execute(client, "EVAL", "return ARGV[1]", 0, "warm") == b"warm"
+        kept = lane.lane_of(client)._conn  # type: ignore[union-attr]
+
+        def interrupted(*args: Any, **kwargs: Any) -> Any:
+            del kept.read_response  # once
+            raise Interrupted
+
+        kept.read_response = interrupted
+        with pytest.raises(Interrupted):
+            lane.execute(client, "EVAL", "return ARGV[1]", 0, "first")
+        assert lane.execute(client, "EVAL", "return ARGV[1]", 0, "second") == b"second"
+    finally:
+        client.close()
