@@ -26,6 +26,7 @@ from mq import (
 )
 from mq import PushConsumer as SyncPushConsumer
 from mq.aio import PullConsumer, PushConsumer
+from mq.aio.core import PULL_LANES
 from mq.connection import Connection
 from mq.errors import MQClientError
 from mq.store import Store
@@ -105,6 +106,24 @@ async def test_clustering_splits_the_queues_and_consumes_each_message_once(env) 
     ids = [m.msg_id for m in a.messages + b.messages]
     assert sorted(ids) == sorted(sent)  # each once
     assert a.messages and b.messages
+
+
+async def test_the_puller_tasks_share_the_queues_and_drain_a_backlog(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, _, producer = env
+    for i in range(8 * 100):  # several pulls' worth on every queue (32 a pull)
+        producer.send(Message("T", b"%d" % i))
+    got = Got()
+    async with _push(url, ns, "gl", got, consume_from_where=ConsumeFromWhere.FIRST_OFFSET) as c:
+        await until(lambda: len(got.messages) >= 800, 20, "the backlog")
+        core = c._core
+        assert core is not None
+        held = list(core.process_queues.values())  # topic T's 8 queues and the group's retry queue
+        shares = [core._lane_share(held, lane) for lane in range(PULL_LANES)]
+    # every held queue is pulled by exactly one puller task, and each task has its part
+    assert sorted(id(pq) for share in shares for pq in share) == sorted(id(pq) for pq in held)
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+    assert sorted(m.body for m in got.messages) == sorted(b"%d" % i for i in range(800))  # each once
+    assert sum(_committed(url, ns, "gl", "T", 8).values()) == 800  # all of it committed at shutdown
 
 
 async def test_a_sync_and_an_async_member_share_one_group(env) -> None:  # type: ignore[no-untyped-def]

@@ -2,8 +2,9 @@
 
 It is :class:`mq.consumer.core.ConsumerCore` with tasks for threads: one task per timed job (heartbeat
 every second, which rebalances when the members changed; the 20 s rebalance backstop; committing
-moved offsets every 5 s; the status; renewing orderly locks), the puller task (the shared
-:class:`~mq.consumer.puller.Puller` decides what to pull and applies what came back), and one
+moved offsets every 5 s; the status; renewing orderly locks), :data:`PULL_LANES` puller tasks (the
+shared :class:`~mq.consumer.puller.Puller` decides what to pull and applies what came back; each
+task pulls its share of the held queues, see :meth:`AsyncConsumerCore._pull_loop`), and one
 long-poll waiter task per held queue (``XREAD BLOCK`` on a connection of its own). The steps that
 change what the core holds are awaited under one ``asyncio.Lock``. No thread is started.
 """
@@ -37,6 +38,10 @@ T = TypeVar("T")
 Job = tuple[Callable[[], Awaitable[None]], float, str]
 #: Seconds between two looks at a running orderly batch while a queue waits to be released.
 RELEASE_POLL_S = 0.01
+#: Puller tasks of one consumer, each pulling every PULL_LANES-th held queue: while one task's reply
+#: is decoded and its messages are consumed (all on the one event loop), the other's pull runs in the
+#: store, so the loop does not wait for Redis between rounds (D??).
+PULL_LANES = 2
 
 
 class LoopFlag(threading.Event):
@@ -79,7 +84,7 @@ class AsyncConsumerCore(CoreSteps):
         self._jobs: list[asyncio.Task[None]] = []
         self._waiters: dict[ProcessQueue, asyncio.Task[None]] = {}
         self._spawned: set[asyncio.Task[None]] = set()
-        self._puller_task: asyncio.Task[None] | None = None
+        self._puller_tasks: list[asyncio.Task[None]] = []
 
     # -- running steps --------------------------------------------------------------------------
 
@@ -112,7 +117,7 @@ class AsyncConsumerCore(CoreSteps):
         await self.run(self.register_group_op())
         await self.do(self.take_beat_op(await self.run(self.registry.heartbeat())))
         self.settings.start.started_ms = self.registry.last_now_ms
-        self._puller_task = self.spawn(self._pull_loop(), f"mq-puller-{self.group}")
+        self._puller_tasks = [self.spawn(self._pull_loop(lane), f"mq-puller-{self.group}-{lane}") for lane in range(PULL_LANES)]
         every: list[Job] = self.timed_jobs(
             heartbeat=self._heartbeat,
             rebalance=self.rebalance,
@@ -138,10 +143,9 @@ class AsyncConsumerCore(CoreSteps):
         jobs, self._jobs = self._jobs, []
         await cancel_and_wait(jobs)
         self.begin_stop()
-        if self._puller_task is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._puller_task), 5)
-            await cancel_and_wait([self._puller_task])
+        if self._puller_tasks:
+            await asyncio.wait(self._puller_tasks, timeout=5)  # a pull in flight applies what it took
+            await cancel_and_wait(self._puller_tasks)
         await cancel_and_wait(list(self._waiters.values()))
         clean = await wait_consumed(max(0.0, deadline - time.monotonic())) if wait_consumed is not None else True
         async with self._lock:
@@ -211,14 +215,19 @@ class AsyncConsumerCore(CoreSteps):
 
     # -- pulling --------------------------------------------------------------------------------
 
-    async def _pull_loop(self) -> None:
-        """The puller: one pipelined pull of every ready queue, or a wait to be woken."""
+    async def _pull_loop(self, lane: int) -> None:
+        """A puller task: one pipelined pull of every ready queue of its ``lane``, or a wait to be woken.
+
+        The held queues are dealt round-robin to the :data:`PULL_LANES` tasks (by their place among
+        the held queues, looked at every round; a queue is never pulled by two at once, see
+        ``pq.pull_lock``), so one lane's round trip overlaps the other's decoding and consumption.
+        """
         wake = self.puller.wake_flag
         assert isinstance(wake, LoopFlag)
         while not self.stopped:
             wake.clear()
             try:
-                ready = self.puller.ready()
+                ready = self._lane_share(self.puller.ready(), lane)
                 if not ready:
                     await wake.wait_for(self.puller.idle_wait_s())
                     continue
@@ -227,6 +236,13 @@ class AsyncConsumerCore(CoreSteps):
             except Exception as e:  # the puller never dies: every queue would stall
                 self.puller.round_failed(e)
                 await asyncio.sleep(RETRY_PAUSE_S)
+
+    def _lane_share(self, ready: list[ProcessQueue], lane: int) -> list[ProcessQueue]:
+        """The queues of ``ready`` that puller task ``lane`` pulls: every :data:`PULL_LANES`-th held queue."""
+        if PULL_LANES == 1 or not ready:
+            return ready
+        mine = set(list(self.process_queues.values())[lane::PULL_LANES])
+        return [pq for pq in ready if pq in mine]
 
     async def _wait_loop(self, pq: ProcessQueue) -> None:
         """The long-poll waiter of ``pq`` (see :mod:`mq.consumer.long_poll`)."""

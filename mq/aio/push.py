@@ -51,6 +51,8 @@ Listener = Callable[
 ]
 #: An orderly listener: ``async def listener(msgs, ctx) -> ConsumeOrderlyStatus`` (or a plain function).
 OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext], Awaitable[ConsumeOrderlyStatus] | ConsumeOrderlyStatus]
+#: What a failed concurrent listener call counts as.
+_LATER = ConsumeConcurrentlyStatus.RECONSUME_LATER
 
 
 class PushConsumer(PushBase[AsyncConsumerCore]):
@@ -169,18 +171,37 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
     async def _consume(self, pq: ProcessQueue, batches: list[list[MessageExt]]) -> None:
         # As the sync consumer's task: what holds for the whole task is looked up once, one slot is
         # held for its listener calls (made one after another anyway), and the consumed messages are
-        # forgotten by the process queue together at the end.
+        # forgotten by the process queue together at the end. The calls are made in this one
+        # coroutine (no coroutine of our own per call: a no-op listener's call costs less than the
+        # frames around it).
         assert self._slots is not None
         consumed: list[MessageExt] = []
         spans = otel.enabled()
         broadcasting = self.message_model is MessageModel.BROADCASTING
+        group, hooks, listener, queue = self.group, self._hooks, self._listener or no_listener, pq.queue
+        namespace, consuming = self._conn.namespace, pq.consuming
         try:
             async with self._slots:
                 for msgs in batches:
                     if pq.dropped:
                         return  # taken over after a failure: the new owner consumes the rest
                     try:
-                        await self._consume_batch(pq, msgs, consumed, spans, broadcasting)
+                        # one listener call; the messages it consumed go to ``consumed``, the others are sent back
+                        ctx = ConsumeConcurrentlyContext.of(queue)
+                        began = time.monotonic()
+                        for m in msgs:
+                            consuming[m.queue_offset] = began
+                        try:
+                            status = await ainvoke(
+                                group, hooks, listener, queue, msgs, ctx, _LATER, namespace=namespace, spans=spans
+                            )
+                        finally:
+                            for m in msgs:
+                                consuming.pop(m.queue_offset, None)
+                        ok, failed = acknowledged(msgs, status, ctx, broadcasting=broadcasting)
+                        consumed += ok
+                        if failed:
+                            await self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
                     except Exception:  # our own handling failed: never leave the messages stuck in flight
                         self._handling_failed(pq, msgs, "handling the listener's answer for")
         finally:
@@ -193,34 +214,6 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
                 self._in_flight -= 1
                 if self._in_flight == 0:
                     self._drained.set()
-
-    async def _consume_batch(
-        self, pq: ProcessQueue, msgs: list[MessageExt], consumed: list[MessageExt], spans: bool, broadcasting: bool
-    ) -> None:
-        """One listener call; the messages it consumed go to ``consumed``, the others are sent back."""
-        ctx = ConsumeConcurrentlyContext.of(pq.queue)
-        began = time.monotonic()
-        for m in msgs:
-            pq.consuming[m.queue_offset] = began
-        try:
-            status = await ainvoke(
-                self.group,
-                self._hooks,
-                self._listener or no_listener,
-                pq.queue,
-                msgs,
-                ctx,
-                ConsumeConcurrentlyStatus.RECONSUME_LATER,
-                namespace=self._conn.namespace,
-                spans=spans,
-            )
-        finally:
-            for m in msgs:
-                pq.consuming.pop(m.queue_offset, None)
-        ok, failed = acknowledged(msgs, status, ctx, broadcasting=broadcasting)
-        consumed += ok
-        if failed:
-            await self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
 
     async def _call_orderly(self, pq: ProcessQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
         return await ainvoke(
