@@ -40,7 +40,7 @@ Job = tuple[Callable[[], Awaitable[None]], float, str]
 RELEASE_POLL_S = 0.01
 #: Puller tasks of one consumer, each pulling every PULL_LANES-th held queue: while one task's reply
 #: is decoded and its messages are consumed (all on the one event loop), the other's pull runs in the
-#: store, so the loop does not wait for Redis between rounds (D??).
+#: store, so the loop does not wait for Redis between rounds (D54).
 PULL_LANES = 2
 
 
