@@ -8,9 +8,11 @@ import time
 
 import pytest
 
-from mq import Admin, ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
+from mq import Admin, ConsumeConcurrentlyStatus, Message, MessageQueue, Producer, PushConsumer
+from mq.connection import Connection
 from mq.consumer import steps
 from mq.consumer.long_poll import LONG_POLL_BLOCK_MS, WAIT_COMMIT_LOOKS, CommitPacer
+from mq.store import Store
 from tests.procs import wait_for
 from tests.servers import RedisServer
 
@@ -88,3 +90,20 @@ def test_an_idle_queues_offset_is_stored_soon_after_its_last_message_is_consumed
         assert consumed.wait(10)
         wait_for(lambda: admin.consumer_progress("iq", "IQ")[0].consumer_offset == 1, 2, "offset 1 stored")
     admin.close()
+
+
+def test_a_held_connection_keeps_one_pooled_connection_for_its_thread_and_gives_it_back(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    conn = Connection(redis_server.url, namespace)
+    held = conn.held()
+    assert held is not conn and held.client is not conn.client
+    assert held.client.connection is not None and held.client.connection_pool is conn.client.connection_pool
+    Admin(redis_server.url, namespace).create_topic("HC", read_queues=1, write_queues=1)
+    queue = MessageQueue("HC", "broker-a", 0)
+    assert Store(held).wait_for_messages(queue, 0, 1, 1) is None  # nothing there: the block ran out
+    held.release_held()
+    assert held.client.connection is None
+    conn.close()
+    memory = Connection("memory://held", namespace)
+    assert memory.held() is memory  # cluster and memory clients are shared as they are
