@@ -155,7 +155,9 @@ class LongPoller:
 
     def _run(self, pq: ProcessQueue) -> None:
         # Each waiter holds a connection of its own (the pool's checkout per wait cost ~10 µs of CPU
-        # and a poll of the socket, D52); it is made in the loop, so a store not reachable yet is retried.
+        # and a poll of the socket, D52). It is taken in the loop, so a store not reachable yet is
+        # retried, and given back after a failure: a new one is connected through the pool, which
+        # asks the Sentinels for the master again (a held connection would reconnect where it was).
         pacer = CommitPacer(self._batch // 2)
         conn: Connection | None = None
         try:
@@ -169,6 +171,9 @@ class LongPoller:
                     if self._stopped.is_set() or pq.dropped:
                         return  # shutdown closed the connection under this call
                     wait_failed(pq, e)
+                    if conn is not None:
+                        conn.release_held()
+                        conn = None
                     self._stopped.wait(RETRY_PAUSE_S)
         finally:
             if conn is not None:
