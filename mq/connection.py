@@ -218,8 +218,8 @@ class Connection:
     def held(self) -> Connection:
         """This connection for one thread's blocking reads. Standalone and Sentinel: a copy whose
         client holds one connection of this client's pool (no pool checkout, pool lock or liveness poll
-        per command: the sync long-poll waiters, D52); :meth:`close` of this connection closes it
-        too. Cluster and memory: this connection itself. Give it back with :meth:`release_held`.
+        per command: the sync long-poll waiters, D??); closing this connection closes it too.
+        Cluster and memory: this connection itself. Give it back with :meth:`release_held`.
 
         Raises:
             MQBrokerError: the store could not be reached.

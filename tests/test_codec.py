@@ -82,7 +82,7 @@ def test_column_decoding_equals_entry_by_entry_decoding(form: str, monkeypatch: 
 
 @pytest.mark.parametrize("count", range(1, codec.COLUMNS_FROM))
 def test_a_small_reply_is_decoded_entry_by_entry_with_the_same_result(count: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A long-poll wake's one or two messages skip the column set-up (faster alone, D52)."""
+    """A long-poll wake's one or two messages skip the column set-up (faster alone, D??)."""
     entries = _varied()[1 : 1 + count]
     expected = _one_by_one(entries)
 

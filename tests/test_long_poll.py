@@ -1,4 +1,4 @@
-"""The long-poll waiter's commits (D52): paced by :class:`CommitPacer` instead of one round trip before
+"""The long-poll waiter's commits (D??): paced by :class:`CommitPacer` instead of one round trip before
 every wait, and a queue that goes quiet has its offset stored soon after its last message."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_a_message_still_consumed_is_looked_for_a_bounded_number_of_times() -> N
 def test_an_idle_queues_offset_is_stored_soon_after_its_last_message_is_consumed(
     redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before D52 the waiter committed before each wait, while the message it had just delivered was
+    """Before D?? the waiter committed before each wait, while the message it had just delivered was
     still being consumed: the store stayed one message behind until the 5 s commit."""
     monkeypatch.setattr(steps, "PERSIST_INTERVAL_S", 60.0)  # only the waiter commits in this test
     url = redis_server.url

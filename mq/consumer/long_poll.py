@@ -9,7 +9,7 @@ consumer commit what was consumed since the last commit (``before_wait``), so a 
 ever woken by its waiter still keeps its stored offset close behind. Not at every wake: a commit is a
 round trip of its own on the waiter's thread, right after it handed a message over, and at a few
 hundred messages a second per queue that doubled the round trips and held the GIL while the worker
-waited to start the listener (D52). :class:`CommitPacer` decides instead: commit once the stored
+waited to start the listener (D??). :class:`CommitPacer` decides instead: commit once the stored
 offset lags by half a pull batch, or once a commit has waited ``WAIT_COMMIT_DELAY_S`` (the wait
 blocks no longer than that while one is pending, so a queue that goes quiet is committed then).
 """
@@ -35,7 +35,7 @@ LONG_POLL_BLOCK_MS = 10_000
 #: Seconds a waiter pauses after a failed wait.
 RETRY_PAUSE_S = 1.0
 #: Seconds a commit a waiter found due may wait for a quiet moment (or half a pull batch of lag)
-#: before the waiter makes it; while one waits, the waiter's ``XREAD BLOCK`` lasts no longer (D52).
+#: before the waiter makes it; while one waits, the waiter's ``XREAD BLOCK`` lasts no longer (D??).
 WAIT_COMMIT_DELAY_S = 0.05
 #: Periods of ``WAIT_COMMIT_DELAY_S`` a waiter keeps looking for messages still being consumed to
 #: commit them, before it leaves them to the periodic commit (a slow listener, a pull consumer's
@@ -155,7 +155,7 @@ class LongPoller:
 
     def _run(self, pq: ProcessQueue) -> None:
         # Each waiter holds a connection of its own (the pool's checkout per wait cost ~10 µs of CPU
-        # and a poll of the socket, D52). It is taken in the loop, so a store not reachable yet is
+        # and a poll of the socket, D??). It is taken in the loop, so a store not reachable yet is
         # retried, and given back after a failure: a new one is connected through the pool, which
         # asks the Sentinels for the master again (a held connection would reconnect where it was).
         pacer = CommitPacer(self._batch // 2)
