@@ -21,6 +21,7 @@ of them.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import threading
 from collections.abc import Iterator
@@ -179,6 +180,7 @@ class Connection:
         check_url(self.url)
         self._socket_timeout_s = socket_timeout_s
         self._async_client: Any = None
+        self._held = False  # a copy made by held(): its client holds one connection of the pool
         self.client: Any = self._make(asyncio=False)
 
     def _make(self, *, asyncio: bool) -> Any:
@@ -212,6 +214,29 @@ class Connection:
             return f"sentinel:{self.client.connection_pool.service_name}"
         kwargs = self.client.connection_pool.connection_kwargs
         return f"{kwargs.get('host')}:{kwargs.get('port')}"
+
+    def held(self) -> Connection:
+        """This connection for one thread's blocking reads. Standalone and Sentinel: a copy whose
+        client holds one connection of this client's pool (no pool checkout, pool lock or liveness poll
+        per command: the sync long-poll waiters, D55); closing this connection closes it too.
+        Cluster and memory: this connection itself. Give it back with :meth:`release_held`.
+
+        Raises:
+            MQBrokerError: the store could not be reached.
+        """
+        if self.kind not in ("standalone", "sentinel"):
+            return self
+        held = copy.copy(self)
+        held._held, held._async_client = True, None
+        with translate_errors(self.url, "connecting"):
+            held.client = redis.Redis(connection_pool=self.client.connection_pool, single_connection_client=True)
+        return held
+
+    def release_held(self) -> None:
+        """Give the connection of a :meth:`held` copy back to its pool (nothing for a shared one)."""
+        if self._held:
+            with contextlib.suppress(*REDIS_ERRORS):
+                self.client.close()
 
     def close(self) -> None:
         """Close every connection of the sync client (through Sentinel: the sentinels' connections too)."""

@@ -54,14 +54,14 @@ def _as_dicts(entries: list[tuple[bytes, list[bytes]]]) -> list[tuple[bytes, Any
     return [(entry_id, dict(zip(flat[0::2], flat[1::2], strict=True))) for entry_id, flat in entries]
 
 
-@pytest.mark.parametrize("form", ["mixed fields", "same fields", "dicts", "one entry"])
+@pytest.mark.parametrize("form", ["mixed fields", "same fields", "dicts", "fewest by columns"])
 def test_column_decoding_equals_entry_by_entry_decoding(form: str, monkeypatch: pytest.MonkeyPatch) -> None:
     varied = _varied()
     entries: list[tuple[bytes, Any]] = {
         "mixed fields": varied,
         "same fields": varied[4:],
         "dicts": _as_dicts(varied),
-        "one entry": varied[1:2],
+        "fewest by columns": varied[1 : 1 + codec.COLUMNS_FROM],
     }[form]
     expected = _one_by_one(entries)
 
@@ -75,9 +75,25 @@ def test_column_decoding_equals_entry_by_entry_decoding(form: str, monkeypatch: 
     if form == "same fields":
         assert [m.properties for m in got] == [{"n": str(i)} for i in range(12)] and got[0].queue_offset == 4
     else:
-        hostile = got[0] if form == "one entry" else got[1]
+        hostile = got[0] if form == "fewest by columns" else got[1]
         assert hostile.properties == HOSTILE and hostile.keys == ("k1", "k 2", "ü") and hostile.tags == "標籤"
         assert hostile.queue_offset == 1 and hostile.queue_id == 5
+
+
+@pytest.mark.parametrize("count", range(1, codec.COLUMNS_FROM))
+def test_a_small_reply_is_decoded_entry_by_entry_with_the_same_result(count: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-poll wake's one or two messages skip the column set-up (faster alone, D55)."""
+    entries = _varied()[1 : 1 + count]
+    expected = _one_by_one(entries)
+
+    def no_columns(*_: Any) -> None:
+        raise AssertionError("a small reply was decoded by columns")
+
+    monkeypatch.setattr(codec, "_decode_columns", no_columns)
+    got = codec.decode_entries("T", 5, entries)
+    assert got == expected and len(got) == count
+    assert [vars(m) for m in got] == [vars(m) for m in expected]
+    assert got[0].properties == HOSTILE and got[0].keys == ("k1", "k 2", "ü") and got[0].queue_offset == 1
 
 
 def test_retry_and_system_fields_are_decoded() -> None:

@@ -369,6 +369,9 @@ def test_members_publish_their_runtime_status(backend_url: str, namespace: str, 
     with consumer:
         assert consumer._core is not None
         wait_for(lambda: admin.consumer_progress("stg", "ST")[0].consumer_offset == 10, 15, "queue 0 consumed")
+        # the committing thread takes its reply in just after the store has it
+        pq0 = next(pq for mq, pq in consumer._core.process_queues.items() if (mq.topic, mq.queue_id) == ("ST", 0))
+        wait_for(lambda: pq0.stored_offset == 10, 5, "the commit taken in")
         consumer._core.publish_status()  # the 10 s job, now
         wait_for(lambda: bool(admin.consumer_connections("stg")[0].status), 5, "the status with a heartbeat")
         status = admin.consumer_connections("stg")[0].status

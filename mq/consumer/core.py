@@ -44,6 +44,7 @@ class ConsumerCore(CoreSteps):
             self.store.conn.url,
             self.store.conn.namespace,
             on_news=self.puller.take,
+            commit_due=self.wait_commit if self.offsets.in_store else None,
             before_wait=self._commit_before_wait,
             may_wait=lambda pq: self.active(),
             batch=self.settings.pull_batch_size,

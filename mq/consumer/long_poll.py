@@ -4,15 +4,22 @@ wakes within a millisecond of a send. One waiter per queue works the same on a c
 call cannot block on keys of different slots (D11).
 
 The waiter hands what it found to ``on_news(pq, start, messages)``; the consumer decides whether to
-deliver those messages or pull (filtered subscriptions). Before it blocks, the waiter lets the
-consumer commit what was consumed since the last pull (``before_wait``), so a queue that is only
-ever woken by its waiter still keeps its stored offset at most one wake behind.
+deliver those messages or pull (filtered subscriptions). Before it blocks, the waiter may let the
+consumer commit what was consumed since the last commit (``before_wait``), so a queue that is only
+ever woken by its waiter still keeps its stored offset close behind. Not at every wake: a commit is a
+round trip of its own on the waiter's thread, right after it handed a message over, and at a few
+hundred messages a second per queue that doubled the round trips and held the GIL while the worker
+waited to start the listener (D55). :class:`CommitPacer` decides instead: commit once the stored
+offset lags by half a pull batch, or once a commit has waited ``WAIT_COMMIT_DELAY_S`` (the wait
+blocks no longer than that while one is pending, so a queue that goes quiet is committed then).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable
 
 from mq.connection import Connection
@@ -27,6 +34,13 @@ log = logging.getLogger("mq.consumer")
 LONG_POLL_BLOCK_MS = 10_000
 #: Seconds a waiter pauses after a failed wait.
 RETRY_PAUSE_S = 1.0
+#: Seconds a commit a waiter found due may wait for a quiet moment (or half a pull batch of lag)
+#: before the waiter makes it; while one waits, the waiter's ``XREAD BLOCK`` lasts no longer (D55).
+WAIT_COMMIT_DELAY_S = 0.05
+#: Periods of ``WAIT_COMMIT_DELAY_S`` a waiter keeps looking for messages still being consumed to
+#: commit them, before it leaves them to the periodic commit (a slow listener, a pull consumer's
+#: cache that the application does not poll).
+WAIT_COMMIT_LOOKS = 20
 
 OnNews = Callable[[ProcessQueue, int, list[MessageExt], int], None]
 
@@ -38,14 +52,74 @@ def wait_failed(pq: ProcessQueue, e: Exception) -> None:
     log.log(level, "long poll of %s failed, retrying in %s s: %r", pq.queue, RETRY_PAUSE_S, e, exc_info=level == logging.ERROR)
 
 
+class CommitPacer:
+    """When the waiter of one queue commits before it blocks, and how long it blocks (no I/O; one per
+    waiter thread).
+
+    A due commit is made once the stored offset lags ``lag`` offsets or more behind it, or once it has
+    waited ``delay_s``; until then the wait blocks no longer than that. While messages delivered past
+    the stored offset are still being consumed, the waiter looks again every ``delay_s`` (a wait that
+    returns nothing), up to ``WAIT_COMMIT_LOOKS`` times, so the offset of a queue that went quiet is
+    stored about ``delay_s`` after its last message was consumed — not one wake later, or at the
+    5 s commit.
+
+    Args:
+        lag: offsets the store may lag behind before a due commit is made at once (at least 1).
+        delay_s: longest time a due commit waits, seconds.
+    """
+
+    __slots__ = ("delay_s", "lag", "looks", "since")
+
+    def __init__(self, lag: int, delay_s: float = WAIT_COMMIT_DELAY_S) -> None:
+        self.lag, self.delay_s = max(1, lag), delay_s
+        #: when the current pacing period began (monotonic seconds); None: nothing is waited for
+        self.since: float | None = None
+        self.looks = 0  # periods that ended with nothing to commit since the last commit
+
+    def next(self, due: int | None, stored: int, next_offset: int, now_s: float) -> tuple[bool, int]:
+        """Whether to commit before the next wait, and how long that wait may block (milliseconds).
+
+        Args:
+            due: the offset a commit would store now (None: nothing to commit).
+            stored: the offset the store holds (-1: unknown).
+            next_offset: where the queue's next read starts (offsets below it were delivered).
+            now_s: the monotonic clock, seconds.
+        """
+        since = self.since
+        if due is not None:
+            if stored < 0 or due - stored >= self.lag or (since is not None and now_s - since >= self.delay_s):
+                self.looks = 0
+                self.since = now_s if due < next_offset else None  # some still consumed: look again
+                return True, self._block_ms(now_s)
+            if since is None:
+                self.since = now_s
+        elif 0 <= stored < next_offset and self.looks < WAIT_COMMIT_LOOKS:  # delivered, still consumed
+            if since is None:
+                self.since = now_s
+            elif now_s - since >= self.delay_s:
+                self.looks += 1
+                self.since = now_s if self.looks < WAIT_COMMIT_LOOKS else None
+        else:
+            self.since = None
+        return False, self._block_ms(now_s)
+
+    def _block_ms(self, now_s: float) -> int:
+        if self.since is None:
+            return LONG_POLL_BLOCK_MS
+        return max(1, min(LONG_POLL_BLOCK_MS, math.ceil((self.since + self.delay_s - now_s) * 1000)))
+
+
 class LongPoller:
-    """Runs the waiters of one consumer on a connection of its own (replies may take ``LONG_POLL_BLOCK_MS``).
+    """Runs the waiters of one consumer on a client of their own (replies may take ``LONG_POLL_BLOCK_MS``),
+    each waiter on one connection it holds (see :meth:`~mq.connection.Connection.held`).
 
     Args:
         url, namespace: the store.
         on_news: called with ``(pq, start offset, messages read, offset after the last entry read)``
             when a wait returned entries.
-        before_wait: called before each wait (commits the queue's offset if it moved).
+        commit_due: the offset a waiter would commit for the queue now (None: nothing to commit); None
+            when waiters never commit (offsets kept in a local file).
+        before_wait: commits the queue's offset if it moved (when :class:`CommitPacer` says so).
         may_wait: whether the queue may be polled now (False while the group is paused).
         batch: most messages one wake reads.
         stopped: set at shutdown.
@@ -57,14 +131,15 @@ class LongPoller:
         namespace: str,
         *,
         on_news: OnNews,
+        commit_due: Callable[[ProcessQueue], int | None] | None,
         before_wait: Callable[[ProcessQueue], None],
         may_wait: Callable[[ProcessQueue], bool],
         batch: int,
         stopped: threading.Event,
     ) -> None:
         self._conn = Connection(url, namespace, socket_timeout_s=LONG_POLL_BLOCK_MS / 1000 + 5)
-        self._store = Store(self._conn)
         self._on_news = on_news
+        self._commit_due = commit_due
         self._before_wait = before_wait
         self._may_wait = may_wait
         self._batch = batch
@@ -79,23 +154,43 @@ class LongPoller:
         self._conn.close()
 
     def _run(self, pq: ProcessQueue) -> None:
-        while not (self._stopped.is_set() or pq.dropped):
-            try:
-                self._once(pq)
-            except Exception as e:  # a waiter never dies: the queue would stall
-                if self._stopped.is_set() or pq.dropped:
-                    return  # shutdown closed the connection under this call
-                wait_failed(pq, e)
-                self._stopped.wait(RETRY_PAUSE_S)
+        # Each waiter holds a connection of its own (the pool's checkout per wait cost ~10 µs of CPU
+        # and a poll of the socket, D55). It is taken in the loop, so a store not reachable yet is
+        # retried, and given back after a failure: a new one is connected through the pool, which
+        # asks the Sentinels for the master again (a held connection would reconnect where it was).
+        pacer = CommitPacer(self._batch // 2)
+        conn: Connection | None = None
+        try:
+            while not (self._stopped.is_set() or pq.dropped):
+                try:
+                    if conn is None:
+                        conn = self._conn.held()
+                        store = Store(conn)
+                    self._once(pq, pacer, store)
+                except Exception as e:  # a waiter never dies: the queue would stall
+                    if self._stopped.is_set() or pq.dropped:
+                        return  # shutdown closed the connection under this call
+                    wait_failed(pq, e)
+                    if conn is not None:
+                        conn.release_held()
+                        conn = None
+                    self._stopped.wait(RETRY_PAUSE_S)
+        finally:
+            if conn is not None:
+                conn.release_held()
 
-    def _once(self, pq: ProcessQueue) -> None:
+    def _once(self, pq: ProcessQueue, pacer: CommitPacer, store: Store) -> None:
         if pq.releasing or not self._may_wait(pq):
             self._stopped.wait(0.1)
             return
         if not pq.idle.wait(1.0):
             return
-        self._before_wait(pq)
         start = pq.next_offset
-        news = self._store.wait_for_messages(pq.queue, start, self._batch, LONG_POLL_BLOCK_MS)
+        block_ms = LONG_POLL_BLOCK_MS
+        if self._commit_due is not None:
+            commit, block_ms = pacer.next(self._commit_due(pq), pq.stored_offset, start, time.monotonic())
+            if commit:
+                self._before_wait(pq)
+        news = store.wait_for_messages(pq.queue, start, self._batch, block_ms)
         if news is not None:
             self._on_news(pq, start, *news)

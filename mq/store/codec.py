@@ -96,15 +96,17 @@ def decode_entries(topic: str, queue_id: int, entries: Iterable[tuple[bytes, Any
     one pass and every property text in one ``json.loads`` (see :func:`json_objects`), which is what
     a consumer pays per message. When any entry is not what :func:`encode` writes, the entries go
     through :func:`decode` one by one instead, which skips and logs the foreign ones: the messages,
-    their values and the skipping are the same either way.
+    their values and the skipping are the same either way. So do replies of fewer than
+    ``COLUMNS_FROM`` entries (a long-poll wake's one message: 2.5 µs alone, 8.5 µs by columns).
     """
     rows = entries if isinstance(entries, list) else list(entries)
     if not rows:
         return []
-    try:
-        return _decode_columns(topic, queue_id, rows)
-    except _FOREIGN:
-        pass
+    if len(rows) >= COLUMNS_FROM:
+        try:
+            return _decode_columns(topic, queue_id, rows)
+        except _FOREIGN:
+            pass
     out = []
     for entry_id, fields in rows:
         try:
@@ -120,6 +122,10 @@ def decode_entries(topic: str, queue_id: int, entries: Iterable[tuple[bytes, Any
             )
     return out
 
+
+#: Entries from which decoding by columns is faster than one by one (measured: 1 entry 8.5 against
+#: 2.5 µs, 2 entries 5.0 against 2.4 µs a message, 4 entries about even).
+COLUMNS_FROM = 3
 
 #: What a field of an entry this library did not write raises while it is decoded.
 _FOREIGN = (KeyError, ValueError, TypeError, UnicodeDecodeError, AttributeError)

@@ -1,0 +1,109 @@
+"""The long-poll waiter's commits (D55): paced by :class:`CommitPacer` instead of one round trip before
+every wait, and a queue that goes quiet has its offset stored soon after its last message."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from mq import Admin, ConsumeConcurrentlyStatus, Message, MessageQueue, Producer, PushConsumer
+from mq.connection import Connection
+from mq.consumer import steps
+from mq.consumer.long_poll import LONG_POLL_BLOCK_MS, WAIT_COMMIT_LOOKS, CommitPacer
+from mq.store import Store
+from tests.procs import wait_for
+from tests.servers import RedisServer
+
+# delays and times exact in binary floating point
+DELAY_S, DELAY_MS = 0.25, 250
+
+
+def test_nothing_delivered_past_the_stored_offset_blocks_the_whole_long_poll() -> None:
+    pacer = CommitPacer(16, DELAY_S)
+    assert pacer.next(None, 10, 10, 100.0) == (False, LONG_POLL_BLOCK_MS)
+    assert pacer.next(None, -1, 10, 100.0) == (False, LONG_POLL_BLOCK_MS)  # nothing known to commit over
+
+
+def test_an_unknown_stored_offset_is_committed_at_once() -> None:
+    assert CommitPacer(16, DELAY_S).next(5, -1, 6, 100.0) == (True, DELAY_MS)
+
+
+def test_a_small_lag_waits_for_the_delay_and_the_wait_is_shortened_to_it() -> None:
+    pacer = CommitPacer(16, DELAY_S)
+    assert pacer.next(11, 10, 12, 100.0) == (False, DELAY_MS)
+    assert pacer.next(12, 10, 13, 100.125) == (False, DELAY_MS // 2)  # counted from when it first was due
+    assert pacer.next(13, 10, 14, 100.25) == (True, DELAY_MS)  # due for the delay: committed; 13 still consumed
+    assert pacer.next(14, 13, 15, 100.375)[0] is False  # at most one commit per delay
+
+
+def test_a_lag_of_half_a_batch_is_committed_at_once() -> None:
+    pacer = CommitPacer(16, DELAY_S)
+    assert pacer.next(25, 10, 26, 100.0)[0] is False
+    assert pacer.next(26, 10, 27, 100.001)[0] is True
+
+
+def test_a_commit_of_everything_delivered_goes_back_to_the_long_block() -> None:
+    pacer = CommitPacer(16, DELAY_S)
+    pacer.next(11, 10, 12, 100.0)
+    assert pacer.next(12, 10, 12, 100.25) == (True, LONG_POLL_BLOCK_MS)
+    assert pacer.next(None, 12, 12, 100.5) == (False, LONG_POLL_BLOCK_MS)
+
+
+def test_a_message_still_consumed_is_looked_for_a_bounded_number_of_times() -> None:
+    pacer = CommitPacer(16, DELAY_S)
+    assert pacer.next(None, 10, 11, 100.0) == (False, DELAY_MS)  # woken by offset 10, still consumed
+    now = 100.0
+    for _ in range(WAIT_COMMIT_LOOKS - 1):  # nothing consumed yet: the waiter looks every DELAY_S
+        now += DELAY_S
+        assert pacer.next(None, 10, 11, now) == (False, DELAY_MS)
+    now += DELAY_S
+    assert pacer.next(None, 10, 11, now) == (False, LONG_POLL_BLOCK_MS)  # left to the periodic commit
+    assert pacer.next(None, 10, 11, now + DELAY_S) == (False, LONG_POLL_BLOCK_MS)
+    assert pacer.next(11, 10, 11, now + 0.5) == (False, DELAY_MS)  # consumed at last: paced again
+    assert pacer.next(11, 10, 11, now + 0.75) == (True, LONG_POLL_BLOCK_MS)
+
+
+def test_an_idle_queues_offset_is_stored_soon_after_its_last_message_is_consumed(
+    redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before D55 the waiter committed before each wait, while the message it had just delivered was
+    still being consumed: the store stayed one message behind until the 5 s commit."""
+    monkeypatch.setattr(steps, "PERSIST_INTERVAL_S", 60.0)  # only the waiter commits in this test
+    url = redis_server.url
+    admin = Admin(url, namespace)
+    admin.create_topic("IQ", read_queues=1, write_queues=1)
+    consumed = threading.Event()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        time.sleep(0.2)  # still running when the waiter goes back to Redis
+        consumed.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("iq", url, namespace=namespace)
+    consumer.subscribe("IQ")
+    consumer.register_message_listener(listener)
+    with consumer, Producer("p", url, namespace=namespace) as producer:
+        time.sleep(1.5)  # the queue claimed and caught up: its waiter blocks in XREAD
+        producer.send(Message("IQ", b"one"))
+        assert consumed.wait(10)
+        wait_for(lambda: admin.consumer_progress("iq", "IQ")[0].consumer_offset == 1, 2, "offset 1 stored")
+    admin.close()
+
+
+def test_a_held_connection_keeps_one_pooled_connection_for_its_thread_and_gives_it_back(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    conn = Connection(redis_server.url, namespace)
+    held = conn.held()
+    assert held is not conn and held.client is not conn.client
+    assert held.client.connection is not None and held.client.connection_pool is conn.client.connection_pool
+    Admin(redis_server.url, namespace).create_topic("HC", read_queues=1, write_queues=1)
+    queue = MessageQueue("HC", "broker-a", 0)
+    assert Store(held).wait_for_messages(queue, 0, 1, 1) is None  # nothing there: the block ran out
+    held.release_held()
+    assert held.client.connection is None
+    conn.close()
+    memory = Connection("memory://held", namespace)
+    assert memory.held() is memory  # cluster and memory clients are shared as they are
