@@ -26,7 +26,10 @@ from mq.producer.core import (
     DEFAULT_SEND_TIMEOUT_S,
     NOT_STARTED,
     AsyncSendCore,
+    Carried,
+    Prepared,
     ProducerSettings,
+    Where,
     oneway_failed,
     trace_sent,
 )
@@ -99,10 +102,11 @@ class Producer(ProducerSettings):
         the message is then stored whole or not at all.
         """
         sender = self._started()
-        await self._load_route(msg)
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
             prepared = self._core.prepare_at_once(msg, (queue, selector, arg), timeout_s, False, carried)
-            request, pipelined = prepared or await self._core.prepare(msg, queue, selector, arg, timeout_s, carried=carried)
+            if prepared is None:  # a delay level, or a route not cached yet
+                prepared = await self._prepare(msg, (queue, selector, arg), timeout_s, False, carried)
+            request, pipelined = prepared
             began = time.monotonic()
             if pipelined is None:  # delayed: its own script call
                 result = await self._core.send(request)
@@ -111,7 +115,8 @@ class Producer(ProducerSettings):
                 assert future is not None  # not oneway
                 result = await future
             otel.set_message_id(result.msg_id)
-        await self._trace_sent(request, result, began)
+        if result.queue_offset >= 0 and self._tracer.may_be_active():
+            await self._trace_sent(request, result, began)
         return result
 
     async def send_oneway(
@@ -120,13 +125,12 @@ class Producer(ProducerSettings):
         """Hand ``msg`` over without waiting for it to be stored and without retry (failures are only
         logged); bad input and unknown topics raise here."""
         sender = self._started()
-        await self._load_route(msg)
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
             timeout_s = DEFAULT_SEND_TIMEOUT_S
             prepared = self._core.prepare_at_once(msg, (queue, selector, arg), timeout_s, True, carried)
-            request, pipelined = prepared or await self._core.prepare(
-                msg, queue, selector, arg, timeout_s, oneway=True, carried=carried
-            )
+            if prepared is None:
+                prepared = await self._prepare(msg, (queue, selector, arg), timeout_s, True, carried)
+            request, pipelined = prepared
             if pipelined is not None:
                 sender.submit(request, pipelined)
                 return
@@ -163,12 +167,17 @@ class Producer(ProducerSettings):
             raise MQClientError(NOT_STARTED)
         return self._sender
 
-    async def _load_route(self, msg: Message) -> None:
+    async def _prepare(self, msg: Message, where: Where, timeout_s: float, oneway: bool, carried: Carried) -> Prepared:
+        """:meth:`SendCore.prepare` for a send :meth:`SendCore.prepare_at_once` could not prepare (a
+        delay level, or a route not cached yet), reading a missing route first (:meth:`_load_route`)."""
+        await self._load_route(msg.topic)
+        queue, selector, arg = where
+        return await self._core.prepare(msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried)
+
+    async def _load_route(self, topic: str) -> None:
         """Read a route not cached yet once for all concurrent first sends (one at a time: many first
-        commands at once on a fresh ``redis.asyncio`` cluster client race in redis-py). Bad input is
-        left to the send's own checks."""
-        topic = getattr(msg, "topic", None)
-        if isinstance(topic, str) and self._core.routes.cached(topic) is None:
+        commands at once on a fresh ``redis.asyncio`` cluster client race in redis-py)."""
+        if self._core.routes.cached(topic) is None:
             async with self._route_lock:
                 if self._core.routes.cached(topic) is None:
                     with contextlib.suppress(MQError):  # the send reports it
