@@ -31,9 +31,9 @@ from mq.producer.core import (
     ProducerSettings,
     Where,
     oneway_failed,
-    trace_sent,
+    trace_stored,
 )
-from mq.producer.request import Selector, SendRequest
+from mq.producer.request import Selector
 from mq.queue import MessageQueue
 from mq.store.aio import AsyncStore
 
@@ -102,6 +102,13 @@ class Producer(ProducerSettings):
         the message is then stored whole or not at all.
         """
         sender = self._started()
+        if not otel.enabled():  # no span to carry: the round that sends it prepares it (see submit_message)
+            began = time.monotonic()
+            sent = await sender.submit_message(msg, (queue, selector, arg), timeout_s)
+            if sent is not None:
+                if sent.queue_offset >= 0 and self._tracer.may_be_active():
+                    await self._trace_stored(msg.topic, (sent.msg_id,), sent, began)
+                return sent
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
             prepared = self._core.prepare_at_once(msg, (queue, selector, arg), timeout_s, False, carried)
             if prepared is None:  # a delay level, or a route not cached yet
@@ -113,10 +120,12 @@ class Producer(ProducerSettings):
             else:
                 future = sender.submit(request, pipelined)
                 assert future is not None  # not oneway
-                result = await future
+                stored = await future
+                assert stored is not None  # prepared: never handed back
+                result = stored
             otel.set_message_id(result.msg_id)
         if result.queue_offset >= 0 and self._tracer.may_be_active():
-            await self._trace_sent(request, result, began)
+            await self._trace_stored(request.topic, request.msg_ids, result, began)
         return result
 
     async def send_oneway(
@@ -153,7 +162,7 @@ class Producer(ProducerSettings):
             request = self._core.batch_request(msgs, queue, timeout_s, carried)
             began = time.monotonic()
             result = await self._core.send(request)
-        await self._trace_sent(request, result, began)
+        await self._trace_stored(request.topic, request.msg_ids, result, began)
         return result
 
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
@@ -183,6 +192,7 @@ class Producer(ProducerSettings):
                     with contextlib.suppress(MQError):  # the send reports it
                         await self._core.route(topic)
 
-    async def _trace_sent(self, request: SendRequest, result: SendResult, began: float) -> None:
+    async def _trace_stored(self, topic: str, msg_ids: Sequence[str], result: SendResult, began: float) -> None:
+        """Record a stored send of ``msg_ids`` to ``topic`` that began at ``began`` (monotonic s)."""
         if result.queue_offset >= 0 and await self._tracer.is_active():
-            trace_sent(self._tracer, request, result, began, await self._tracer.now_ms())
+            trace_stored(self._tracer, topic, msg_ids, result, began, await self._tracer.now_ms())

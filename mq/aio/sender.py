@@ -4,7 +4,7 @@ sync producer's background sender does for ``send_async`` — with the same plan
 (:func:`mq.producer.core.plan_puts`, :func:`~mq.producer.core.outcomes`).
 
 Sends gathered while rounds are in flight go in the next round, so under load each round carries
-what arrived meanwhile (at most ``MAX_PIPELINE`` sends; up to ``ROUNDS_IN_FLIGHT`` rounds at once). A send that fails in the
+what arrived meanwhile (at most ``MAX_ROUND`` sends; up to ``ROUNDS_IN_FLIGHT`` rounds at once). A send that fails in the
 pipeline is retried through :meth:`SendCore.send` (one task per failed round, one send at a time)
 within its time budget; oneway
 sends are not retried. The task never dies of an error: an unexpected one fails the round's sends
@@ -18,18 +18,36 @@ from typing import Any
 
 from mq.aio.tasks import cancel_and_wait
 from mq.errors import MQBrokerError, MQClientError
-from mq.message import SendResult
-from mq.producer.core import MAX_PIPELINE, AsyncSendCore, oneway_failed, outcomes, plan_puts, puts_of, round_failed
+from mq.message import Message, SendResult
+from mq.producer.core import (
+    MAX_PIPELINE,
+    AsyncSendCore,
+    Where,
+    oneway_failed,
+    outcomes,
+    plan_puts,
+    puts_of,
+    round_failed,
+)
 from mq.producer.request import SendRequest
 from mq.queue import MessageQueue
 from mq.store.aio import AsyncStore
 
+#: Most sends one round (one pipeline) carries: four times the sync sender's ``MAX_PIPELINE``. The
+#: round's sends go to a queue in one put call each (:func:`~mq.producer.core.plan_puts`), so a bigger
+#: round makes fewer, bigger calls: less client and server time a message. Rounds are only as big as
+#: what arrived while the previous ones were in flight.
+MAX_ROUND = 4 * MAX_PIPELINE
 #: Pipelines in flight at once (each on a connection of the client's pool): while one waits for its
 #: replies the next is packed and sent. Concurrent sends have no order among them; one task's
 #: sends, each awaited, keep theirs.
 ROUNDS_IN_FLIGHT = 2
-#: One pending send: the request, its queue, and the future its caller awaits (None: oneway).
-Pending = tuple[SendRequest, MessageQueue, "asyncio.Future[SendResult] | None"]
+#: One pending send prepared by its caller: the request, its queue, and the future its caller awaits
+#: (None: oneway).
+Pending = tuple[SendRequest, MessageQueue, "asyncio.Future[SendResult | None] | None"]
+#: One pending send its round prepares (:meth:`PipelineSender.submit_message`): the message, where it
+#: goes (queue, selector, arg), its time budget in seconds, and the future its caller awaits.
+Unprepared = tuple[Message, Where, float, "asyncio.Future[SendResult | None]"]
 
 
 class PipelineSender:
@@ -38,7 +56,7 @@ class PipelineSender:
     def __init__(self, store: AsyncStore, core: AsyncSendCore) -> None:
         self._store = store
         self._core = core
-        self._pending: list[Pending] = []
+        self._pending: list[Pending | Unprepared] = []
         self._wake = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
@@ -50,17 +68,38 @@ class PipelineSender:
         """Start the task (on the running loop)."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name="mq-aio-sender")
 
-    def submit(self, request: SendRequest, queue: MessageQueue) -> asyncio.Future[SendResult] | None:
-        """Queue a send to ``queue``; the future its caller awaits (None for a oneway send).
+    def submit(self, request: SendRequest, queue: MessageQueue) -> asyncio.Future[SendResult | None] | None:
+        """Queue a prepared send to ``queue``; the future its caller awaits (None for a oneway send),
+        which resolves to a :class:`SendResult`.
 
         Cancelling the future does not withdraw a send already handed over: it is stored or not, whole.
         """
-        if self._closing:
-            raise MQClientError("the producer is shutting down: no new sends")
+        self._check_open()
         future = None if request.oneway else asyncio.get_running_loop().create_future()
         self._pending.append((request, queue, future))
         self._wake.set()
         return future
+
+    def submit_message(self, msg: Message, where: Where, timeout_s: float) -> asyncio.Future[SendResult | None]:
+        """Queue ``msg`` to be prepared (checked, encoded, its queue chosen: :meth:`SendCore.prepare_at_once`)
+        by the round that sends it, not by its caller: the callers of many concurrent sends then only
+        queue them, and each round is prepared while the rounds before it are in the store — a single
+        thread's way to do what the sync producer's caller and sender threads do side by side.
+
+        The future resolves to the :class:`SendResult`, raises the send's error (bad input among them),
+        or resolves to None when the send needs the store to be prepared (a delay level, a route not
+        cached): its caller then prepares it itself and :meth:`submit` it. A send whose caller gave up
+        before its round took it is dropped; once taken, it is stored whole or not at all.
+        """
+        self._check_open()
+        future: asyncio.Future[SendResult | None] = asyncio.get_running_loop().create_future()
+        self._pending.append((msg, where, timeout_s, future))
+        self._wake.set()
+        return future
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise MQClientError("the producer is shutting down: no new sends")
 
     async def stop(self, timeout_s: float) -> None:
         """Send what is pending (``timeout_s`` at most, seconds), then stop; sends still pending after
@@ -72,8 +111,8 @@ class PipelineSender:
             await asyncio.wait([task, *self._retries], timeout=timeout_s)
             await cancel_and_wait([task, *self._retries])  # those done are not cancelled
         error = MQClientError("the producer shut down before this send went out")
-        for request, _, future in self._pending:
-            self._settle(request, future, error)
+        for item in self._pending:
+            _fail(item, error)
         self._pending.clear()
 
     async def _run(self) -> None:
@@ -85,24 +124,54 @@ class PipelineSender:
                 if len(rounds) >= ROUNDS_IN_FLIGHT:
                     _, rounds = await asyncio.wait(rounds, return_when=asyncio.FIRST_COMPLETED)
                     continue
-                batch, self._pending = self._pending[:MAX_PIPELINE], self._pending[MAX_PIPELINE:]
-                rounds.add(asyncio.get_running_loop().create_task(self._send_guarded(batch)))
+                items, self._pending = self._pending[:MAX_ROUND], self._pending[MAX_ROUND:]
+                rounds.add(asyncio.get_running_loop().create_task(self._send_guarded(items)))
             if self._closing:
                 if rounds:
                     await asyncio.wait(rounds)
                 return
             rounds = {t for t in rounds if not t.done()}
 
-    async def _send_guarded(self, batch: list[Pending]) -> None:
+    async def _send_guarded(self, items: list[Pending | Unprepared]) -> None:
+        batch: list[Pending] = []
         try:
+            batch = self._prepared(items)
             await self._send(batch)
         except Exception as e:
             unfinished = [(r, f) for r, _, f in batch if f is None or not f.done()]
             round_failed([r for r, _, _ in batch], [r for r, _ in unfinished], e)
             for r, f in unfinished:
                 self._settle(r, f, e)
+            for item in items:  # those of submit_message not prepared yet
+                if len(item) == 4:
+                    _fail(item, e)
+
+    def _prepared(self, items: list[Pending | Unprepared]) -> list[Pending]:
+        """The round's sends, each prepared (those of :meth:`submit_message` here: a bad one fails its
+        own future, one that needs the store goes back to its caller)."""
+        batch: list[Pending] = []
+        prepare = self._core.prepare_at_once
+        for item in items:
+            if len(item) == 3:
+                batch.append(item)
+                continue
+            msg, where, timeout_s, future = item
+            if future.done():
+                continue  # its caller gave up before the round took it: not sent
+            try:
+                prepared = prepare(msg, where, timeout_s, False, None)
+            except Exception as e:  # bad input, or a selector's error: that send's own
+                future.set_exception(e)
+                continue
+            if prepared is None or prepared[1] is None:
+                future.set_result(None)  # a delay level or a route to read: its caller prepares it
+            else:
+                batch.append((prepared[0], prepared[1], future))
+        return batch
 
     async def _send(self, batch: list[Pending]) -> None:
+        if not batch:
+            return
         futures = {id(r): f for r, _, f in batch}
         calls = plan_puts([(r, mq) for r, mq, _ in batch])
         puts = puts_of(calls)
@@ -112,7 +181,7 @@ class PipelineSender:
             results = await self._store.put_many(puts)
         except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
             results = [e] * len(puts)
-        retries: list[tuple[SendRequest, asyncio.Future[SendResult] | None]] = []
+        retries: list[tuple[SendRequest, asyncio.Future[SendResult | None] | None]] = []
         for r, outcome in outcomes(calls, results):
             if outcome is None:
                 retries.append((r, futures[id(r)]))
@@ -123,7 +192,7 @@ class PipelineSender:
             self._retries.add(task)
             task.add_done_callback(self._retries.discard)
 
-    async def _retry(self, retries: list[tuple[SendRequest, asyncio.Future[SendResult] | None]]) -> None:
+    async def _retry(self, retries: list[tuple[SendRequest, asyncio.Future[SendResult | None] | None]]) -> None:
         for request, future in retries:
             if future is not None and future.done():
                 continue  # its caller gave up
@@ -134,7 +203,9 @@ class PipelineSender:
             self._settle(request, future, result)
 
     @staticmethod
-    def _settle(request: SendRequest, future: asyncio.Future[SendResult] | None, outcome: SendResult | BaseException) -> None:
+    def _settle(
+        request: SendRequest, future: asyncio.Future[SendResult | None] | None, outcome: SendResult | BaseException
+    ) -> None:
         """Complete ``future`` unless its caller gave up meanwhile; log a failed oneway send."""
         if future is None:
             if isinstance(outcome, BaseException):
@@ -144,3 +215,12 @@ class PipelineSender:
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
+
+
+def _fail(item: Pending | Unprepared, error: BaseException) -> None:
+    """Fail a pending send with ``error`` (unless its caller gave up; a oneway one is logged)."""
+    if len(item) == 3:
+        request, _, future = item
+        PipelineSender._settle(request, future, error)
+    elif not item[3].done():
+        item[3].set_exception(error)
