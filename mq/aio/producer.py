@@ -104,7 +104,7 @@ class Producer(ProducerSettings):
         sender = self._started()
         if not otel.enabled():  # no span to carry: the round that sends it prepares it (see submit_message)
             began = time.monotonic()
-            sent = await sender.submit_message(msg, (queue, selector, arg), timeout_s)
+            sent = await sender.submit_message(msg, queue, selector, arg, timeout_s)
             if sent is not None:
                 if sent.queue_offset >= 0 and self._tracer.may_be_active():
                     await self._trace_stored(msg.topic, (sent.msg_id,), sent, began)

@@ -22,14 +22,13 @@ from mq.message import Message, SendResult
 from mq.producer.core import (
     MAX_PIPELINE,
     AsyncSendCore,
-    Where,
     oneway_failed,
     outcomes,
     plan_puts,
     puts_of,
     round_failed,
 )
-from mq.producer.request import SendRequest
+from mq.producer.request import Selector, SendRequest
 from mq.queue import MessageQueue
 from mq.store.aio import AsyncStore
 
@@ -46,8 +45,9 @@ ROUNDS_IN_FLIGHT = 2
 #: (None: oneway).
 Pending = tuple[SendRequest, MessageQueue, "asyncio.Future[SendResult | None] | None"]
 #: One pending send its round prepares (:meth:`PipelineSender.submit_message`): the message, where it
-#: goes (queue, selector, arg), its time budget in seconds, and the future its caller awaits.
-Unprepared = tuple[Message, Where, float, "asyncio.Future[SendResult | None]"]
+#: goes (queue, selector, arg), its time budget in seconds, and the future its caller awaits. Flat:
+#: one object less a send in flight for the garbage collector.
+Unprepared = tuple[Message, MessageQueue | None, Selector | None, Any, float, "asyncio.Future[SendResult | None]"]
 
 
 class PipelineSender:
@@ -80,7 +80,9 @@ class PipelineSender:
         self._wake.set()
         return future
 
-    def submit_message(self, msg: Message, where: Where, timeout_s: float) -> asyncio.Future[SendResult | None]:
+    def submit_message(
+        self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float
+    ) -> asyncio.Future[SendResult | None]:
         """Queue ``msg`` to be prepared (checked, encoded, its queue chosen: :meth:`SendCore.prepare_at_once`)
         by the round that sends it, not by its caller: the callers of many concurrent sends then only
         queue them, and each round is prepared while the rounds before it are in the store — a single
@@ -93,7 +95,7 @@ class PipelineSender:
         """
         self._check_open()
         future: asyncio.Future[SendResult | None] = asyncio.get_running_loop().create_future()
-        self._pending.append((msg, where, timeout_s, future))
+        self._pending.append((msg, queue, selector, arg, timeout_s, future))
         self._wake.set()
         return future
 
@@ -143,7 +145,7 @@ class PipelineSender:
             for r, f in unfinished:
                 self._settle(r, f, e)
             for item in items:  # those of submit_message not prepared yet
-                if len(item) == 4:
+                if len(item) == 6:
                     _fail(item, e)
 
     def _prepared(self, items: list[Pending | Unprepared]) -> list[Pending]:
@@ -155,11 +157,11 @@ class PipelineSender:
             if len(item) == 3:
                 batch.append(item)
                 continue
-            msg, where, timeout_s, future = item
+            msg, queue, selector, arg, timeout_s, future = item
             if future.done():
                 continue  # its caller gave up before the round took it: not sent
             try:
-                prepared = prepare(msg, where, timeout_s, False, None)
+                prepared = prepare(msg, (queue, selector, arg), timeout_s, False, None)
             except Exception as e:  # bad input, or a selector's error: that send's own
                 future.set_exception(e)
                 continue
@@ -222,5 +224,5 @@ def _fail(item: Pending | Unprepared, error: BaseException) -> None:
     if len(item) == 3:
         request, _, future = item
         PipelineSender._settle(request, future, error)
-    elif not item[3].done():
-        item[3].set_exception(error)
+    elif not item[5].done():
+        item[5].set_exception(error)
