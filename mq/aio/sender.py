@@ -76,8 +76,7 @@ class PipelineSender:
         """
         self._check_open()
         future = None if request.oneway else asyncio.get_running_loop().create_future()
-        self._pending.append((request, queue, future))
-        self._wake.set()
+        self._queue((request, queue, future))
         return future
 
     def submit_message(
@@ -95,13 +94,19 @@ class PipelineSender:
         """
         self._check_open()
         future: asyncio.Future[SendResult | None] = asyncio.get_running_loop().create_future()
-        self._pending.append((msg, queue, selector, arg, timeout_s, future))
-        self._wake.set()
+        self._queue((msg, queue, selector, arg, timeout_s, future))
         return future
 
     def _check_open(self) -> None:
         if self._closing:
             raise MQClientError("the producer is shutting down: no new sends")
+
+    def _queue(self, item: Pending | Unprepared) -> None:
+        """Add a pending send; the first one the task finds waiting wakes it (while sends are pending
+        the task is not waiting for its event: it takes them all before it waits again)."""
+        if not self._pending:
+            self._wake.set()
+        self._pending.append(item)
 
     async def stop(self, timeout_s: float) -> None:
         """Send what is pending (``timeout_s`` at most, seconds), then stop; sends still pending after
