@@ -100,6 +100,31 @@ async def test_concurrent_sends_share_pipelines(admin: Admin, backend_url: str, 
     assert sum(s.max_offset for s in admin.topic_status("T").values()) == 1001
 
 
+async def test_a_bad_send_fails_alone_in_its_round(admin: Admin, backend_url: str, namespace: str) -> None:
+    """Concurrent sends are checked and placed by the round that sends them: a selector that raises or
+    a bad argument fails that send only; the others in the same pipeline are stored."""
+
+    def broken(mqs: Any, msg: Message, arg: Any) -> MessageQueue:
+        raise ValueError("selector broke")
+
+    async with aio.Producer("pg", backend_url, namespace=namespace) as producer:
+        await producer.send(Message("T", b"warm"))  # the route: every send below goes in one round
+        rounds = producer._sender.rounds if producer._sender else 0
+        sends = [
+            producer.send(Message("T", b"bad"), selector=broken)
+            if i == 2
+            else producer.send(Message("T", b"bad"), timeout_s=0)
+            if i == 4
+            else producer.send(Message("T", b"ok%d" % i))
+            for i in range(6)
+        ]
+        results = await asyncio.gather(*sends, return_exceptions=True)
+        assert producer._sender is not None and producer._sender.rounds == rounds + 1
+    assert isinstance(results[2], ValueError) and isinstance(results[4], MQClientError)
+    stored = [r for i, r in enumerate(results) if i not in (2, 4)]
+    assert [admin.query_message("T", r.msg_id).body for r in stored] == [b"ok0", b"ok1", b"ok3", b"ok5"]  # type: ignore[union-attr]
+
+
 async def test_bad_input_raises_before_anything_is_written(admin: Admin, backend_url: str, namespace: str) -> None:
     producer = aio.Producer("pg", backend_url, namespace=namespace)
     with pytest.raises(MQClientError, match="not started"):
@@ -260,9 +285,16 @@ async def test_async_commands_are_packed_as_redis_asyncio_packs_them(redis_serve
 
     from mq.connection import Connection, HiredisPackingConnection
 
-    args = ("EVALSHA", "abc", 2, "{k}:a", "{k}:b", b"\x00\xff body", "名前", 12, -7, 3.5)
-    ours = b"".join(HiredisPackingConnection().pack_command(*args))
-    assert ours == b"".join(redis.asyncio.Connection().pack_command(*args))
+    for args in [
+        ("EVALSHA", "abc", 2, "{k}:a", "{k}:b", b"\x00\xff body", "名前", 12, -7, 3.5),
+        ("SCRIPT LOAD", "return 1"),  # two words: split, as redis-py does
+        ("SET", bytearray(b"k"), memoryview(b"v")),
+        (b"GET", "k"),
+    ]:
+        ours = b"".join(HiredisPackingConnection().pack_command(*args))
+        assert ours == b"".join(redis.asyncio.Connection().pack_command(*args)), args
+    with pytest.raises(redis.exceptions.DataError):
+        HiredisPackingConnection().pack_command("SET", "k", None)
     conn = Connection(redis_server.url, namespace)
     try:
         assert conn.async_client.connection_pool.connection_class is HiredisPackingConnection
