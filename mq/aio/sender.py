@@ -32,11 +32,13 @@ from mq.producer.request import Selector, SendRequest
 from mq.queue import MessageQueue
 from mq.store.aio import AsyncStore
 
-#: Most sends one round (one pipeline) carries: four times the sync sender's ``MAX_PIPELINE``. The
-#: round's sends go to a queue in one put call each (:func:`~mq.producer.core.plan_puts`), so a bigger
-#: round makes fewer, bigger calls: less client and server time a message. Rounds are only as big as
-#: what arrived while the previous ones were in flight.
-MAX_ROUND = 4 * MAX_PIPELINE
+#: Most sends one round (one pipeline) carries: twice the sync sender's ``MAX_PIPELINE``. The round's
+#: sends to a queue go in one put call (:func:`~mq.producer.core.plan_puts`), so a bigger round makes
+#: fewer, bigger calls (less client and server time a message), but the last round of a burst is
+#: waited for with nothing else to do. Measured with waves of 1 000 sends (D??): 512 left the loop idle
+#: 5.5 ms a wave against 3.3 ms; 128 with 3 rounds in flight about as fast as 256 with 2, with ~1 µs
+#: more client CPU a message. Rounds are only as big as what arrived meanwhile.
+MAX_ROUND = 2 * MAX_PIPELINE
 #: Pipelines in flight at once (each on a connection of the client's pool): while one waits for its
 #: replies the next is packed and sent. Concurrent sends have no order among them; one task's
 #: sends, each awaited, keep theirs.
