@@ -20,6 +20,7 @@ of them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
@@ -316,6 +317,33 @@ class HiredisPackingConnection(redis.asyncio.Connection):
                 pass
         packed: list[bytes] = self._packer.pack(*args)
         return packed
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        """Write packed commands, as redis-py does, with the write timeout (``socket_timeout``, seconds)
+        kept by ``asyncio.timeout``: redis-py's ``asyncio.wait_for`` makes every write a task of its own
+        on Python 3.11 (a task, a timer and a loop turn per command or pipeline, the write itself
+        deferred behind whatever else is ready). Errors are redis-py's, and the connection is dropped
+        after any failed or interrupted write, as there."""
+        if check_health and self.is_connected:
+            await self.check_health()  # type: ignore[no-untyped-call]
+        writer = self._writer
+        if not self.socket_timeout or writer is None or self._reader is None or isinstance(command, (str, bytes)):
+            await super().send_packed_command(command, check_health=False)  # connects, and sends as redis-py does
+            return
+        try:
+            async with asyncio.timeout(self.socket_timeout):
+                writer.writelines(command)
+                await writer.drain()
+        except TimeoutError:  # asyncio.timeout's (an OSError: caught first)
+            await self.disconnect(nowait=True)
+            raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
+        except OSError as e:
+            await self.disconnect(nowait=True)
+            err_no, errmsg = ("UNKNOWN", e.args[0]) if len(e.args) == 1 else (e.args[0], e.args[1])
+            raise redis.exceptions.ConnectionError(f"Error {err_no} while writing to socket. {errmsg}.") from e
+        except BaseException:  # cancelled mid-write: the connection cannot be trusted
+            await self.disconnect(nowait=True)
+            raise
 
 
 #: Connections an asyncio client opens to a standalone server at most (redis.asyncio's own default).

@@ -302,6 +302,59 @@ async def test_async_commands_are_packed_as_redis_asyncio_packs_them(redis_serve
         await conn.aclose()
 
 
+async def test_async_writes_make_no_task_and_keep_their_timeout(redis_server: Any, namespace: str) -> None:
+    """A write of the asyncio client (one with a socket timeout, as every client of ours) goes out in the
+    caller's task: redis-py's ``asyncio.wait_for`` made a task, a timer and a loop turn of each. A write
+    that does not finish in ``socket_timeout`` still fails with redis-py's TimeoutError and drops the
+    connection."""
+    import redis.asyncio
+    import redis.exceptions
+
+    from mq.connection import Connection, HiredisPackingConnection
+
+    conn = Connection(redis_server.url, namespace)
+    client = conn.async_client
+    loop = asyncio.get_running_loop()
+    made: list[Any] = []
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        made.append(coro)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    try:
+        await client.ping()
+        assert client.connection_pool.connection_kwargs["socket_timeout"] > 0
+        loop.set_task_factory(counting)
+        try:
+            await client.set("k", "v")
+            pipe = client.pipeline(transaction=False)
+            pipe.get("k")
+            pipe.get("k")
+            assert await pipe.execute() == [b"v", b"v"]
+        finally:
+            loop.set_task_factory(None)
+        names = [getattr(c, "__qualname__", "?") for c in made]
+        assert not [n for n in names if "send_packed_command" in n], names  # (redis-py shields its release)
+    finally:
+        await conn.aclose()
+
+    class StuckWriter:
+        def writelines(self, data: Any) -> None:
+            pass
+
+        async def drain(self) -> None:
+            await asyncio.sleep(10)
+
+        def close(self) -> None:
+            pass
+
+    stuck = HiredisPackingConnection(socket_timeout=0.05)
+    stuck._writer, stuck._reader = StuckWriter(), asyncio.StreamReader()  # type: ignore[assignment]
+    with pytest.raises(redis.exceptions.TimeoutError, match="writing"):
+        await stuck.send_packed_command([b"PING\r\n"], check_health=False)
+    assert not stuck.is_connected
+
+
 async def test_opentelemetry_send_spans_carry_their_context_in_the_message(
     admin: Admin, backend_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
