@@ -125,6 +125,29 @@ async def test_a_bad_send_fails_alone_in_its_round(admin: Admin, backend_url: st
     assert [admin.query_message("T", r.msg_id).body for r in stored] == [b"ok0", b"ok1", b"ok3", b"ok5"]  # type: ignore[union-attr]
 
 
+async def test_sends_whose_route_is_not_cached_are_handed_back_and_sent(admin: Admin, backend_url: str, namespace: str) -> None:
+    """A round hands a send it cannot prepare without the store (its route dropped from the cache, a
+    delay level) back to its caller, which reads the route once for all of them and sends it."""
+    async with aio.Producer("pg", backend_url, namespace=namespace) as producer:
+        await producer.send(Message("T", b"warm"))
+        producer._core.routes.invalidate("T")
+        reads: list[str] = []
+        real = producer._core.route
+
+        async def counting(topic: str) -> Any:
+            reads.append(topic)
+            return await real(topic)
+
+        producer._core.route = counting  # type: ignore[method-assign]
+        sends = [producer.send(Message("T", b"r%d" % i, delay_level=2 if i == 3 else 0)) for i in range(50)]
+        results = await asyncio.gather(*sends)
+    assert reads == ["T"]
+    assert results[3].queue_offset == -1  # delayed: in the timer
+    stored = [r for i, r in enumerate(results) if i != 3]
+    assert len({(r.message_queue, r.queue_offset) for r in stored}) == 49
+    assert all(admin.query_message("T", r.msg_id) is not None for r in stored)
+
+
 async def test_bad_input_raises_before_anything_is_written(admin: Admin, backend_url: str, namespace: str) -> None:
     producer = aio.Producer("pg", backend_url, namespace=namespace)
     with pytest.raises(MQClientError, match="not started"):
