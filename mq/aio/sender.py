@@ -50,6 +50,8 @@ Pending = tuple[SendRequest, MessageQueue, "asyncio.Future[SendResult | None] | 
 #: goes (queue, selector, arg), its time budget in seconds, and the future its caller awaits. Flat:
 #: one object less a send in flight for the garbage collector.
 Unprepared = tuple[Message, MessageQueue | None, Selector | None, Any, float, "asyncio.Future[SendResult | None]"]
+#: The future of each of a round's requests, by the request's ``id`` (None: oneway).
+Futures = dict[int, "asyncio.Future[SendResult | None] | None"]
 
 
 class PipelineSender:
@@ -142,47 +144,52 @@ class PipelineSender:
             rounds = {t for t in rounds if not t.done()}
 
     async def _send_guarded(self, items: list[Pending | Unprepared]) -> None:
-        batch: list[Pending] = []
+        chosen: list[tuple[SendRequest, MessageQueue]] = []
+        futures: Futures = {}
         try:
-            batch = self._prepared(items)
-            await self._send(batch)
+            chosen, futures = self._prepared(items)
+            await self._send(chosen, futures)
         except Exception as e:
-            unfinished = [(r, f) for r, _, f in batch if f is None or not f.done()]
-            round_failed([r for r, _, _ in batch], [r for r, _ in unfinished], e)
-            for r, f in unfinished:
-                self._settle(r, f, e)
-            for item in items:  # those of submit_message not prepared yet
-                if len(item) == 6:
+            requests = [r for r, _ in chosen]
+            unfinished = [r for r in requests if (f := futures[id(r)]) is None or not f.done()]
+            round_failed(requests, unfinished, e)
+            for r in unfinished:
+                self._settle(r, futures[id(r)], e)
+            for item in items:  # those not prepared yet
+                if len(item) == 6 or id(item[0]) not in futures:
                     _fail(item, e)
 
-    def _prepared(self, items: list[Pending | Unprepared]) -> list[Pending]:
-        """The round's sends, each prepared (those of :meth:`submit_message` here: a bad one fails its
-        own future, one that needs the store goes back to its caller)."""
-        batch: list[Pending] = []
+    def _prepared(self, items: list[Pending | Unprepared]) -> tuple[list[tuple[SendRequest, MessageQueue]], Futures]:
+        """The round's sends, each prepared, with its queue, and the future of each request (by its
+        ``id``). Those of :meth:`submit_message` are prepared here: a bad one fails its own future, one
+        that needs the store goes back to its caller."""
+        chosen: list[tuple[SendRequest, MessageQueue]] = []
+        futures: Futures = {}
         prepare = self._core.prepare_at_once
         for item in items:
             if len(item) == 3:
-                batch.append(item)
-                continue
-            msg, queue, selector, arg, timeout_s, future = item
-            if future.done():
-                continue  # its caller gave up before the round took it: not sent
-            try:
-                prepared = prepare(msg, (queue, selector, arg), timeout_s, False, None)
-            except Exception as e:  # bad input, or a selector's error: that send's own
-                future.set_exception(e)
-                continue
-            if prepared is None or prepared[1] is None:
-                future.set_result(None)  # a delay level or a route to read: its caller prepares it
+                request, pipelined, future = item
             else:
-                batch.append((prepared[0], prepared[1], future))
-        return batch
+                msg, queue, selector, arg, timeout_s, future = item
+                if future.done():
+                    continue  # its caller gave up before the round took it: not sent
+                try:
+                    prepared = prepare(msg, (queue, selector, arg), timeout_s, False, None)
+                except Exception as e:  # bad input, or a selector's error: that send's own
+                    future.set_exception(e)
+                    continue
+                if prepared is None or prepared[1] is None:
+                    future.set_result(None)  # a delay level or a route to read: its caller prepares it
+                    continue
+                request, pipelined = prepared[0], prepared[1]
+            chosen.append((request, pipelined))
+            futures[id(request)] = future
+        return chosen, futures
 
-    async def _send(self, batch: list[Pending]) -> None:
-        if not batch:
+    async def _send(self, chosen: list[tuple[SendRequest, MessageQueue]], futures: Futures) -> None:
+        if not chosen:
             return
-        futures = {id(r): f for r, _, f in batch}
-        calls = plan_puts([(r, mq) for r, mq, _ in batch])
+        calls = plan_puts(chosen)
         puts = puts_of(calls)
         results: list[Any]
         try:
@@ -191,11 +198,12 @@ class PipelineSender:
         except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
             results = [e] * len(puts)
         retries: list[tuple[SendRequest, asyncio.Future[SendResult | None] | None]] = []
+        settle = self._settle
         for r, outcome in outcomes(calls, results):
             if outcome is None:
                 retries.append((r, futures[id(r)]))
             else:
-                self._settle(r, futures[id(r)], outcome)
+                settle(r, futures[id(r)], outcome)
         if retries:  # one task per failed round, one send at a time (as the sync sender's thread)
             task = asyncio.get_running_loop().create_task(self._retry(retries))
             self._retries.add(task)
