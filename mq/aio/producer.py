@@ -98,8 +98,8 @@ class Producer(ProducerSettings):
         arguments and errors; a selector is a plain function: it must not block). Sends awaited at the
         same time share a pipeline.
 
-        Cancelling the awaiting task after the send was handed to the pipeline does not withdraw it:
-        the message is then stored whole or not at all.
+        Cancelling the awaiting task after the send was handed to the pipeline (its round took it) does
+        not withdraw it: the message is then stored whole or not at all; before that, it is not sent.
         """
         sender = self._started()
         if not otel.enabled():  # no span to carry: the round that sends it prepares it (see submit_message)

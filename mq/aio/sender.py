@@ -1,14 +1,16 @@
 """The batching task behind ``mq.aio.Producer``: sends awaited at the same time (by any number of
 tasks) go out in one pipeline (:meth:`~mq.store.Store.put_many`: one round trip per node), as the
-sync producer's background sender does for ``send_async`` — with the same planning and result code
-(:func:`mq.producer.core.plan_puts`, :func:`~mq.producer.core.outcomes`).
+sync producer's background sender does for ``send_async`` — with the same preparing, planning and
+result code (:meth:`mq.producer.core.SendCore.prepare_at_once`, :func:`~mq.producer.core.plan_puts`,
+:func:`~mq.producer.core.outcomes`).
 
 Sends gathered while rounds are in flight go in the next round, so under load each round carries
-what arrived meanwhile (at most ``MAX_ROUND`` sends; up to ``ROUNDS_IN_FLIGHT`` rounds at once). A send that fails in the
-pipeline is retried through :meth:`SendCore.send` (one task per failed round, one send at a time)
-within its time budget; oneway
-sends are not retried. The task never dies of an error: an unexpected one fails the round's sends
-and is logged.
+what arrived meanwhile (at most ``MAX_ROUND`` sends; up to ``ROUNDS_IN_FLIGHT`` rounds at once). A
+plain ``await send()`` is prepared (checked, encoded, its queue chosen) by its round, so that one
+round is prepared while the ones before it are in the store (:meth:`PipelineSender.submit_message`).
+A send that fails in the pipeline is retried through :meth:`SendCore.send` (one task per failed
+round, one send at a time) within its time budget; oneway sends are not retried. The task never dies
+of an error: an unexpected one fails the round's sends and is logged.
 """
 
 from __future__ import annotations
