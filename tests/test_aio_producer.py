@@ -100,6 +100,54 @@ async def test_concurrent_sends_share_pipelines(admin: Admin, backend_url: str, 
     assert sum(s.max_offset for s in admin.topic_status("T").values()) == 1001
 
 
+async def test_a_bad_send_fails_alone_in_its_round(admin: Admin, backend_url: str, namespace: str) -> None:
+    """Concurrent sends are checked and placed by the round that sends them: a selector that raises or
+    a bad argument fails that send only; the others in the same pipeline are stored."""
+
+    def broken(mqs: Any, msg: Message, arg: Any) -> MessageQueue:
+        raise ValueError("selector broke")
+
+    async with aio.Producer("pg", backend_url, namespace=namespace) as producer:
+        await producer.send(Message("T", b"warm"))  # the route: every send below goes in one round
+        rounds = producer._sender.rounds if producer._sender else 0
+        sends = [
+            producer.send(Message("T", b"bad"), selector=broken)
+            if i == 2
+            else producer.send(Message("T", b"bad"), timeout_s=0)
+            if i == 4
+            else producer.send(Message("T", b"ok%d" % i))
+            for i in range(6)
+        ]
+        results = await asyncio.gather(*sends, return_exceptions=True)
+        assert producer._sender is not None and producer._sender.rounds == rounds + 1
+    assert isinstance(results[2], ValueError) and isinstance(results[4], MQClientError)
+    stored = [r for i, r in enumerate(results) if i not in (2, 4)]
+    assert [admin.query_message("T", r.msg_id).body for r in stored] == [b"ok0", b"ok1", b"ok3", b"ok5"]  # type: ignore[union-attr]
+
+
+async def test_sends_whose_route_is_not_cached_are_handed_back_and_sent(admin: Admin, backend_url: str, namespace: str) -> None:
+    """A round hands a send it cannot prepare without the store (its route dropped from the cache, a
+    delay level) back to its caller, which reads the route once for all of them and sends it."""
+    async with aio.Producer("pg", backend_url, namespace=namespace) as producer:
+        await producer.send(Message("T", b"warm"))
+        producer._core.routes.invalidate("T")
+        reads: list[str] = []
+        real = producer._core.route
+
+        async def counting(topic: str) -> Any:
+            reads.append(topic)
+            return await real(topic)
+
+        producer._core.route = counting  # type: ignore[method-assign]
+        sends = [producer.send(Message("T", b"r%d" % i, delay_level=2 if i == 3 else 0)) for i in range(50)]
+        results = await asyncio.gather(*sends)
+    assert reads == ["T"]
+    assert results[3].queue_offset == -1  # delayed: in the timer
+    stored = [r for i, r in enumerate(results) if i != 3]
+    assert len({(r.message_queue, r.queue_offset) for r in stored}) == 49
+    assert all(admin.query_message("T", r.msg_id) is not None for r in stored)
+
+
 async def test_bad_input_raises_before_anything_is_written(admin: Admin, backend_url: str, namespace: str) -> None:
     producer = aio.Producer("pg", backend_url, namespace=namespace)
     with pytest.raises(MQClientError, match="not started"):
@@ -260,14 +308,74 @@ async def test_async_commands_are_packed_as_redis_asyncio_packs_them(redis_serve
 
     from mq.connection import Connection, HiredisPackingConnection
 
-    args = ("EVALSHA", "abc", 2, "{k}:a", "{k}:b", b"\x00\xff body", "名前", 12, -7, 3.5)
-    ours = b"".join(HiredisPackingConnection().pack_command(*args))
-    assert ours == b"".join(redis.asyncio.Connection().pack_command(*args))
+    for args in [
+        ("EVALSHA", "abc", 2, "{k}:a", "{k}:b", b"\x00\xff body", "名前", 12, -7, 3.5),
+        ("SCRIPT LOAD", "return 1"),  # two words: split, as redis-py does
+        ("SET", bytearray(b"k"), memoryview(b"v")),
+        (b"GET", "k"),
+    ]:
+        ours = b"".join(HiredisPackingConnection().pack_command(*args))
+        assert ours == b"".join(redis.asyncio.Connection().pack_command(*args)), args
+    with pytest.raises(redis.exceptions.DataError):
+        HiredisPackingConnection().pack_command("SET", "k", None)
     conn = Connection(redis_server.url, namespace)
     try:
         assert conn.async_client.connection_pool.connection_class is HiredisPackingConnection
     finally:
         await conn.aclose()
+
+
+async def test_async_writes_make_no_task_and_keep_their_timeout(redis_server: Any, namespace: str) -> None:
+    """A write of the asyncio client (one with a socket timeout, as every client of ours) goes out in the
+    caller's task: redis-py's ``asyncio.wait_for`` made a task, a timer and a loop turn of each. A write
+    that does not finish in ``socket_timeout`` still fails with redis-py's TimeoutError and drops the
+    connection."""
+    import redis.asyncio
+    import redis.exceptions
+
+    from mq.connection import Connection, HiredisPackingConnection
+
+    conn = Connection(redis_server.url, namespace)
+    client = conn.async_client
+    loop = asyncio.get_running_loop()
+    made: list[Any] = []
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        made.append(coro)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    try:
+        await client.ping()
+        assert client.connection_pool.connection_kwargs["socket_timeout"] > 0
+        loop.set_task_factory(counting)
+        try:
+            await client.set("k", "v")
+            pipe = client.pipeline(transaction=False)
+            pipe.get("k")
+            pipe.get("k")
+            assert await pipe.execute() == [b"v", b"v"]
+        finally:
+            loop.set_task_factory(None)
+        names = [getattr(c, "__qualname__", "?") for c in made]
+        assert not [n for n in names if "send_packed_command" in n], names  # (redis-py shields its release)
+    finally:
+        await conn.aclose()
+
+    class StuckWriter:
+        def writelines(self, data: Any) -> None:
+            pass
+
+        async def drain(self) -> None:
+            await asyncio.sleep(10)
+
+        def close(self) -> None:
+            pass
+
+    stuck = HiredisPackingConnection(socket_timeout=0.05)
+    stuck._writer, stuck._reader = StuckWriter(), asyncio.StreamReader()  # type: ignore[assignment]
+    with pytest.raises(redis.exceptions.TimeoutError, match="writing"):
+        await stuck.send_packed_command([b"PING\r\n"], check_health=False)
+    assert not stuck.is_connected
 
 
 async def test_opentelemetry_send_spans_carry_their_context_in_the_message(

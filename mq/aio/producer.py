@@ -26,11 +26,14 @@ from mq.producer.core import (
     DEFAULT_SEND_TIMEOUT_S,
     NOT_STARTED,
     AsyncSendCore,
+    Carried,
+    Prepared,
     ProducerSettings,
+    Where,
     oneway_failed,
-    trace_sent,
+    trace_stored,
 )
-from mq.producer.request import Selector, SendRequest
+from mq.producer.request import Selector
 from mq.queue import MessageQueue
 from mq.store.aio import AsyncStore
 
@@ -95,23 +98,34 @@ class Producer(ProducerSettings):
         arguments and errors; a selector is a plain function: it must not block). Sends awaited at the
         same time share a pipeline.
 
-        Cancelling the awaiting task after the send was handed to the pipeline does not withdraw it:
-        the message is then stored whole or not at all.
+        Cancelling the awaiting task after the send was handed to the pipeline (its round took it) does
+        not withdraw it: the message is then stored whole or not at all; before that, it is not sent.
         """
         sender = self._started()
-        await self._load_route(msg)
+        if not otel.enabled():  # no span to carry: the round that sends it prepares it (see submit_message)
+            began = time.monotonic()
+            sent = await sender.submit_message(msg, queue, selector, arg, timeout_s)
+            if sent is not None:
+                if sent.queue_offset >= 0 and self._tracer.may_be_active():
+                    await self._trace_stored(msg.topic, (sent.msg_id,), sent, began)
+                return sent
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
             prepared = self._core.prepare_at_once(msg, (queue, selector, arg), timeout_s, False, carried)
-            request, pipelined = prepared or await self._core.prepare(msg, queue, selector, arg, timeout_s, carried=carried)
+            if prepared is None:  # a delay level, or a route not cached yet
+                prepared = await self._prepare(msg, (queue, selector, arg), timeout_s, False, carried)
+            request, pipelined = prepared
             began = time.monotonic()
             if pipelined is None:  # delayed: its own script call
                 result = await self._core.send(request)
             else:
                 future = sender.submit(request, pipelined)
                 assert future is not None  # not oneway
-                result = await future
+                stored = await future
+                assert stored is not None  # prepared: never handed back
+                result = stored
             otel.set_message_id(result.msg_id)
-        await self._trace_sent(request, result, began)
+        if result.queue_offset >= 0 and self._tracer.may_be_active():
+            await self._trace_stored(request.topic, request.msg_ids, result, began)
         return result
 
     async def send_oneway(
@@ -120,13 +134,12 @@ class Producer(ProducerSettings):
         """Hand ``msg`` over without waiting for it to be stored and without retry (failures are only
         logged); bad input and unknown topics raise here."""
         sender = self._started()
-        await self._load_route(msg)
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
             timeout_s = DEFAULT_SEND_TIMEOUT_S
             prepared = self._core.prepare_at_once(msg, (queue, selector, arg), timeout_s, True, carried)
-            request, pipelined = prepared or await self._core.prepare(
-                msg, queue, selector, arg, timeout_s, oneway=True, carried=carried
-            )
+            if prepared is None:
+                prepared = await self._prepare(msg, (queue, selector, arg), timeout_s, True, carried)
+            request, pipelined = prepared
             if pipelined is not None:
                 sender.submit(request, pipelined)
                 return
@@ -149,7 +162,7 @@ class Producer(ProducerSettings):
             request = self._core.batch_request(msgs, queue, timeout_s, carried)
             began = time.monotonic()
             result = await self._core.send(request)
-        await self._trace_sent(request, result, began)
+        await self._trace_stored(request.topic, request.msg_ids, result, began)
         return result
 
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
@@ -163,17 +176,23 @@ class Producer(ProducerSettings):
             raise MQClientError(NOT_STARTED)
         return self._sender
 
-    async def _load_route(self, msg: Message) -> None:
+    async def _prepare(self, msg: Message, where: Where, timeout_s: float, oneway: bool, carried: Carried) -> Prepared:
+        """:meth:`SendCore.prepare` for a send :meth:`SendCore.prepare_at_once` could not prepare (a
+        delay level, or a route not cached yet), reading a missing route first (:meth:`_load_route`)."""
+        await self._load_route(msg.topic)
+        queue, selector, arg = where
+        return await self._core.prepare(msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried)
+
+    async def _load_route(self, topic: str) -> None:
         """Read a route not cached yet once for all concurrent first sends (one at a time: many first
-        commands at once on a fresh ``redis.asyncio`` cluster client race in redis-py). Bad input is
-        left to the send's own checks."""
-        topic = getattr(msg, "topic", None)
-        if isinstance(topic, str) and self._core.routes.cached(topic) is None:
+        commands at once on a fresh ``redis.asyncio`` cluster client race in redis-py)."""
+        if self._core.routes.cached(topic) is None:
             async with self._route_lock:
                 if self._core.routes.cached(topic) is None:
                     with contextlib.suppress(MQError):  # the send reports it
                         await self._core.route(topic)
 
-    async def _trace_sent(self, request: SendRequest, result: SendResult, began: float) -> None:
+    async def _trace_stored(self, topic: str, msg_ids: Sequence[str], result: SendResult, began: float) -> None:
+        """Record a stored send of ``msg_ids`` to ``topic`` that began at ``began`` (monotonic s)."""
         if result.queue_offset >= 0 and await self._tracer.is_active():
-            trace_sent(self._tracer, request, result, began, await self._tracer.now_ms())
+            trace_stored(self._tracer, topic, msg_ids, result, began, await self._tracer.now_ms())

@@ -36,6 +36,11 @@ class AsyncTracer(TraceEvents):
         self._task: asyncio.Task[None] | None = None
         self._reading = asyncio.Lock()
 
+    def may_be_active(self) -> bool:
+        """Whether :meth:`is_active` may say True: a plain check for the common case of tracing off
+        with the setting fresh (then nothing is awaited), True when it is on or the setting is to be read."""
+        return self.cached_active or self.setting_stale()
+
     async def is_active(self) -> bool:
         """Whether events are recorded now."""
         if self.setting_stale():

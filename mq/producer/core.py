@@ -437,11 +437,14 @@ def round_failed(batch: Sequence[SendRequest], unfinished: Sequence[SendRequest]
 def trace_sent(tracer: TraceEvents, request: SendRequest, result: SendResult, began: float, now_ms: int) -> None:
     """Record a stored send (``began``: monotonic s) in the message trace; a delayed one (offset -1)
     is traced on delivery. Call it when tracing is on; ``now_ms``: the store's clock."""
+    trace_stored(tracer, request.topic, request.msg_ids, result, began, now_ms)
+
+
+def trace_stored(tracer: TraceEvents, topic: str, msg_ids: Sequence[str], result: SendResult, began: float, now_ms: int) -> None:
+    """:func:`trace_sent` of a send known by its topic and message ids (no request at hand)."""
     if result.queue_offset >= 0:
         cost_ms = (time.monotonic() - began) * 1000
-        tracer.sent(
-            request.topic, result.message_queue.queue_id, result.queue_offset, request.msg_ids, now_ms - int(cost_ms), cost_ms
-        )
+        tracer.sent(topic, result.message_queue.queue_id, result.queue_offset, msg_ids, now_ms - int(cost_ms), cost_ms)
 
 
 def check_timeout(timeout_s: float) -> None:
