@@ -375,8 +375,8 @@ class AdminOps:
         (:meth:`resend_dlq_report` tells which).
 
         Each copy goes to the group's retry topic ``%RETRY%<group>`` (read by its push consumers,
-        concurrent and orderly, and its simple consumers, who see the original topic), so other groups of the topic never see it again
-        [RocketMQ resends to the consumer group]. The copy keeps the msg id, body, tags, keys and
+        concurrent and orderly, and its simple consumers, who see the original topic), so other groups
+        of the topic never see it again [RocketMQ resends to the consumer group]. The copy keeps the msg id, body, tags, keys and
         properties, ``ORIGIN_MESSAGE_ID``, and links back to its letter (``DLQ_LETTER``:
         ``%DLQ%<group>:0@offset``). The letter stays in the DLQ, marked as resent (see
         :meth:`dlq_messages`), so each is resent once, however often this is called.
