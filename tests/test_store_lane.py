@@ -232,3 +232,19 @@ def test_pipelined_async_sends_load_a_flushed_script_again(redis_server: RedisSe
         assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 50
     client.close()
     assert _stored(redis_server.url, namespace, "flushed") == 51
+
+
+def test_async_sends_go_one_round_at_a_time_when_the_pipeline_cannot_be_made(
+    redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mq.store import Store
+
+    def broken(self: Store) -> None:
+        raise RuntimeError("no pipeline")
+
+    monkeypatch.setattr(Store, "put_pipeline", broken)
+    with Admin(redis_server.url, namespace) as admin, Producer("pg", redis_server.url, namespace=namespace) as producer:
+        admin.create_topic("fallback", read_queues=2, write_queues=2)
+        results = [f.result(timeout=10) for f in [producer.send_async(Message("fallback", b"m%d" % i)) for i in range(100)]]
+        assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 100
+    assert _stored(redis_server.url, namespace, "fallback") == 100

@@ -2,6 +2,9 @@
 
 Sends that wait at the same time go out in one pipeline (one round trip per node), and those bound
 for the same queue in bounded put calls, so many concurrent async sends cost little more than one.
+Where the store has a :class:`~mq.store.store.PutPipeline` (a plain Redis client, no replicas to wait
+for), two rounds are in flight on its connection: the next round is written before the last one's
+replies are read, so Redis runs one while the thread packs the next (D??).
 A send that fails in the pipeline is retried through the producer's sync path (the same
 :class:`~mq.producer.request.SendRequest`) within what is left of its time budget (oneway sends are
 not retried, as in RocketMQ).
@@ -66,7 +69,12 @@ class AsyncSender:
     def _run(self) -> None:
         # Two rounds in flight on the pipeline's connection: round N+1 is written before round N's
         # replies are read, so Redis runs one round while this thread packs the next (or settles the last).
-        pipeline = self._store.put_pipeline()
+        pipeline: PutPipeline | None
+        try:
+            pipeline = self._store.put_pipeline()
+        except Exception as e:  # the thread never dies: one pipeline at a time then
+            log.error("async sender: no pipeline of its own (%r); sending one round at a time", e)
+            pipeline = None
         inflight: _Round | None = None
         running = True
         while running:
@@ -91,7 +99,10 @@ class AsyncSender:
         if inflight is not None:
             self._finish_guarded(inflight)
         if pipeline is not None:
-            pipeline.close()
+            try:
+                pipeline.close()
+            except Exception as e:
+                log.warning("async sender: closing its pipeline connection failed: %r", e)
 
     def _start_guarded(self, batch: list[SendRequest], pipeline: PutPipeline | None) -> _Round | None:
         """Write one round (or send it whole without a pipeline); an unexpected error fails the round's
