@@ -171,3 +171,80 @@ def test_an_interrupted_call_never_leaves_a_reply_for_the_next_one(redis_server:
         assert lane.execute(client, "EVAL", "return ARGV[1]", 0, "second") == b"second"
     finally:
         client.close()
+
+
+def test_a_pipe_lane_reads_each_round_its_own_replies(redis_server: RedisServer, namespace: str) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    pipe = lane.pipe_lane_of(client)
+    assert pipe is not None
+    key = f"{namespace}:pipe"
+    first = pipe.send([("SET", key, "1"), ("INCR", key)])
+    second = pipe.send([("SET", key, "x"), ("INCR", key), ("GET", key)])
+    assert pipe.read(first, 2) == [b"OK", 2]
+    replies = pipe.read(second, 3)
+    assert replies[0] == b"OK" and isinstance(replies[1], redis.ResponseError) and replies[2] == b"x"
+    assert pipe.read(pipe.send([("PING",)]), 1) == [b"PONG"]
+    pipe.close()
+    client.close()
+
+
+def test_a_lost_pipe_lane_connection_fails_every_unread_round(redis_server: RedisServer, namespace: str) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    killer = raw_client(redis_server.url)
+    pipe = lane.pipe_lane_of(client)
+    assert pipe is not None
+    key = f"{namespace}:lost"
+    pipe.read(pipe.send([("CLIENT", "SETNAME", "pipe-lane")]), 1)
+    killer.client_kill_filter(_type="normal", skipme=True)  # every connection but the killer's
+    with pytest.raises(redis.ConnectionError):
+        pipe.read(pipe.send([("INCR", key)]), 1)  # the write or the read finds the connection gone
+    # a round sent before the connection was lost is lost with it, even when a later one is read first
+    first = pipe.send([("INCR", key)])
+    pipe._drop()
+    with pytest.raises(redis.ConnectionError):
+        pipe.read(first, 1)
+    assert pipe.read(pipe.send([("INCR", key)]), 1) == [2]  # reconnected; the lost round's INCR had run
+    pipe.close()
+    client.close()
+    killer.close()
+
+
+def test_async_sends_survive_a_killed_pipeline_connection(redis_server: RedisServer, namespace: str) -> None:
+    killer = raw_client(redis_server.url)
+    with Admin(redis_server.url, namespace) as admin, Producer("pg", redis_server.url, namespace=namespace) as producer:
+        admin.create_topic("pipelined", read_queues=4, write_queues=4)
+        for f in [producer.send_async(Message("pipelined", b"a%d" % i)) for i in range(300)]:
+            f.result(timeout=10)
+        killer.client_kill_filter(_type="normal", skipme=True)
+        results = [f.result(timeout=10) for f in [producer.send_async(Message("pipelined", b"b%d" % i)) for i in range(300)]]
+        assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 300
+    killer.close()
+    assert _stored(redis_server.url, namespace, "pipelined") == 600
+
+
+def test_pipelined_async_sends_load_a_flushed_script_again(redis_server: RedisServer, namespace: str) -> None:
+    client = raw_client(redis_server.url)
+    with Admin(redis_server.url, namespace) as admin, Producer("pg", redis_server.url, namespace=namespace) as producer:
+        admin.create_topic("flushed", read_queues=2, write_queues=2)
+        producer.send_async(Message("flushed", b"first")).result(timeout=10)
+        client.script_flush()  # the next round's EVALSHA gets NOSCRIPT (nothing stored): run again after loading
+        results = [f.result(timeout=10) for f in [producer.send_async(Message("flushed", b"m%d" % i)) for i in range(50)]]
+        assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 50
+    client.close()
+    assert _stored(redis_server.url, namespace, "flushed") == 51
+
+
+def test_async_sends_go_one_round_at_a_time_when_the_pipeline_cannot_be_made(
+    redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mq.store import Store
+
+    def broken(self: Store) -> None:
+        raise RuntimeError("no pipeline")
+
+    monkeypatch.setattr(Store, "put_pipeline", broken)
+    with Admin(redis_server.url, namespace) as admin, Producer("pg", redis_server.url, namespace=namespace) as producer:
+        admin.create_topic("fallback", read_queues=2, write_queues=2)
+        results = [f.result(timeout=10) for f in [producer.send_async(Message("fallback", b"m%d" % i)) for i in range(100)]]
+        assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 100
+    assert _stored(redis_server.url, namespace, "fallback") == 100

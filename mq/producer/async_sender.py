@@ -2,6 +2,9 @@
 
 Sends that wait at the same time go out in one pipeline (one round trip per node), and those bound
 for the same queue in bounded put calls, so many concurrent async sends cost little more than one.
+Where the store has a :class:`~mq.store.store.PutPipeline` (a plain Redis client, no replicas to wait
+for), two rounds are in flight on its connection: the next round is written before the last one's
+replies are read, so Redis runs one while the thread packs the next (D??).
 A send that fails in the pipeline is retried through the producer's sync path (the same
 :class:`~mq.producer.request.SendRequest`) within what is left of its time budget (oneway sends are
 not retried, as in RocketMQ).
@@ -21,11 +24,12 @@ from typing import Any
 
 from mq.errors import MQBrokerError
 from mq.message import SendResult
-from mq.producer.core import MAX_PIPELINE, oneway_failed, outcomes, plan_puts, puts_of, round_failed
+from mq.producer.core import MAX_PIPELINE, PutCall, oneway_failed, outcomes, plan_puts, puts_of, round_failed
 from mq.producer.futures import FutureGroup
 from mq.producer.request import SendRequest
 from mq.queue import MessageQueue
 from mq.store import Store
+from mq.store.store import PutPipeline
 
 log = logging.getLogger("mq.producer")
 
@@ -63,30 +67,67 @@ class AsyncSender:
         self._thread.join()
 
     def _run(self) -> None:
+        # Two rounds in flight on the pipeline's connection: round N+1 is written before round N's
+        # replies are read, so Redis runs one round while this thread packs the next (or settles the last).
+        pipeline: PutPipeline | None
+        try:
+            pipeline = self._store.put_pipeline()
+        except Exception as e:  # the thread never dies: one pipeline at a time then
+            log.error("async sender: no pipeline of its own (%r); sending one round at a time", e)
+            pipeline = None
+        inflight: _Round | None = None
         running = True
         while running:
             batch: list[SendRequest] = []
-            item = self._queue.get()
+            try:
+                item = self._queue.get(block=inflight is None)
+            except queue.Empty:  # nothing more to send now: read the round in flight
+                if inflight is not None:
+                    self._finish_guarded(inflight)
+                inflight = None
+                continue
             while item is not None:
                 batch.append(item)
                 if len(batch) >= MAX_PIPELINE or self._queue.empty():
                     break
                 item = self._queue.get()
             running = item is not None
-            if batch:
-                self._send_guarded(batch)
+            sent = self._start_guarded(batch, pipeline) if batch else None
+            if inflight is not None:
+                self._finish_guarded(inflight)
+            inflight = sent
+        if inflight is not None:
+            self._finish_guarded(inflight)
+        if pipeline is not None:
+            try:
+                pipeline.close()
+            except Exception as e:
+                log.warning("async sender: closing its pipeline connection failed: %r", e)
 
-    def _send_guarded(self, batch: list[SendRequest]) -> None:
-        """One round; an unexpected error fails the round's unfinished sends and the thread goes on."""
+    def _start_guarded(self, batch: list[SendRequest], pipeline: PutPipeline | None) -> _Round | None:
+        """Write one round (or send it whole without a pipeline); an unexpected error fails the round's
+        unfinished sends and the thread goes on."""
         try:
-            self._send(batch)
+            return self._start(batch, pipeline)
         except Exception as e:
-            unfinished = [r for r in batch if not r.future.done()]
-            round_failed(batch, unfinished, e)
-            for r in unfinished:
-                self._fail(r, e)
+            self._failed(batch, e)
+            return None
 
-    def _send(self, batch: list[SendRequest]) -> None:
+    def _finish_guarded(self, sent: _Round) -> None:
+        """Read and settle one round written before; errors as :meth:`_start_guarded`."""
+        try:
+            self._finish(sent)
+        except Exception as e:
+            self._failed(sent.batch, e)
+
+    def _failed(self, batch: list[SendRequest], e: Exception) -> None:
+        unfinished = [r for r in batch if not r.future.done()]
+        round_failed(batch, unfinished, e)
+        for r in unfinished:
+            self._fail(r, e)
+
+    def _start(self, batch: list[SendRequest], pipeline: PutPipeline | None) -> _Round | None:
+        """Write ``batch``'s puts; the round to read later, or None when it is settled already."""
         chosen: list[tuple[SendRequest, MessageQueue]] = []
         for r in batch:
             if r.due_ms is not None:  # delayed: its own script call, through the sync path
@@ -98,11 +139,31 @@ class AsyncSender:
                 self._fail(r, e)
         calls = plan_puts(chosen)
         puts = puts_of(calls)
+        if not puts:
+            return None
+        if pipeline is None:
+            try:
+                results: list[Any] = self._store.put_many(puts)
+            except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
+                results = [e] * len(puts)
+            self._settle_round(calls, results)
+            return None
+        try:
+            handle = pipeline.send(puts)  # the last step: a round written is always read
+        except MQBrokerError as e:  # the connection failed: retried through the sync path
+            self._settle_round(calls, [e] * len(puts))
+            return None
+        return _Round(batch, calls, pipeline, handle)
+
+    def _finish(self, sent: _Round) -> None:
         results: list[Any]
         try:
-            results = self._store.put_many(puts) if puts else []
-        except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
-            results = [e] * len(puts)
+            results = sent.pipeline.read(sent.handle)
+        except MQBrokerError as e:  # the round was lost with the connection: retried through the sync path
+            results = [e] * len(sent.calls)
+        self._settle_round(sent.calls, results)
+
+    def _settle_round(self, calls: list[PutCall], results: list[Any]) -> None:
         settled: list[tuple[Future[SendResult], SendResult | BaseException]] = []
         retries: list[SendRequest] = []
         for r, outcome in outcomes(calls, results):
@@ -147,3 +208,12 @@ def _settle(future: Future[SendResult], *, result: SendResult | None = None, err
             future.set_result(result)  # type: ignore[arg-type]
     except InvalidStateError:
         pass
+
+
+class _Round:
+    """A round written to the pipeline whose replies are not read yet."""
+
+    __slots__ = ("batch", "calls", "handle", "pipeline")
+
+    def __init__(self, batch: list[SendRequest], calls: list[PutCall], pipeline: PutPipeline, handle: Any) -> None:
+        self.batch, self.calls, self.pipeline, self.handle = batch, calls, pipeline, handle

@@ -150,3 +150,105 @@ def _observed() -> bool:
         return False
     manager = get_observability_instance().get_provider_manager()
     return manager is not None and bool(manager.config.enabled_telemetry)
+
+
+class PipeLane:
+    """A connection of a client's pool kept by ONE thread for pipelines whose replies it reads later:
+    :meth:`send` writes a round of commands and returns a ticket, :meth:`read` reads that round's
+    replies, so the next round can be written before the last one's replies are read (Redis answers in
+    order; rounds are read in the order they were sent). Commands are packed by hiredis at once (see
+    :func:`_send_read`).
+
+    A connection error while writing or reading drops the connection: the round it happened in raises
+    it, and every round sent before and not yet read raises ``ConnectionError`` from :meth:`read` (its
+    commands may or may not have run). An error reply is that command's slot (a ``ResponseError``).
+    No retry here: the caller decides. Not thread-safe.
+
+    Args:
+        pool: the client's connection pool (one connection is taken and kept until :meth:`close`).
+    """
+
+    __slots__ = ("_conn", "_epoch", "_generation", "_pool", "_unread")
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self._pool = pool
+        self._conn: Any = None
+        self._generation = _generation
+        #: bumped when the connection is dropped: tickets of earlier rounds are then lost
+        self._epoch = 0
+        #: rounds written and not read yet
+        self._unread = 0
+
+    def send(self, commands: list[tuple[Any, ...]]) -> int:
+        """Write ``commands`` (each a tuple of command arguments); returns the ticket for :meth:`read`.
+        Raises redis-py's connection errors (the connection is dropped)."""
+        conn = self._conn
+        if conn is None or self._generation != _generation:
+            conn = self._conn = self._pool.get_connection()
+            self._generation, self._unread = _generation, 0
+        try:
+            if conn._sock is None:
+                conn.connect()  # as the pool's checkout does (Sentinel: asks for the master again)
+            packer = conn._command_packer
+            packed: list[Any]
+            if _hiredis_pack is not None and type(packer) is HiredisRespSerializer:
+                packed = []
+                for args in commands:
+                    try:
+                        packed.append(_hiredis_pack(args))
+                    except TypeError:  # a bytearray or memoryview argument: redis-py's packer converts it
+                        packed.extend(packer.pack(*args))
+            else:
+                packed = conn.pack_commands(commands)
+            # no health check (a PING) while replies are unread: it would read one of them
+            conn.send_packed_command(packed, check_health=self._unread == 0)
+        except BaseException:
+            self._drop()
+            raise
+        self._unread += 1
+        return self._epoch
+
+    def read(self, ticket: int, count: int) -> list[Any]:
+        """The ``count`` replies of the round :meth:`send` gave ``ticket`` for (error replies as
+        exceptions in their slots). Raises redis-py's connection errors (the connection is dropped)."""
+        conn = self._conn
+        if ticket != self._epoch or conn is None:
+            raise redis.ConnectionError("connection lost before the replies of a pipeline were read")
+        replies: list[Any] = []
+        try:
+            for _ in range(count):
+                try:
+                    replies.append(conn.read_response())
+                except ResponseError as e:
+                    replies.append(e)
+        except BaseException:
+            self._drop()
+            raise
+        self._unread -= 1
+        if self._unread == 0 and conn.should_reconnect():  # a maintenance notification asked for it
+            self._drop()
+        return replies
+
+    def close(self) -> None:
+        """Give the connection back to the pool (dropped first when replies are unread)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            if self._unread:
+                conn.disconnect()
+            self._epoch += 1
+            self._unread = 0
+            self._pool.release(conn)
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.disconnect()
+        self._epoch += 1
+        self._unread = 0
+
+
+def pipe_lane_of(client: Any) -> PipeLane | None:
+    """A new :class:`PipeLane` of ``client``, or None when it can have none (the clients without a
+    :class:`Lane`, or redis-py's observability on)."""
+    if lane_of(client) is None or _observed():
+        return None
+    return PipeLane(client.connection_pool)

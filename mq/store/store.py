@@ -14,11 +14,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import NoScriptError
+
 from mq.connection import REDIS_ERRORS
 from mq.errors import MQBrokerError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
 from mq.keys import Keys, key_index_offset, key_index_range, stream_id, timer_member
 from mq.message import MessageExt
-from mq.store import codec, scripts
+from mq.store import codec, lane, scripts
 from mq.store.admin import AdminOps
 from mq.store.base import ScriptCall, StoreBase, all_or_raise
 from mq.store.broker import BrokerOps
@@ -144,6 +146,12 @@ class MessageOps(StoreBase):
         calls = [("put-messages", self.queue_keys(t, q).put(), _put_argv(e)) for t, q, e in puts]
         with self._errors("sending a pipeline of messages"):
             results = yield from StoreBase.write_scripts.op(self, calls)
+        return self._put_results(puts, results)
+
+    def _put_results(
+        self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]], results: Sequence[Any]
+    ) -> list[tuple[int, int] | Exception]:
+        """:meth:`put_many`'s result of each put from its script reply (or exception)."""
         out: list[tuple[int, int] | Exception] = []
         for (topic, qid, _), result in zip(puts, results):
             try:
@@ -471,3 +479,58 @@ class Store(StoreOps, SyncRunner):
             :meth:`check_halves`) each send ``WAIT`` in the same pipeline as the write, and raise
             :class:`ReplicaAckTimeout` (carrying the write's result) when fewer replicas confirmed in time.
     """
+
+    def put_pipeline(self) -> PutPipeline | None:
+        """A :class:`PutPipeline` over a connection of its own, or None where there is none (replicas to
+        wait for, a cluster, the embedded store, a single-connection client): use :meth:`put_many`."""
+        if self.sync.enabled:
+            return None
+        pipe = lane.pipe_lane_of(self._client)
+        return PutPipeline(self, pipe) if pipe is not None else None
+
+
+class PutPipeline:
+    """:meth:`Store.put_many` split in two for one thread that keeps two rounds in flight: :meth:`send`
+    writes a round's put calls over a connection of its own (:class:`~mq.store.lane.PipeLane`),
+    :meth:`read` reads their replies later, so the next round is written before these are read.
+
+    Results are :meth:`Store.put_many`'s. A lost connection (writing or reading) raises
+    :class:`MQBrokerError` from the round it happened in and from :meth:`read` of every round sent and
+    not yet read; a ``NOSCRIPT`` reply (nothing ran) is run again through :meth:`Store.put_many`.
+    Made by :meth:`Store.put_pipeline`.
+    """
+
+    def __init__(self, store: Store, pipe: lane.PipeLane) -> None:
+        self._store = store
+        self._pipe = pipe
+
+    def send(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> tuple[Any, ...]:
+        """Write the put calls ``puts`` (as :meth:`Store.put_many` takes them); returns the handle for
+        :meth:`read`. Raises :class:`MQBrokerError` when the connection fails."""
+        store = self._store
+        flagged = scripts._flagged(store._client)
+        put = scripts.SCRIPTS["put-messages"]
+        commands = [("EVALSHA", *put.args(store.queue_keys(t, q).put(), _put_argv(e), flagged=flagged)) for t, q, e in puts]
+        with store._errors("sending a pipeline of messages"):
+            ticket = self._pipe.send(commands)
+        return ticket, puts
+
+    def read(self, handle: tuple[Any, ...]) -> list[tuple[int, int] | Exception]:
+        """The results of the round :meth:`send` gave ``handle`` for (one result or exception a put).
+        Raises :class:`MQBrokerError` when the round was lost with the connection."""
+        ticket, puts = handle
+        store = self._store
+        with store._errors("sending a pipeline of messages"):
+            replies = self._pipe.read(ticket, len(puts))
+        missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        if missing:  # the script is not loaded (a restarted or new server): these ran nothing
+            again = store.put_many([puts[i] for i in missing])
+            out = store._put_results(puts, replies)
+            for i, result in zip(missing, again):
+                out[i] = result
+            return out
+        return store._put_results(puts, replies)
+
+    def close(self) -> None:
+        """Give the connection back (rounds not read are lost)."""
+        self._pipe.close()
