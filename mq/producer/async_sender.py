@@ -4,7 +4,7 @@ Sends that wait at the same time go out in one pipeline (one round trip per node
 for the same queue in bounded put calls, so many concurrent async sends cost little more than one.
 Where the store has a :class:`~mq.store.store.PutPipeline` (a plain Redis client, no replicas to wait
 for), two rounds are in flight on its connection: the next round is written before the last one's
-replies are read, so Redis runs one while the thread packs the next (D??).
+replies are read, so Redis runs one while the thread packs the next (D57).
 A send that fails in the pipeline is retried through the producer's sync path (the same
 :class:`~mq.producer.request.SendRequest`) within what is left of its time budget (oneway sends are
 not retried, as in RocketMQ).
