@@ -13,7 +13,7 @@ from mq.errors import MQError
 from mq.message import MessageExt
 from mq.store.aio import AsyncStore
 from mq.store.clock import AsyncServerClock
-from mq.trace import FLUSH_INTERVAL_S, NAMESPACE_SETTING, TraceEvents
+from mq.trace import FLUSH_INTERVAL_S, TraceEvents
 
 log = logging.getLogger("mq.trace")
 
@@ -45,11 +45,7 @@ class AsyncTracer(TraceEvents):
         """Whether events are recorded now."""
         if self.setting_stale():
             async with self._reading:  # one read for all the tasks that find it stale at once
-                if self.setting_stale():
-                    try:
-                        self.setting_read(await self._store.namespace_setting(NAMESPACE_SETTING))
-                    except MQError as e:
-                        self.setting_read(e)
+                return await self._store._run(self.active_op(self._store))
         return self.cached_active
 
     async def now_ms(self) -> int:
