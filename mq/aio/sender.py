@@ -16,6 +16,7 @@ of an error: an unexpected one fails the round's sends and is logged.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from mq.aio.tasks import cancel_and_wait
@@ -24,6 +25,7 @@ from mq.message import Message, SendResult
 from mq.producer.core import (
     MAX_PIPELINE,
     AsyncSendCore,
+    PutCall,
     oneway_failed,
     outcomes,
     plan_puts,
@@ -33,6 +35,9 @@ from mq.producer.core import (
 from mq.producer.request import Selector, SendRequest
 from mq.queue import MessageQueue
 from mq.store.aio import AsyncStore
+from mq.store.store import PutPipeline
+
+log = logging.getLogger("mq.producer")
 
 #: Most sends one round (one pipeline) carries: twice the sync sender's ``MAX_PIPELINE``. The round's
 #: sends to a queue go in one put call (:func:`~mq.producer.core.plan_puts`), so a bigger round makes
@@ -129,6 +134,88 @@ class PipelineSender:
         self._pending.clear()
 
     async def _run(self) -> None:
+        try:
+            pipeline = self._store.put_pipeline()
+        except Exception as e:  # the task never dies: one pipeline at a time then
+            log.error("asyncio sender: no pipeline of its own (%r); sending through the pool", e)
+            pipeline = None
+        if pipeline is None:
+            await self._run_rounds()
+        else:
+            await self._run_lane(pipeline)
+
+    async def _run_lane(self, pipeline: PutPipeline) -> None:
+        """Rounds over the pipeline's own connection, written ahead: up to ``ROUNDS_IN_FLIGHT`` rounds
+        written and not read; the oldest is read when that many are out or nothing is pending. This
+        task alone uses the connection, so a caller's cancellation never interrupts a write or a read;
+        cancelling this task (shutdown) drops the connection if a read or write is under way, and fails
+        the sends of every round not read with :class:`MQClientError` (they may have been stored)."""
+        written: list[_Round] = []
+        try:
+            while True:
+                if self._pending and len(written) < ROUNDS_IN_FLIGHT:
+                    items, self._pending = self._pending[:MAX_ROUND], self._pending[MAX_ROUND:]
+                    await self._write(items, pipeline, written)
+                elif written:
+                    sent = written[0]
+                    await self._read(sent, pipeline)
+                    del written[0]
+                elif self._closing:
+                    return
+                else:
+                    self._wake.clear()  # nothing pending: the next send sets it again
+                    await self._wake.wait()
+        except BaseException:
+            error = MQClientError("the producer shut down before this send's reply was read (it may have been stored)")
+            for sent in written:
+                for r in sent.requests:
+                    self._settle(r, sent.futures[id(r)], error)
+            raise
+        finally:
+            try:
+                await pipeline.close()
+            except Exception as e:
+                log.warning("asyncio sender: closing its pipeline connection failed: %r", e)
+
+    async def _write(self, items: list[Pending | Unprepared], pipeline: PutPipeline, written: list[_Round]) -> None:
+        """Prepare and write one round; it joins ``written`` (to be read later) unless it was settled
+        already (nothing to send, or the connection failed: retried through the normal path)."""
+        chosen: list[tuple[SendRequest, MessageQueue]] = []
+        futures: Futures = {}
+        try:
+            chosen, futures = self._prepared(items)
+            if not chosen:
+                return
+            calls = plan_puts(chosen)
+            puts = puts_of(calls)
+            sent = _Round([r for r, _ in chosen], calls, futures)
+            written.append(sent)  # before the write: a cancelled write fails its sends too
+            self.rounds += 1
+            try:
+                sent.handle = await pipeline.send(puts)
+            except MQBrokerError as e:  # the connection failed: retried through the normal path
+                written.remove(sent)
+                self._settle_round(calls, futures, [e] * len(puts))
+        except Exception as e:
+            if written and written[-1].futures is futures:
+                written.pop()
+            self._failed(items, [r for r, _ in chosen], futures, e)
+
+    async def _read(self, sent: _Round, pipeline: PutPipeline) -> None:
+        """Read one written round's replies and settle its sends."""
+        results: list[Any]
+        try:
+            try:
+                results = await pipeline.read(sent.handle)
+            except MQBrokerError as e:  # lost with the connection: retried through the normal path
+                results = [e] * len(sent.calls)
+            self._settle_round(sent.calls, sent.futures, results)
+        except Exception as e:
+            self._failed([], sent.requests, sent.futures, e)
+
+    async def _run_rounds(self) -> None:
+        """Rounds through the store's ``put_many`` (a pool connection each), each in a task of its own:
+        the clients without a pipeline of their own (cluster, embedded store, replicas to wait for)."""
         rounds: set[asyncio.Task[None]] = set()
         while True:
             await self._wake.wait()
@@ -152,14 +239,17 @@ class PipelineSender:
             chosen, futures = self._prepared(items)
             await self._send(chosen, futures)
         except Exception as e:
-            requests = [r for r, _ in chosen]
-            unfinished = [r for r in requests if (f := futures[id(r)]) is None or not f.done()]
-            round_failed(requests, unfinished, e)
-            for r in unfinished:
-                self._settle(r, futures[id(r)], e)
-            for item in items:  # those not prepared yet
-                if len(item) == 6 or id(item[0]) not in futures:
-                    _fail(item, e)
+            self._failed(items, [r for r, _ in chosen], futures, e)
+
+    def _failed(self, items: list[Pending | Unprepared], requests: list[SendRequest], futures: Futures, e: Exception) -> None:
+        """A round failed unexpectedly (a bug): its unfinished sends fail with ``e``, and are logged."""
+        unfinished = [r for r in requests if (f := futures[id(r)]) is None or not f.done()]
+        round_failed(requests, unfinished, e)
+        for r in unfinished:
+            self._settle(r, futures[id(r)], e)
+        for item in items:  # those not prepared yet
+            if len(item) == 6 or id(item[0]) not in futures:
+                _fail(item, e)
 
     def _prepared(self, items: list[Pending | Unprepared]) -> tuple[list[tuple[SendRequest, MessageQueue]], Futures]:
         """The round's sends, each prepared, with its queue, and the future of each request (by its
@@ -199,6 +289,11 @@ class PipelineSender:
             results = await self._store.put_many(puts)
         except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
             results = [e] * len(puts)
+        self._settle_round(calls, futures, results)
+
+    def _settle_round(self, calls: list[PutCall], futures: Futures, results: list[Any]) -> None:
+        """Settle a round's sends from its results; those to retry go to one task (one send at a time,
+        as the sync sender's thread does)."""
         retries: list[tuple[SendRequest, asyncio.Future[SendResult | None] | None]] = []
         settle = self._settle
         for r, outcome in outcomes(calls, results):
@@ -206,7 +301,7 @@ class PipelineSender:
                 retries.append((r, futures[id(r)]))
             else:
                 settle(r, futures[id(r)], outcome)
-        if retries:  # one task per failed round, one send at a time (as the sync sender's thread)
+        if retries:
             task = asyncio.get_running_loop().create_task(self._retry(retries))
             self._retries.add(task)
             task.add_done_callback(self._retries.discard)
@@ -234,6 +329,18 @@ class PipelineSender:
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
+
+
+class _Round:
+    """A round written on the pipeline's connection and not read yet."""
+
+    __slots__ = ("calls", "futures", "handle", "requests")
+
+    def __init__(self, requests: list[SendRequest], calls: list[PutCall], futures: Futures) -> None:
+        self.requests = requests
+        self.calls = calls
+        self.futures = futures
+        self.handle: Any = None
 
 
 def _fail(item: Pending | Unprepared, error: BaseException) -> None:
