@@ -72,8 +72,10 @@ class PipelineSender:
         self._closing = False
         self._task: asyncio.Task[None] | None = None
         self._retries: set[asyncio.Task[None]] = set()
-        #: pipelines sent so far (each one ``put_many`` call)
+        #: pipelines sent so far (each one ``put_many`` call or one round on the pipeline's connection)
         self.rounds = 0
+        #: the pipeline over a connection of the sender's own, while the task runs with one
+        self.pipeline: PutPipeline | None = None
 
     def start(self) -> None:
         """Start the task (on the running loop)."""
@@ -139,6 +141,7 @@ class PipelineSender:
         except Exception as e:  # the task never dies: one pipeline at a time then
             log.error("asyncio sender: no pipeline of its own (%r); sending through the pool", e)
             pipeline = None
+        self.pipeline = pipeline
         if pipeline is None:
             await self._run_rounds()
         else:
