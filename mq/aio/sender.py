@@ -71,6 +71,7 @@ class PipelineSender:
         self._wake = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
+        self._new_future: Any = None  # the loop's create_future, from start()
         self._retries: set[asyncio.Task[None]] = set()
         #: pipelines sent so far (each one ``put_many`` call or one round on the pipeline's connection)
         self.rounds = 0
@@ -79,7 +80,9 @@ class PipelineSender:
 
     def start(self) -> None:
         """Start the task (on the running loop)."""
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="mq-aio-sender")
+        loop = asyncio.get_running_loop()
+        self._new_future = loop.create_future
+        self._task = loop.create_task(self._run(), name="mq-aio-sender")
 
     def submit(self, request: SendRequest, queue: MessageQueue) -> asyncio.Future[SendResult | None] | None:
         """Queue a prepared send to ``queue``; the future its caller awaits (None for a oneway send),
@@ -105,9 +108,13 @@ class PipelineSender:
         cached): its caller then prepares it itself and :meth:`submit` it. A send whose caller gave up
         before its round took it is dropped; once taken, it is stored whole or not at all.
         """
-        self._check_open()
-        future: asyncio.Future[SendResult | None] = asyncio.get_running_loop().create_future()
-        self._queue((msg, queue, selector, arg, timeout_s, future))
+        if self._closing:
+            self._check_open()
+        future: asyncio.Future[SendResult | None] = self._new_future()
+        pending = self._pending
+        if not pending:  # as _queue does, inline: this runs once a send
+            self._wake.set()
+        pending.append((msg, queue, selector, arg, timeout_s, future))
         return future
 
     def _check_open(self) -> None:
@@ -300,10 +307,14 @@ class PipelineSender:
         retries: list[tuple[SendRequest, asyncio.Future[SendResult | None] | None]] = []
         settle = self._settle
         for r, outcome in outcomes(calls, results):
+            future = futures[id(r)]
             if outcome is None:
-                retries.append((r, futures[id(r)]))
+                retries.append((r, future))
+            elif type(outcome) is SendResult and future is not None:  # the common case, inline
+                if not future.done():
+                    future.set_result(outcome)
             else:
-                settle(r, futures[id(r)], outcome)
+                settle(r, future, outcome)
         if retries:
             task = asyncio.get_running_loop().create_task(self._retry(retries))
             self._retries.add(task)
