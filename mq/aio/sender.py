@@ -1,16 +1,29 @@
 """The batching task behind ``mq.aio.Producer``: sends awaited at the same time (by any number of
-tasks) go out in one pipeline (:meth:`~mq.store.Store.put_many`: one round trip per node), as the
-sync producer's background sender does for ``send_async`` — with the same preparing, planning and
-result code (:meth:`mq.producer.core.SendCore.prepare_at_once`, :func:`~mq.producer.core.plan_puts`,
+tasks) go out in one pipeline (one round trip per node), as the sync producer's background sender
+does for ``send_async`` — with the same preparing, planning and result code
+(:meth:`mq.producer.core.SendCore.prepare_at_once`, :func:`~mq.producer.core.plan_puts`,
 :func:`~mq.producer.core.outcomes`).
 
 Sends gathered while rounds are in flight go in the next round, so under load each round carries
 what arrived meanwhile (at most ``MAX_ROUND`` sends; up to ``ROUNDS_IN_FLIGHT`` rounds at once). A
 plain ``await send()`` is prepared (checked, encoded, its queue chosen) by its round, so that one
 round is prepared while the ones before it are in the store (:meth:`PipelineSender.submit_message`).
-A send that fails in the pipeline is retried through :meth:`SendCore.send` (one task per failed
-round, one send at a time) within its time budget; oneway sends are not retried. The task never dies
-of an error: an unexpected one fails the round's sends and is logged.
+
+Where the store has a :class:`~mq.store.store.PutPipeline` (a plain ``redis.asyncio`` client over a
+pool, standalone or Sentinel, no replicas to wait for, no redis-py observability), the task keeps
+one connection of the pool (:class:`~mq.store.lane.AioPipeLane`) and writes the next round before it
+reads the last one's replies, in this one task (D57's sync sender, on asyncio): no pool checkout,
+task or reply coroutine per round or command. Only this task reads and writes that connection, so a
+caller's cancellation never cuts a round; cancelling the task (shutdown, after its grace period)
+drops the connection if it is mid-write or mid-read, and the sends of rounds not read fail with
+:class:`~mq.errors.MQClientError` (they may have been stored). Elsewhere (cluster, embedded store,
+replicas) each round is a ``put_many`` pipeline in a task of its own, as before.
+
+A send that fails in the pipeline (a lost connection fails every round written and not read) is
+retried through :meth:`SendCore.send` — the normal path, a pool connection — (one task per failed
+round, one send at a time) within its time budget; oneway sends are not retried. A ``NOSCRIPT``
+reply is run again after loading the script. The task never dies of an error: an unexpected one
+fails the round's sends and is logged.
 """
 
 from __future__ import annotations
@@ -46,8 +59,9 @@ log = logging.getLogger("mq.producer")
 #: 5.5 ms a wave against 3.3 ms; 128 with 3 rounds in flight about as fast as 256 with 2, with ~1 µs
 #: more client CPU a message. Rounds are only as big as what arrived meanwhile.
 MAX_ROUND = 2 * MAX_PIPELINE
-#: Pipelines in flight at once (each on a connection of the client's pool): while one waits for its
-#: replies the next is packed and sent. Concurrent sends have no order among them; one task's
+#: Pipelines in flight at once (written and not read on the sender's own connection; elsewhere each
+#: on a connection of the client's pool): while one waits for its replies the next is packed and
+#: sent. Concurrent sends have no order among them; one task's
 #: sends, each awaited, keep theirs.
 ROUNDS_IN_FLIGHT = 2
 #: One pending send prepared by its caller: the request, its queue, and the future its caller awaits

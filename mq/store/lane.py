@@ -17,6 +17,11 @@ client, the embedded store (fakeredis) and a single-connection client run the co
 So does a call while the lane is busy in another thread (the lock is only tried, never waited for),
 and any call while redis-py's own observability (OpenTelemetry metrics) is on, so that its metrics
 still count every command. A forked child takes a new connection (the parent's is left alone).
+
+:class:`PipeLane` (D57, the sync ``send_async`` sender) and :class:`AioPipeLane` (its asyncio twin,
+the ``mq.aio.Producer`` sender) keep a connection for pipelines whose replies are read a round later;
+they share the bookkeeping of rounds written and not read (:class:`_Rounds`) and the packing
+(:func:`pack_round`), and differ only in their I/O.
 """
 
 from __future__ import annotations
