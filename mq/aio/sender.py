@@ -1,21 +1,35 @@
 """The batching task behind ``mq.aio.Producer``: sends awaited at the same time (by any number of
-tasks) go out in one pipeline (:meth:`~mq.store.Store.put_many`: one round trip per node), as the
-sync producer's background sender does for ``send_async`` — with the same preparing, planning and
-result code (:meth:`mq.producer.core.SendCore.prepare_at_once`, :func:`~mq.producer.core.plan_puts`,
+tasks) go out in one pipeline (one round trip per node), as the sync producer's background sender
+does for ``send_async`` — with the same preparing, planning and result code
+(:meth:`mq.producer.core.SendCore.prepare_at_once`, :func:`~mq.producer.core.plan_puts`,
 :func:`~mq.producer.core.outcomes`).
 
 Sends gathered while rounds are in flight go in the next round, so under load each round carries
 what arrived meanwhile (at most ``MAX_ROUND`` sends; up to ``ROUNDS_IN_FLIGHT`` rounds at once). A
 plain ``await send()`` is prepared (checked, encoded, its queue chosen) by its round, so that one
 round is prepared while the ones before it are in the store (:meth:`PipelineSender.submit_message`).
-A send that fails in the pipeline is retried through :meth:`SendCore.send` (one task per failed
-round, one send at a time) within its time budget; oneway sends are not retried. The task never dies
-of an error: an unexpected one fails the round's sends and is logged.
+
+Where the store has a :class:`~mq.store.store.PutPipeline` (a plain ``redis.asyncio`` client over a
+pool, standalone or Sentinel, no replicas to wait for, no redis-py observability), the task keeps
+one connection of the pool (:class:`~mq.store.lane.AioPipeLane`) and writes the next round before it
+reads the last one's replies, in this one task (D57's sync sender, on asyncio): no pool checkout,
+task or reply coroutine per round or command. Only this task reads and writes that connection, so a
+caller's cancellation never cuts a round; cancelling the task (shutdown, after its grace period)
+drops the connection if it is mid-write or mid-read, and the sends of rounds not read fail with
+:class:`~mq.errors.MQClientError` (they may have been stored). Elsewhere (cluster, embedded store,
+replicas) each round is a ``put_many`` pipeline in a task of its own, as before.
+
+A send that fails in the pipeline (a lost connection fails every round written and not read) is
+retried through :meth:`SendCore.send` — the normal path, a pool connection — (one task per failed
+round, one send at a time) within its time budget; oneway sends are not retried. A ``NOSCRIPT``
+reply is run again after loading the script. The task never dies of an error: an unexpected one
+fails the round's sends and is logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from mq.aio.tasks import cancel_and_wait
@@ -24,6 +38,7 @@ from mq.message import Message, SendResult
 from mq.producer.core import (
     MAX_PIPELINE,
     AsyncSendCore,
+    PutCall,
     oneway_failed,
     outcomes,
     plan_puts,
@@ -33,6 +48,9 @@ from mq.producer.core import (
 from mq.producer.request import Selector, SendRequest
 from mq.queue import MessageQueue
 from mq.store.aio import AsyncStore
+from mq.store.store import PutPipeline
+
+log = logging.getLogger("mq.producer")
 
 #: Most sends one round (one pipeline) carries: twice the sync sender's ``MAX_PIPELINE``. The round's
 #: sends to a queue go in one put call (:func:`~mq.producer.core.plan_puts`), so a bigger round makes
@@ -41,8 +59,9 @@ from mq.store.aio import AsyncStore
 #: 5.5 ms a wave against 3.3 ms; 128 with 3 rounds in flight about as fast as 256 with 2, with ~1 µs
 #: more client CPU a message. Rounds are only as big as what arrived meanwhile.
 MAX_ROUND = 2 * MAX_PIPELINE
-#: Pipelines in flight at once (each on a connection of the client's pool): while one waits for its
-#: replies the next is packed and sent. Concurrent sends have no order among them; one task's
+#: Pipelines in flight at once (written and not read on the sender's own connection; elsewhere each
+#: on a connection of the client's pool): while one waits for its replies the next is packed and
+#: sent. Concurrent sends have no order among them; one task's
 #: sends, each awaited, keep theirs.
 ROUNDS_IN_FLIGHT = 2
 #: One pending send prepared by its caller: the request, its queue, and the future its caller awaits
@@ -66,13 +85,18 @@ class PipelineSender:
         self._wake = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
+        self._new_future: Any = None  # the loop's create_future, from start()
         self._retries: set[asyncio.Task[None]] = set()
-        #: pipelines sent so far (each one ``put_many`` call)
+        #: pipelines sent so far (each one ``put_many`` call or one round on the pipeline's connection)
         self.rounds = 0
+        #: the pipeline over a connection of the sender's own, while the task runs with one
+        self.pipeline: PutPipeline | None = None
 
     def start(self) -> None:
         """Start the task (on the running loop)."""
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="mq-aio-sender")
+        loop = asyncio.get_running_loop()
+        self._new_future = loop.create_future
+        self._task = loop.create_task(self._run(), name="mq-aio-sender")
 
     def submit(self, request: SendRequest, queue: MessageQueue) -> asyncio.Future[SendResult | None] | None:
         """Queue a prepared send to ``queue``; the future its caller awaits (None for a oneway send),
@@ -98,9 +122,13 @@ class PipelineSender:
         cached): its caller then prepares it itself and :meth:`submit` it. A send whose caller gave up
         before its round took it is dropped; once taken, it is stored whole or not at all.
         """
-        self._check_open()
-        future: asyncio.Future[SendResult | None] = asyncio.get_running_loop().create_future()
-        self._queue((msg, queue, selector, arg, timeout_s, future))
+        if self._closing:
+            self._check_open()
+        future: asyncio.Future[SendResult | None] = self._new_future()
+        pending = self._pending
+        if not pending:  # as _queue does, inline: this runs once a send
+            self._wake.set()
+        pending.append((msg, queue, selector, arg, timeout_s, future))
         return future
 
     def _check_open(self) -> None:
@@ -129,6 +157,89 @@ class PipelineSender:
         self._pending.clear()
 
     async def _run(self) -> None:
+        try:
+            pipeline = self._store.put_pipeline()
+        except Exception as e:  # the task never dies: one pipeline at a time then
+            log.error("asyncio sender: no pipeline of its own (%r); sending through the pool", e)
+            pipeline = None
+        self.pipeline = pipeline
+        if pipeline is None:
+            await self._run_rounds()
+        else:
+            await self._run_lane(pipeline)
+
+    async def _run_lane(self, pipeline: PutPipeline) -> None:
+        """Rounds over the pipeline's own connection, written ahead: up to ``ROUNDS_IN_FLIGHT`` rounds
+        written and not read; the oldest is read when that many are out or nothing is pending. This
+        task alone uses the connection, so a caller's cancellation never interrupts a write or a read;
+        cancelling this task (shutdown) drops the connection if a read or write is under way, and fails
+        the sends of every round not read with :class:`MQClientError` (they may have been stored)."""
+        written: list[_Round] = []
+        try:
+            while True:
+                if self._pending and len(written) < ROUNDS_IN_FLIGHT:
+                    items, self._pending = self._pending[:MAX_ROUND], self._pending[MAX_ROUND:]
+                    await self._write(items, pipeline, written)
+                elif written:
+                    sent = written[0]
+                    await self._read(sent, pipeline)
+                    del written[0]
+                elif self._closing:
+                    return
+                else:
+                    self._wake.clear()  # nothing pending: the next send sets it again
+                    await self._wake.wait()
+        except BaseException:
+            error = MQClientError("the producer shut down before this send's reply was read (it may have been stored)")
+            for sent in written:
+                for r in sent.requests:
+                    self._settle(r, sent.futures[id(r)], error)
+            raise
+        finally:
+            try:
+                await pipeline.close()
+            except Exception as e:
+                log.warning("asyncio sender: closing its pipeline connection failed: %r", e)
+
+    async def _write(self, items: list[Pending | Unprepared], pipeline: PutPipeline, written: list[_Round]) -> None:
+        """Prepare and write one round; it joins ``written`` (to be read later) unless it was settled
+        already (nothing to send, or the connection failed: retried through the normal path)."""
+        chosen: list[tuple[SendRequest, MessageQueue]] = []
+        futures: Futures = {}
+        try:
+            chosen, futures = self._prepared(items)
+            if not chosen:
+                return
+            calls = plan_puts(chosen)
+            puts = puts_of(calls)
+            sent = _Round([r for r, _ in chosen], calls, futures)
+            written.append(sent)  # before the write: a cancelled write fails its sends too
+            self.rounds += 1
+            try:
+                sent.handle = await pipeline.send(puts)
+            except MQBrokerError as e:  # the connection failed: retried through the normal path
+                written.remove(sent)
+                self._settle_round(calls, futures, [e] * len(puts))
+        except Exception as e:
+            if written and written[-1].futures is futures:
+                written.pop()
+            self._failed(items, [r for r, _ in chosen], futures, e)
+
+    async def _read(self, sent: _Round, pipeline: PutPipeline) -> None:
+        """Read one written round's replies and settle its sends."""
+        results: list[Any]
+        try:
+            try:
+                results = await pipeline.read(sent.handle)
+            except MQBrokerError as e:  # lost with the connection: retried through the normal path
+                results = [e] * len(sent.calls)
+            self._settle_round(sent.calls, sent.futures, results)
+        except Exception as e:
+            self._failed([], sent.requests, sent.futures, e)
+
+    async def _run_rounds(self) -> None:
+        """Rounds through the store's ``put_many`` (a pool connection each), each in a task of its own:
+        the clients without a pipeline of their own (cluster, embedded store, replicas to wait for)."""
         rounds: set[asyncio.Task[None]] = set()
         while True:
             await self._wake.wait()
@@ -152,14 +263,17 @@ class PipelineSender:
             chosen, futures = self._prepared(items)
             await self._send(chosen, futures)
         except Exception as e:
-            requests = [r for r, _ in chosen]
-            unfinished = [r for r in requests if (f := futures[id(r)]) is None or not f.done()]
-            round_failed(requests, unfinished, e)
-            for r in unfinished:
-                self._settle(r, futures[id(r)], e)
-            for item in items:  # those not prepared yet
-                if len(item) == 6 or id(item[0]) not in futures:
-                    _fail(item, e)
+            self._failed(items, [r for r, _ in chosen], futures, e)
+
+    def _failed(self, items: list[Pending | Unprepared], requests: list[SendRequest], futures: Futures, e: Exception) -> None:
+        """A round failed unexpectedly (a bug): its unfinished sends fail with ``e``, and are logged."""
+        unfinished = [r for r in requests if (f := futures[id(r)]) is None or not f.done()]
+        round_failed(requests, unfinished, e)
+        for r in unfinished:
+            self._settle(r, futures[id(r)], e)
+        for item in items:  # those not prepared yet
+            if len(item) == 6 or id(item[0]) not in futures:
+                _fail(item, e)
 
     def _prepared(self, items: list[Pending | Unprepared]) -> tuple[list[tuple[SendRequest, MessageQueue]], Futures]:
         """The round's sends, each prepared, with its queue, and the future of each request (by its
@@ -199,14 +313,23 @@ class PipelineSender:
             results = await self._store.put_many(puts)
         except MQBrokerError as e:  # the whole pipeline failed (e.g. a lost connection)
             results = [e] * len(puts)
+        self._settle_round(calls, futures, results)
+
+    def _settle_round(self, calls: list[PutCall], futures: Futures, results: list[Any]) -> None:
+        """Settle a round's sends from its results; those to retry go to one task (one send at a time,
+        as the sync sender's thread does)."""
         retries: list[tuple[SendRequest, asyncio.Future[SendResult | None] | None]] = []
         settle = self._settle
         for r, outcome in outcomes(calls, results):
+            future = futures[id(r)]
             if outcome is None:
-                retries.append((r, futures[id(r)]))
+                retries.append((r, future))
+            elif type(outcome) is SendResult and future is not None:  # the common case, inline
+                if not future.done():
+                    future.set_result(outcome)
             else:
-                settle(r, futures[id(r)], outcome)
-        if retries:  # one task per failed round, one send at a time (as the sync sender's thread)
+                settle(r, future, outcome)
+        if retries:
             task = asyncio.get_running_loop().create_task(self._retry(retries))
             self._retries.add(task)
             task.add_done_callback(self._retries.discard)
@@ -234,6 +357,18 @@ class PipelineSender:
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
+
+
+class _Round:
+    """A round written on the pipeline's connection and not read yet."""
+
+    __slots__ = ("calls", "futures", "handle", "requests")
+
+    def __init__(self, requests: list[SendRequest], calls: list[PutCall], futures: Futures) -> None:
+        self.requests = requests
+        self.calls = calls
+        self.futures = futures
+        self.handle: Any = None
 
 
 def _fail(item: Pending | Unprepared, error: BaseException) -> None:
