@@ -7,7 +7,8 @@ does for ``send_async`` — with the same preparing, planning and result code
 Sends gathered while rounds are in flight go in the next round, so under load each round carries
 what arrived meanwhile (at most ``MAX_ROUND`` sends; up to ``ROUNDS_IN_FLIGHT`` rounds at once). A
 plain ``await send()`` is prepared (checked, encoded, its queue chosen) by its round, so that one
-round is prepared while the ones before it are in the store (:meth:`PipelineSender.submit_message`).
+round is prepared while the ones before it are in the store (:meth:`PipelineSender.submit_message`),
+and its caller holds a :class:`SendFuture`: no task or coroutine a send (D59).
 
 Where the store has a :class:`~mq.store.store.PutPipeline` (a plain ``redis.asyncio`` client over a
 pool, standalone or Sentinel, no replicas to wait for, no redis-py observability), the task keeps
@@ -30,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 from mq.aio.tasks import cancel_and_wait
@@ -66,27 +69,87 @@ MAX_ROUND = 2 * MAX_PIPELINE
 ROUNDS_IN_FLIGHT = 2
 #: One pending send prepared by its caller: the request, its queue, and the future its caller awaits
 #: (None: oneway).
-Pending = tuple[SendRequest, MessageQueue, "asyncio.Future[SendResult | None] | None"]
+Pending = tuple[SendRequest, MessageQueue, "asyncio.Future[Any] | None"]
 #: One pending send its round prepares (:meth:`PipelineSender.submit_message`): the message, where it
 #: goes (queue, selector, arg), its time budget in seconds, and the future its caller awaits. Flat:
 #: one object less a send in flight for the garbage collector.
-Unprepared = tuple[Message, MessageQueue | None, Selector | None, Any, float, "asyncio.Future[SendResult | None]"]
+Unprepared = tuple[Message, MessageQueue | None, Selector | None, Any, float, "SendFuture"]
 #: The future of each of a round's requests, by the request's ``id`` (None: oneway).
-Futures = dict[int, "asyncio.Future[SendResult | None] | None"]
+Futures = dict[int, "asyncio.Future[Any] | None"]
+
+
+class SendFuture(asyncio.Future[SendResult]):
+    """What :meth:`mq.aio.Producer.send` returns: the future of one send — awaiting it gives the
+    :class:`SendResult` or raises the send's error — that is also a coroutine object.
+
+    A future, so ``asyncio.gather``, ``asyncio.wait`` and ``asyncio.ensure_future`` take it as it is:
+    1 000 concurrent sends make no task and no coroutine each (they were ~4 µs of ~20 µs of client CPU
+    a send, D59). A coroutine too (``send``/``throw``/``close``, delegated to the future's own
+    iterator, which keeps no state), so ``asyncio.create_task``, ``TaskGroup.create_task`` and
+    ``asyncio.run`` accept it as they accept what an ``async def`` returns.
+
+    Unlike a coroutine, the send is under way as soon as :meth:`~mq.aio.Producer.send` returns, awaited
+    or not. Cancelling the future (or the task awaiting it) before the sender's round takes the send
+    withdraws it; after that the message is stored whole or not at all.
+    """
+
+    __slots__ = ()
+
+    def send(self, value: None) -> Any:
+        """One step of awaiting the future (the coroutine protocol: what a task calls)."""
+        return self.__await__().send(value)
+
+    def throw(self, *exc: Any) -> Any:
+        """Raise ``exc`` in the awaiting (the coroutine protocol: a task's cancellation comes here)."""
+        return self.__await__().throw(*exc)
+
+    def close(self) -> None:
+        """Nothing to close: the send goes on (cancel the future to withdraw it)."""
+
+
+def _settle_from(future: SendFuture, task: asyncio.Task[SendResult]) -> None:
+    """Complete ``future`` as ``task`` ended (its exception retrieved even when its caller gave up)."""
+    if task.cancelled():
+        future.cancel()
+        return
+    error = task.exception()
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(task.result())
+
+
+def _cancel_task(task: asyncio.Task[SendResult], future: SendFuture) -> None:
+    if future.cancelled():
+        task.cancel()
+
+
+#: A send's path when its round cannot prepare it: a coroutine that sends ``(msg, queue, selector,
+#: arg, timeout_s)`` itself (reads a route, a delay level's own script call, a span or the trace).
+SlowSend = Callable[[Message, "MessageQueue | None", "Selector | None", Any, float], Coroutine[Any, Any, SendResult]]
 
 
 class PipelineSender:
-    """Gathers pending sends and runs them in pipelines from one task."""
+    """Gathers pending sends and runs them in pipelines from one task.
 
-    def __init__(self, store: AsyncStore, core: AsyncSendCore) -> None:
+    Args:
+        store, core: the producer's store and send core.
+        slow: how a send its round cannot prepare (a delay level, a route to read) is sent instead.
+    """
+
+    def __init__(self, store: AsyncStore, core: AsyncSendCore, slow: SlowSend) -> None:
         self._store = store
         self._core = core
+        self._slow = slow
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: list[Pending | Unprepared] = []
         self._wake = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
-        self._new_future: Any = None  # the loop's create_future, from start()
-        self._retries: set[asyncio.Task[None]] = set()
+        #: sends retried or sent on their own path, each a task (waited for by :meth:`stop`)
+        self._retries: set[asyncio.Task[Any]] = set()
         #: pipelines sent so far (each one ``put_many`` call or one round on the pipeline's connection)
         self.rounds = 0
         #: the pipeline over a connection of the sender's own, while the task runs with one
@@ -94,11 +157,10 @@ class PipelineSender:
 
     def start(self) -> None:
         """Start the task (on the running loop)."""
-        loop = asyncio.get_running_loop()
-        self._new_future = loop.create_future
+        loop = self._loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._run(), name="mq-aio-sender")
 
-    def submit(self, request: SendRequest, queue: MessageQueue) -> asyncio.Future[SendResult | None] | None:
+    def submit(self, request: SendRequest, queue: MessageQueue) -> asyncio.Future[Any] | None:
         """Queue a prepared send to ``queue``; the future its caller awaits (None for a oneway send),
         which resolves to a :class:`SendResult`.
 
@@ -111,24 +173,38 @@ class PipelineSender:
 
     def submit_message(
         self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float
-    ) -> asyncio.Future[SendResult | None]:
+    ) -> SendFuture:
         """Queue ``msg`` to be prepared (checked, encoded, its queue chosen: :meth:`SendCore.prepare_at_once`)
         by the round that sends it, not by its caller: the callers of many concurrent sends then only
         queue them, and each round is prepared while the rounds before it are in the store — a single
         thread's way to do what the sync producer's caller and sender threads do side by side.
 
-        The future resolves to the :class:`SendResult`, raises the send's error (bad input among them),
-        or resolves to None when the send needs the store to be prepared (a delay level, a route not
-        cached): its caller then prepares it itself and :meth:`submit` it. A send whose caller gave up
+        The future resolves to the :class:`SendResult` or raises the send's error (bad input among
+        them). A send the round cannot prepare without the store (a delay level, a route not cached) is
+        sent by the ``slow`` path in a task of its own, into the same future. A send whose caller gave up
         before its round took it is dropped; once taken, it is stored whole or not at all.
         """
         if self._closing:
             self._check_open()
-        future: asyncio.Future[SendResult | None] = self._new_future()
+        future = SendFuture(loop=self._loop)
         pending = self._pending
         if not pending:  # as _queue does, inline: this runs once a send
             self._wake.set()
         pending.append((msg, queue, selector, arg, timeout_s, future))
+        return future
+
+    def chain(self, send: Coroutine[Any, Any, SendResult], future: SendFuture | None = None) -> SendFuture:
+        """Run ``send`` in a task of its own (waited for by :meth:`stop`), completing ``future`` (a new
+        one by default) as it ends; cancelling the future cancels the task."""
+        if future is None:  # a producer's send (one of a round's comes with its future)
+            self._check_open()
+            future = SendFuture(loop=self._loop)
+        assert self._loop is not None  # started
+        task = self._loop.create_task(send)
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
+        task.add_done_callback(partial(_settle_from, future))
+        future.add_done_callback(partial(_cancel_task, task))
         return future
 
     def _check_open(self) -> None:
@@ -278,7 +354,7 @@ class PipelineSender:
     def _prepared(self, items: list[Pending | Unprepared]) -> tuple[list[tuple[SendRequest, MessageQueue]], Futures]:
         """The round's sends, each prepared, with its queue, and the future of each request (by its
         ``id``). Those of :meth:`submit_message` are prepared here: a bad one fails its own future, one
-        that needs the store goes back to its caller."""
+        that needs the store is sent by the ``slow`` path."""
         chosen: list[tuple[SendRequest, MessageQueue]] = []
         futures: Futures = {}
         prepare = self._core.prepare_at_once
@@ -286,17 +362,18 @@ class PipelineSender:
             if len(item) == 3:
                 request, pipelined, future = item
             else:
-                msg, queue, selector, arg, timeout_s, future = item
-                if future.done():
+                msg, queue, selector, arg, timeout_s, unprepared = item
+                if unprepared.done():
                     continue  # its caller gave up before the round took it: not sent
                 try:
                     prepared = prepare(msg, (queue, selector, arg), timeout_s, False, None)
                 except Exception as e:  # bad input, or a selector's error: that send's own
-                    future.set_exception(e)
+                    unprepared.set_exception(e)
                     continue
-                if prepared is None or prepared[1] is None:
-                    future.set_result(None)  # a delay level or a route to read: its caller prepares it
+                if prepared is None or prepared[1] is None:  # a delay level or a route to read
+                    self.chain(self._slow(msg, queue, selector, arg, timeout_s), unprepared)
                     continue
+                future = unprepared
                 request, pipelined = prepared[0], prepared[1]
             chosen.append((request, pipelined))
             futures[id(request)] = future
@@ -318,7 +395,7 @@ class PipelineSender:
     def _settle_round(self, calls: list[PutCall], futures: Futures, results: list[Any]) -> None:
         """Settle a round's sends from its results; those to retry go to one task (one send at a time,
         as the sync sender's thread does)."""
-        retries: list[tuple[SendRequest, asyncio.Future[SendResult | None] | None]] = []
+        retries: list[tuple[SendRequest, asyncio.Future[Any] | None]] = []
         settle = self._settle
         for r, outcome in outcomes(calls, results):
             future = futures[id(r)]
@@ -334,7 +411,7 @@ class PipelineSender:
             self._retries.add(task)
             task.add_done_callback(self._retries.discard)
 
-    async def _retry(self, retries: list[tuple[SendRequest, asyncio.Future[SendResult | None] | None]]) -> None:
+    async def _retry(self, retries: list[tuple[SendRequest, asyncio.Future[Any] | None]]) -> None:
         for request, future in retries:
             if future is not None and future.done():
                 continue  # its caller gave up
@@ -345,9 +422,7 @@ class PipelineSender:
             self._settle(request, future, result)
 
     @staticmethod
-    def _settle(
-        request: SendRequest, future: asyncio.Future[SendResult | None] | None, outcome: SendResult | BaseException
-    ) -> None:
+    def _settle(request: SendRequest, future: asyncio.Future[Any] | None, outcome: SendResult | BaseException) -> None:
         """Complete ``future`` unless its caller gave up meanwhile; log a failed oneway send."""
         if future is None:
             if isinstance(outcome, BaseException):
