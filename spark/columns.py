@@ -23,7 +23,6 @@ import pyarrow.compute as pc
 from mq.keys import KEY_SEPARATOR
 from mq.message import MessageExt
 from mq.store import codec
-from mq.store.columnar import EntryColumns
 from spark.schema import record_batch
 
 #: An undecoded stream entry: ``(entry id, fields)``, fields a flat list ``[name, value, …]`` or a dict.
@@ -55,126 +54,64 @@ def entries_batch(
     (as :func:`mq.store.codec.decode_entries` does).
     """
     try:
-        fast = _columns(topic, queue_id, pa.array(list(map(itemgetter(0), entries)), pa.binary()), _ListFields(entries))
+        fast = _columns(topic, queue_id, entries)
     except _FOREIGN:
         fast = None
     if fast is None:  # a foreign entry somewhere: decode message by message, which logs and skips it
         messages = codec.decode_entries(topic, queue_id, entries)
         return messages_batch([m for m in messages if _in_time(m, min_store_time_ms, max_store_time_ms)], schema)
-    return _batch(fast, schema, min_store_time_ms, max_store_time_ms)
-
-
-def reply_batch(
-    topic: str,
-    queue_id: int,
-    entries: EntryColumns,
-    schema: pa.Schema,
-    *,
-    min_store_time_ms: int | None = None,
-    max_store_time_ms: int | None = None,
-) -> pa.RecordBatch | None:
-    """:func:`entries_batch` of entries already in columns (:func:`mq.store.columnar.entry_columns`:
-    no Python object per entry); None when an entry is not one this library wrote — then decode the
-    entries with :func:`entries_batch`, which skips and logs it."""
-    try:
-        fast = _columns(topic, queue_id, entries.ids, _ReplyFields(entries))
-    except _FOREIGN:
-        return None
-    return None if fast is None else _batch(fast, schema, min_store_time_ms, max_store_time_ms)
-
-
-def _batch(
-    fast: tuple[dict[str, pa.Array], pa.Array], schema: pa.Schema, low_ms: int | None, high_ms: int | None
-) -> pa.RecordBatch:
     columns, store_ms = fast
     batch = pa.RecordBatch.from_arrays([columns[field.name].cast(field.type) for field in schema], schema=schema)
-    keep = _time_mask(store_ms, low_ms, high_ms)
+    keep = _time_mask(store_ms, min_store_time_ms, max_store_time_ms)
     return batch if keep is None else batch.filter(keep)
 
 
-class _ListFields:
-    """Each field of parsed entries as an Arrow binary column (see :class:`mq.store.codec.FieldColumns`)."""
-
-    def __init__(self, entries: Sequence[Entry]) -> None:
-        self._field = codec.FieldColumns(entries)
-
-    def __call__(self, name: bytes) -> pa.Array:
-        """The values of ``name``, null where an entry lacks it."""
-        return pa.array(self._field(name), pa.binary())
-
-    def required(self, name: bytes) -> pa.Array:
-        """The values of ``name``. Raises KeyError when an entry lacks it."""
-        return pa.array(self._field.required(name), pa.binary())
-
-
-class _ReplyFields:
-    """Each field of :class:`EntryColumns` (every entry has the same fields)."""
-
-    def __init__(self, entries: EntryColumns) -> None:
-        self._entries = entries
-
-    def __call__(self, name: bytes) -> pa.Array:
-        """The values of ``name``, all null when the entries lack it."""
-        found = self._entries.fields.get(name)
-        return pa.nulls(len(self._entries), pa.binary()) if found is None else found
-
-    def required(self, name: bytes) -> pa.Array:
-        """The values of ``name``. Raises KeyError when the entries lack it."""
-        return self._entries.fields[name]
-
-
-def _columns(
-    topic: str, queue_id: int, ids: pa.Array, field: _ListFields | _ReplyFields
-) -> tuple[dict[str, pa.Array], pa.Array] | None:
-    """Arrow columns of entries (``ids`` their entry ids, ``field`` their field values, binary) named
-    as the ``messages`` table (timestamps in µs), and the store times (epoch ms); None when an entry
-    is not one this library wrote."""
-    n = len(ids)
+def _columns(topic: str, queue_id: int, entries: Sequence[Entry]) -> tuple[dict[str, pa.Array], pa.Array] | None:
+    """Arrow columns of ``entries`` named as the ``messages`` table (timestamps in µs), and the store
+    times (epoch ms); None when an entry is not one this library wrote."""
+    n = len(entries)
+    field = codec.FieldColumns(entries)
     msg_ids, bodies, born, stored = (field.required(name) for name in _REQUIRED)  # KeyError: one lacks it
     properties, system = _json_maps(field(b"p")), _json_maps(field(b"s"))
     if properties is None or system is None:
         return None
-    store_ms = stored.cast(pa.string()).cast(pa.int64())
+    ids = pa.array(list(map(itemgetter(0), entries)), pa.string())
+    store_ms = pa.array(stored, pa.string()).cast(pa.int64())
     columns = {
         "topic": pa.array([topic] * n, pa.string()),
         "queue_id": pa.array([queue_id] * n, pa.int32()),
-        "queue_offset": pc.subtract(
-            pc.list_element(pc.split_pattern(ids.cast(pa.string()), "-", max_splits=1), 1).cast(pa.int64()), 1
-        ),
-        "msg_id": msg_ids.cast(pa.string()),
-        "tags": _empty_as_null(field(b"t").cast(pa.string())),  # as decode has it
-        "keys": _keys(_empty_as_null(field(b"k").cast(pa.string()))),
+        "queue_offset": pc.subtract(pc.list_element(pc.split_pattern(ids, "-", max_splits=1), 1).cast(pa.int64()), 1),
+        "msg_id": pa.array(msg_ids, pa.string()),
+        "tags": pa.array(_empty_as_none(field(b"t")), pa.string()),  # as decode has it
+        "keys": _keys(_empty_as_none(field(b"k"))),
         "properties": properties,
-        "body": bodies,
-        "born_timestamp": _timestamps(born.cast(pa.string()).cast(pa.int64())),
+        "body": pa.array(bodies, pa.binary()),
+        "born_timestamp": _timestamps(pa.array(born, pa.string()).cast(pa.int64())),
         "store_timestamp": _timestamps(store_ms),
-        "reconsume_times": pc.fill_null(field(b"r").cast(pa.string()).cast(pa.int32()), 0),
+        "reconsume_times": pc.fill_null(pa.array(field(b"r"), pa.string()).cast(pa.int32()), 0),
         "system_properties": system,
     }
     return columns, store_ms
 
 
-def _empty_as_null(values: pa.Array) -> pa.Array:
-    """``values`` with empty ones as null (an empty field counts as absent)."""
-    empty = pc.equal(values, "")
-    return pc.if_else(empty, pa.scalar(None, values.type), values) if pc.any(empty).as_py() else values
+def _empty_as_none(values: Sequence[bytes | None]) -> Sequence[bytes | None]:
+    """``values`` with empty ones as None (an empty field counts as absent)."""
+    return [v or None for v in values] if b"" in values else values
 
 
-def _keys(joined: pa.Array) -> pa.Array:
+def _keys(joined: Sequence[bytes | None]) -> pa.Array:
     """``list<string>`` of keys joined by the key separator; an empty list where there are none."""
-    split = pc.split_pattern(joined, KEY_SEPARATOR)
+    split = pc.split_pattern(pa.array(joined, pa.string()), KEY_SEPARATOR)
     return pa.ListArray.from_arrays(split.offsets, split.values)  # offsets alone: a null row becomes []
 
 
-def _json_maps(texts: Sequence[bytes | None] | pa.Array) -> pa.Array | None:
+def _json_maps(texts: Sequence[bytes | None]) -> pa.Array | None:
     """``map<string,string>`` of JSON objects (empty where absent), parsed by Arrow when every text
     is in the codec's compact form (:func:`_compact_maps`), else by one ``json.loads`` of all the
     texts (:func:`mq.store.codec.json_objects`); None when a text is not exactly what the codec writes."""
-    fast = _compact_maps(texts.cast(pa.string()) if isinstance(texts, pa.Array) else pa.array(texts, pa.string()))
-    if fast is not None:  # (ArrowInvalid above, a foreign entry, unless UTF-8)
+    fast = _compact_maps(pa.array(texts, pa.string()))  # ArrowInvalid (a foreign entry) unless UTF-8
+    if fast is not None:
         return fast
-    if isinstance(texts, pa.Array):
-        texts = texts.cast(pa.binary()).to_pylist()
     try:
         parsed = codec.json_objects(texts)
     except (ValueError, UnicodeDecodeError):

@@ -17,9 +17,9 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
 from mq.connection import Connection
-from mq.store import Store, columnar
+from mq.store import Store
 from spark import plan
-from spark.columns import entries_batch, reply_batch
+from spark.columns import entries_batch
 from spark.options import ReadOptions
 from spark.plan import QueueRange, ReadPartition
 from spark.schema import arrow_schema
@@ -74,35 +74,18 @@ def read_ranges(opts: ReadOptions, parts: Sequence[QueueRange], schema: pa.Schem
                 high = min(low + step, part.end)
                 pages = [(first, min(first + opts.page_size, high) - 1) for first in range(low, high, opts.page_size)]
                 with no_cyclic_gc():  # the reply's ~17 objects an entry are freed before it ends
-                    batch = read_batch(store, part, pages, schema, opts)
+                    batch = entries_batch(
+                        part.topic,
+                        part.queue_id,
+                        store.read_page_entries(part.topic, part.queue_id, pages),
+                        schema,
+                        min_store_time_ms=opts.min_store_time_ms,
+                        max_store_time_ms=opts.max_store_time_ms,
+                    )
                 if batch.num_rows:
                     yield batch
     finally:
         conn.close()
-
-
-def read_batch(
-    store: Store, part: QueueRange, pages: Sequence[tuple[int, int]], schema: pa.Schema, opts: ReadOptions
-) -> pa.RecordBatch:
-    """The messages of ``pages`` of ``part``'s queue (one round trip) as one record batch: cut into
-    columns from the reply bytes (:func:`mq.store.columnar.entry_columns`) when the entries share one
-    field layout and are all this library's, else parsed and decoded entry by entry
-    (:func:`spark.columns.entries_batch`, which skips and logs foreign entries)."""
-    bounds = {"min_store_time_ms": opts.min_store_time_ms, "max_store_time_ms": opts.max_store_time_ms}
-    reply = store.read_page_reply(part.topic, part.queue_id, pages)
-    entries = None
-    if reply is not None:
-        by_column = columnar.entry_columns(reply, len(pages))
-        if by_column is not None:
-            if not len(by_column):
-                return pa.RecordBatch.from_pylist([], schema=schema)
-            batch = reply_batch(part.topic, part.queue_id, by_column, schema, **bounds)
-            if batch is not None:
-                return batch
-        entries = columnar.parsed_entries(reply, len(pages))
-    if entries is None:  # no connection to lend, an error reply (a cluster's MOVED): the usual way
-        entries = store.read_page_entries(part.topic, part.queue_id, pages)
-    return entries_batch(part.topic, part.queue_id, entries, schema, **bounds)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from mq.connection import REDIS_ERRORS
 from mq.errors import MQBrokerError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
 from mq.keys import Keys, key_index_offset, key_index_range, stream_id, timer_member
 from mq.message import MessageExt
-from mq.store import codec, lane, rawread, scripts
+from mq.store import codec, lane, scripts
 from mq.store.admin import AdminOps
 from mq.store.base import ScriptCall, StoreBase, all_or_raise
 from mq.store.broker import BrokerOps
@@ -479,19 +479,6 @@ class Store(StoreOps, SyncRunner):
             :meth:`check_halves`) each send ``WAIT`` in the same pipeline as the write, and raise
             :class:`ReplicaAckTimeout` (carrying the write's result) when fewer replicas confirmed in time.
     """
-
-    def read_page_reply(self, topic: str, queue_id: int, pages: Sequence[tuple[int, int]]) -> bytes | None:
-        """The ``XRANGE`` replies of :meth:`read_page_entries` (same pages, one round trip) as the bytes
-        the server sent (then one more bulk string), for :func:`mq.store.columnar.entry_columns`; None
-        where the client lends no connection for that (see :mod:`mq.store.rawread`): use
-        :meth:`read_page_entries`.
-
-        Raises:
-            MQBrokerError: the store failed.
-        """
-        log = self.queue_keys(topic, queue_id).log
-        with self._errors(f"reading {topic!r} queue {queue_id}"):
-            return rawread.read_replies(self._client, log, [("XRANGE", log, stream_id(a), stream_id(b)) for a, b in pages])
 
     def put_pipeline(self) -> PutPipeline | None:
         """A :class:`PutPipeline` over a connection of its own, or None where there is none (replicas to
