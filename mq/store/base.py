@@ -59,12 +59,13 @@ class StoreBase:
         with self._errors(doing):
             return (yield scripts.Eval(name, keys, argv))
 
-    def _scripts(self, calls: Sequence[ScriptCall], doing: str) -> Op[list[Any]]:
-        """Several script calls in one pipeline; each slot holds its reply or an :class:`MQBrokerError`."""
+    def _scripts(self, calls: Sequence[ScriptCall], doing: str, then: Callable[[Any], object] | None = None) -> Op[list[Any]]:
+        """Several script calls in one pipeline, then the plain commands ``then(pipeline)`` queues (see
+        :func:`scripts.call_many`); each slot holds its reply or an :class:`MQBrokerError`."""
         if not calls:
             return []
         with self._errors(doing):
-            replies = yield from scripts.call_many(calls)
+            replies = yield from scripts.call_many(calls, then)
         return [self._slot(r, doing) for r in replies]
 
     @operation
