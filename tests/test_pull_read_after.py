@@ -141,3 +141,29 @@ def test_consumer_reads_small_messages_natively_and_large_through_the_script(red
     assert len(seen) == small + large and len(set(seen)) == small + large
     assert any(read_after for read_after, _ in asked)  # small messages: read natively
     assert not asked[0][0]  # a queue's first pull goes through the script (sizes unknown)
+
+
+def test_read_after_on_the_embedded_store(namespace: str) -> None:
+    url = f"memory://{namespace}"
+    Admin(url, namespace).create_topic("R", read_queues=2, write_queues=2)
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(6):
+            producer.send(Message("R", b"m%d" % i, tags="a" if i % 2 else None))
+    store = Store(Connection(url, namespace))
+    scripted = [PullRequest("R", q, 0, 2, 1024) for q in (0, 1)]
+    both = store.pull_many([*scripted, *(dataclasses.replace(p, read_after=True) for p in scripted)])
+    assert [_compared(r) for r in both[2:]] == [_compared(r) for r in both[:2]]
+
+
+def test_read_after_of_several_queues_some_without_news(backend_url: str, namespace: str) -> None:
+    """Several queues read together (one ``XREAD`` on one server): an empty queue and a caught-up
+    one get what the script gives them."""
+    Admin(backend_url, namespace).create_topic("M", read_queues=3, write_queues=3)
+    with Producer("p", backend_url, namespace=namespace) as producer:
+        for i in range(4):
+            producer.send(Message("M", b"m%d" % i), queue=MessageQueue("M", DEFAULT_BROKER_NAME, i % 2))
+    store = Store(Connection(backend_url, namespace))
+    scripted = [PullRequest("M", 0, 0, 32, 1024), PullRequest("M", 1, 2, 32, 1024), PullRequest("M", 2, 0, 32, 1024)]
+    native = store.pull_many([dataclasses.replace(p, read_after=True) for p in scripted])
+    assert [_compared(r) for r in native] == [_compared(r) for r in store.pull_many(scripted)]
+    assert [len(r.messages) for r in native] == [2, 0, 0]  # type: ignore[union-attr]

@@ -20,7 +20,7 @@ from mq.keys import offset_of, stream_id
 from mq.message import MessageExt
 from mq.queue import MessageQueue
 from mq.store import codec, scripts
-from mq.store.base import QUEUE_BATCH, ScriptCall, StoreBase, all_or_raise, chunks
+from mq.store.base import QUEUE_BATCH, ScriptCall, StoreBase, all_or_raise, chunks, without_dicts
 from mq.store.ops import Cmd, Op, operation
 from mq.store.replication import SyncReplicas
 
@@ -73,6 +73,17 @@ class PullResult:
 
 
 _BODY = attrgetter("body")
+
+
+def _by_stream(reply: Any, logs: Sequence[str]) -> list[Any]:
+    """The entries of each of ``logs`` in an ``XREAD`` reply (``[[stream, entries], …]``, or a map in
+    RESP3; streams without new entries are left out, and nothing at all is None); the reply itself
+    for each when it is a failed slot."""
+    if isinstance(reply, MQBrokerError):
+        return [reply] * len(logs)
+    pairs = reply.items() if isinstance(reply, dict) else (reply or [])
+    found = {(k.decode() if isinstance(k, bytes) else k): entries for k, entries in pairs}
+    return [found.get(log, []) for log in logs]
 
 
 def _read_after(p: PullRequest, max_offset: int, held: bool, entries: list[Any]) -> PullResult:
@@ -421,13 +432,24 @@ class GroupOps(StoreBase):
             for p, k in zip(pulls, keys)
         ]
         reads = [(p, k.log) for p, k in zip(pulls, keys) if p.read_after]
+        # One XREAD of every stream when they are on one server (not a cluster's slots) and read alike:
+        # a command less per queue in the pipeline (~15 µs of redis-py each); else an XRANGE each.
+        one_read = (
+            self.conn.kind != "cluster"
+            and len({p.max_messages for p, _ in reads}) == 1
+            and len({log for _, log in reads}) == len(reads)
+        )
 
         def read_after(pipe: Any) -> None:
+            without_dicts(pipe)
+            if one_read:
+                pipe.xread({log: stream_id(p.offset - 1) for p, log in reads}, count=reads[0][0].max_messages)
+                return
             for p, log in reads:
                 pipe.xrange(log, stream_id(p.offset), "+", count=p.max_messages)
 
         replies = yield from self._scripts(calls, "pulling messages", read_after if reads else None)
-        read_replies = iter(replies[len(calls) :])
+        read_replies = iter(_by_stream(replies[len(calls)], [log for _, log in reads]) if one_read else replies[len(calls) :])
         out: list[PullResult | MQBrokerError] = []
         for p, reply in zip(pulls, replies):
             entries = next(read_replies) if p.read_after else None
