@@ -167,3 +167,17 @@ def test_read_after_of_several_queues_some_without_news(backend_url: str, namesp
     native = store.pull_many([dataclasses.replace(p, read_after=True) for p in scripted])
     assert [_compared(r) for r in native] == [_compared(r) for r in store.pull_many(scripted)]
     assert [len(r.messages) for r in native] == [2, 0, 0]  # type: ignore[union-attr]
+
+
+def test_read_after_after_the_server_lost_its_scripts(redis_server: Any, namespace: str, store_of_five: Store) -> None:
+    """``NOSCRIPT`` (a restarted or flushed server): the script is loaded and the whole pipeline,
+    reads included, is sent again."""
+    if store_of_five.conn.kind != "standalone":
+        pytest.skip("flushes the standalone server's scripts")
+    request = PullRequest("R", 0, 1, 3, 1024, read_after=True)
+    raw = redis.Redis.from_url(redis_server.url)
+    raw.script_flush()
+    raw.close()
+    result = store_of_five.pull_many([request])[0]
+    assert isinstance(result, PullResult) and [m.queue_offset for m in result.messages] == [1, 2, 3]
+    assert result.next_offset == 4
