@@ -15,13 +15,18 @@ a key and a property, 256-byte bodies by default), then measures rows per second
   into one partition; the 200 000-message read is 2 tasks of up to ``max_partition_messages``).
 
 Each case runs ``--rounds`` times; the median is reported. Ratios to raw XRANGE are what carry
-across machines. Results go to stdout, and to ``--json PATH`` when given.
+across machines. Beside rows/s, each case reports CPU a row in µs (medians): ``…_client_cpu_us``, of
+this process and every process it started that is still running or was waited for (so for Spark the
+driver, the JVM and its Python workers; Linux ``/proc`` only, else absent) and ``…_server_cpu_us``,
+redis-server's (``INFO cpu``) — on a shared machine these move less than the rates.
+Results go to stdout, and to ``--json PATH`` when given.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import time
@@ -53,16 +58,56 @@ def fill(url: str, namespace: str, n: int, body_bytes: int) -> None:
                 f.result(timeout=60)
 
 
-def timed(n: int, fn: Callable[[], int], rounds: int) -> float:
-    """Median rows per second of ``fn`` (which returns the rows it read; must equal ``n``)."""
-    rates = []
+def timed(
+    n: int, fn: Callable[[], int], rounds: int, cpu: dict[str, float] | None = None, server: redis.Redis | None = None
+) -> float:
+    """Median rows per second of ``fn`` (which returns the rows it read; must equal ``n``); with
+    ``cpu`` and ``server``, also the median client and server CPU µs a row into ``cpu``."""
+    rates, client_us, server_us = [], [], []
     for _ in range(rounds):
+        client_s, server_s = tree_cpu_s(), server_cpu_s(server)
         started = time.perf_counter()
         rows = fn()
         rates.append(rows / (time.perf_counter() - started))
+        if client_s is not None:
+            client_us.append((tree_cpu_s() or 0.0) - client_s)
+        server_us.append(server_cpu_s(server) - server_s)
         if rows != n:
             raise RuntimeError(f"read {rows} rows, expected {n}")
+    if cpu is not None:
+        if client_us:
+            cpu["client_cpu_us"] = statistics.median(client_us) * 1e6 / n
+        cpu["server_cpu_us"] = statistics.median(server_us) * 1e6 / n
     return statistics.median(rates)
+
+
+def server_cpu_s(server: redis.Redis | None) -> float:
+    """redis-server's CPU seconds so far (user + system), 0 without a client."""
+    if server is None:
+        return 0.0
+    info = server.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def tree_cpu_s() -> float | None:
+    """CPU seconds of this process and its descendants (running, or exited and waited for), from
+    Linux ``/proc``; None elsewhere."""
+    try:
+        stats = {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                text = pathlib.Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+            stats[int(pid)] = (int(fields[1]), sum(int(f) for f in fields[11:15]))  # ppid; utime stime cutime cstime
+    except OSError:
+        return None
+    tree, total = {os.getpid()}, 0
+    for _ in range(8):  # descendants to depth 8 (driver → JVM → daemon → worker)
+        tree |= {pid for pid, (ppid, _) in stats.items() if ppid in tree}
+    total = sum(stats[pid][1] for pid in tree if pid in stats)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def raw_xrange(url: str, namespace: str) -> int:
@@ -86,9 +131,12 @@ def source_no_spark(options: dict[str, str]) -> int:
     return sum(len(batch) for p in reader.partitions() for batch in reader.read(p))  # rows of each record batch
 
 
-def spark_rates(options: dict[str, str], n: int, rounds: int, cores: int) -> tuple[float, float]:
-    """Median rows/s of a full aggregate through Spark with ``cores`` executor cores, and the median
-    seconds of the same aggregate over one message per queue (the cost of an action beside reading)."""
+def spark_rates(
+    options: dict[str, str], n: int, rounds: int, cores: int, cpu: dict[str, float], server: redis.Redis
+) -> tuple[float, float]:
+    """Median rows/s of a full aggregate through Spark with ``cores`` executor cores (its CPU a row
+    into ``cpu``), and the median seconds of the same aggregate over one message per queue (the cost
+    of an action beside reading)."""
     session = local_session(cores, app_name=f"bench-spark-{cores}")
     one_each = json.dumps({TOPIC: {str(q): 1 for q in range(QUEUES)}})
 
@@ -99,7 +147,7 @@ def spark_rates(options: dict[str, str], n: int, rounds: int, cores: int) -> tup
 
     try:
         action()  # warm-up: JVM, Python workers, imports
-        rate = timed(n, action, rounds)
+        rate = timed(n, action, rounds, cpu, server)
         return rate, QUEUES / timed(QUEUES, lambda: action(ending_offsets=one_each), rounds)
     finally:
         session.stop()
@@ -111,17 +159,21 @@ def run(n: int, body_bytes: int, rounds: int) -> dict[str, float]:
         namespace = f"bench{time.monotonic_ns()}"
         fill(server.url, namespace, n, body_bytes)
         options = {"url": server.url, "namespace": namespace, "topic": TOPIC}
+        stats = redis.Redis.from_url(server.url)
+        cpu: dict[str, dict[str, float]] = {"raw_xrange": {}, "source_no_spark": {}, "spark_local1": {}, "spark_local2": {}}
         result = {
-            "raw_xrange_rows_s": timed(n, lambda: raw_xrange(server.url, namespace), rounds),
-            "source_no_spark_rows_s": timed(n, lambda: source_no_spark(options), rounds),
+            "raw_xrange_rows_s": timed(n, lambda: raw_xrange(server.url, namespace), rounds, cpu["raw_xrange"], stats),
+            "source_no_spark_rows_s": timed(n, lambda: source_no_spark(options), rounds, cpu["source_no_spark"], stats),
         }
         fixed = {}
         for cores in (1, 2):
-            rate, tiny_s = spark_rates(options, n, rounds, cores)
+            rate, tiny_s = spark_rates(options, n, rounds, cores, cpu[f"spark_local{cores}"], stats)
             result[f"spark_local{cores}_rows_s"], fixed[f"spark_local{cores}_tiny_action_s"] = rate, tiny_s
+        stats.close()
     raw = result["raw_xrange_rows_s"]
     result.update({k.replace("_rows_s", "_ratio"): v / raw for k, v in list(result.items()) if k != "raw_xrange_rows_s"})
-    return {**result, **fixed}
+    per_row = {f"{case}_{kind}": round(us, 2) for case, kinds in cpu.items() for kind, us in kinds.items()}
+    return {**result, **fixed, **per_row}
 
 
 def main() -> None:

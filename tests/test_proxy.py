@@ -319,6 +319,41 @@ async def test_sql92_filter_and_dead_letter_forwarding(topic_env: Any) -> None:
     assert dead.body == b"blue" and dead.msg_id == got[0].system_properties.message_id
 
 
+async def test_a_resent_dead_letter_reaches_the_endpoints_consumers_again(topic_env: Any) -> None:
+    """``Admin.resend_dlq`` puts a dead letter in the group's retry topic; a RocketMQ 5 client receiving
+    from the original topic gets it again (its topic shown, unfiltered: it passed the filter when first
+    read), changes its invisibility and acks it naming the original topic — as the simple consumers do."""
+    url, namespace = topic_env
+    async with running(url, namespace) as r:
+        sent = await r.stub.SendMessage(service.SendMessageRequest(messages=[_message("T", b"again", tag="a")]))
+        msg_id = sent.entries[0].message_id
+        _, [got] = await _receive(r.stub, "G", "T")
+        fwd = service.ForwardMessageToDeadLetterQueueRequest(
+            receipt_handle=got.system_properties.receipt_handle, message_id=msg_id, delivery_attempt=1
+        )
+        fwd.group.name, fwd.topic.name = "G", "T"
+        assert (await r.stub.ForwardMessageToDeadLetterQueue(fwd)).status.code == Code.Value("OK")
+        with contextlib.closing(Admin(url, namespace)) as admin:
+            assert admin.resend_dlq("G") == 1
+        status, [again] = await _receive(r.stub, "G", "T", sql="color = 'none'", poll_s=5)
+        assert status.code == Code.Value("OK")
+        assert (again.body, again.topic.name, again.system_properties.tag) == (b"again", "T", "a")
+        change = service.ChangeInvisibleDurationRequest(receipt_handle=again.system_properties.receipt_handle, message_id=msg_id)
+        change.group.name, change.topic.name = "G", "T"
+        change.invisible_duration.FromSeconds(20)
+        changed = await r.stub.ChangeInvisibleDuration(change)
+        assert changed.status.code == Code.Value("OK")
+        ack = service.AckMessageRequest(
+            entries=[service.AckMessageEntry(message_id=msg_id, receipt_handle=changed.receipt_handle)]
+        )
+        ack.group.name, ack.topic.name = "G", "T"
+        assert (await r.stub.AckMessage(ack)).status.code == Code.Value("OK")
+        status, none = await _receive(r.stub, "G", "T", poll_s=0)
+        assert status.code == Code.Value("MESSAGE_NOT_FOUND") and none == []
+        ack.group.name = "F"  # a receipt of G's retry topic is not one of another group's
+        assert (await r.stub.AckMessage(ack)).status.code == Code.Value("INVALID_RECEIPT_HANDLE")
+
+
 async def test_metrics_count_requests_and_errors_per_rpc(topic_env: Any) -> None:
     registry = CollectorRegistry()
     async with running(*topic_env, metrics=ProxyMetrics(registry)) as r:

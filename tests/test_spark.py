@@ -213,6 +213,30 @@ def test_messages_trimmed_after_planning_are_skipped(redis_server: Any, namespac
     assert min(r["queue_offset"] for r in rows if r["queue_id"] == 0) == 100
 
 
+def test_reading_pauses_the_cyclic_collector_only_within_a_round_trip(redis_server: Any, namespace: str) -> None:
+    import gc
+
+    from spark import reader
+
+    data = fill(redis_server.url, namespace, "Gc", 300, 2)
+    parts = plan_direct(data.options())
+    assert gc.isenabled()
+    seen = []
+    batches = reader.RangeReader(parse_options(data.options()), MESSAGES).read(parts[0])
+    for _ in batches:
+        seen.append(gc.isenabled())  # as the caller had it, between batches
+    assert seen and all(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        with reader.no_cyclic_gc():
+            pass
+        assert not gc.isenabled()  # a caller's own pause is left alone
+    finally:
+        gc.enable()
+    rows = read_direct(data.options(), parts)
+    assert len(rows) == 300
+
+
 def test_offsets_table_shows_commit_and_lag(spark_session: SparkSession, big: Filled) -> None:
     commit(big.url, big.namespace, "Billing", big.topic, {0: 100})
     rows = {r.queue_id: r for r in load(spark_session, big.options(table="offsets")).where("group = 'Billing'").collect()}

@@ -3,6 +3,7 @@ replaced when it breaks, never shared between threads or with a forked child."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import types
@@ -11,8 +12,9 @@ from typing import Any
 import pytest
 import redis
 
-from mq import Admin, Message, Producer
+from mq import Admin, Message, Producer, SendStatus, aio
 from mq.connection import Connection
+from mq.errors import MQBrokerError, MQClientError
 from mq.store import lane
 from tests.helpers import raw_client
 from tests.servers import RedisServer
@@ -248,3 +250,173 @@ def test_async_sends_go_one_round_at_a_time_when_the_pipeline_cannot_be_made(
         results = [f.result(timeout=10) for f in [producer.send_async(Message("fallback", b"m%d" % i)) for i in range(100)]]
         assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 100
     assert _stored(redis_server.url, namespace, "fallback") == 100
+
+
+# -- the asyncio sender's kept connection (AioPipeLane) ---------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_an_aio_pipe_lane_reads_each_round_its_own_replies(redis_server: RedisServer, namespace: str) -> None:
+    conn = Connection(redis_server.url, namespace)
+    pipe = lane.pipe_lane_of(conn.async_client)
+    assert isinstance(pipe, lane.AioPipeLane)
+    key = f"{namespace}:aiopipe"
+    first = await pipe.send([("SET", key, "1"), ("INCR", key)])
+    second = await pipe.send([("SET", key, "x"), ("INCR", key), ("GET", key)])  # two rounds unread
+    assert await pipe.read(first, 2) == [b"OK", 2]
+    replies = await pipe.read(second, 3)
+    assert replies[0] == b"OK" and isinstance(replies[1], redis.ResponseError) and replies[2] == b"x"
+    many = await pipe.send([("INCR", f"{key}:n")] * 2000)  # more than one socket read of replies
+    assert await pipe.read(many, 2000) == list(range(1, 2001))
+    assert await pipe.read(await pipe.send([("PING",)]), 1) == [b"PONG"]
+    await pipe.close()
+    await conn.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_lost_aio_pipe_lane_connection_fails_every_unread_round(redis_server: RedisServer, namespace: str) -> None:
+    conn = Connection(redis_server.url, namespace)
+    killer = raw_client(redis_server.url)
+    pipe = lane.pipe_lane_of(conn.async_client)
+    assert isinstance(pipe, lane.AioPipeLane)
+    key = f"{namespace}:aiolost"
+    await pipe.read(await pipe.send([("CLIENT", "SETNAME", "aio-pipe-lane")]), 1)
+    killer.client_kill_filter(_type="normal", skipme=True)  # every connection but the killer's
+    with pytest.raises(redis.ConnectionError):
+        await pipe.read(await pipe.send([("INCR", key)]), 1)  # the write or the read finds the connection gone
+    first = await pipe.send([("INCR", key)])
+    second = await pipe.send([("INCR", key)])
+    await pipe._drop()
+    for ticket in (first, second):  # both rounds were lost with the connection
+        with pytest.raises(redis.ConnectionError):
+            await pipe.read(ticket, 1)
+    assert await pipe.read(await pipe.send([("INCR", key)]), 1) == [3]  # reconnected; the lost rounds had run
+    await pipe.close()
+    await conn.aclose()
+    killer.close()
+
+
+@pytest.mark.anyio
+async def test_cancelling_an_aio_pipe_lane_read_drops_its_connection(redis_server: RedisServer, namespace: str) -> None:
+    conn = Connection(redis_server.url, namespace)
+    client = conn.async_client
+    pipe = lane.pipe_lane_of(client)
+    assert isinstance(pipe, lane.AioPipeLane)
+    key = f"{namespace}:blocked"
+    ticket = await pipe.send([("BLPOP", key, 2)])
+    reading = asyncio.get_running_loop().create_task(pipe.read(ticket, 1))
+    await asyncio.sleep(0.1)
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    kept = pipe._conn
+    assert kept is not None and not kept.is_connected  # dropped, never used again with a reply unread
+    await pipe.close()
+    await client.rpush(key, "late")  # had the connection come back with the BLPOP unread, a command would read its reply
+    for _ in range(5):
+        assert await client.lrange(key, 0, -1) == [b"late"]
+    await conn.aclose()
+
+
+@pytest.mark.anyio
+async def test_aio_sends_survive_a_killed_pipeline_connection(redis_server: RedisServer, namespace: str) -> None:
+    killer = raw_client(redis_server.url)
+    Admin(redis_server.url, namespace).create_topic("aiopiped", read_queues=4, write_queues=4)
+    async with aio.Producer("pg", redis_server.url, namespace=namespace) as producer:
+        await asyncio.gather(*(producer.send(Message("aiopiped", b"a%d" % i)) for i in range(300)))
+        killer.client_kill_filter(_type="normal", skipme=True)
+        results = await asyncio.gather(*(producer.send(Message("aiopiped", b"b%d" % i)) for i in range(300)))
+        assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 300
+    killer.close()
+    assert _stored(redis_server.url, namespace, "aiopiped") == 600  # retried, nothing stored twice
+
+
+@pytest.mark.anyio
+async def test_aio_pipelined_sends_load_a_flushed_script_again(redis_server: RedisServer, namespace: str) -> None:
+    client = raw_client(redis_server.url)
+    Admin(redis_server.url, namespace).create_topic("aioflushed", read_queues=2, write_queues=2)
+    async with aio.Producer("pg", redis_server.url, namespace=namespace) as producer:
+        await producer.send(Message("aioflushed", b"first"))
+        client.script_flush()  # the next round's EVALSHA gets NOSCRIPT (nothing stored): run again after loading
+        results = await asyncio.gather(*(producer.send(Message("aioflushed", b"m%d" % i)) for i in range(50)))
+        assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 50
+    client.close()
+    assert _stored(redis_server.url, namespace, "aioflushed") == 51
+
+
+@pytest.mark.anyio
+async def test_shutdown_cancelling_the_aio_sender_mid_read_drops_the_connection(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    client = raw_client(redis_server.url)
+    Admin(redis_server.url, namespace).create_topic("aiopaused", read_queues=1, write_queues=1)
+    producer = aio.Producer("pg", redis_server.url, namespace=namespace)
+    await producer.start()
+    await producer.send(Message("aiopaused", b"first"))
+    sender = producer._sender
+    assert sender is not None
+    client.execute_command("CLIENT", "PAUSE", 1500, "WRITE")  # the next round's script waits in Redis
+    try:
+        sending = asyncio.ensure_future(producer.send(Message("aiopaused", b"paused")))
+        await asyncio.sleep(0.2)  # written; its reply is being waited for
+        pool = producer._conn.async_client.connection_pool
+        kept = list(pool._in_use_connections)  # the sender's own connection, nothing else is running
+        assert len(kept) == 1 and kept[0].is_connected
+        await sender.stop(0.1)  # waits 0.1 s, then cancels the sender task during its read
+        with pytest.raises(MQClientError, match="shut down"):
+            await sending
+        # the connection went back to the pool dropped: no other command can read the unread reply
+        assert kept[0] in pool._available_connections and not kept[0].is_connected
+    finally:
+        client.execute_command("CLIENT", "UNPAUSE")
+        client.close()
+        await producer.shutdown()
+
+
+@pytest.mark.anyio
+async def test_no_aio_pipe_lane_for_a_cluster_the_embedded_store_or_replicas(
+    redis_cluster: Any, redis_server: RedisServer
+) -> None:
+    from mq.store.aio import AsyncStore
+    from mq.store.replication import SyncReplicas
+
+    cluster = Connection(redis_cluster.url, "lane")
+    memory = Connection("memory://lane-test", "lane")
+    plain = Connection(redis_server.url, "lane")
+    try:
+        assert lane.pipe_lane_of(cluster.async_client) is None
+        assert lane.pipe_lane_of(memory.async_client) is None
+        assert AsyncStore(cluster).put_pipeline() is None and AsyncStore(memory).put_pipeline() is None
+        assert AsyncStore(plain, sync=SyncReplicas(replicas=1)).put_pipeline() is None  # WAIT needs the pool's path
+        assert AsyncStore(plain).put_pipeline() is not None
+        async with aio.Producer("pg", redis_cluster.url, namespace="lane") as producer:  # the rounds of put_many
+            Admin(redis_cluster.url, "lane").create_topic("fallback", read_queues=4, write_queues=4)
+            results = await asyncio.gather(*(producer.send(Message("fallback", b"m%d" % i)) for i in range(100)))
+            assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 100
+    finally:
+        await cluster.aclose()
+        await memory.aclose()
+        await plain.aclose()
+
+
+@pytest.mark.anyio
+async def test_aio_pipelined_sends_follow_a_sentinel_failover(sentinel: Any, namespace: str) -> None:
+    url = sentinel.url
+    Admin(url, namespace).create_topic("aiofailover", read_queues=2, write_queues=2)
+    async with aio.Producer("pg", url, namespace=namespace) as producer:
+        await asyncio.gather(*(producer.send(Message("aiofailover", b"a%d" % i)) for i in range(20)))
+        old = sentinel.master.port
+        sentinel.kill_master()
+        await asyncio.to_thread(sentinel.wait_failover, old)
+        results: list[Any] = []
+        for _ in range(100):  # the first sends after the failover may fail (their budget): then they go through
+            try:
+                results = await asyncio.gather(*(producer.send(Message("aiofailover", b"b%d" % i)) for i in range(20)))
+                break
+            except MQBrokerError:
+                await asyncio.sleep(0.2)
+        assert len(results) == 20 and all(r.status is SendStatus.SEND_OK for r in results)
+        await asyncio.gather(*(producer.send(Message("aiofailover", b"c%d" % i)) for i in range(20)))
+        assert producer._sender is not None and producer._sender.pipeline is not None
+        kept = producer._sender.pipeline._pipe._conn  # the sender's own connection went to the new master
+        assert kept is not None and kept.is_connected and kept.port == sentinel.master.port != old

@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from mq import otel
-from mq.aio.sender import PipelineSender
+from mq.aio.sender import PipelineSender, SendFuture
 from mq.aio.trace import AsyncTracer
 from mq.errors import MQClientError, MQError
 from mq.message import Message, SendResult
@@ -64,7 +64,7 @@ class Producer(ProducerSettings):
     async def start(self) -> Producer:
         """Start the producer (idempotent; on the running loop). Returns self."""
         if self._sender is None:
-            self._sender = PipelineSender(self._store, self._core)
+            self._sender = PipelineSender(self._store, self._core, self._send)
             self._sender.start()
         return self
 
@@ -85,7 +85,7 @@ class Producer(ProducerSettings):
 
     # -- sending --------------------------------------------------------------------------------
 
-    async def send(
+    def send(
         self,
         msg: Message,
         *,
@@ -93,22 +93,34 @@ class Producer(ProducerSettings):
         selector: Selector | None = None,
         arg: Any = None,
         timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
-    ) -> SendResult:
-        """Send ``msg`` and wait until the store accepted it, as :meth:`mq.Producer.send` (same
-        arguments and errors; a selector is a plain function: it must not block). Sends awaited at the
-        same time share a pipeline.
+    ) -> SendFuture:
+        """Send ``msg``; ``await`` what this returns to wait until the store accepted it and get the
+        :class:`SendResult`, as :meth:`mq.Producer.send` (same arguments and errors, raised by the
+        ``await``; a selector is a plain function: it must not block). Sends awaited at the same time
+        share a pipeline.
 
-        Cancelling the awaiting task after the send was handed to the pipeline (its round took it) does
-        not withdraw it: the message is then stored whole or not at all; before that, it is not sent.
+        Returns a :class:`~mq.aio.sender.SendFuture`: an asyncio future that is also a coroutine object,
+        so ``await producer.send(m)``, ``asyncio.gather(*sends)``, ``asyncio.wait``,
+        ``asyncio.create_task`` and ``TaskGroup.create_task`` all take it — and ``gather`` makes no task
+        a send (D59). The send is under way as soon as this returns.
+
+        Cancelling the future or the task awaiting it before the send was handed to the pipeline (its
+        round took it) withdraws it; after that the message is stored whole or not at all.
+
+        Raises:
+            MQClientError: the producer is not started or is shutting down (at once, not by the ``await``).
         """
         sender = self._started()
-        if not otel.enabled():  # no span to carry: the round that sends it prepares it (see submit_message)
-            began = time.monotonic()
-            sent = await sender.submit_message(msg, queue, selector, arg, timeout_s)
-            if sent is not None:
-                if sent.queue_offset >= 0 and self._tracer.may_be_active():
-                    await self._trace_stored(msg.topic, (sent.msg_id,), sent, began)
-                return sent
+        if otel.enabled() or self._tracer.may_be_active():  # a span or the trace: a coroutine of its own
+            return sender.chain(self._send(msg, queue, selector, arg, timeout_s))
+        return sender.submit_message(msg, queue, selector, arg, timeout_s)  # its round prepares it
+
+    async def _send(
+        self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float
+    ) -> SendResult:
+        """A send with a span or the trace to record, or one its round could not prepare (a delay level,
+        a route not cached yet): prepared here, then sent in a round (delayed ones by their own call)."""
+        sender = self._started()
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:
             prepared = self._core.prepare_at_once(msg, (queue, selector, arg), timeout_s, False, carried)
             if prepared is None:  # a delay level, or a route not cached yet
@@ -120,9 +132,7 @@ class Producer(ProducerSettings):
             else:
                 future = sender.submit(request, pipelined)
                 assert future is not None  # not oneway
-                stored = await future
-                assert stored is not None  # prepared: never handed back
-                result = stored
+                result = await future
             otel.set_message_id(result.msg_id)
         if result.queue_offset >= 0 and self._tracer.may_be_active():
             await self._trace_stored(request.topic, request.msg_ids, result, began)

@@ -17,6 +17,7 @@ from typing import Any
 
 from mq.consumer.puller import filter_args
 from mq.consumer.registry import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
+from mq.consumer.retry import retry_topic
 from mq.consumer.simple import (
     MAX_INVISIBLE_S,
     MAX_RECEIVE,
@@ -26,7 +27,7 @@ from mq.consumer.simple import (
     parse_receipt,
     received_view,
 )
-from mq.consumer.simple_core import dead_letter_op, receive_round_op, seed_cursors_op
+from mq.consumer.simple_core import EVERY_TAG, dead_letter_op, receive_round_op, seed_cursors_op
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
@@ -46,7 +47,7 @@ from mq.queue import MessageQueue
 from mq.store import codec
 from mq.store.clock import ClockOffset
 from mq.topic import TopicConfig
-from mq.validation import MAX_DELAY_MS, check_group
+from mq.validation import MAX_DELAY_MS, RETRY_PREFIX, check_group
 
 log = logging.getLogger("mq.proxy")
 
@@ -163,6 +164,20 @@ class MessagingService:
             raise ProxyError("TOPIC_NOT_FOUND", f"topic {name!r} does not exist: create it with mq topic create")
         self._topics[name] = (config, time.monotonic())
         return config
+
+    async def _retry_queues(self, group: str) -> list[MessageQueue]:
+        """The readable queues of ``group``'s retry topic (none until a message is first sent back; its
+        config read again after :data:`TOPIC_TTL_S`, a missing one on every receive): dead letters resent
+        by ``Admin.resend_dlq`` come back there, and a receive reads them after the topic's own queues,
+        as the simple consumers do."""
+        name = retry_topic(group)
+        cached = self._topics.get(name)
+        if cached is None or time.monotonic() - cached[1] >= TOPIC_TTL_S:
+            config: TopicConfig | None = await self.backend.call("topic", name)
+            if config is None:
+                return []
+            self._topics[name] = (config, time.monotonic())
+        return await self._seed(group, name)
 
     async def QueryRoute(self, request: Any, context: Any) -> Any:
         async def body(_: Request) -> Any:
@@ -437,7 +452,7 @@ class MessagingService:
         if remaining is not None:
             wait_s = max(0.0, min(wait_s, remaining - DEADLINE_MARGIN_S))
         deadline = time.monotonic() + wait_s
-        queues = await self._seed(group, topic)
+        queues = await self._seed(group, topic) + await self._retry_queues(group)
         config = await self._group_config(group)
         fifo, attempts = self._delivery(config)
         ftype, fdata = filter_args(selector)
@@ -475,7 +490,7 @@ class MessagingService:
             now_ms=await self._now_ms(),
             invisible_ms=invisible_ms,
             max_attempts=attempts,
-            filter_of=lambda _: (ftype, fdata),
+            filter_of=lambda q: filter_args(EVERY_TAG) if q.topic.startswith(RETRY_PREFIX) else (ftype, fdata),
             fifo=fifo,
         )
         return views
@@ -487,7 +502,7 @@ class MessagingService:
             codes = set()
             for entry in request.entries:
                 try:
-                    queue, offset, visible_at = _receipt(entry.receipt_handle, request.topic.name)
+                    queue, offset, visible_at = _receipt(entry.receipt_handle, request.topic.name, group)
                     if not await self.backend.call("ack_simple", group, queue, offset, visible_at, None):
                         raise _expired(entry.message_id)
                     result = status()
@@ -506,7 +521,7 @@ class MessagingService:
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
         async def body(_: Request) -> Any:
             group = _group(request.group.name)
-            queue, offset, visible_at = _receipt(request.receipt_handle, request.topic.name)
+            queue, offset, visible_at = _receipt(request.receipt_handle, request.topic.name, group)
             duration_ms = request.invisible_duration.ToMilliseconds()
             if not 0 <= duration_ms <= MAX_INVISIBLE_S * 1000:
                 raise ProxyError(
@@ -523,7 +538,7 @@ class MessagingService:
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
         async def body(_: Request) -> Any:
             group = _group(request.group.name)
-            queue, offset, visible_at = _receipt(request.receipt_handle, request.topic.name)
+            queue, offset, visible_at = _receipt(request.receipt_handle, request.topic.name, group)
             found: list[MessageExt] = await self.backend.call("read_at", queue.topic, [(queue.queue_id, offset)])
             if not found:
                 raise ProxyError("MESSAGE_NOT_FOUND", f"message {request.message_id} is no longer stored")
@@ -570,11 +585,14 @@ def _selector(expression: Any) -> MessageSelector:
         raise ProxyError("ILLEGAL_FILTER_EXPRESSION", str(e)) from None
 
 
-def _receipt(handle: str, topic: str) -> tuple[MessageQueue, int, int]:
+def _receipt(handle: str, topic: str, group: str) -> tuple[MessageQueue, int, int]:
+    """The queue, offset and visible-at time of a receipt handle a client of ``group`` names with
+    ``topic``: one of that topic's queues, or of the group's retry topic (a resent dead letter shows
+    its original topic, which the receipt does not record)."""
     try:
         queue, offset, visible_at = parse_receipt(handle)
     except MQClientError as e:
         raise ProxyError("INVALID_RECEIPT_HANDLE", str(e)) from None
-    if topic and queue.topic != topic:
+    if topic and queue.topic not in (topic, retry_topic(group)):
         raise ProxyError("INVALID_RECEIPT_HANDLE", f"receipt handle {handle!r} is not of topic {topic!r}")
     return queue, offset, visible_at

@@ -167,6 +167,15 @@ class MessageOps(StoreBase):
                 out.append(e)
         return out
 
+    def put_pipeline(self) -> PutPipeline | None:
+        """A :class:`PutPipeline` over a connection of its own, or None where there is none (replicas to
+        wait for, a cluster, the embedded store, a single-connection client): use :meth:`put_many`.
+        Its methods run as this store's do: at once (:class:`Store`) or awaited (``AsyncStore``)."""
+        if self.sync.enabled:
+            return None
+        pipe = lane.pipe_lane_of(self._client)
+        return PutPipeline(self, pipe) if pipe is not None else None
+
     @operation
     def put_delayed(self, topic: str, queue_id: int, encoded: list[Any], due_ms: int) -> Op[None]:
         """Keep one encoded message in a queue's timer until ``due_ms`` (then index the queue).
@@ -480,57 +489,64 @@ class Store(StoreOps, SyncRunner):
             :class:`ReplicaAckTimeout` (carrying the write's result) when fewer replicas confirmed in time.
     """
 
-    def put_pipeline(self) -> PutPipeline | None:
-        """A :class:`PutPipeline` over a connection of its own, or None where there is none (replicas to
-        wait for, a cluster, the embedded store, a single-connection client): use :meth:`put_many`."""
-        if self.sync.enabled:
-            return None
-        pipe = lane.pipe_lane_of(self._client)
-        return PutPipeline(self, pipe) if pipe is not None else None
-
 
 class PutPipeline:
-    """:meth:`Store.put_many` split in two for one thread that keeps two rounds in flight: :meth:`send`
-    writes a round's put calls over a connection of its own (:class:`~mq.store.lane.PipeLane`),
-    :meth:`read` reads their replies later, so the next round is written before these are read.
+    """:meth:`Store.put_many` split in two for one thread (or task) that keeps two rounds in flight:
+    :meth:`send` writes a round's put calls over a connection of its own
+    (:class:`~mq.store.lane.PipeLane`, asyncio: :class:`~mq.store.lane.AioPipeLane`), :meth:`read`
+    reads their replies later, so the next round is written before these are read.
 
     Results are :meth:`Store.put_many`'s. A lost connection (writing or reading) raises
     :class:`MQBrokerError` from the round it happened in and from :meth:`read` of every round sent and
     not yet read; a ``NOSCRIPT`` reply (nothing ran) is run again through :meth:`Store.put_many`.
-    Made by :meth:`Store.put_pipeline`.
+    Made by :meth:`Store.put_pipeline`; each method runs as its store's operations do (at once for a
+    :class:`Store`, a coroutine for an ``AsyncStore``).
     """
 
-    def __init__(self, store: Store, pipe: lane.PipeLane) -> None:
+    def __init__(self, store: MessageOps, pipe: lane.PipeLane | lane.AioPipeLane) -> None:
         self._store = store
         self._pipe = pipe
+        self._run: Any = store._run  # type: ignore[attr-defined]
 
-    def send(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> tuple[Any, ...]:
+    def send(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> Any:
         """Write the put calls ``puts`` (as :meth:`Store.put_many` takes them); returns the handle for
         :meth:`read`. Raises :class:`MQBrokerError` when the connection fails."""
-        store = self._store
+        return self._run(self._send(puts))
+
+    def read(self, handle: tuple[Any, ...]) -> Any:
+        """The results of the round :meth:`send` gave ``handle`` for (one result or exception a put).
+        Raises :class:`MQBrokerError` when the round was lost with the connection."""
+        return self._run(self._read(handle))
+
+    def close(self) -> Any:
+        """Give the connection back (rounds not read are lost)."""
+        pipe = self._pipe
+        return self._run(_once(Cmd(lambda _client: pipe.close())))
+
+    def _send(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> Op[tuple[Any, ...]]:
+        store, pipe = self._store, self._pipe
         flagged = scripts._flagged(store._client)
         put = scripts.SCRIPTS["put-messages"]
         commands = [("EVALSHA", *put.args(store.queue_keys(t, q).put(), _put_argv(e), flagged=flagged)) for t, q, e in puts]
         with store._errors("sending a pipeline of messages"):
-            ticket = self._pipe.send(commands)
+            ticket = yield Cmd(lambda _client: pipe.send(commands))
         return ticket, puts
 
-    def read(self, handle: tuple[Any, ...]) -> list[tuple[int, int] | Exception]:
-        """The results of the round :meth:`send` gave ``handle`` for (one result or exception a put).
-        Raises :class:`MQBrokerError` when the round was lost with the connection."""
+    def _read(self, handle: tuple[Any, ...]) -> Op[list[tuple[int, int] | Exception]]:
         ticket, puts = handle
-        store = self._store
+        store, pipe = self._store, self._pipe
         with store._errors("sending a pipeline of messages"):
-            replies = self._pipe.read(ticket, len(puts))
+            replies = yield Cmd(lambda _client: pipe.read(ticket, len(puts)))
         missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
         if missing:  # the script is not loaded (a restarted or new server): these ran nothing
-            again = store.put_many([puts[i] for i in missing])
+            again = yield from MessageOps.put_many.op(store, [puts[i] for i in missing])
             out = store._put_results(puts, replies)
             for i, result in zip(missing, again):
                 out[i] = result
             return out
         return store._put_results(puts, replies)
 
-    def close(self) -> None:
-        """Give the connection back (rounds not read are lost)."""
-        self._pipe.close()
+
+def _once(request: Cmd) -> Op[Any]:
+    """An operation of one request."""
+    return (yield request)
