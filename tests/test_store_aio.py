@@ -48,6 +48,11 @@ def _steps(ns: str) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
         ("heartbeat", ("g", "c1", "{}", 30_000), {}),
         ("claim_queues", ("g", "c1", ["c1"], [q0, q1]), {}),
         ("pull_many", ([PullRequest("t", 0, 0, 2, 32, group="g", commit=1, guard="owner", client_id="c1")],), {}),
+        (
+            "pull_many",
+            ([PullRequest("t", 0, 1, 2, 32, group="g", commit=1, guard="owner", client_id="c1", read_after=True)],),
+            {},
+        ),
         ("read_offsets", ("g", [q0, q1]), {}),
         ("commit_offsets", ("g", {q0: 2, q1: 1}), {"guard": "owner", "client_id": "c2"}),
         ("seed_offsets", ("g", {q0: 0, q1: 0}), {}),

@@ -41,6 +41,9 @@ class ProcessQueue:
         self.last_pull_s = 0.0
         self.consumed_total = 0  # messages consumed (removed) since this client took the queue
         self._msgs: dict[int, MessageExt] = {}
+        #: body bytes of the largest message the last pull brought (-1: none yet): the puller reads a
+        #: queue of small messages without passing them through the pull script (see PullRequest.read_after)
+        self.largest_body = -1
         self._bytes = 0
         self._lock = threading.Lock()
         self.pull_lock = threading.Lock()  # one pull of this queue at a time (puller or its waiter)
@@ -55,13 +58,22 @@ class ProcessQueue:
 
     def add(self, msgs: list[MessageExt], next_offset: int) -> None:
         """Cache pulled messages; the next pull starts at ``next_offset``."""
+        sizes = [len(m.body) for m in msgs]
         with self._lock:
-            for m in msgs:
-                if m.queue_offset not in self._msgs:
-                    self._msgs[m.queue_offset] = m
-                    self._bytes += len(m.body)
+            cached = self._msgs
+            if msgs and (not cached or next(reversed(cached)) < msgs[0].queue_offset):
+                # the common case: the pull continues past everything cached (offsets rise within a pull)
+                cached.update(zip([m.queue_offset for m in msgs], msgs))
+                self._bytes += sum(sizes)
+            else:
+                for m, size in zip(msgs, sizes):
+                    if m.queue_offset not in cached:
+                        cached[m.queue_offset] = m
+                        self._bytes += size
             self.next_offset = next_offset
             self.last_pull_s = time.monotonic()
+        if sizes:
+            self.largest_body = max(sizes)
 
     def remove(self, msgs: list[MessageExt]) -> int:
         """Forget consumed messages; returns the offset to commit (smallest still in flight, else next)."""

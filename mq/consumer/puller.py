@@ -191,6 +191,9 @@ class Puller:
     def _request(self, pq: ProcessQueue) -> PullRequest:
         ftype, fdata = filter_args(self._selector(pq.queue.topic))
         max_bytes = PULL_MAX_BYTES_FILTERED if ftype else PULL_MAX_BYTES
+        # Unfiltered, and the last pull's messages were small enough that a full batch of them fits
+        # the byte bound: read the entries natively after the script (PullRequest.read_after).
+        read_after = not ftype and 0 <= pq.largest_body * self.batch <= max_bytes // 2
         return PullRequest(
             pq.queue.topic,
             pq.queue.queue_id,
@@ -204,6 +207,7 @@ class Puller:
             self._commit_due(pq),
             self._guard,
             self._client_id,
+            read_after,
         )
 
     def _commit_due(self, pq: ProcessQueue) -> int | None:

@@ -345,14 +345,13 @@ class PushConsumer(PushBase[ConsumerCore]):
         # What holds for the whole task is looked up once; the messages consumed are forgotten by the
         # process queue together at the end (one lock, one flow-control check per task).
         consumed: list[MessageExt] = []
-        spans = otel.enabled()
-        broadcasting = self.message_model is MessageModel.BROADCASTING
+        task = _Task(self, pq)
         try:
             for msgs in batches:
                 if pq.dropped:
                     return  # taken over after a failure: the new owner consumes the rest
                 try:
-                    self._consume_batch(pq, msgs, consumed, spans, broadcasting)
+                    self._consume_batch(task, msgs, consumed)
                 except Exception:  # our own handling failed: never leave the messages stuck in flight
                     self._handling_failed(pq, msgs, "handling the listener's answer for")
         finally:
@@ -366,35 +365,35 @@ class PushConsumer(PushBase[ConsumerCore]):
                     self._in_flight -= 1
                     self._in_flight_cv.notify_all()
 
-    def _consume_batch(
-        self, pq: ProcessQueue, msgs: list[MessageExt], consumed: list[MessageExt], spans: bool, broadcasting: bool
-    ) -> None:
+    def _consume_batch(self, task: _Task, msgs: list[MessageExt], consumed: list[MessageExt]) -> None:
         """One listener call; the messages it consumed go to ``consumed`` (for the process queue to
         forget), the others are sent back or consumed again here."""
+        pq = task.pq
         ctx = ConsumeConcurrentlyContext.of(pq.queue)
         began = time.monotonic()
-        traced = self._tracer.active
+        traced = task.traced
         began_ms = self._tracer.now_ms() if traced else 0
+        consuming = task.consuming
         for m in msgs:
-            pq.consuming[m.queue_offset] = began
+            consuming[m.queue_offset] = began
         try:
             status = invoke(
-                self.group,
-                self._hooks,
-                self._listener or no_listener,
+                task.group,
+                task.hooks,
+                task.listener,
                 pq.queue,
                 msgs,
                 ctx,
                 _RECONSUME_LATER,
-                namespace=self._conn.namespace,
-                spans=spans,
+                namespace=task.namespace,
+                spans=task.spans,
             )
         finally:
             for m in msgs:
-                pq.consuming.pop(m.queue_offset, None)
+                consuming.pop(m.queue_offset, None)
         if traced:
             self._tracer.consumed(pq.queue, msgs, status.value, began_ms, (time.monotonic() - began) * 1000)
-        ok, failed = acknowledged(msgs, status, ctx, broadcasting=broadcasting)
+        ok, failed = acknowledged(msgs, status, ctx, broadcasting=task.broadcasting)
         consumed += ok
         if failed:
             self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
@@ -451,6 +450,22 @@ class PushConsumer(PushBase[ConsumerCore]):
                     timeout_s,
                 )
             return bool(done)
+
+
+class _Task:
+    """What the listener calls of one worker task share, looked up once when the task starts: the
+    listener, hooks, whether spans and traces are recorded (the trace setting is re-read at most
+    every few seconds anyway), and the queue's in-flight map."""
+
+    __slots__ = ("broadcasting", "consuming", "group", "hooks", "listener", "namespace", "pq", "spans", "traced")
+
+    def __init__(self, consumer: PushConsumer, pq: ProcessQueue) -> None:
+        self.pq, self.consuming = pq, pq.consuming
+        self.group, self.hooks, self.namespace = consumer.group, consumer._hooks, consumer._conn.namespace
+        self.listener = consumer._listener or no_listener
+        self.spans = otel.enabled()
+        self.traced = consumer._tracer.active
+        self.broadcasting = consumer.message_model is MessageModel.BROADCASTING
 
 
 def no_listener(msgs: list[MessageExt], ctx: object) -> None:

@@ -223,7 +223,8 @@ class FieldColumns:
     """The values of each field over a list of entries, by field name.
 
     When every entry lists the same fields in the same order (messages sent alike), the flat field
-    lists are transposed at once; otherwise each entry becomes a dict first.
+    lists are transposed at once; so are dicts with the same fields (redis-py's reading of ``XRANGE``);
+    otherwise each entry becomes a dict first.
     """
 
     def __init__(self, entries: Sequence[tuple[bytes, Any]]) -> None:
@@ -231,12 +232,21 @@ class FieldColumns:
         self._n = len(flats)
         self._by_name: dict[bytes, Sequence[bytes]] | None = None
         self._dicts: list[dict[bytes, bytes]] = []
-        if set(map(type, flats)) == {list} and len(set(map(len, flats))) == 1:
+        kinds = set(map(type, flats))
+        if kinds == {list} and len(set(map(len, flats))) == 1:
             transposed = list(zip(*flats))
             names = transposed[0::2]
             if all(column.count(column[0]) == len(column) for column in names):
                 self._by_name = dict(zip((column[0] for column in names), transposed[1::2]))
                 return
+        elif kinds == {dict} and len(set(map(len, flats))) == 1 and len(flats[0]) > 1:
+            # as many fields each, and each has every field of the first: the same fields
+            fields = tuple(flats[0])
+            try:
+                self._by_name = dict(zip(fields, zip(*map(itemgetter(*fields), flats))))
+                return
+            except KeyError:
+                pass
         self._dicts = [f if isinstance(f, dict) else _pairs(f) for f in flats]
 
     def __call__(self, name: bytes) -> Sequence[bytes | None]:

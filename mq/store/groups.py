@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from redis.exceptions import NoScriptError
@@ -19,7 +20,7 @@ from mq.keys import offset_of, stream_id
 from mq.message import MessageExt
 from mq.queue import MessageQueue
 from mq.store import codec, scripts
-from mq.store.base import QUEUE_BATCH, ScriptCall, StoreBase, all_or_raise, chunks
+from mq.store.base import QUEUE_BATCH, ScriptCall, StoreBase, all_or_raise, chunks, without_dicts
 from mq.store.ops import Cmd, Op, operation
 from mq.store.replication import SyncReplicas
 
@@ -36,6 +37,13 @@ class PullRequest:
         max_bytes: most bytes of entries the call scans (at least one entry is read).
         commit: offset to commit for ``group`` (None: commit nothing).
         guard: ``""``, ``"owner"`` or ``"lock"``: what must hold for the commit and the read.
+        read_after: an unfiltered pull whose entries are read by a plain ``XRANGE`` queued right
+            after the script in the same pipeline, the script only checking the guard and
+            committing: entries that pass through Lua cost the server 4–5 µs each (1 KiB) to
+            convert into Lua values and back, against about 1 µs read natively. The reply is cut
+            after the entry whose body reaches ``max_bytes`` (cached memory is bounded as
+            before); the read itself is bounded by ``max_messages`` only, so ask for it when the
+            queue's messages are known to be small (see :class:`mq.consumer.puller.Puller`).
     """
 
     topic: str
@@ -50,6 +58,7 @@ class PullRequest:
     commit: int | None = None
     guard: str = NO_GUARD
     client_id: str = ""
+    read_after: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,41 @@ class PullResult:
     next_offset: int
     max_offset: int
     held: bool = True
+
+
+_BODY = attrgetter("body")
+
+
+def _by_stream(reply: Any, logs: Sequence[str]) -> list[Any]:
+    """The entries of each of ``logs`` in an ``XREAD`` reply (``[[stream, entries], …]``, or a map in
+    RESP3; streams without new entries are left out, and nothing at all is None); the reply itself
+    for each when it is a failed slot."""
+    if isinstance(reply, MQBrokerError):
+        return [reply] * len(logs)
+    pairs = reply.items() if isinstance(reply, dict) else (reply or [])
+    found = {(k.decode() if isinstance(k, bytes) else k): entries for k, entries in pairs}
+    return [found.get(log, []) for log in logs]
+
+
+def _read_after(p: PullRequest, max_offset: int, held: bool, entries: list[Any]) -> PullResult:
+    """The result of a ``read_after`` pull: the script's guard (``held``) and ``max_offset``, and the
+    entries its ``XRANGE`` read, where the next pull starts as ``pull-messages`` would have set it."""
+    if not held:
+        return PullResult([], p.offset, max_offset, False)  # taken over: what was read is not ours
+    if not entries:
+        return PullResult([], max_offset, max_offset)  # as the script: nothing (more) to read
+    msgs = codec.decode_entries(p.topic, p.queue_id, entries)
+    next_offset = offset_of(entries[-1][0]) + 1
+    if sum(map(len, map(_BODY, msgs))) > p.max_bytes:  # a message larger than the puller expected
+        size = 0
+        for i, m in enumerate(msgs):
+            size += len(m.body)
+            if size >= p.max_bytes:
+                msgs, next_offset = msgs[: i + 1], m.queue_offset + 1
+                break
+    elif len(entries) < p.max_messages:  # the log's end: what follows was not written yet
+        next_offset = max(next_offset, max_offset)
+    return PullResult(msgs, next_offset, max(max_offset, next_offset))
 
 
 @dataclass(frozen=True)
@@ -364,14 +408,17 @@ class GroupOps(StoreBase):
     @operation
     def pull_many(self, pulls: Sequence[PullRequest]) -> Op[list[PullResult | MQBrokerError]]:
         """Run ``pull-messages`` for several queues in one pipeline (filtering in the store, committing
-        each request's offset); each slot holds a result or the store's error for that queue."""
+        each request's offset); each slot holds a result or the store's error for that queue. The
+        entries of a ``read_after`` request come from an ``XRANGE`` queued after the scripts (see
+        :class:`PullRequest`)."""
+        keys = [self.queue_keys(p.topic, p.queue_id) for p in pulls]
         calls: list[ScriptCall] = [
             (
                 "pull-messages",
-                self.queue_keys(p.topic, p.queue_id).pull(p.group, p.guard),
+                k.pull(p.group, p.guard),
                 [
                     p.offset,
-                    p.max_messages,
+                    0 if p.read_after else p.max_messages,  # 0: the guard and the commit only
                     p.max_scan,
                     p.filter_type,
                     p.filter_data,
@@ -382,15 +429,39 @@ class GroupOps(StoreBase):
                     p.client_id,
                 ],
             )
-            for p in pulls
+            for p, k in zip(pulls, keys)
         ]
+        reads = [(p, k.log) for p, k in zip(pulls, keys) if p.read_after]
+        # One XREAD of every stream when they are on one server (not a cluster's slots) and read alike:
+        # a command less per queue in the pipeline (~15 µs of redis-py each); else an XRANGE each.
+        one_read = (
+            self.conn.kind != "cluster"
+            and len({p.max_messages for p, _ in reads}) == 1
+            and len({log for _, log in reads}) == len(reads)
+        )
+
+        def read_after(pipe: Any) -> None:
+            without_dicts(pipe)
+            if one_read:
+                pipe.xread({log: stream_id(p.offset - 1) for p, log in reads}, count=reads[0][0].max_messages)
+                return
+            for p, log in reads:
+                pipe.xrange(log, stream_id(p.offset), "+", count=p.max_messages)
+
+        replies = yield from self._scripts(calls, "pulling messages", read_after if reads else None)
+        read_replies = iter(_by_stream(replies[len(calls)], [log for _, log in reads]) if one_read else replies[len(calls) :])
         out: list[PullResult | MQBrokerError] = []
-        for p, reply in zip(pulls, (yield from self._scripts(calls, "pulling messages"))):
+        for p, reply in zip(pulls, replies):
+            entries = next(read_replies) if p.read_after else None
             if isinstance(reply, MQBrokerError):
                 out.append(reply)
-                continue
-            msgs = codec.decode_entries(p.topic, p.queue_id, reply[3:])  # each entry an [id, fields] pair
-            out.append(PullResult(msgs, int(reply[0]), int(reply[1]), reply[2] == 1))
+            elif isinstance(entries, MQBrokerError):
+                out.append(entries)
+            elif entries is not None:
+                out.append(_read_after(p, int(reply[1]), reply[2] == 1, entries))
+            else:
+                msgs = codec.decode_entries(p.topic, p.queue_id, reply[3:])  # each entry an [id, fields] pair
+                out.append(PullResult(msgs, int(reply[0]), int(reply[1]), reply[2] == 1))
         return out
 
     @operation

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -131,17 +131,23 @@ def run(client: Any, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Any
     return Eval(name, keys, argv).do(client)
 
 
-def call_many(calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> Op[list[Any]]:
-    """The operation running several script calls in one pipeline (grouped by node on a cluster).
+def call_many(
+    calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]], then: Callable[[Any], object] | None = None
+) -> Op[list[Any]]:
+    """The operation running several script calls in one pipeline (grouped by node on a cluster),
+    followed in the same pipeline by the plain commands ``then(pipeline)`` queues, if any.
 
-    Returns one result per call, in order; a failed call's slot holds its exception instance.
-    Calls refused with ``NOSCRIPT`` are retried once after loading the script.
+    Returns one result per call, in order, then one per command of ``then``; a failed slot holds its
+    exception instance. Calls refused with ``NOSCRIPT`` are retried once after loading the script
+    (with ``then``, the whole pipeline is sent again, so its commands still follow the scripts).
     """
-    results: list[Any] = yield EvalMany(calls)
-    missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+    results: list[Any] = yield EvalMany(calls, then)
+    missing = [i for i, r in enumerate(results[: len(calls)]) if isinstance(r, NoScriptError)]
     if missing:
         for i in missing:
             yield from load(calls[i][0], calls[i][1])
+        if then is not None:
+            return (yield EvalMany(calls, then))  # type: ignore[no-any-return]
         retried = yield EvalMany([calls[i] for i in missing])
         for i, r in zip(missing, retried):
             results[i] = r
@@ -184,16 +190,24 @@ def queue_calls(pipe: Any, calls: Sequence[tuple[str, Sequence[str], Sequence[An
 
 class EvalMany(Pipe):
     """The request running several script calls in one pipeline (the script variant the client's
-    server takes); the reply is one result or exception per call."""
+    server takes), then the plain commands ``then(pipeline)`` queues; the reply is one result or
+    exception per call, then per command."""
 
     __slots__ = ("calls",)
 
-    def __init__(self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> None:
-        super().__init__(lambda pipe: None)
+    def __init__(
+        self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]], then: Callable[[Any], object] | None = None
+    ) -> None:
+        super().__init__(then or _nothing)
         self.calls = calls
 
     def _fill(self, pipe: Any, client: Any) -> None:
         queue_calls(pipe, self.calls, _flagged(client))
+        self.build(pipe)
+
+
+def _nothing(pipe: Any) -> None:
+    """Queues no command."""
 
 
 class EvalThen(NodePipe):

@@ -1,0 +1,183 @@
+"""Pulls whose entries are read by a plain ``XRANGE`` after the script (``PullRequest.read_after``)
+give what ``pull-messages`` gives: the same messages, the same next and max offsets, nothing for a
+member that lost the queue, the byte bound on what is cached; and the consumer uses them for small
+messages only, consuming everything once."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any
+
+import pytest
+import redis
+
+from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+from mq.connection import Connection
+from mq.consumer.process_queue import ProcessQueue
+from mq.consumer.puller import Puller
+from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.store import Store
+from mq.store.groups import OWNER_GUARD, PullRequest, PullResult
+
+SCENARIOS = [  # (offset, max_messages): from the start, a middle batch, past the log's end, caught up, beyond
+    (0, 2),
+    (0, 5),
+    (2, 2),
+    (3, 10),
+    (5, 4),
+    (9, 4),
+]
+
+
+def _compared(result: PullResult | Exception) -> Any:
+    assert not isinstance(result, Exception), result
+    return (
+        [(m.msg_id, m.body, m.tags, m.keys, m.properties, m.queue_offset, m.reconsume_times) for m in result.messages],
+        result.next_offset,
+        result.max_offset,
+        result.held,
+    )
+
+
+@pytest.fixture
+def store_of_five(backend_url: str, namespace: str) -> Store:
+    Admin(backend_url, namespace).create_topic("R", read_queues=1, write_queues=1)
+    with Producer("p", backend_url, namespace=namespace) as producer:
+        for i in range(5):
+            producer.send(Message("R", b"m%d" % i, tags="a" if i % 2 else None, keys=["k%d" % i], properties={"n": str(i)}))
+    return Store(Connection(backend_url, namespace))
+
+
+@pytest.mark.parametrize(("offset", "count"), SCENARIOS)
+def test_read_after_equals_the_script(store_of_five: Store, offset: int, count: int) -> None:
+    script = PullRequest("R", 0, offset, count, 1024)
+    native = dataclasses.replace(script, read_after=True)
+    both = store_of_five.pull_many([script, native])
+    assert _compared(both[1]) == _compared(both[0])
+
+
+def test_read_after_of_a_lost_queue_reads_and_commits_nothing(backend_url: str, namespace: str, store_of_five: Store) -> None:
+    q = MessageQueue("R", DEFAULT_BROKER_NAME, 0)
+    assert store_of_five.claim_queues("g", "c1", ["c1"], [q]) == [True]
+    mine = PullRequest("R", 0, 0, 4, 1024, group="g", commit=2, guard=OWNER_GUARD, client_id="c1", read_after=True)
+    theirs = dataclasses.replace(mine, client_id="c2", commit=4)
+    got, lost = store_of_five.pull_many([mine, theirs])
+    assert isinstance(got, PullResult) and isinstance(lost, PullResult)
+    assert [m.queue_offset for m in got.messages] == [0, 1, 2, 3] and got.held
+    assert lost.messages == [] and not lost.held and lost.next_offset == 0
+    assert store_of_five.read_offsets("g", [q]) == {q: 2}  # c1's commit, not c2's
+
+
+def test_read_after_cuts_at_the_byte_bound(backend_url: str, namespace: str) -> None:
+    Admin(backend_url, namespace).create_topic("B", read_queues=1, write_queues=1)
+    with Producer("p", backend_url, namespace=namespace) as producer:
+        for size in (100, 100, 300, 100):
+            producer.send(Message("B", b"x" * size))
+    store = Store(Connection(backend_url, namespace))
+    result = store.pull_many([PullRequest("B", 0, 0, 32, 1024, max_bytes=250, read_after=True)])[0]
+    assert isinstance(result, PullResult)
+    # the entry whose body reaches the bound is the last one cached; the next pull starts after it
+    assert [len(m.body) for m in result.messages] == [100, 100, 300] and result.next_offset == 3
+    rest = store.pull_many([PullRequest("B", 0, 3, 32, 1024, max_bytes=250, read_after=True)])[0]
+    assert isinstance(rest, PullResult) and [len(m.body) for m in rest.messages] == [100] and rest.next_offset == 4
+
+
+def test_read_after_skips_foreign_entries_like_the_script(redis_server: Any, namespace: str) -> None:
+    Admin(redis_server.url, namespace).create_topic("F", read_queues=1, write_queues=1)
+    with Producer("p", redis_server.url, namespace=namespace) as producer:
+        producer.send(Message("F", b"a"))
+        log = Connection(redis_server.url, namespace).keys.queue("F", 0).log
+        raw = redis.Redis.from_url(redis_server.url)
+        raw.xadd(log, {"junk": "1"}, id="0-2")
+        raw.hincrby(Connection(redis_server.url, namespace).keys.queue("F", 0).meta, "seq", 1)
+        raw.close()
+        producer.send(Message("F", b"c"))
+    store = Store(Connection(redis_server.url, namespace))
+    script = PullRequest("F", 0, 0, 32, 1024)
+    both = store.pull_many([script, dataclasses.replace(script, read_after=True)])
+    assert _compared(both[1]) == _compared(both[0])
+    assert [m.body for m in both[1].messages] == [b"a", b"c"]  # type: ignore[union-attr]
+
+
+def test_consumer_reads_small_messages_natively_and_large_through_the_script(redis_server: Any, namespace: str) -> None:
+    """A drain of small then large (200 KiB) messages in batches of 8: every message consumed once;
+    pulls of the small ones ask for ``read_after``, a queue's first pull does not."""
+    url = redis_server.url
+    Admin(url, namespace).create_topic("S", read_queues=2, write_queues=2)
+    small, large = 300, 6
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(small):
+            producer.send(Message("S", b"s%d" % i))
+        for i in range(large):
+            producer.send(Message("S", b"L%d-" % i + b"x" * (200 * 1024)))
+    seen: list[bytes] = []
+    lock, done = threading.Lock(), threading.Event()
+    asked: list[tuple[bool, int]] = []
+    original = Puller._request
+
+    def spying(self: Puller, pq: ProcessQueue) -> PullRequest:
+        request = original(self, pq)
+        if request.topic.endswith("S"):
+            asked.append((request.read_after, request.offset))
+        return request
+
+    def listener(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
+        with lock:
+            seen.extend(m.body[:8] for m in msgs)
+            if len(seen) >= small + large:
+                done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Puller, "_request", spying)
+        consumer = PushConsumer(
+            "g", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, pull_batch_size=8
+        )
+        consumer.subscribe("S")
+        consumer.register_message_listener(listener)
+        with consumer:
+            assert done.wait(30)
+    assert len(seen) == small + large and len(set(seen)) == small + large
+    assert any(read_after for read_after, _ in asked)  # small messages: read natively
+    assert not asked[0][0]  # a queue's first pull goes through the script (sizes unknown)
+
+
+def test_read_after_on_the_embedded_store(namespace: str) -> None:
+    url = f"memory://{namespace}"
+    Admin(url, namespace).create_topic("R", read_queues=2, write_queues=2)
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(6):
+            producer.send(Message("R", b"m%d" % i, tags="a" if i % 2 else None))
+    store = Store(Connection(url, namespace))
+    scripted = [PullRequest("R", q, 0, 2, 1024) for q in (0, 1)]
+    both = store.pull_many([*scripted, *(dataclasses.replace(p, read_after=True) for p in scripted)])
+    assert [_compared(r) for r in both[2:]] == [_compared(r) for r in both[:2]]
+
+
+def test_read_after_of_several_queues_some_without_news(backend_url: str, namespace: str) -> None:
+    """Several queues read together (one ``XREAD`` on one server): an empty queue and a caught-up
+    one get what the script gives them."""
+    Admin(backend_url, namespace).create_topic("M", read_queues=3, write_queues=3)
+    with Producer("p", backend_url, namespace=namespace) as producer:
+        for i in range(4):
+            producer.send(Message("M", b"m%d" % i), queue=MessageQueue("M", DEFAULT_BROKER_NAME, i % 2))
+    store = Store(Connection(backend_url, namespace))
+    scripted = [PullRequest("M", 0, 0, 32, 1024), PullRequest("M", 1, 2, 32, 1024), PullRequest("M", 2, 0, 32, 1024)]
+    native = store.pull_many([dataclasses.replace(p, read_after=True) for p in scripted])
+    assert [_compared(r) for r in native] == [_compared(r) for r in store.pull_many(scripted)]
+    assert [len(r.messages) for r in native] == [2, 0, 0]  # type: ignore[union-attr]
+
+
+def test_read_after_after_the_server_lost_its_scripts(redis_server: Any, namespace: str, store_of_five: Store) -> None:
+    """``NOSCRIPT`` (a restarted or flushed server): the script is loaded and the whole pipeline,
+    reads included, is sent again."""
+    if store_of_five.conn.kind != "standalone":
+        pytest.skip("flushes the standalone server's scripts")
+    request = PullRequest("R", 0, 1, 3, 1024, read_after=True)
+    raw = redis.Redis.from_url(redis_server.url)
+    raw.script_flush()
+    raw.close()
+    result = store_of_five.pull_many([request])[0]
+    assert isinstance(result, PullResult) and [m.queue_offset for m in result.messages] == [1, 2, 3]
+    assert result.next_offset == 4
