@@ -23,6 +23,7 @@ from mq.proxy import auth
 from mq.proxy.metrics import ProxyMetrics
 from mq.proxy.pb import definition, grpc_service, service
 from mq.proxy.server import ProxyConfig, ProxyServer
+from mq.proxy.tracing import Receipt
 from mq.queue import MessageQueue
 from mq.store import Store, codec
 from tests.helpers import snapshot
@@ -213,8 +214,6 @@ async def test_invisibility_is_on_the_stores_clock_not_the_endpoints_host(
 ) -> None:
     """An endpoint host an hour behind hands out receipts visible 30 s after the store's now, not
     an hour early (which would redeliver at once)."""
-    from mq.consumer.simple_core import parse_receipt
-
     url, namespace = topic_env
     real_time = time.time
     monkeypatch.setattr(time, "time", lambda: real_time() - 3600)
@@ -228,7 +227,7 @@ async def test_invisibility_is_on_the_stores_clock_not_the_endpoints_host(
     conn = Connection(url, namespace)
     server_ms = Store(conn).server_time_ms()
     conn.close()
-    visible_at = parse_receipt(got.system_properties.receipt_handle)[2]
+    visible_at = Receipt.parse(got.system_properties.receipt_handle).visible_at_ms
     assert abs(visible_at - (server_ms + 30_000)) < 2_000, visible_at - server_ms
 
 
@@ -485,3 +484,116 @@ async def test_a_4_mib_body_with_properties_fits_through_grpc(topic_env: Any) ->
         assert res.status.code == Code.Value("OK"), res.status.message
         status, [got] = await _receive(r.stub, "G", "T", batch_size=1)
         assert status.code == Code.Value("OK") and got.body == body and got.user_properties["p"] == "x" * 1000
+
+
+def _ack(group: str, topic: str, *messages: Any) -> Any:
+    ack = service.AckMessageRequest(
+        entries=[
+            service.AckMessageEntry(message_id=m.system_properties.message_id, receipt_handle=m.system_properties.receipt_handle)
+            for m in messages
+        ]
+    )
+    ack.group.name, ack.topic.name = group, topic
+    return ack
+
+
+async def _trace_scenario(r: Running, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[bytes, str], list[int]]:
+    """Through the endpoint: send ``acked``, ``late``, ``dead``; group G receives all three (invisible
+    1 s), changes ``acked``'s invisibility then acks it, forwards ``dead`` to the DLQ, leaves ``late``
+    unacked, receives it again and acks it (both acks in one AckMessage with an old receipt's failure
+    left out); group D (one delivery) receives all three and lets them run out into its DLQ. Returns
+    each body's msg id and the entries of every ``read_each`` the store ran."""
+    import mq.proxy.service as proxy_service
+    from mq.store.aio import AsyncStore
+
+    monkeypatch.setattr(proxy_service, "MIN_INVISIBLE_S", 0.5)
+    reads: list[int] = []
+    real_read_each = getattr(AsyncStore, "read_each", None)
+
+    def read_each(self: Any, locations: Any) -> Any:
+        reads.append(len(locations))
+        assert real_read_each is not None
+        return real_read_each(self, locations)
+
+    monkeypatch.setattr(AsyncStore, "read_each", read_each, raising=False)  # (the old code has none)
+    with contextlib.closing(Admin(r.url, r.namespace)) as admin:
+        admin.create_group("D", consume_from_where=ConsumeFromWhere.FIRST_OFFSET, retry_max_times=0)
+    sent = await r.stub.SendMessage(
+        service.SendMessageRequest(messages=[_message("T", body) for body in (b"acked", b"late", b"dead")])
+    )
+    ids = {body: e.message_id for body, e in zip((b"acked", b"late", b"dead"), sent.entries)}
+    _, got = await _receive(r.stub, "G", "T", invisible_s=1)
+    first = {m.body: m for m in got}
+    assert set(first) == {b"acked", b"late", b"dead"}
+    _, dying = await _receive(r.stub, "D", "T", invisible_s=1)
+    assert len(dying) == 3
+    change = service.ChangeInvisibleDurationRequest(
+        receipt_handle=first[b"acked"].system_properties.receipt_handle, message_id=ids[b"acked"]
+    )
+    change.group.name, change.topic.name = "G", "T"
+    change.invisible_duration.FromSeconds(20)
+    changed = await r.stub.ChangeInvisibleDuration(change)
+    assert changed.status.code == Code.Value("OK")
+    fwd = service.ForwardMessageToDeadLetterQueueRequest(
+        receipt_handle=first[b"dead"].system_properties.receipt_handle, message_id=ids[b"dead"], delivery_attempt=1
+    )
+    fwd.group.name, fwd.topic.name = "G", "T"
+    assert (await r.stub.ForwardMessageToDeadLetterQueue(fwd)).status.code == Code.Value("OK")
+    await asyncio.sleep(1.3)  # ``late`` is visible again to G, ``dying`` to D
+    _, [again] = await _receive(r.stub, "G", "T", invisible_s=1)
+    assert (again.body, again.system_properties.delivery_attempt) == (b"late", 2)
+    status, none = await _receive(r.stub, "D", "T", invisible_s=1, poll_s=0)
+    assert none == [] and status.code == Code.Value("MESSAGE_NOT_FOUND")  # past D's one delivery: dead
+    first[b"acked"].system_properties.receipt_handle = changed.receipt_handle
+    res = await r.stub.AckMessage(_ack("G", "T", first[b"acked"], again, first[b"late"]))  # the last one expired
+    assert [e.status.code for e in res.entries] == [Code.Value("OK"), Code.Value("OK"), Code.Value("INVALID_RECEIPT_HANDLE")]
+    return ids, reads
+
+
+async def test_receives_acks_timeouts_and_dead_letters_through_the_endpoint_are_traced(
+    topic_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the simple consumers trace (D52), with the namespace's tracing on: an ack is a ``consume``
+    event ``ACK`` (cost from hand-out to ack, through a change of invisibility), a delivery not acked
+    in time ``INVISIBLE_TIMEOUT`` (seen when handed out again), a forward to the DLQ and a delivery
+    past the group's attempts ``dlq`` — each with the attempt it ended; one read for both acks."""
+    url, namespace = topic_env
+    with contextlib.closing(Admin(url, namespace)) as admin:
+        admin.set_trace(True)
+    async with running(url, namespace) as r:
+        ids, reads = await _trace_scenario(r, monkeypatch)
+    with contextlib.closing(Admin(url, namespace)) as admin:
+        acked = admin.message_trace("T", ids[b"acked"])
+        late = admin.message_trace("T", ids[b"late"])
+        dead = admin.message_trace("T", ids[b"dead"])
+        assert sorted(m.msg_id for m in admin.dlq_messages("D")) == sorted(ids.values())
+
+    def by_group(events: list[Any]) -> list[tuple[str, str, str, int]]:  # each group's tracer writes its own events
+        return sorted(((e.kind, e.group, e.status, e.attempt) for e in events), key=lambda e: e[1])
+
+    assert by_group(acked) == [("dlq", "D", "%DLQ%D", 1), ("consume", "G", "ACK", 1)]
+    [ack] = (e for e in acked if e.group == "G")
+    assert 1_000 <= ack.cost_ms < 10_000 and ack.topic == "T" and ack.client_id and ack.host  # handed out before the sleep
+    assert by_group(late) == [
+        ("dlq", "D", "%DLQ%D", 1),
+        ("consume", "G", "INVISIBLE_TIMEOUT", 1),
+        ("consume", "G", "ACK", 2),
+    ]
+    timeout, ack2 = (e for e in late if e.group == "G")
+    assert ack2.time_ms == timeout.time_ms and 0 <= ack2.cost_ms < 1_000  # the second hand-out, acked at once
+    assert by_group(dead) == [("dlq", "D", "%DLQ%D", 1), ("dlq", "G", "%DLQ%G", 1)]
+    assert reads == [2]  # the two acked entries' messages, one round trip
+
+
+async def test_nothing_is_traced_through_the_endpoint_when_tracing_is_off(
+    topic_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The namespace's tracing is off by default: the same receives, acks and dead letters write no
+    trace key, and an ack reads no message."""
+    url, namespace = topic_env
+    async with running(url, namespace) as r:
+        ids, reads = await _trace_scenario(r, monkeypatch)
+    assert reads == []
+    assert not [k for k in snapshot(url, namespace) if k.endswith(b":trace")]
+    with contextlib.closing(Admin(url, namespace)) as admin:
+        assert all(admin.message_trace("T", msg_id) == [] for msg_id in ids.values())

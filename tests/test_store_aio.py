@@ -42,6 +42,7 @@ def _steps(ns: str) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
         ("put_many", ([("t", 1, encoded[:1]), ("missing", 0, encoded[:1])],), {}),
         ("read", ("t", 0, 0, 10), {}),
         ("read_at", ("t", [(0, 1), (1, 0), (1, 5)]), {}),
+        ("read_each", ([("t", 0, 1), ("u", 0, 0), ("t", 1, 5)],), {}),
         ("find_ids", ("t", [0, 1], "id2"), {}),
         ("find_keys", ("t", [0, 1], "k0", 10), {}),
         ("queue_stats", ("t", [0, 1]), {}),

@@ -96,11 +96,12 @@ class ProxyServer:
         )
 
     async def stop(self, grace_s: float = 1.0) -> None:
-        """Stop serving (calls in flight get ``grace_s``) and close the store."""
+        """Stop serving (calls in flight get ``grace_s``), write the trace events left and close the store."""
         self._stop.set()
         if self._pump is not None:
             await cancel_and_wait([self._pump])  # its blocking read released before closing
         await self._server.stop(grace_s)
+        await self.service.close()  # the trace events left, while the store is open
         await self.backend.close()
 
     async def wait(self) -> None:

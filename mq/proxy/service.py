@@ -18,15 +18,7 @@ from typing import Any
 from mq.consumer.puller import filter_args
 from mq.consumer.registry import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
 from mq.consumer.retry import retry_topic
-from mq.consumer.simple import (
-    MAX_INVISIBLE_S,
-    MAX_RECEIVE,
-    MIN_INVISIBLE_S,
-    MessageView,
-    make_receipt,
-    parse_receipt,
-    received_view,
-)
+from mq.consumer.simple import MAX_INVISIBLE_S, MAX_RECEIVE, MIN_INVISIBLE_S, MessageView, received_view
 from mq.consumer.simple_core import EVERY_TAG, dead_letter_op, receive_round_op, seed_cursors_op
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError
@@ -43,6 +35,7 @@ from mq.proxy.metrics import ProxyMetrics
 from mq.proxy.pb import definition, service
 from mq.proxy.settings import Limits, client_info, reply
 from mq.proxy.telemetry import Sessions
+from mq.proxy.tracing import EndpointTrace, Receipt, receipt_of
 from mq.queue import MessageQueue
 from mq.store import codec
 from mq.store.clock import ClockOffset
@@ -123,6 +116,12 @@ class MessagingService:
         self._seeded: set[tuple[str, str]] = set()
         self._tx_timeout_ms: int | None = None
         self._topics: dict[str, tuple[TopicConfig, float]] = {}
+        #: The message trace of receives, acks and dead letters (D52's events), per group.
+        self.trace = EndpointTrace(backend.store, replica_id, self._now_ms)
+
+    async def close(self) -> None:
+        """Write the trace events left (before the store is closed)."""
+        await self.trace.close()
 
     # -- the frame of every RPC -----------------------------------------------------------------
 
@@ -422,7 +421,7 @@ class MessagingService:
             message = convert.outgoing(
                 view,
                 namespace=namespace,
-                receipt_handle=view.receipt_handle,
+                receipt_handle=receipt_of(view),
                 attempt=view.delivery_attempt,
                 invisible_ms=invisible_ms,
             )
@@ -492,6 +491,7 @@ class MessagingService:
             max_attempts=attempts,
             filter_of=lambda q: filter_args(EVERY_TAG) if q.topic.startswith(RETRY_PREFIX) else (ftype, fdata),
             fifo=fifo,
+            trace=await self.trace.active(group),
         )
         return views
 
@@ -500,11 +500,15 @@ class MessagingService:
             group = _group(request.group.name)
             out = service.AckMessageResponse()
             codes = set()
+            acked: list[Receipt] = []
             for entry in request.entries:
                 try:
-                    queue, offset, visible_at = _receipt(entry.receipt_handle, request.topic.name, group)
-                    if not await self.backend.call("ack_simple", group, queue, offset, visible_at, None):
+                    receipt = _receipt(entry.receipt_handle, request.topic.name, group)
+                    if not await self.backend.call(
+                        "ack_simple", group, receipt.queue, receipt.offset, receipt.visible_at_ms, None
+                    ):
                         raise _expired(entry.message_id)
+                    acked.append(receipt)
                     result = status()
                 except ProxyError as e:
                     result = self._failed("AckMessage", e)
@@ -514,6 +518,8 @@ class MessagingService:
                 out.status.CopyFrom(status("MULTIPLE_RESULTS", "some entries failed: see each entry's status"))
             else:
                 out.status.CopyFrom(out.entries[0].status if out.entries else status())
+            if acked and (tracer := await self.trace.active(group)) is not None:
+                await self.trace.acked(tracer, acked)
             return out
 
         return await self._unary("AckMessage", context, service.AckMessageResponse, body)
@@ -521,16 +527,18 @@ class MessagingService:
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
         async def body(_: Request) -> Any:
             group = _group(request.group.name)
-            queue, offset, visible_at = _receipt(request.receipt_handle, request.topic.name, group)
+            receipt = _receipt(request.receipt_handle, request.topic.name, group)
             duration_ms = request.invisible_duration.ToMilliseconds()
             if not 0 <= duration_ms <= MAX_INVISIBLE_S * 1000:
                 raise ProxyError(
                     "ILLEGAL_INVISIBLE_TIME", f"invisible duration must be in 0 .. {MAX_INVISIBLE_S:g} s, got {duration_ms} ms"
                 )
             new_visible_at = await self._now_ms() + duration_ms
-            if not await self.backend.call("ack_simple", group, queue, offset, visible_at, new_visible_at):
+            if not await self.backend.call(
+                "ack_simple", group, receipt.queue, receipt.offset, receipt.visible_at_ms, new_visible_at
+            ):
                 raise _expired(request.message_id)
-            handle = make_receipt(queue.topic, queue.queue_id, offset, new_visible_at)
+            handle = receipt.handle(new_visible_at)  # the same delivery: its attempt and hand-out time go on
             return service.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
 
         return await self._unary("ChangeInvisibleDuration", context, service.ChangeInvisibleDurationResponse, body)
@@ -538,14 +546,18 @@ class MessagingService:
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
         async def body(_: Request) -> Any:
             group = _group(request.group.name)
-            queue, offset, visible_at = _receipt(request.receipt_handle, request.topic.name, group)
+            receipt = _receipt(request.receipt_handle, request.topic.name, group)
+            queue, offset, visible_at = receipt.queue, receipt.offset, receipt.visible_at_ms
             found: list[MessageExt] = await self.backend.call("read_at", queue.topic, [(queue.queue_id, offset)])
             if not found:
                 raise ProxyError("MESSAGE_NOT_FOUND", f"message {request.message_id} is no longer stored")
-            view = received_view(found[0], max(1, request.delivery_attempt), visible_at)
+            attempt = receipt.attempt or max(1, request.delivery_attempt)  # the endpoint's record first
+            view = received_view(found[0], attempt, visible_at)
             if not await self.backend.call("ack_simple", group, queue, offset, visible_at, visible_at):
                 raise _expired(request.message_id)
-            await self.backend.run(dead_letter_op, group, view, "forwarded by the consumer")
+            dlq = await self.backend.run(dead_letter_op, group, view, "forwarded by the consumer")
+            if (tracer := await self.trace.active(group)) is not None:
+                await self.trace.dead_lettered(tracer, queue, view, dlq)
             return service.ForwardMessageToDeadLetterQueueResponse(status=status())
 
         return await self._unary(
@@ -585,14 +597,14 @@ def _selector(expression: Any) -> MessageSelector:
         raise ProxyError("ILLEGAL_FILTER_EXPRESSION", str(e)) from None
 
 
-def _receipt(handle: str, topic: str, group: str) -> tuple[MessageQueue, int, int]:
-    """The queue, offset and visible-at time of a receipt handle a client of ``group`` names with
-    ``topic``: one of that topic's queues, or of the group's retry topic (a resent dead letter shows
-    its original topic, which the receipt does not record)."""
+def _receipt(handle: str, topic: str, group: str) -> Receipt:
+    """The receipt a client of ``group`` names with ``topic`` (see :class:`~mq.proxy.tracing.Receipt`):
+    of one of that topic's queues, or of the group's retry topic (a resent dead letter shows its
+    original topic, which the receipt does not record)."""
     try:
-        queue, offset, visible_at = parse_receipt(handle)
+        receipt = Receipt.parse(handle)
     except MQClientError as e:
         raise ProxyError("INVALID_RECEIPT_HANDLE", str(e)) from None
-    if topic and queue.topic not in (topic, retry_topic(group)):
+    if topic and receipt.queue.topic not in (topic, retry_topic(group)):
         raise ProxyError("INVALID_RECEIPT_HANDLE", f"receipt handle {handle!r} is not of topic {topic!r}")
-    return queue, offset, visible_at
+    return receipt

@@ -347,16 +347,24 @@ class MessageOps(StoreBase):
     @operation
     def read_at(self, topic: str, locations: Iterable[tuple[int, int]]) -> Op[list[MessageExt]]:
         """The messages at ``(queue_id, offset)`` locations (missing ones are skipped), in order."""
-        locs = list(locations)
+        found = yield from self._read_each([(topic, q, o) for q, o in locations], f"reading messages of {topic!r}")
+        return [m for m in found if m is not None]
+
+    @operation
+    def read_each(self, locations: Sequence[tuple[str, int, int]]) -> Op[list[MessageExt | None]]:
+        """The message at each ``(topic, queue_id, offset)`` location, any topics, in one round trip
+        (None where none is stored: trimmed, or never there)."""
+        return (yield from self._read_each(locations, "reading messages"))
+
+    def _read_each(self, locs: Sequence[tuple[str, int, int]], doing: str) -> Op[list[MessageExt | None]]:
         results = all_or_raise(
             (
                 yield from self._pipeline(
-                    lambda p: [p.xrange(self.queue_keys(topic, q).log, stream_id(o), stream_id(o)) for q, o in locs],
-                    f"reading messages of {topic!r}",
+                    lambda p: [p.xrange(self.queue_keys(t, q).log, stream_id(o), stream_id(o)) for t, q, o in locs], doing
                 )
             )
         )
-        return [codec.decode(topic, qid, e[0][0], e[0][1]) for (qid, _), e in zip(locs, results) if e]
+        return [codec.decode(t, qid, e[0][0], e[0][1]) if e else None for (t, qid, _), e in zip(locs, results)]
 
     @operation
     def find_ids(self, topic: str, queue_ids: Sequence[int], msg_id: str) -> Op[list[tuple[int, int]]]:
