@@ -6,6 +6,7 @@ Real redis-server processes and the suite's local[2] SparkSession (``spark_sessi
 from __future__ import annotations
 
 import logging
+import pathlib
 import uuid
 from typing import Any
 
@@ -15,7 +16,7 @@ pytest.importorskip("pyspark", reason="pip install 'rocketredis[spark]'")
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException
-from pyspark.sql import Row, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.types import StructType
 
 from mq import Admin, Message, MessageQueue, MQClientError, Producer
@@ -115,6 +116,30 @@ def test_subset_with_store_time_options_and_filters(spark_session: SparkSession,
 def test_snapshot_tables_take_a_subset_too(spark_session: SparkSession, mixed: Filled) -> None:
     topics = spark_session.read.format("mq").schema("messages long, queue_id int").options(**mixed.options(table="topics"))
     assert {r.queue_id: r.messages for r in topics.load().collect()} == mixed.queue_counts()
+
+
+def test_streaming_takes_a_subset(spark_session: SparkSession, mixed: Filled, tmp_path: pathlib.Path) -> None:
+    seen: list[tuple[str, bytes]] = []
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        assert batch.columns == ["msg_id", "body"]
+        seen.extend((r.msg_id, bytes(r.body)) for r in batch.collect())
+
+    query = (
+        spark_session.readStream.format("mq")
+        .schema("msg_id string, body binary")
+        .options(**mixed.options(starting_offsets="earliest", max_messages_per_trigger="800"))
+        .load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert dict(seen) == {mid: body for mid, (_, _, body, _) in mixed.sent.items()} and len(seen) == len(mixed.sent)
 
 
 @pytest.mark.parametrize(
