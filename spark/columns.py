@@ -7,6 +7,10 @@ A batch holding an entry this library did not write (a missing field, text that 
 JSON that is not what the codec writes) goes the message-by-message way of
 :func:`mq.store.codec.decode_entries` instead, which skips each such entry with one logged error:
 the rows, their types and the skipping are the same either way.
+
+A schema of some of the table's columns (a user-given one, see :func:`spark.schema.check_schema`)
+converts only the fields those columns need: the property JSON only for ``properties``, the keys
+only for ``keys`` (docs/decisions.md, D61).
 """
 
 from __future__ import annotations

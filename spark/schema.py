@@ -1,4 +1,5 @@
-"""The tables the ``mq`` source serves, and their Arrow form.
+"""The tables the ``mq`` source serves, the user schemas it accepts (some of a table's columns, any
+order, the table's types: :func:`check_schema`, :func:`schema_of`), and their Arrow form.
 
 Timestamps travel as epoch milliseconds (the store's unit) until :func:`record_batch` turns them
 into Arrow microseconds at the boundary.

@@ -221,6 +221,7 @@ def test_foreign_entries_in_a_subset_read(redis_server: Any, namespace: str, cap
         assert batch.column("queue_offset").to_pylist() == [*range(40), *sorted(kept), *range(44, 49)], names
         skipped = [r for r in caplog.records if "not a message this library wrote" in r.getMessage()]
         assert len(skipped) == 4 - len(kept), names
+    assert tuple(MESSAGES.names) == columns.MESSAGE_COLUMNS
     full = columns.entries_batch("F", 0, entries, arrow_schema(MESSAGES))  # every column: as before, all four skipped
     assert full.column("queue_offset").to_pylist() == [*range(40), *range(44, 49)]
     only_foreign = columns.entries_batch("F", 0, entries[41:42], arrow_schema(StructType([MESSAGES["body"]])))
