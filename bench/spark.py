@@ -12,7 +12,12 @@ a key and a property, 256-byte bodies by default), then measures rows per second
   first action of each session (JVM and Python worker start) is a warm-up and not timed;
 - ``Spark local[N] tiny``: the same action reading one message per queue, seconds: what a Spark
   action costs beside reading (planning and one task: the default plan packs the 8 small queues
-  into one partition; the 200 000-message read is 2 tasks of up to ``max_partition_messages``).
+  into one partition; the 200 000-message read is 2 tasks of up to ``max_partition_messages``);
+- ``two columns``: ``count``, ``sum(length(body))`` and ``max(store_timestamp)`` at ``local[2]``,
+  read with the full schema (``spark_local2_body_time_full``) and with the schema
+  ``schema_of("body", "store_timestamp")`` (``spark_local2_body_time``: only those columns are
+  decoded and handed to Spark); and the source without Spark reading those two columns
+  (``source_no_spark_body_time``).
 
 Each case runs ``--rounds`` times; the median is reported. Ratios to raw XRANGE are what carry
 across machines. Beside rows/s, each case reports CPU a row in µs (medians): ``…_client_cpu_us``, of
@@ -37,7 +42,7 @@ from pyspark.sql import functions as F
 
 from mq import Admin, Message, Producer
 from mq.connection import Connection
-from spark import MQDataSource, local_session
+from spark import MQDataSource, local_session, schema_of
 from tests.servers import RedisServer
 
 TOPIC = "Bench"
@@ -124,19 +129,24 @@ def raw_xrange(url: str, namespace: str) -> int:
     return seen
 
 
-def source_no_spark(options: dict[str, str]) -> int:
-    """The data source's partitions read one after the other in this thread; returns the rows."""
+#: The columns of the two-column cases: what a user reading bodies by time asks for.
+BODY_TIME = ("body", "store_timestamp")
+
+
+def source_no_spark(options: dict[str, str], columns: tuple[str, ...] = ()) -> int:
+    """The data source's partitions read one after the other in this thread (all columns, or
+    ``columns``); returns the rows."""
     source = MQDataSource(options)
-    reader = source.reader(source.schema())
+    reader = source.reader(schema_of(*columns) if columns else source.schema())
     return sum(len(batch) for p in reader.partitions() for batch in reader.read(p))  # rows of each record batch
 
 
 def spark_rates(
-    options: dict[str, str], n: int, rounds: int, cores: int, cpu: dict[str, float], server: redis.Redis
-) -> tuple[float, float]:
+    options: dict[str, str], n: int, rounds: int, cores: int, cpu: dict[str, dict[str, float]], server: redis.Redis
+) -> dict[str, float]:
     """Median rows/s of a full aggregate through Spark with ``cores`` executor cores (its CPU a row
-    into ``cpu``), and the median seconds of the same aggregate over one message per queue (the cost
-    of an action beside reading)."""
+    into ``cpu[f"spark_local{cores}"]``) and the median seconds of the same aggregate over one message
+    per queue (the cost of an action beside reading); at ``local[2]`` also the two-column cases."""
     session = local_session(cores, app_name=f"bench-spark-{cores}")
     one_each = json.dumps({TOPIC: {str(q): 1 for q in range(QUEUES)}})
 
@@ -145,10 +155,21 @@ def spark_rates(
         row = df.agg(F.count(F.lit(1)), F.sum(F.length("body")), F.sum(F.col("properties")["amount"].cast("long"))).first()
         return int(row[0]) if row else 0
 
+    def body_time(columns: tuple[str, ...]) -> int:
+        reader = session.read.format("mq").options(**options)
+        df = (reader.schema(schema_of(*columns)) if columns else reader).load()
+        row = df.agg(F.count(F.lit(1)), F.sum(F.length("body")), F.max("store_timestamp")).first()
+        return int(row[0]) if row else 0
+
+    case = f"spark_local{cores}"
     try:
         action()  # warm-up: JVM, Python workers, imports
-        rate = timed(n, action, rounds, cpu, server)
-        return rate, QUEUES / timed(QUEUES, lambda: action(ending_offsets=one_each), rounds)
+        out = {f"{case}_rows_s": timed(n, action, rounds, cpu.setdefault(case, {}), server)}
+        out[f"{case}_tiny_action_s"] = QUEUES / timed(QUEUES, lambda: action(ending_offsets=one_each), rounds)
+        if cores == 2:
+            for name, columns in ((f"{case}_body_time_full", ()), (f"{case}_body_time", BODY_TIME)):
+                out[f"{name}_rows_s"] = timed(n, lambda c=columns: body_time(c), rounds, cpu.setdefault(name, {}), server)
+        return out
     finally:
         session.stop()
 
@@ -160,15 +181,18 @@ def run(n: int, body_bytes: int, rounds: int) -> dict[str, float]:
         fill(server.url, namespace, n, body_bytes)
         options = {"url": server.url, "namespace": namespace, "topic": TOPIC}
         stats = redis.Redis.from_url(server.url)
-        cpu: dict[str, dict[str, float]] = {"raw_xrange": {}, "source_no_spark": {}, "spark_local1": {}, "spark_local2": {}}
+        cpu: dict[str, dict[str, float]] = {"raw_xrange": {}, "source_no_spark": {}, "source_no_spark_body_time": {}}
         result = {
             "raw_xrange_rows_s": timed(n, lambda: raw_xrange(server.url, namespace), rounds, cpu["raw_xrange"], stats),
             "source_no_spark_rows_s": timed(n, lambda: source_no_spark(options), rounds, cpu["source_no_spark"], stats),
+            "source_no_spark_body_time_rows_s": timed(
+                n, lambda: source_no_spark(options, BODY_TIME), rounds, cpu["source_no_spark_body_time"], stats
+            ),
         }
         fixed = {}
         for cores in (1, 2):
-            rate, tiny_s = spark_rates(options, n, rounds, cores, cpu[f"spark_local{cores}"], stats)
-            result[f"spark_local{cores}_rows_s"], fixed[f"spark_local{cores}_tiny_action_s"] = rate, tiny_s
+            for name, value in spark_rates(options, n, rounds, cores, cpu, stats).items():
+                (fixed if "_tiny_" in name else result)[name] = value
         stats.close()
     raw = result["raw_xrange_rows_s"]
     result.update({k.replace("_rows_s", "_ratio"): v / raw for k, v in list(result.items()) if k != "raw_xrange_rows_s"})

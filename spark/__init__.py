@@ -6,6 +6,7 @@ Install with ``pip install 'rocketredis[spark]'``, then::
 
     session = local_session()          # or your own SparkSession, then register(session)
     df = session.read.format("mq").option("url", url).option("topic", "orders").load()
+    bodies = session.read.format("mq").schema("body binary, store_timestamp timestamp").option("url", url).load()
 
 See docs/spark.md for the options, tables and jobs.
 """
@@ -19,7 +20,8 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
     ) from e
 
 from spark.options import ReadOptions, parse_options
+from spark.schema import schema_of
 from spark.session import local_session
 from spark.source import MQDataSource, register
 
-__all__ = ["MQDataSource", "ReadOptions", "local_session", "parse_options", "register"]
+__all__ = ["MQDataSource", "ReadOptions", "local_session", "parse_options", "register", "schema_of"]

@@ -7,12 +7,17 @@ A batch holding an entry this library did not write (a missing field, text that 
 JSON that is not what the codec writes) goes the message-by-message way of
 :func:`mq.store.codec.decode_entries` instead, which skips each such entry with one logged error:
 the rows, their types and the skipping are the same either way.
+
+A schema of some of the table's columns (a user-given one, see :func:`spark.schema.check_schema`)
+converts only the fields those columns need: the property JSON only for ``properties``, the keys
+only for ``keys`` (docs/decisions.md, D63).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -47,51 +52,124 @@ def entries_batch(
     min_store_time_ms: int | None = None,
     max_store_time_ms: int | None = None,
 ) -> pa.RecordBatch:
-    """The ``messages`` rows of ``entries`` (one queue's, in offset order) as one record batch, keeping
-    only messages stored within ``[min_store_time_ms, max_store_time_ms]`` (epoch ms; None = open).
+    """The ``messages`` rows of ``entries`` (one queue's, in offset order) as one record batch of
+    ``schema``'s columns (some of the table's, any order), keeping only messages stored within
+    ``[min_store_time_ms, max_store_time_ms]`` (epoch ms; None = open).
 
-    Entries that are not messages this library wrote are left out, each with one logged error
-    (as :func:`mq.store.codec.decode_entries` does).
+    Only the fields the columns need are converted. Entries that are not messages this library
+    wrote are left out, each with one logged error: with every column, those
+    :func:`mq.store.codec.decode_entries` skips; with some, those that lack a field every message
+    has (msg id, body, born and store time) or whose fields for those columns do not convert
+    (see :func:`_kept_batches`).
     """
+    bounds = (min_store_time_ms, max_store_time_ms)
+    if set(schema.names) != set(MESSAGE_COLUMNS):
+        batches = _kept_batches(topic, queue_id, entries, schema, bounds)
+        if len(batches) == 1:
+            return batches[0]
+        return pa.RecordBatch.from_arrays(
+            [pa.concat_arrays([b.column(i) for b in batches] or [pa.array([], f.type)]) for i, f in enumerate(schema)],
+            schema=schema,
+        )
     try:
-        fast = _columns(topic, queue_id, entries)
-    except _FOREIGN:
-        fast = None
-    if fast is None:  # a foreign entry somewhere: decode message by message, which logs and skips it
+        return _batch(_Fields(topic, queue_id, entries), schema, bounds)
+    except _FOREIGN:  # a foreign entry somewhere: decode message by message, which logs and skips it
         messages = codec.decode_entries(topic, queue_id, entries)
         return messages_batch([m for m in messages if _in_time(m, min_store_time_ms, max_store_time_ms)], schema)
-    columns, store_ms = fast
-    batch = pa.RecordBatch.from_arrays([columns[field.name].cast(field.type) for field in schema], schema=schema)
-    keep = _time_mask(store_ms, min_store_time_ms, max_store_time_ms)
+
+
+def _batch(fields: _Fields, schema: pa.Schema, bounds: tuple[int | None, int | None]) -> pa.RecordBatch:
+    """The record batch of ``schema``'s columns of ``fields``' entries within the store-time bounds.
+
+    Raises:
+        One of ``_FOREIGN``: an entry lacks a field every message has, or a field a column needs
+        is not what the codec writes.
+    """
+    for name in _REQUIRED:  # every message has these, whatever the columns read
+        fields.by_name.required(name)
+    arrays = [_BUILD[field.name](fields).cast(field.type) for field in schema]
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    keep = _time_mask(fields, *bounds)
     return batch if keep is None else batch.filter(keep)
 
 
-def _columns(topic: str, queue_id: int, entries: Sequence[Entry]) -> tuple[dict[str, pa.Array], pa.Array] | None:
-    """Arrow columns of ``entries`` named as the ``messages`` table (timestamps in µs), and the store
-    times (epoch ms); None when an entry is not one this library wrote."""
-    n = len(entries)
-    field = codec.FieldColumns(entries)
-    msg_ids, bodies, born, stored = (field.required(name) for name in _REQUIRED)  # KeyError: one lacks it
-    properties, system = _json_maps(field(b"p")), _json_maps(field(b"s"))
-    if properties is None or system is None:
-        return None
-    ids = pa.array(list(map(itemgetter(0), entries)), pa.string())
-    store_ms = pa.array(stored, pa.string()).cast(pa.int64())
-    columns = {
-        "topic": pa.array([topic] * n, pa.string()),
-        "queue_id": pa.array([queue_id] * n, pa.int32()),
-        "queue_offset": pc.subtract(pc.list_element(pc.split_pattern(ids, "-", max_splits=1), 1).cast(pa.int64()), 1),
-        "msg_id": pa.array(msg_ids, pa.string()),
-        "tags": pa.array(_empty_as_none(field(b"t")), pa.string()),  # as decode has it
-        "keys": _keys(_empty_as_none(field(b"k"))),
-        "properties": properties,
-        "body": pa.array(bodies, pa.binary()),
-        "born_timestamp": _timestamps(pa.array(born, pa.string()).cast(pa.int64())),
-        "store_timestamp": _timestamps(store_ms),
-        "reconsume_times": pc.fill_null(pa.array(field(b"r"), pa.string()).cast(pa.int32()), 0),
-        "system_properties": system,
-    }
-    return columns, store_ms
+def _kept_batches(
+    topic: str, queue_id: int, entries: Sequence[Entry], schema: pa.Schema, bounds: tuple[int | None, int | None]
+) -> list[pa.RecordBatch]:
+    """Record batches of the entries that convert, in order, halving ``entries`` until each entry
+    that does not is alone (then logged and left out): an entry is kept exactly when it converts
+    alone, wherever it stands, in about 2 log2(n) conversions a foreign entry."""
+    try:
+        return [_batch(_Fields(topic, queue_id, entries), schema, bounds)]
+    except _FOREIGN as e:
+        if len(entries) == 1:
+            codec.log.error(
+                "skipping entry %s of %r queue %d: it is not a message this library wrote (%s: %s); consumers pass it by",
+                entries[0][0].decode(errors="replace") if isinstance(entries[0][0], bytes) else entries[0][0],
+                topic,
+                queue_id,
+                type(e).__name__,
+                e,
+            )
+            return []
+    half = len(entries) // 2
+    return _kept_batches(topic, queue_id, entries[:half], schema, bounds) + _kept_batches(
+        topic, queue_id, entries[half:], schema, bounds
+    )
+
+
+class _Fields:
+    """The entries of one read and their fields by name (see :class:`mq.store.codec.FieldColumns`),
+    with what more than one column needs computed once."""
+
+    def __init__(self, topic: str, queue_id: int, entries: Sequence[Entry]) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.entries = entries
+        self.by_name = codec.FieldColumns(entries)
+
+    @functools.cached_property
+    def store_ms(self) -> pa.Array:
+        """Store times, epoch ms (int64)."""
+        return pa.array(self.by_name.required(b"st"), pa.string()).cast(pa.int64())
+
+    def maps(self, name: bytes) -> pa.Array:
+        """``map<string,string>`` of the JSON objects of field ``name`` (see :func:`_json_maps`).
+
+        Raises:
+            ValueError: a text is not exactly what the codec writes.
+        """
+        maps = _json_maps(self.by_name(name))
+        if maps is None:
+            raise ValueError(f"field {name.decode()!r} holds text that is not a JSON object of strings")
+        return maps
+
+
+def _offsets(f: _Fields) -> pa.Array:
+    """Queue offsets from the entry ids (``0-(offset+1)``)."""
+    ids = pa.array(list(map(itemgetter(0), f.entries)), pa.string())
+    return pc.subtract(pc.list_element(pc.split_pattern(ids, "-", max_splits=1), 1).cast(pa.int64()), 1)
+
+
+#: How each column of the ``messages`` table is built from the fields (timestamps in µs; the cast
+#: to the schema's type follows).
+_BUILD: dict[str, Callable[[_Fields], pa.Array]] = {
+    "topic": lambda f: pa.array([f.topic] * len(f.entries), pa.string()),
+    "queue_id": lambda f: pa.array([f.queue_id] * len(f.entries), pa.int32()),
+    "queue_offset": _offsets,
+    "msg_id": lambda f: pa.array(f.by_name.required(b"i"), pa.string()),
+    "tags": lambda f: pa.array(_empty_as_none(f.by_name(b"t")), pa.string()),  # as decode has it
+    "keys": lambda f: _keys(_empty_as_none(f.by_name(b"k"))),
+    "properties": lambda f: f.maps(b"p"),
+    "body": lambda f: pa.array(f.by_name.required(b"b"), pa.binary()),
+    "born_timestamp": lambda f: _timestamps(pa.array(f.by_name.required(b"bt"), pa.string()).cast(pa.int64())),
+    "store_timestamp": lambda f: _timestamps(f.store_ms),
+    "reconsume_times": lambda f: pc.fill_null(pa.array(f.by_name(b"r"), pa.string()).cast(pa.int32()), 0),
+    "system_properties": lambda f: f.maps(b"s"),
+}
+
+#: The ``messages`` table's columns.
+MESSAGE_COLUMNS = tuple(_BUILD)
 
 
 def _empty_as_none(values: Sequence[bytes | None]) -> Sequence[bytes | None]:
@@ -163,13 +241,13 @@ def _timestamps(ms: pa.Array) -> pa.Array:
     return pc.multiply(ms, 1000)
 
 
-def _time_mask(store_ms: pa.Array, low_ms: int | None, high_ms: int | None) -> pa.Array | None:
+def _time_mask(fields: _Fields, low_ms: int | None, high_ms: int | None) -> pa.Array | None:
     """Which rows lie within the inclusive store-time bounds; None when there are no bounds."""
     masks = []
     if low_ms is not None:
-        masks.append(pc.greater_equal(store_ms, low_ms))
+        masks.append(pc.greater_equal(fields.store_ms, low_ms))
     if high_ms is not None:
-        masks.append(pc.less_equal(store_ms, high_ms))
+        masks.append(pc.less_equal(fields.store_ms, high_ms))
     return None if not masks else masks[0] if len(masks) == 1 else pc.and_(masks[0], masks[1])
 
 

@@ -1,4 +1,5 @@
-"""The tables the ``mq`` source serves, and their Arrow form.
+"""The tables the ``mq`` source serves, the user schemas it accepts (some of a table's columns, any
+order, the table's types: :func:`check_schema`, :func:`schema_of`), and their Arrow form.
 
 Timestamps travel as epoch milliseconds (the store's unit) until :func:`record_batch` turns them
 into Arrow microseconds at the boundary.
@@ -14,6 +15,7 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
+    DataType,
     IntegerType,
     LongType,
     MapType,
@@ -77,16 +79,53 @@ SCHEMAS: dict[str, StructType] = {"messages": MESSAGES, "offsets": OFFSETS, "top
 
 
 def check_schema(table: str, given: StructType) -> None:
-    """Refuse a user-specified schema that differs from the table's (the source has a fixed one).
+    """Refuse a user-given schema unless it names some of ``table``'s columns, each once and with
+    the column's own type (any order: rows carry the given columns in the given order).
 
     Raises:
-        MQClientError: ``given`` is not the schema of ``table``.
+        MQClientError: no column, an unknown or repeated column, or a column with another type;
+            the message quotes the offending column and lists every column with its type.
     """
-    expected = SCHEMAS[table]
-    if [(f.name, f.dataType) for f in given.fields] != [(f.name, f.dataType) for f in expected.fields]:
+    columns = {f.name: f.dataType for f in SCHEMAS[table].fields}
+    fault = _schema_fault(columns, given)
+    if fault is not None:
+        allowed = ", ".join(f"{name} {kind.simpleString()}" for name, kind in columns.items())
         raise MQClientError(
-            f"format 'mq' table {table!r} has a fixed schema ({expected.simpleString()}); got {given.simpleString()}"
+            f"format 'mq' table {table!r} {fault}: give a schema of some of its columns, any order, "
+            f"with these types: {allowed} (got {given.simpleString()})"
         )
+
+
+def _schema_fault(columns: Mapping[str, DataType], given: StructType) -> str | None:
+    """What is wrong with ``given`` as a schema of some of ``columns`` (by name), or None."""
+    if not given.fields:
+        return "names no column"
+    seen: set[str] = set()
+    for f in given.fields:
+        if f.name not in columns:
+            return f"has no column {f.name!r}"
+        if f.name in seen:
+            return f"names {f.name!r} twice"
+        if f.dataType != columns[f.name]:
+            return f"has {f.name!r} as {columns[f.name].simpleString()}, not {f.dataType.simpleString()}"
+        seen.add(f.name)
+    return None
+
+
+def schema_of(*columns: str, table: str = "messages") -> StructType:
+    """The schema of some of ``table``'s columns, in the order given, for ``.schema(...)`` of a read
+    that converts only those (``schema_of("topic", "body")``; DDL text such as ``"topic string,
+    body binary"`` works too).
+
+    Raises:
+        MQClientError: an unknown table or column, or a column named twice.
+    """
+    if table not in SCHEMAS:
+        raise MQClientError(f"unknown table {table!r}: use one of {', '.join(SCHEMAS)}")
+    by_name = {f.name: f for f in SCHEMAS[table].fields}
+    chosen = StructType([by_name.get(name, StructField(name, StringType())) for name in columns])
+    check_schema(table, chosen)
+    return chosen
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

@@ -113,7 +113,10 @@ class SnapshotReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The rows computed at planning."""
         if isinstance(partition, plan.RowsPartition) and partition.rows:
-            yield rows_batch(partition.rows, arrow_schema(self.schema))
+            table = SCHEMAS[self.options.table].names
+            picked = [table.index(name) for name in self.schema.names]  # the given columns, in the given order
+            rows = [tuple(row[i] for i in picked) for row in partition.rows]
+            yield rows_batch(rows, arrow_schema(self.schema))
 
 
 def register(session: SparkSession) -> None:

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mq.connection import URL_ENV
+from spark.schema import schema_of
 from spark.source import FORMAT
 
 
@@ -24,12 +25,13 @@ def _count(n: int, noun: str) -> str:
 def summary_lines(session: SparkSession, url: str, namespace: str) -> list[str]:
     """One line per user topic (messages, bytes, queues used, tags) and per group with offsets (lag)."""
 
-    def read(table: str) -> DataFrame:
-        return session.read.format(FORMAT).option("url", url).option("namespace", namespace).option("table", table).load()
+    def read(table: str, *columns: str) -> DataFrame:
+        reader = session.read.format(FORMAT).option("url", url).option("namespace", namespace).option("table", table)
+        return (reader.schema(schema_of(*columns, table=table)) if columns else reader).load()
 
     lines = []
     per_topic = (
-        read("messages")
+        read("messages", "topic", "body", "queue_id", "tags")  # only the columns the summary uses
         .groupBy("topic")
         .agg(
             F.count(F.lit(1)).alias("n"),

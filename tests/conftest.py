@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -58,6 +59,17 @@ def redis_server() -> Iterator[RedisServer]:
     """One standalone server for the session (tests keep apart by namespace)."""
     with RedisServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def spark_session() -> Iterator[Any]:
+    """One local[2] SparkSession for the Spark test modules (JVM start-up costs seconds)."""
+    pytest.importorskip("pyspark", reason="pip install 'rocketredis[spark]'")
+    from spark import local_session
+
+    session = local_session(2, app_name="rocketredis-tests", shuffle_partitions=2)
+    yield session
+    session.stop()
 
 
 @pytest.fixture

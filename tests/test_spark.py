@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,7 +28,7 @@ from pyspark.sql import functions as F
 from mq import Admin, Message, MessageQueue, MQClientError, Producer, TopicNotFoundError
 from mq.connection import Connection
 from mq.msgid import new_msg_id
-from spark import MQDataSource, local_session, parse_options
+from spark import MQDataSource, parse_options
 from spark.plan import ReadPartition, cap, plan
 from spark.schema import MESSAGES
 from tests.helpers import raw_client
@@ -39,14 +38,6 @@ pytestmark = [pytest.mark.spark]
 
 #: Messages in the big topic (acceptance: 30k on 6 queues).
 BIG = 30_000
-
-
-@pytest.fixture(scope="session")
-def spark_session() -> Iterator[SparkSession]:
-    """One local[2] session for the module (JVM start-up costs seconds)."""
-    session = local_session(2, app_name="rocketredis-tests", shuffle_partitions=2)
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

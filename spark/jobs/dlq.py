@@ -33,7 +33,11 @@ def build(session: SparkSession, args: runner.JobArgs) -> DataFrame:
     system = F.col("system_properties")
     reason = F.coalesce(system[REASON_PROPERTY], F.format_string("reconsumed %d times", F.col("reconsume_times")))
     return (
-        args.read(session, topic=args.topic or f"{DLQ_PREFIX}*")
+        args.read(
+            session,
+            topic=args.topic or f"{DLQ_PREFIX}*",
+            columns=("topic", "system_properties", "reconsume_times", "store_timestamp"),
+        )
         .select(
             F.expr(f"substring(topic, {len(DLQ_PREFIX) + 1})").alias("group"),
             F.coalesce(system[ORIGINAL_TOPIC_PROPERTY], F.lit(UNKNOWN_TOPIC)).alias("topic"),

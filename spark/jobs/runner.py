@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 
 from mq.connection import URL_ENV
 from mq.errors import MQError
+from spark.schema import schema_of
 from spark.source import FORMAT
 
 #: Table formats a job can write.
@@ -53,12 +54,17 @@ class JobArgs:
     cores: int = 2
     bucket_s: int = 0
 
-    def read(self, session: SparkSession, table: str = "messages", *, topic: str | None = None) -> DataFrame:
-        """The ``mq`` source over this store (``topic`` overrides the ``--topic`` argument)."""
+    def read(
+        self, session: SparkSession, table: str = "messages", *, topic: str | None = None, columns: Sequence[str] = ()
+    ) -> DataFrame:
+        """The ``mq`` source over this store (``topic`` overrides the ``--topic`` argument); with
+        ``columns``, only those columns are read (see :func:`spark.schema.schema_of`)."""
         reader = session.read.format(FORMAT).option("url", self.url).option("namespace", self.namespace)
         chosen = self.topic if topic is None else topic
         if chosen:
             reader = reader.option("topic", chosen)
+        if columns:
+            reader = reader.schema(schema_of(*columns, table=table))
         return reader.option("table", table).load()
 
 

@@ -33,7 +33,7 @@ def build(session: SparkSession, args: runner.JobArgs) -> DataFrame:
     """
     first = F.col("pos").isNull() | (F.col("pos") == 0)
     by_key = (
-        args.read(session)
+        args.read(session, columns=("topic", "queue_id", "body", "keys"))
         .select("topic", "queue_id", F.length("body").alias("size"), F.posexplode_outer("keys").alias("pos", "key"))
         .groupBy("topic", "queue_id", "key")
         .agg(F.count(F.when(first, 1)).alias("messages"), F.sum(F.when(first, F.col("size"))).alias("bytes"))

@@ -36,7 +36,7 @@ def build(session: SparkSession, args: runner.JobArgs) -> DataFrame:
     bucket width and the buckets come from those.
     """
     per_second = (
-        args.read(session)
+        args.read(session, columns=("topic", "queue_id", "store_timestamp", "body"))
         .groupBy("topic", "queue_id", F.floor(F.unix_millis("store_timestamp") / 1000).cast("long").alias("second"))
         .agg(F.count(F.lit(1)).alias("messages"), F.sum(F.length("body")).cast("long").alias("bytes"))
         .localCheckpoint(eager=True)
