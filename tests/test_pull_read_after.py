@@ -40,13 +40,19 @@ def _compared(result: PullResult | Exception) -> Any:
     )
 
 
-@pytest.fixture
-def store_of_five(backend_url: str, namespace: str) -> Store:
-    Admin(backend_url, namespace).create_topic("R", read_queues=1, write_queues=1)
-    with Producer("p", backend_url, namespace=namespace) as producer:
+def _five(url: str, namespace: str) -> Store:
+    """A store whose queue ``R``/0 holds five messages (every other one tagged)."""
+    with Admin(url, namespace) as admin:
+        admin.create_topic("R", read_queues=1, write_queues=1)
+    with Producer("p", url, namespace=namespace) as producer:
         for i in range(5):
             producer.send(Message("R", b"m%d" % i, tags="a" if i % 2 else None, keys=["k%d" % i], properties={"n": str(i)}))
-    return Store(Connection(backend_url, namespace))
+    return Store(Connection(url, namespace))
+
+
+@pytest.fixture
+def store_of_five(backend_url: str, namespace: str) -> Store:
+    return _five(backend_url, namespace)
 
 
 @pytest.mark.parametrize(("offset", "count"), SCENARIOS)
@@ -169,11 +175,10 @@ def test_read_after_of_several_queues_some_without_news(backend_url: str, namesp
     assert [len(r.messages) for r in native] == [2, 0, 0]  # type: ignore[union-attr]
 
 
-def test_read_after_after_the_server_lost_its_scripts(redis_server: Any, namespace: str, store_of_five: Store) -> None:
+def test_read_after_after_the_server_lost_its_scripts(redis_server: Any, namespace: str) -> None:
     """``NOSCRIPT`` (a restarted or flushed server): the script is loaded and the whole pipeline,
-    reads included, is sent again."""
-    if store_of_five.conn.kind != "standalone":
-        pytest.skip("flushes the standalone server's scripts")
+    reads included, is sent again (on the standalone server, whose scripts the test flushes)."""
+    store_of_five = _five(redis_server.url, namespace)
     request = PullRequest("R", 0, 1, 3, 1024, read_after=True)
     raw = redis.Redis.from_url(redis_server.url)
     raw.script_flush()
