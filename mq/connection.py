@@ -260,7 +260,20 @@ class Connection:
                 await client.aclose()
                 for sentinel in _sentinels_of(client):
                     await sentinel.aclose()
+            await _disconnect_cluster_nodes(client)
         self.close()
+
+
+async def _disconnect_cluster_nodes(client: Any) -> None:
+    """Disconnect every node of a ``redis.asyncio`` cluster client, known or startup. ``RedisCluster.aclose``
+    does nothing while the client is flagged for re-initialisation — as it stays after a failed
+    re-initialisation (connect timeouts under load), with connections a command or the attempt opened —
+    and those were left to be collected unclosed (``Unclosed ClusterNode``) once the loop was gone."""
+    manager = getattr(client, "nodes_manager", None)
+    if manager is None:
+        return
+    nodes = {id(n): n for n in [*manager.nodes_cache.values(), *manager.startup_nodes.values()]}
+    await asyncio.gather(*(node.disconnect() for node in nodes.values()), return_exceptions=True)
 
 
 def _sentinels_of(client: Any) -> list[Any]:

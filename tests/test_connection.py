@@ -72,3 +72,22 @@ def test_password_url_works_and_never_leaks(tmp_path, caplog: pytest.LogCaptureF
     for text in texts:
         assert secret not in text and "wrong-password" not in text
     assert "***" in repr(admin)
+
+
+def test_aclose_disconnects_a_cluster_client_flagged_for_reinitialisation(redis_cluster: object) -> None:
+    """``RedisCluster.aclose`` does nothing while redis-py has the client flagged for re-initialisation
+    (as after a failed one under load); ``Connection.aclose`` still disconnects every node, so nothing is
+    left for the collector to find open once the event loop is gone ("Unclosed ClusterNode")."""
+    import asyncio
+
+    async def scenario() -> list[bool]:
+        conn = Connection(redis_cluster.url, "t")  # type: ignore[attr-defined]
+        client = conn.async_client
+        await client.ping()
+        nodes = [*client.nodes_manager.nodes_cache.values(), *client.nodes_manager.startup_nodes.values()]
+        assert any(c.is_connected for n in nodes for c in n._connections)
+        client._initialize = True  # what a failed re-initialisation leaves
+        await conn.aclose()
+        return [c.is_connected for n in nodes for c in n._connections]
+
+    assert not any(asyncio.run(scenario()))
