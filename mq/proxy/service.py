@@ -43,6 +43,8 @@ from mq.topic import TopicConfig
 from mq.validation import MAX_DELAY_MS, RETRY_PREFIX, check_group
 
 log = logging.getLogger("mq.proxy")
+#: The filter the group's retry topic is read with: every message (its copies passed the filter when first read).
+UNFILTERED = filter_args(EVERY_TAG)
 
 #: The producer group of half messages sent through the endpoint (RocketMQ 5 producers have none):
 #: the broker service posts their check-backs to this group, and the endpoint pushes them on.
@@ -116,6 +118,8 @@ class MessagingService:
         self._seeded: set[tuple[str, str]] = set()
         self._tx_timeout_ms: int | None = None
         self._topics: dict[str, tuple[TopicConfig, float]] = {}
+        #: groups found without a retry topic, and when (monotonic s): not read again for TOPIC_TTL_S
+        self._no_retry_topic: dict[str, float] = {}
         #: The message trace of receives, acks and dead letters (D52's events), per group.
         self.trace = EndpointTrace(backend.store, replica_id, self._now_ms)
 
@@ -165,16 +169,20 @@ class MessagingService:
         return config
 
     async def _retry_queues(self, group: str) -> list[MessageQueue]:
-        """The readable queues of ``group``'s retry topic (none until a message is first sent back; its
-        config read again after :data:`TOPIC_TTL_S`, a missing one on every receive): dead letters resent
-        by ``Admin.resend_dlq`` come back there, and a receive reads them after the topic's own queues,
-        as the simple consumers do."""
+        """The readable queues of ``group``'s retry topic (none until a message is first sent back); its
+        config, or its absence, is read again after :data:`TOPIC_TTL_S`. Dead letters resent by
+        ``Admin.resend_dlq`` come back there, and a receive reads them after the topic's own queues, as
+        the simple consumers do."""
         name = retry_topic(group)
         cached = self._topics.get(name)
         if cached is None or time.monotonic() - cached[1] >= TOPIC_TTL_S:
+            if time.monotonic() - self._no_retry_topic.get(group, -TOPIC_TTL_S) < TOPIC_TTL_S:
+                return []
             config: TopicConfig | None = await self.backend.call("topic", name)
             if config is None:
+                self._no_retry_topic[group] = time.monotonic()
                 return []
+            self._no_retry_topic.pop(group, None)
             self._topics[name] = (config, time.monotonic())
         return await self._seed(group, name)
 
@@ -451,15 +459,16 @@ class MessagingService:
         if remaining is not None:
             wait_s = max(0.0, min(wait_s, remaining - DEADLINE_MARGIN_S))
         deadline = time.monotonic() + wait_s
-        queues = await self._seed(group, topic) + await self._retry_queues(group)
+        queues = await self._seed(group, topic)
         config = await self._group_config(group)
         fifo, attempts = self._delivery(config)
         ftype, fdata = filter_args(selector)
         pause = POLL_FIRST_S
         turn = self._turns.setdefault(f"receive:{group}:{topic}", itertools.count())
         while True:
-            if config is None or config.consume_enable:
-                views = await self._receive_once(group, queues, next(turn), batch, invisible_ms, attempts, ftype, fdata, fifo)
+            if config is None or config.consume_enable:  # the retry topic's queues: cached, re-read each TOPIC_TTL_S
+                every = queues + await self._retry_queues(group)
+                views = await self._receive_once(group, every, next(turn), batch, invisible_ms, attempts, ftype, fdata, fifo)
                 if views:
                     return views, invisible_ms
             left = deadline - time.monotonic()
@@ -489,7 +498,7 @@ class MessagingService:
             now_ms=await self._now_ms(),
             invisible_ms=invisible_ms,
             max_attempts=attempts,
-            filter_of=lambda q: filter_args(EVERY_TAG) if q.topic.startswith(RETRY_PREFIX) else (ftype, fdata),
+            filter_of=lambda q: UNFILTERED if q.topic.startswith(RETRY_PREFIX) else (ftype, fdata),
             fifo=fifo,
             trace=await self.trace.active(group),
         )

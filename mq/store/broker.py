@@ -9,12 +9,10 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import redis
-
 from mq.keys import QueueKeys, parse_timer_member, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec
-from mq.store.base import StoreBase, all_or_raise
+from mq.store.base import StoreBase, all_or_raise, without_dicts
 from mq.store.ops import Cmd, Op, operation
 from mq.topic import TopicConfig
 
@@ -203,9 +201,7 @@ class BrokerOps(StoreBase):
         log = self.queue_keys(topic, queue_id).log
 
         def build(p: Any) -> None:
-            if isinstance(p, redis.client.Pipeline):  # standalone: this pipeline's own callbacks, without XRANGE's
-                callbacks = p.response_callbacks
-                p.response_callbacks = type(callbacks)({k: v for k, v in callbacks.items() if k != "XRANGE"})
+            without_dicts(p)
             for a, b in pages:
                 p.xrange(log, stream_id(a), stream_id(b))
 
