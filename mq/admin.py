@@ -654,7 +654,7 @@ def _check_timestamp(timestamp_ms: object) -> int:
     return int(timestamp_ms)
 
 
-def _resend_copy(letter: MessageExt, retry: str, dlq: str) -> list[Any]:
+def _resend_copy(letter: MessageExt, retry: str, dlq: str) -> Sequence[Any]:
     """The encoded copy of a dead letter for its group's retry topic, linked to the letter."""
     system = {k: v for k, v in letter.system_properties.items() if k not in (DLQ_REASON, RESENT)}
     system |= {

@@ -62,9 +62,10 @@ class Message:
         self.topic = topic
         self.body = body
         self.tags = tags
-        self.keys = _normalise_keys(keys)
+        self.keys = () if keys is None else _normalise_keys(keys)
         # a non-mapping is kept as given, for the producer's checks to refuse with an MQClientError
-        self.properties = dict(properties) if isinstance(properties, Mapping) else properties or {}
+        # (None first: an ABC check costs as much as the rest of the constructor)
+        self.properties = {} if properties is None else dict(properties) if isinstance(properties, Mapping) else properties or {}
         self.delay_level = delay_level
         self.deliver_time_ms = deliver_time_ms
 

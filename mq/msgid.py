@@ -32,10 +32,14 @@ os.register_at_fork(after_in_child=_after_fork)
 _next_count = _counter.__next__
 
 
-def new_msg_id() -> str:
-    """A new message id (32 hex characters). Made once per message: ``%`` formatting takes about
-    half the time of the same f-string with format specs."""
-    return "%s%012x%08x" % (_prefix, int(time.time() * 1000) & 0xFFFFFFFFFFFF, _next_count() & 0xFFFFFFFF)  # noqa: UP031 (see the docstring)
+def new_msg_id(now_ms: int | None = None) -> str:
+    """A new message id (32 hex characters); ``now_ms``: the time, epoch ms (None: now — a caller that
+    has just read the clock for the message passes it). Made once per message: the time and the counter
+    as one integer's bytes in hex take about 0.3 µs, two ``%x`` formats 0.45 µs and f-strings twice that."""
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
+    # 12 hex digits of the time, then 8 of the counter
+    return _prefix + ((now_ms & 0xFFFFFFFFFFFF) << 32 | (_next_count() & 0xFFFFFFFF)).to_bytes(10, "big").hex()
 
 
 def new_client_id() -> str:

@@ -37,7 +37,7 @@ _GET_TRACER_PROVIDER = trace.get_tracer_provider if trace is not None else None
 #: ``os.environ``'s own mapping and the provider variable's key in it (CPython's ``os._Environ``):
 #: looking a missing name up there is a dict lookup, where ``name in os.environ`` raises and catches
 #: a ``KeyError`` (about 1 µs, once per send). None where ``os.environ`` is something else.
-_ENVIRON_DATA: Mapping[Any, str] | None = getattr(os.environ, "_data", None)
+_ENVIRON_DATA: Mapping[Any, Any] | None = getattr(os.environ, "_data", None)
 _ENVIRON_KEY: Any = (
     os.environ.encodekey(OTEL_PYTHON_TRACER_PROVIDER)
     if trace is not None and _ENVIRON_DATA is not None and hasattr(os.environ, "encodekey")

@@ -141,7 +141,13 @@ def check_message(msg: object, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         raise MQClientError(f"message body for topic {msg.topic!r} is empty; send at least 1 byte")
     if body_size > max_message_size:
         raise MessageTooLargeError(f"message body is {body_size} bytes; the limit is {max_message_size} (max_message_size)")
-    extra = _check_tags(msg.tags) + _check_keys(msg.keys) + _check_properties(msg.properties)
+    # no tag, key or property (most messages): nothing to go through
+    tags, keys, properties = msg.tags, msg.keys, msg.properties
+    extra = (
+        (0 if tags is None else _check_tags(tags))
+        + (0 if keys.__class__ is tuple and not keys else _check_keys(keys))
+        + (0 if properties.__class__ is dict and not properties else _check_properties(properties))
+    )
     if extra > MAX_USER_PROPERTY_SIZE:
         raise MessageTooLargeError(f"tags, keys and properties take {extra} bytes; the limit is {MAX_USER_PROPERTY_SIZE}")
     if body_size + extra > max_message_size:
@@ -149,7 +155,8 @@ def check_message(msg: object, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
             f"message is {body_size + extra} bytes with its tags, keys and properties; "
             f"the limit is {max_message_size} (max_message_size)"
         )
-    _check_delay(msg, now_ms)
+    if not (msg.delay_level.__class__ is int and msg.delay_level == 0 and msg.deliver_time_ms is None):
+        _check_delay(msg, now_ms)
     return msg
 
 

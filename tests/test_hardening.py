@@ -230,7 +230,7 @@ def test_the_async_sender_survives_any_error_and_fails_only_the_sends_it_affects
         sender = producer._sender
         assert sender is not None
         # a request that got past every check (a bug): its encoding fails inside the sender thread
-        poisoned = SendRequest("h", [[4, "i", "x", "b", "\ud800"]], ["x"], Message("h", b"x"), time.monotonic() + 5)
+        poisoned = SendRequest("h", [4, "i", "x", "b", "\ud800"], "x", time.monotonic() + 5)
         future = poisoned.future  # made before the sender thread sees the request (as send_async does)
         sender.submit(poisoned)
         with pytest.raises(UnicodeEncodeError):

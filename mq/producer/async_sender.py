@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
@@ -51,6 +52,8 @@ class AsyncSender:
         self._send_sync = send_sync
         self._futures = futures or FutureGroup()
         self._queue: queue.SimpleQueue[SendRequest | None] = queue.SimpleQueue()
+        #: sends queued since the caller last let go of the GIL (see :meth:`submit`)
+        self._submitted = 0
         self._thread = threading.Thread(target=self._run, name="mq-async-sender", daemon=True)
 
     def start(self) -> None:
@@ -58,8 +61,15 @@ class AsyncSender:
         self._thread.start()
 
     def submit(self, request: SendRequest) -> None:
-        """Queue a send."""
+        """Queue a send. Every :data:`MAX_PIPELINE` sends the calling thread lets go of the GIL for a
+        moment (``time.sleep(0)``): a caller queueing sends in a loop would otherwise keep it for the
+        interpreter's whole switch interval (5 ms, ~700 sends) while the sender thread, back from
+        writing or reading a round, waits for it — and Redis waits for the sender (D64)."""
         self._queue.put(request)
+        self._submitted += 1
+        if self._submitted >= MAX_PIPELINE:
+            self._submitted = 0
+            time.sleep(0)
 
     def stop(self) -> None:
         """Send everything queued so far, then stop the thread."""

@@ -21,7 +21,7 @@ from mq.errors import MQBrokerError, MQClientError, MQError, QueueNotWritableErr
 from mq.message import Message, SendResult, SendStatus
 from mq.msgid import new_msg_id
 from mq.producer.fault import LatencyFaultTolerance
-from mq.producer.request import Selector, SendRequest, split_puts
+from mq.producer.request import Selector, SendRequest, split_ends
 from mq.producer.route import RouteCache, TopicRoute
 from mq.producer.selectors import MessageQueueSelector
 from mq.queue import MessageQueue
@@ -42,6 +42,8 @@ DEFAULT_SEND_TIMEOUT_S = 3.0
 DEFAULT_RETRY_TIMES = 2
 #: Most sends one pipeline carries.
 MAX_PIPELINE = 128
+
+_INF = float("inf")
 
 NOT_STARTED = "the producer is not started: call start() or use it as a context manager"
 
@@ -151,11 +153,14 @@ class SendCore:
         self, msg: Message, due_ms: int | None, where: Where, timeout_s: float, oneway: bool, carried: Carried
     ) -> SendRequest:
         """The request of ``msg`` (checked), due at ``due_ms`` (epoch ms; None: at once)."""
-        msg_id = new_msg_id()
-        encoded = codec.encode(msg, msg_id, extra_properties=carried)
+        now_ms = int(time.time() * 1000)
+        msg_id = new_msg_id(now_ms)
+        fields = codec.encode(msg, msg_id, now_ms, extra_properties=carried)
         queue, selector, arg = where
         deadline = time.monotonic() + timeout_s
-        return SendRequest(msg.topic, [encoded], (msg_id,), msg, deadline, queue, selector, arg, due_ms, oneway)
+        # the message is kept only for a selector to see (a send in flight holds no more than it needs)
+        first = msg if selector is not None else None
+        return SendRequest(msg.topic, fields, msg_id, deadline, first, queue, selector, arg, due_ms, oneway)
 
     def prepare_at_once(self, msg: Message, where: Where, timeout_s: float, oneway: bool, carried: Carried) -> Prepared | None:
         """:meth:`prepare` without the store, or None when it needs it (a delay level, or a route
@@ -198,7 +203,8 @@ class SendCore:
         topic = check_batch(msgs, self.max_message_size)
         ids = [new_msg_id() for _ in msgs]
         encoded = [codec.encode(m, i, extra_properties=carried) for m, i in zip(msgs, ids)]
-        return SendRequest(topic, encoded, ids, msgs[0], time.monotonic() + timeout_s, queue=queue)
+        deadline = time.monotonic() + timeout_s
+        return SendRequest(topic, encoded[0], ",".join(ids), deadline, msgs[0], queue=queue, batch=encoded)
 
     @operation
     def pipeline_queue(self, request: SendRequest) -> Op[MessageQueue]:
@@ -207,9 +213,9 @@ class SendCore:
 
     def queue_of(self, route: TopicRoute, request: SendRequest) -> MessageQueue:
         """The queue a pipelined (first) attempt of ``request`` goes to on ``route``."""
-        return self.fixed_queue(route, request.first, request.queue, request.selector, request.arg) or self.select_default(
-            route, None
-        )
+        if request.queue is None and request.selector is None and not self.send_latency_fault_enable:
+            return route.next_queue()  # round-robin, as select_default (once a send: no two calls for it)
+        return self.fixed_queue(route, request) or self.select_default(route, None)
 
     @operation
     def send(self, request: SendRequest) -> Op[SendResult]:
@@ -219,7 +225,7 @@ class SendCore:
         offset is assigned when it is delivered). A big batch goes out as several bounded put calls
         to one queue, each atomic: when a later call fails, the error says how much was stored.
         """
-        chunks = [request.encoded] if len(request.encoded) == 1 else request.chunks()  # one message always fits one call
+        chunks = [[request.fields]] if request.batch is None else request.chunks()  # one message always fits one call
         mq, offset, confirmed = yield from self._put_with_retries(request, chunks[0], None)
         stored = len(chunks[0])
         for chunk in chunks[1:]:
@@ -236,14 +242,14 @@ class SendCore:
         return SendResult(status, request.msg_id, mq, offset)
 
     def _put_with_retries(
-        self, request: SendRequest, encoded: list[list[Any]], pinned: MessageQueue | None
+        self, request: SendRequest, encoded: Sequence[Sequence[Any]], pinned: MessageQueue | None
     ) -> Op[tuple[MessageQueue, int, bool]]:
         """Store ``encoded`` (all of ``request`` or one chunk of it); ``(queue, first offset, confirmed)``
         — not confirmed: stored on the master, but fewer than ``sync_replicas`` replicas confirmed in time
         (not retried: that would store it twice)."""
         topic = request.topic
         route = self.routes.cached(topic) or (yield from self.routes.get(topic))
-        fixed = pinned or self.fixed_queue(route, request.first, request.queue, request.selector, request.arg)
+        fixed = pinned or self.fixed_queue(route, request)
         attempts = 1 if fixed is not None and pinned is None else 1 + self.retry_times_when_send_failed
         last_node: str | None = None
         error: Exception | None = None
@@ -288,20 +294,20 @@ class SendCore:
 
     # -- decisions (no I/O) ---------------------------------------------------------------------
 
-    def fixed_queue(
-        self, route: TopicRoute, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any
-    ) -> MessageQueue | None:
-        """The queue an explicit ``queue`` or a selector names, or None for the default choice."""
+    def fixed_queue(self, route: TopicRoute, request: SendRequest) -> MessageQueue | None:
+        """The queue ``request``'s explicit ``queue`` or its selector names, or None for the default choice."""
+        queue, selector, topic = request.queue, request.selector, request.topic
         if queue is not None:
-            if not isinstance(queue, MessageQueue) or queue.topic != msg.topic:
-                raise MQClientError(f"queue {queue!r} does not belong to topic {msg.topic!r}")
+            if not isinstance(queue, MessageQueue) or queue.topic != topic:
+                raise MQClientError(f"queue {queue!r} does not belong to topic {topic!r}")
             return queue
         if selector is None:
             return None
+        assert request.first is not None  # kept for the selector
         select = selector.select if isinstance(selector, MessageQueueSelector) else selector
-        chosen = select(list(route.queues), msg, arg)
+        chosen = select(list(route.queues), request.first, request.arg)
         if chosen is not None and chosen not in route.nodes:
-            raise MQClientError(f"selector returned {chosen!r}, which is not a writable queue of {msg.topic!r}")
+            raise MQClientError(f"selector returned {chosen!r}, which is not a writable queue of {topic!r}")
         return chosen
 
     def select_default(self, route: TopicRoute, last_node: str | None) -> MessageQueue:
@@ -375,6 +381,12 @@ class ProducerSettings:
 class SyncSendCore(SendCore, SyncRunner):
     """:class:`SendCore` run at once (the sync producer)."""
 
+    def pipelined_queue(self, request: SendRequest) -> MessageQueue:
+        """:meth:`pipeline_queue`, a plain call while the route is cached (the background sender's
+        choice, once a send: the operation's generator and driver cost about a microsecond)."""
+        route = self.routes.cached(request.topic)
+        return self.pipeline_queue(request) if route is None else self.queue_of(route, request)
+
 
 class AsyncSendCore(SendCore, AsyncRunner):
     """:class:`SendCore` awaited (the asyncio producer)."""
@@ -391,30 +403,34 @@ def plan_puts(chosen: Sequence[tuple[SendRequest, MessageQueue]]) -> list[PutCal
         groups.setdefault(mq, []).append(request)
     calls: list[PutCall] = []
     for mq, group in groups.items():
-        by_id = {id(r.encoded[0]): r for r in group}
-        for run in split_puts([r.encoded[0] for r in group]):
-            calls.append((mq, [by_id[id(fields)] for fields in run]))
+        start = 0
+        for end in split_ends([r.fields for r in group]):
+            calls.append((mq, group[start:end]))
+            start = end
     return calls
 
 
-def puts_of(calls: Sequence[PutCall]) -> list[tuple[str, int, list[list[Any]]]]:
+def puts_of(calls: Sequence[PutCall]) -> list[tuple[str, int, list[Sequence[Any]]]]:
     """The :meth:`~mq.store.Store.put_many` arguments of ``calls``."""
-    return [(mq.topic, mq.queue_id, [r.encoded[0] for r in run]) for mq, run in calls]
+    return [(mq.topic, mq.queue_id, [r.fields for r in run]) for mq, run in calls]
 
 
 def outcomes(calls: Sequence[PutCall], results: Sequence[Any]) -> Iterator[tuple[SendRequest, SendResult | BaseException | None]]:
     """Each pipelined send's outcome: its result, its error, or None when it should be retried through
     :meth:`SendCore.send` (a store failure of a send someone waits for; oneway sends are not retried)."""
-    for (mq, requests), result in zip(calls, results):
-        for index, r in enumerate(requests):
-            if isinstance(result, ReplicaAckTimeout):  # stored, not confirmed: not retried (no second copy)
-                yield r, SendResult(SendStatus.FLUSH_SLAVE_TIMEOUT, r.msg_id, mq, result.result[0] + index)
-            elif not isinstance(result, Exception):
-                yield r, SendResult(SendStatus.SEND_OK, r.msg_id, mq, result[0] + index)
-            elif r.oneway or not isinstance(result, MQBrokerError):
-                yield r, result
-            else:
-                yield r, None
+    for (mq, requests), result in zip(calls, results):  # one result a put call: looked at once
+        if isinstance(result, Exception) and not isinstance(result, ReplicaAckTimeout):
+            retried = isinstance(result, MQBrokerError)
+            for r in requests:
+                yield r, None if retried and not r.oneway else result
+            continue
+        if isinstance(result, ReplicaAckTimeout):  # stored, not confirmed: not retried (no second copy)
+            status, offset = SendStatus.FLUSH_SLAVE_TIMEOUT, result.result[0]
+        else:
+            status, offset = SendStatus.SEND_OK, result[0]
+        for r in requests:
+            yield r, SendResult(status, r.msg_id, mq, offset)
+            offset += 1
 
 
 def oneway_failed(request: SendRequest, error: BaseException) -> None:
@@ -449,7 +465,9 @@ def trace_stored(tracer: TraceEvents, topic: str, msg_ids: Sequence[str], result
 
 def check_timeout(timeout_s: float) -> None:
     """Raise MQClientError unless ``timeout_s`` is a positive finite number of seconds."""
-    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s < float("inf"):
+    if timeout_s.__class__ is float and 0 < timeout_s < _INF:  # the common case, first (once a send)
+        return
+    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s < _INF:
         raise MQClientError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
 
 

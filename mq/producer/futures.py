@@ -87,6 +87,7 @@ class SendFuture(Future[T]):
     _callbacks_list: list[Any] | None = None
 
     def __init__(self, condition: threading.Condition) -> None:  # no super().__init__(): it makes a Condition
+        # every attribute set here, as class defaults set later would give each future a dict of its own
         self._condition = condition
         self._state = PENDING
         self._result: Any = None
@@ -106,6 +107,9 @@ class SendFuture(Future[T]):
 
     def result(self, timeout: float | None = None) -> T:
         """The result, waiting at most ``timeout`` seconds (None: as long as it takes)."""
+        if self._state == FINISHED and self._exception is None:
+            # done and final (set under the condition before the state): no lock round trip
+            return self._result  # type: ignore[no-any-return]
         self._wait(timeout)
         return super().result(0)
 

@@ -17,8 +17,10 @@ from mq.producer.core import (
     DEFAULT_RETRY_TIMES,
     DEFAULT_SEND_TIMEOUT_S,
     NOT_STARTED,
+    Carried,
     ProducerSettings,
     SyncSendCore,
+    Where,
     sync_socket_timeout_s,
     trace_sent,
 )
@@ -74,7 +76,7 @@ class Producer(ProducerSettings):
     def start(self) -> Producer:
         """Start the producer (idempotent). Returns self."""
         if self._sender is None:
-            self._sender = AsyncSender(self._store, self._core.pipeline_queue, self._core.send, self._futures)
+            self._sender = AsyncSender(self._store, self._core.pipelined_queue, self._core.send, self._futures)
             self._sender.start()
         return self
 
@@ -193,15 +195,24 @@ class Producer(ProducerSettings):
         sender = self._sender
         if sender is None:
             raise MQClientError(NOT_STARTED)
+        if not otel.enabled():  # no span to record and no context to carry: no context manager a send
+            return self._hand_over(sender, msg, (queue, selector, arg), timeout_s, oneway, None)
         with otel.send_span(self.group, self._conn.namespace, [msg]) as carried:  # the span covers the hand-over
-            request = self._core.request_at_once(msg, (queue, selector, arg), timeout_s, oneway, carried) or self._core.request(
-                msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried
-            )
-            if self._core.routes.cached(msg.topic) is None:
-                self._core.route(msg.topic)  # an unknown topic fails here, not in the future
-            future = request.future = self._futures.new()  # made here, before the sender thread may touch it
-            if self._tracer.active:
-                began = time.monotonic()
-                future.add_done_callback(lambda f: None if f.exception() else self._trace_sent(request, f.result(), began))
-            sender.submit(request)
+            return self._hand_over(sender, msg, (queue, selector, arg), timeout_s, oneway, carried)
+
+    def _hand_over(
+        self, sender: AsyncSender, msg: Message, where: Where, timeout_s: float, oneway: bool, carried: Carried
+    ) -> Future[SendResult]:
+        """Check and encode ``msg`` and queue it for the sender thread; its future."""
+        core = self._core
+        request = core.request_at_once(msg, where, timeout_s, oneway, carried) or core.request(
+            msg, *where, timeout_s, oneway=oneway, carried=carried
+        )
+        if core.routes.cached(request.topic) is None:
+            core.route(request.topic)  # an unknown topic fails here, not in the future
+        future = request.future = self._futures.new()  # made here, before the sender thread may touch it
+        if self._tracer.active:
+            began = time.monotonic()
+            future.add_done_callback(lambda f: None if f.exception() else self._trace_sent(request, f.result(), began))
+        sender.submit(request)
         return future

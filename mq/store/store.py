@@ -119,7 +119,7 @@ class MessageOps(StoreBase):
     # -- messages -------------------------------------------------------------------------------
 
     @operation
-    def put(self, topic: str, queue_id: int, encoded: Sequence[list[Any]]) -> Op[tuple[int, int]]:
+    def put(self, topic: str, queue_id: int, encoded: Sequence[Sequence[Any]]) -> Op[tuple[int, int]]:
         """Append encoded messages (see :func:`codec.encode`) to one queue atomically.
 
         Returns:
@@ -141,15 +141,16 @@ class MessageOps(StoreBase):
         return check_put_result(topic, queue_id, result)
 
     @operation
-    def put_many(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> Op[list[tuple[int, int] | Exception]]:
+    def put_many(self, puts: Sequence[tuple[str, int, Sequence[Sequence[Any]]]]) -> Op[list[tuple[int, int] | Exception]]:
         """Several :meth:`put` calls in one pipeline; each slot holds a result or the exception."""
-        calls = [("put-messages", self.queue_keys(t, q).put(), _put_argv(e)) for t, q, e in puts]
+        namespace = self.keys.namespace
+        calls = [("put-messages", _put_keys(namespace, t, q), _put_argv(e)) for t, q, e in puts]
         with self._errors("sending a pipeline of messages"):
             results = yield from StoreBase.write_scripts.op(self, calls)
         return self._put_results(puts, results)
 
     def _put_results(
-        self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]], results: Sequence[Any]
+        self, puts: Sequence[tuple[str, int, Sequence[Sequence[Any]]]], results: Sequence[Any]
     ) -> list[tuple[int, int] | Exception]:
         """:meth:`put_many`'s result of each put from its script reply (or exception)."""
         out: list[tuple[int, int] | Exception] = []
@@ -177,7 +178,7 @@ class MessageOps(StoreBase):
         return PutPipeline(self, pipe) if pipe is not None else None
 
     @operation
-    def put_delayed(self, topic: str, queue_id: int, encoded: list[Any], due_ms: int) -> Op[None]:
+    def put_delayed(self, topic: str, queue_id: int, encoded: Sequence[Any], due_ms: int) -> Op[None]:
         """Keep one encoded message in a queue's timer until ``due_ms`` (then index the queue).
 
         Raises:
@@ -187,7 +188,7 @@ class MessageOps(StoreBase):
         yield from self._put_pending(topic, queue_id, encoded, due_ms, keys.delayed, keys.timer, self.keys.timers)
 
     @operation
-    def put_half(self, topic: str, queue_id: int, encoded: list[Any], first_check_ms: int) -> Op[str]:
+    def put_half(self, topic: str, queue_id: int, encoded: Sequence[Any], first_check_ms: int) -> Op[str]:
         """Store a transaction's half message (invisible) and index its queue for check-backs.
 
         Returns the half id. Raises as :meth:`put` for a missing or unwritable queue.
@@ -196,7 +197,7 @@ class MessageOps(StoreBase):
         return (yield from self._put_pending(topic, queue_id, encoded, first_check_ms, keys.half, keys.halfidx, self.keys.halves))
 
     def _put_pending(
-        self, topic: str, queue_id: int, encoded: list[Any], at_ms: int, stream: str, schedule: str, index: str
+        self, topic: str, queue_id: int, encoded: Sequence[Any], at_ms: int, stream: str, schedule: str, index: str
     ) -> Op[str]:
         unconfirmed: ReplicaAckTimeout | None = None
         with self._errors(f"storing a pending message in {topic!r} queue {queue_id}"):
@@ -453,7 +454,7 @@ def _put_keys(namespace: str, topic: str, queue_id: int) -> tuple[str, ...]:
     return tuple(Keys(namespace).queue(topic, queue_id).put())
 
 
-def _put_argv(encoded: Sequence[list[Any]]) -> list[Any]:
+def _put_argv(encoded: Sequence[Sequence[Any]]) -> list[Any]:
     argv: list[Any] = [len(encoded)]
     for fields in encoded:
         argv += fields
@@ -516,7 +517,7 @@ class PutPipeline:
         self._pipe = pipe
         self._run: Any = store._run  # type: ignore[attr-defined]
 
-    def send(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> Any:
+    def send(self, puts: Sequence[tuple[str, int, Sequence[Sequence[Any]]]]) -> Any:
         """Write the put calls ``puts`` (as :meth:`Store.put_many` takes them); returns the handle for
         :meth:`read`. Raises :class:`MQBrokerError` when the connection fails."""
         return self._run(self._send(puts))
@@ -531,11 +532,12 @@ class PutPipeline:
         pipe = self._pipe
         return self._run(_once(Cmd(lambda _client: pipe.close())))
 
-    def _send(self, puts: Sequence[tuple[str, int, Sequence[list[Any]]]]) -> Op[tuple[Any, ...]]:
+    def _send(self, puts: Sequence[tuple[str, int, Sequence[Sequence[Any]]]]) -> Op[tuple[Any, ...]]:
         store, pipe = self._store, self._pipe
         flagged = scripts._flagged(store._client)
         put = scripts.SCRIPTS["put-messages"]
-        commands = [("EVALSHA", *put.args(store.queue_keys(t, q).put(), _put_argv(e), flagged=flagged)) for t, q, e in puts]
+        namespace = store.keys.namespace
+        commands = [("EVALSHA", *put.args(_put_keys(namespace, t, q), _put_argv(e), flagged=flagged)) for t, q, e in puts]
         with store._errors("sending a pipeline of messages"):
             ticket = yield Cmd(lambda _client: pipe.send(commands))
         return ticket, puts
