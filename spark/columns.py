@@ -30,8 +30,9 @@ from mq.message import MessageExt
 from mq.store import codec
 from spark.schema import record_batch
 
-#: An undecoded stream entry: ``(entry id, fields)``, fields a flat list ``[name, value, …]`` or a dict.
-Entry = tuple[bytes, Any]
+#: An undecoded stream entry: ``(entry id, fields)`` — a list from redis-py's reply, a tuple when built by
+#: hand —, fields a flat list ``[name, value, …]`` or a dict.
+Entry = Sequence[Any]
 
 #: Fields every message has (msg id, body, born and store time).
 _REQUIRED = (b"i", b"b", b"bt", b"st")

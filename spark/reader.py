@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -50,6 +51,7 @@ class RangeReader:
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The messages of one planned partition, as Arrow record batches."""
+        freeze_imports_in_spark_worker()
         if not isinstance(partition, ReadPartition):  # Spark's placeholder when nothing was planned
             return iter(())
         return read_ranges(self.options, partition.ranges, arrow_schema(self.schema))
@@ -86,6 +88,30 @@ def read_ranges(opts: ReadOptions, parts: Sequence[QueueRange], schema: pa.Schem
                     yield batch
     finally:
         conn.close()
+
+
+_frozen = False
+
+
+def freeze_imports_in_spark_worker() -> None:
+    """In a Python worker forked by PySpark's daemon, move every object alive now (the imported
+    modules, mostly) out of the cyclic collector's sight, once per process (``gc.freeze``).
+
+    The daemon runs a full ``gc.collect()`` after every task a reused worker serves (planning
+    workers included); with pyspark, pyarrow, redis and this package imported that is ~77 000
+    objects, measured 17–33 ms of CPU each time, in each of the 3–4 workers an action uses.
+    Frozen objects are still freed by reference counting; only cycles among them are never
+    collected (module-level objects, which live as long as the process anyway). Elsewhere
+    (a driver, a test, a script) this does nothing.
+    """
+    global _frozen
+    if _frozen:
+        return
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(main_spec, "name", None) != "pyspark.daemon":
+        return
+    _frozen = True
+    gc.freeze()
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from pyspark.sql.types import StructType
 from mq.errors import MQClientError
 from spark import plan, snapshot
 from spark.options import ReadOptions, is_pattern, parse_options
-from spark.reader import RangeReader
+from spark.reader import RangeReader, freeze_imports_in_spark_worker
 from spark.schema import SCHEMAS, arrow_schema, check_schema, rows_batch
 from spark.stream import MessagesStreamReader
 
@@ -39,6 +39,7 @@ class MQDataSource(DataSource):
 
     def __init__(self, options: MutableMapping[str, str]) -> None:
         super().__init__(options)
+        freeze_imports_in_spark_worker()  # runs in the worker that creates the source
         self.read_options: ReadOptions = parse_options(options)
 
     @classmethod
@@ -62,6 +63,7 @@ class MQDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A batch reader of the chosen table."""
+        freeze_imports_in_spark_worker()  # the planning worker's
         check_schema(self.read_options.table, schema)
         if self.read_options.table == "messages":
             return MessagesReader(self.read_options, schema)
@@ -69,6 +71,7 @@ class MQDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A streaming reader of the ``messages`` table (see :mod:`spark.stream`)."""
+        freeze_imports_in_spark_worker()
         if self.read_options.table != "messages":
             raise MQClientError(f"only the 'messages' table can be read as a stream, not {self.read_options.table!r}")
         check_schema("messages", schema)

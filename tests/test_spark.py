@@ -228,6 +228,25 @@ def test_reading_pauses_the_cyclic_collector_only_within_a_round_trip(redis_serv
     assert len(rows) == 300
 
 
+def test_imports_are_frozen_once_in_a_pyspark_daemon_worker_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from spark import reader
+
+    freezes: list[int] = []
+    monkeypatch.setattr(reader.gc, "freeze", lambda: freezes.append(1))
+    monkeypatch.setattr(reader, "_frozen", False)
+    MQDataSource({"url": "redis://127.0.0.1:1/0"})  # this process (pytest) is no Spark worker
+    reader.freeze_imports_in_spark_worker()
+    assert freezes == [] and not reader._frozen
+    worker_main = types.ModuleType("__main__")
+    worker_main.__spec__ = types.SimpleNamespace(name="pyspark.daemon")  # type: ignore[assignment]
+    monkeypatch.setitem(sys.modules, "__main__", worker_main)
+    MQDataSource({"url": "redis://127.0.0.1:1/0"})
+    reader.freeze_imports_in_spark_worker()
+    assert freezes == [1]  # once per process, however many sources, readers and tasks it serves
+
+
 def test_offsets_table_shows_commit_and_lag(spark_session: SparkSession, big: Filled) -> None:
     commit(big.url, big.namespace, "Billing", big.topic, {0: 100})
     rows = {r.queue_id: r for r in load(spark_session, big.options(table="offsets")).where("group = 'Billing'").collect()}
