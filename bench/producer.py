@@ -39,6 +39,22 @@ def rate(n: int, fn: Callable[[], None]) -> float:
     return n / (time.perf_counter() - started)
 
 
+def raw_pipelined_xadd(client: redis.Redis, n: int, size: int) -> None:
+    """``n`` raw ``XADD`` of :data:`BODY` in pipelines of ``size`` (the baseline of the async sends)."""
+    for _ in range(n // size):
+        pipe = client.pipeline(transaction=False)
+        for _ in range(size):
+            pipe.xadd("raw:pipe", {"b": BODY})
+        pipe.execute()
+
+
+def send_async_all(producer: Producer, n: int) -> None:
+    """``n`` ``send_async`` of :data:`BODY`, all in flight at once, then every result awaited."""
+    futures = [producer.send_async(Message("bench", BODY)) for _ in range(n)]
+    for f in futures:
+        f.result()
+
+
 def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
     """Run every benchmark ``rounds`` times; returns the median rate of each."""
     samples: dict[str, list[float]] = {}
@@ -53,23 +69,14 @@ def run(n: int, rounds: int) -> dict[str, dict[str, float]]:
                     raw.xadd("raw:one", {"b": BODY})
 
             def raw_pipe(size: int) -> Callable[[], None]:
-                def go() -> None:
-                    for _ in range(n // size):
-                        pipe = raw.pipeline(transaction=False)
-                        for _ in range(size):
-                            pipe.xadd("raw:pipe", {"b": BODY})
-                        pipe.execute()
-
-                return go
+                return lambda: raw_pipelined_xadd(raw, n, size)
 
             def sync() -> None:
                 for _ in range(n):
                     producer.send(Message("bench", BODY))
 
             def async_() -> None:
-                futures = [producer.send_async(Message("bench", BODY)) for _ in range(n)]
-                for f in futures:
-                    f.result()
+                send_async_all(producer, n)
 
             def batch32() -> None:
                 for _ in range(n // 32):

@@ -9,7 +9,9 @@ a key and a property, 256-byte bodies by default), then measures rows per second
   and Arrow conversion, no Spark): what one task costs;
 - ``Spark local[1]`` and ``Spark local[2]``: ``spark.read.format("mq")…load()`` then an aggregate
   over every column group (count, body bytes, a property sum), with 1 and 2 executor cores. The
-  first action of each session (JVM and Python worker start) is a warm-up and not timed;
+  first ``--warmup`` actions of each session (default 1: the JVM and Python worker start) are not
+  timed; more (``--warmup 10``) measures a session whose JIT compiler has mostly done compiling
+  Spark itself (D65: ~0.5 s of JIT CPU an action after one warm-up, fading over ~25 actions);
 - ``Spark local[N] tiny``: the same action reading one message per queue, seconds: what a Spark
   action costs beside reading (planning and one task: the default plan packs the 8 small queues
   into one partition; the 200 000-message read is 2 tasks of up to ``max_partition_messages``);
@@ -142,7 +144,13 @@ def source_no_spark(options: dict[str, str], columns: tuple[str, ...] = ()) -> i
 
 
 def spark_rates(
-    options: dict[str, str], n: int, rounds: int, cores: int, cpu: dict[str, dict[str, float]], server: redis.Redis
+    options: dict[str, str],
+    n: int,
+    rounds: int,
+    cores: int,
+    cpu: dict[str, dict[str, float]],
+    server: redis.Redis,
+    warmup: int = 1,
 ) -> dict[str, float]:
     """Median rows/s of a full aggregate through Spark with ``cores`` executor cores (its CPU a row
     into ``cpu[f"spark_local{cores}"]``) and the median seconds of the same aggregate over one message
@@ -163,7 +171,8 @@ def spark_rates(
 
     case = f"spark_local{cores}"
     try:
-        action()  # warm-up: JVM, Python workers, imports
+        for _ in range(max(1, warmup)):
+            action()  # warm-up: JVM, Python workers, imports (and, with more actions, the JIT)
         out = {f"{case}_rows_s": timed(n, action, rounds, cpu.setdefault(case, {}), server)}
         out[f"{case}_tiny_action_s"] = QUEUES / timed(QUEUES, lambda: action(ending_offsets=one_each), rounds)
         if cores == 2:
@@ -174,7 +183,7 @@ def spark_rates(
         session.stop()
 
 
-def run(n: int, body_bytes: int, rounds: int) -> dict[str, float]:
+def run(n: int, body_bytes: int, rounds: int, warmup: int = 1) -> dict[str, float]:
     """Every case against a fresh redis-server; rows/s by case name, plus ratios to raw XRANGE."""
     with RedisServer() as server:
         namespace = f"bench{time.monotonic_ns()}"
@@ -191,7 +200,7 @@ def run(n: int, body_bytes: int, rounds: int) -> dict[str, float]:
         }
         fixed = {}
         for cores in (1, 2):
-            for name, value in spark_rates(options, n, rounds, cores, cpu, stats).items():
+            for name, value in spark_rates(options, n, rounds, cores, cpu, stats, warmup).items():
                 (fixed if "_tiny_" in name else result)[name] = value
         stats.close()
     raw = result["raw_xrange_rows_s"]
@@ -205,9 +214,16 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=200_000, help="messages stored and read (default 200 000)")
     parser.add_argument("--body-bytes", type=int, default=256, help="body size, bytes (default 256)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per case; the median is reported")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed Spark actions a session first (default 1)")
     parser.add_argument("--json", type=pathlib.Path, help="also write the result to this JSON file")
     args = parser.parse_args()
-    result = {"n": args.n, "body_bytes": args.body_bytes, "rounds": args.rounds, **run(args.n, args.body_bytes, args.rounds)}
+    result = {
+        "n": args.n,
+        "body_bytes": args.body_bytes,
+        "rounds": args.rounds,
+        "warmup": args.warmup,
+        **run(args.n, args.body_bytes, args.rounds, args.warmup),
+    }
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
