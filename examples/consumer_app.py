@@ -14,7 +14,6 @@ and finally ``consumer done: received N``.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 import time
@@ -22,6 +21,7 @@ from collections.abc import Sequence
 
 from mq import Admin, ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer, TopicNotFoundError
 from mq.connection import resolve_url
+from mq.signals import StopSignals
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,9 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     embedded = resolve_url(args.url).startswith("memory://")
     own_count = args.count if args.count is not None else (5 if embedded else 0)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = StopSignals()  # SIGTERM, SIGINT; not a threading.Event set by a handler: that can deadlock (D??)
 
     lock = threading.Lock()
     received = 0

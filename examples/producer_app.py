@@ -10,13 +10,12 @@ and exits. ``--count 0`` sends until SIGTERM/SIGINT or ``--duration-s``; ``--rat
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 import time
 from collections.abc import Sequence
 
 from mq import Admin, Message, MQError, Producer, TopicNotFoundError
+from mq.signals import StopSignals
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,9 +44,7 @@ def ensure_topic(url: str | None, namespace: str, topic: str, queues: int) -> No
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = StopSignals()  # SIGTERM, SIGINT; not a threading.Event set by a handler: that can deadlock (D??)
 
     ensure_topic(args.url, args.namespace, args.topic, args.queues)
     sent = failed = 0

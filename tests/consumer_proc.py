@@ -18,6 +18,7 @@ import threading
 import time
 
 from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, MessageModel, PushConsumer
+from mq.signals import StopSignals
 
 
 def main() -> None:
@@ -34,8 +35,7 @@ def main() -> None:
 
     out = open(args.out, "a", buffering=1)  # noqa: SIM115 - line-buffered log kept open for the process
     lock = threading.Lock()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop = StopSignals((signal.SIGTERM,))  # not a threading.Event set by a handler: that can deadlock (D??)
 
     def listener(msgs, ctx, *, slept=False):
         if args.sleep_ms and not slept:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from typing import Any
 
 from mq.cli.common import Commands, add_leaf, warn_if_memory
+from mq.signals import StopSignals
 from scheduler.config import BrokerConfig
 
 _DEFAULTS = BrokerConfig()
@@ -72,9 +71,7 @@ def _broker(args: argparse.Namespace) -> int:
         options["message_delay_level"] = args.delay_levels
     if args.retention_h:
         options["file_reserved_time_h"] = args.retention_h
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = StopSignals()  # not a threading.Event set by a handler: that can deadlock (D??)
     with BrokerService(args.url, args.namespace, BrokerConfig(**options)) as service:
         if args.metrics_port:
             from scheduler.metrics import serve_metrics
