@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     embedded = resolve_url(args.url).startswith("memory://")
     own_count = args.count if args.count is not None else (5 if embedded else 0)
-    stop = StopSignals()  # SIGTERM, SIGINT; not a threading.Event set by a handler: that can deadlock (D??)
+    stop = StopSignals()  # SIGTERM, SIGINT; not a threading.Event set by a handler: that can deadlock (D66)
 
     lock = threading.Lock()
     received = 0

@@ -44,7 +44,7 @@ def ensure_topic(url: str | None, namespace: str, topic: str, queues: int) -> No
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    stop = StopSignals()  # SIGTERM, SIGINT; not a threading.Event set by a handler: that can deadlock (D??)
+    stop = StopSignals()  # SIGTERM, SIGINT; not a threading.Event set by a handler: that can deadlock (D66)
 
     ensure_topic(args.url, args.namespace, args.topic, args.queues)
     sent = failed = 0

@@ -1,4 +1,4 @@
-"""Stopping a long-running process on SIGTERM/SIGINT with no lock in the signal handler (D??).
+"""Stopping a long-running process on SIGTERM/SIGINT with no lock in the signal handler (D66).
 
 A Python signal handler runs in the main thread between two bytecodes, wherever that thread is — also
 inside ``threading.Event.wait``, which holds the event's lock while it checks the flag and sets up

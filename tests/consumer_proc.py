@@ -35,7 +35,7 @@ def main() -> None:
 
     out = open(args.out, "a", buffering=1)  # noqa: SIM115 - line-buffered log kept open for the process
     lock = threading.Lock()
-    stop = StopSignals((signal.SIGTERM,))  # not a threading.Event set by a handler: that can deadlock (D??)
+    stop = StopSignals((signal.SIGTERM,))  # not a threading.Event set by a handler: that can deadlock (D66)
 
     def listener(msgs, ctx, *, slept=False):
         if args.sleep_ms and not slept:

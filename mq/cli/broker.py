@@ -71,7 +71,7 @@ def _broker(args: argparse.Namespace) -> int:
         options["message_delay_level"] = args.delay_levels
     if args.retention_h:
         options["file_reserved_time_h"] = args.retention_h
-    stop = StopSignals()  # not a threading.Event set by a handler: that can deadlock (D??)
+    stop = StopSignals()  # not a threading.Event set by a handler: that can deadlock (D66)
     with BrokerService(args.url, args.namespace, BrokerConfig(**options)) as service:
         if args.metrics_port:
             from scheduler.metrics import serve_metrics
