@@ -16,6 +16,7 @@ from mq import Admin, Message, MessageSelector, Producer, PullConsumer
 from mq.connection import Connection
 from mq.consumer.puller import filter_args
 from mq.errors import MQClientError
+from mq.filter.limits import MAX_TEXT_TESTS
 from mq.queue import MessageQueue
 from mq.store import Store
 from mq.store.store import PullRequest
@@ -135,17 +136,53 @@ atoms = st.one_of(
     st.builds(lambda p, op, v: f"{p} {op} {v}", props, st.sampled_from(["CONTAINS", "STARTSWITH", "NOT ENDSWITH"]), literals),
     st.builds(lambda p, a, b: f"{p} BETWEEN {a} AND {b}", props, literals, literals),
 )
-expressions = st.one_of(
-    st.recursive(
-        atoms,
+
+
+def _combined(leaves: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    """``leaves`` joined by AND/OR and negated with NOT, up to six leaves."""
+    return st.recursive(
+        leaves,
         lambda inner: st.one_of(
             st.builds(lambda x, op, y: f"({x}) {op} ({y})", inner, st.sampled_from(["AND", "OR"]), inner),
             inner.map(lambda x: f"NOT ({x})"),
         ),
         max_leaves=6,
-    ),
-    st.text(max_size=20),
+    )
+
+
+# Well-formed and well-typed, BETWEEN's bounds in order, at most two string tests
+# (mq.filter.limits.MAX_TEXT_TESTS): the parser must take every one of these.
+_STRING_TESTS = (" CONTAINS ", " STARTSWITH ", " ENDSWITH ")
+numbers = st.one_of(st.integers(-5, 5).map(str), st.sampled_from(["1.5", "-0.5", "1000"]))
+strings = st.one_of(
+    st.sampled_from(["'x'", "'y'", "''", "'it''s'"]),
+    st.text(alphabet="xy'", max_size=4).map(lambda s: "'" + s.replace("'", "''") + "'"),
 )
+typed_atoms = st.one_of(
+    st.builds(lambda p, op, v: f"{p} {op} {v}", props, st.sampled_from([">", "<", ">=", "<="]), numbers),
+    st.builds(
+        lambda p, op, v: f"{p} {op} {v}",
+        props,
+        st.sampled_from(["=", "<>"]),
+        st.one_of(numbers, strings, st.sampled_from(["TRUE", "FALSE"])),
+    ),
+    st.builds(lambda p, vs: f"{p} IN ({', '.join(vs)})", props, st.lists(strings, min_size=1, max_size=4)),
+    st.builds(lambda p, n: f"{p} IS {n}NULL", props, st.sampled_from(["", "NOT "])),
+    st.builds(lambda p, op, v: f"{p} {op} {v}", props, st.sampled_from(["CONTAINS", "STARTSWITH", "NOT ENDSWITH"]), strings),
+    st.builds(
+        lambda p, ab: f"{p} BETWEEN {ab[0]} AND {ab[1]}",
+        props,
+        st.lists(numbers, min_size=2, max_size=2).map(lambda ab: sorted(ab, key=float)),
+    ),
+)
+# (expression, whether it is well-formed): a third well-formed, the rest mostly well-formed but
+# possibly ill-typed or badly quoted, and some noise
+expressions = st.one_of(
+    _combined(typed_atoms).filter(lambda e: sum(e.count(w) for w in _STRING_TESTS) <= MAX_TEXT_TESTS).map(lambda e: (e, True)),
+    _combined(atoms).map(lambda e: (e, False)),
+    st.text(max_size=20).map(lambda e: (e, False)),
+)
+
 MESSAGES = [
     (None, {}),
     ("x", {"a": "1", "b": "x"}),
@@ -167,11 +204,13 @@ def test_filter_expressions_are_refused_or_filter_in_the_store_as_locally(server
 
     @SETTINGS
     @given(expressions)
-    def check(expression: str) -> None:
+    def check(drawn: tuple[str, bool]) -> None:
+        expression, well_formed = drawn
         before = snapshot(url, ns)
         try:
             selector = MessageSelector.by_sql(expression)
-        except MQClientError:
+        except MQClientError as e:
+            assert not well_formed, f"{expression!r} is well-formed and well-typed but was refused: {e}"
             assert snapshot(url, ns) == before
             return
         parsed.append(expression)
