@@ -17,6 +17,7 @@ from mq.connection import Connection
 from mq.consumer.puller import filter_args
 from mq.errors import MQClientError
 from mq.filter.limits import MAX_TEXT_TESTS
+from mq.keys import KEY_SEPARATOR
 from mq.queue import MessageQueue
 from mq.store import Store
 from mq.store.store import PullRequest
@@ -34,7 +35,7 @@ text = st.one_of(
     st.sampled_from(["", " ", "a || b", "a|b", "x\x1fy", "\ud800", "keys", "Tags", *sorted(RESERVED_PROPERTIES)[:4]]),
     st.text(alphabet="abc", min_size=1, max_size=3),
 )
-messages = st.builds(
+noisy_messages = st.builds(
     lambda body, tags, keys, props, delay: (body, tags, keys, props, delay),
     st.binary(max_size=64),
     st.one_of(st.none(), text),
@@ -42,6 +43,18 @@ messages = st.builds(
     st.dictionaries(text, text, max_size=4),
     st.sampled_from([0, 0, 0, -1, True, 1.5]),
 )
+# Valid by every rule of mq.validation: any non-blank text UTF-8 can encode (no lone surrogates), a tag
+# without "|" or whitespace, keys without the key separator, property names not reserved.
+valid_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12).filter(lambda t: bool(t.strip()))
+valid_messages = st.builds(
+    lambda body, tags, keys, props: (body, tags, keys, props, 0),
+    st.binary(min_size=1, max_size=64),
+    st.one_of(st.none(), valid_text.filter(lambda t: not any(c.isspace() or c == "|" for c in t))),
+    st.one_of(st.none(), st.lists(valid_text.filter(lambda t: KEY_SEPARATOR not in t), max_size=4)),
+    st.dictionaries(valid_text.filter(lambda t: t.upper() not in RESERVED_PROPERTIES), valid_text, max_size=4),
+)
+# (fields, whether they are valid): the producer must take every valid one
+messages = st.one_of(valid_messages.map(lambda m: (m, True)), noisy_messages.map(lambda m: (m, False)))
 
 
 @pytest.fixture(scope="module")
@@ -71,15 +84,16 @@ def test_messages_are_refused_unchanged_or_stored_and_read_back_identical(server
 
         @SETTINGS
         @given(messages)
-        def check(fields: tuple[Any, ...]) -> None:
-            body, tags, keys, props, delay = fields
+        def check(drawn: tuple[tuple[Any, ...], bool]) -> None:
+            (body, tags, keys, props, delay), valid = drawn
             topic = f"pt{next(counter)}"  # a topic per example: key queries never see other examples
             admin.create_topic(topic, read_queues=1, write_queues=1)
             before = snapshot(url, ns)
             try:
                 msg = Message(topic, body, tags, keys, props, delay_level=delay)
                 result = producer.send(msg)
-            except MQClientError:
+            except MQClientError as e:
+                assert not valid, f"valid message refused: {e}"
                 assert snapshot(url, ns) == before
                 return
             by_id = admin.query_message(topic, result.msg_id)
