@@ -178,3 +178,4 @@ def test_commit_and_wait_commits_as_the_owner_and_reads_in_one_round_trip(any_ur
     # another client's commit is refused (nothing written); the wait still reads, and times out empty
     assert store.commit_and_wait("g", q, 3, 3, 5, 10, guard="owner", client_id="c2") == (False, None)
     assert store.read_offsets("g", [q]) == {q: 2}
+    store.conn.close()
