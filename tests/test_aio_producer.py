@@ -15,7 +15,7 @@ from mq import Admin, LocalTransactionState, Message, MessageQueue, SelectMessag
 from mq.errors import MQClientError, TopicNotFoundError
 from mq.producer.core import MAX_PIPELINE
 from scheduler import BrokerConfig, BrokerService
-from tests.helpers import snapshot
+from tests.helpers import admin_once, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -188,7 +188,7 @@ async def test_message_trace_records_sends(admin: Admin, backend_url: str, names
 
 @pytest.mark.cluster
 async def test_latency_fault_tolerance_avoids_an_isolated_node(redis_cluster: Any, namespace: str) -> None:
-    Admin(redis_cluster.url, namespace).create_topic("ft", read_queues=16, write_queues=16)
+    admin_once(redis_cluster.url, namespace).create_topic("ft", read_queues=16, write_queues=16)
     async with aio.Producer("pg", redis_cluster.url, namespace=namespace, send_latency_fault_enable=True) as producer:
         route = await producer._core.route("ft")
         victim = sorted(set(route.nodes.values()))[0]

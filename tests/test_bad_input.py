@@ -8,7 +8,7 @@ import pytest
 
 from mq import Admin, Message, MessageQueue, Producer
 from mq.errors import InvalidNameError, MessageTooLargeError, MQClientError, TopicNotFoundError
-from tests.helpers import snapshot
+from tests.helpers import admin_once, snapshot
 
 LIMIT = 1024  # a small max_message_size keeps the oversize cases cheap
 
@@ -80,7 +80,7 @@ def test_bad_topic_config_is_refused(kwargs: dict[str, object], quoted: str, bac
 @pytest.mark.parametrize("name", ["", "a b", "x" * 128, "RMQ_SYS_TRANS_HALF_TOPIC", "%DLQ%grp", "naïve"])
 def test_bad_topic_names_are_refused(name: str, backend_url: str, namespace: str) -> None:
     with pytest.raises(InvalidNameError):
-        Admin(backend_url, namespace).create_topic(name)
+        admin_once(backend_url, namespace).create_topic(name)
     assert snapshot(backend_url, namespace) == {}
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from mq import Admin, Message, MessageSelector, Producer
+from mq import Message, MessageSelector, Producer
 from mq.connection import Connection
 from mq.consumer.puller import filter_args
 from mq.errors import MQBrokerError
 from mq.store import Store
 from mq.store.store import PullRequest
+from tests.helpers import admin_once
 from tests.sql92_rocketmq_cases import CASES
 
 PROPS: list[tuple[str | None, dict[str, str]]] = [
@@ -89,7 +90,7 @@ EXPRESSIONS = [
 
 @pytest.fixture
 def loaded(backend_url: str, namespace: str) -> tuple[Store, list[str]]:
-    Admin(backend_url, namespace).create_topic("F", read_queues=1, write_queues=1)
+    admin_once(backend_url, namespace).create_topic("F", read_queues=1, write_queues=1)
     with Producer("p", backend_url, namespace=namespace) as producer:
         ids = [
             producer.send(Message("F", b"%d" % i, tags=tags or None, properties=props)).msg_id
@@ -129,7 +130,7 @@ def test_scan_bound_moves_the_offset_without_matches(loaded: tuple[Store, list[s
 @pytest.fixture
 def rocketmq_loaded(backend_url: str, namespace: str) -> tuple[Store, list[str]]:
     """Topic R holding one message per ported RocketMQ case, in case order (queue offset = case index)."""
-    Admin(backend_url, namespace).create_topic("R", read_queues=1, write_queues=1)
+    admin_once(backend_url, namespace).create_topic("R", read_queues=1, write_queues=1)
     with Producer("p", backend_url, namespace=namespace) as producer:
         ids = [
             producer.send(Message("R", b"%d" % i, tags=case.tags, properties=case.properties)).msg_id

@@ -24,6 +24,7 @@ from mq.connection import Connection, mask_url, parse_sentinel_url
 from mq.errors import MQBrokerError, MQClientError
 from mq.store import Store
 from scheduler import BrokerConfig, BrokerService
+from tests.helpers import admin_once
 from tests.procs import wait_for
 from tests.servers import RedisClusterProcs, SentinelProcs
 
@@ -67,7 +68,7 @@ def test_bad_sync_replicas_are_refused(replicas: object, timeout_ms: int) -> Non
 
 
 def test_memory_store_has_no_replicas_to_confirm(namespace: str) -> None:
-    Admin("memory://ha", namespace).create_topic("t")
+    admin_once("memory://ha", namespace).create_topic("t")
     with Producer("p", "memory://ha", namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=50) as p:
         r = p.send(Message("t", b"x"))
     assert r.status is SendStatus.FLUSH_SLAVE_TIMEOUT and r.queue_offset == 0  # stored, not confirmed
@@ -112,7 +113,7 @@ def test_round_trip_through_sentinel_with_broker(sentinel: SentinelProcs, namesp
 
 def test_sync_replicas_with_the_replica_stopped_returns_flush_slave_timeout(sentinel: SentinelProcs, namespace: str) -> None:
     url = sentinel.url
-    Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("t", read_queues=1, write_queues=1)
     with Producer("p", url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=300) as producer:
         assert producer.send(Message("t", b"a")).status is SendStatus.SEND_OK
         sentinel.replicas[0].stop()
@@ -131,7 +132,7 @@ def test_sync_replicas_with_the_replica_stopped_returns_flush_slave_timeout(sent
 
 def test_transaction_half_not_confirmed_is_rolled_back(sentinel: SentinelProcs, namespace: str) -> None:
     url = sentinel.url
-    Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("t", read_queues=1, write_queues=1)
     ran: list[bool] = []
 
     def executor(msg, arg):  # type: ignore[no-untyped-def]
@@ -191,7 +192,7 @@ def _fail_over_under_load(
 
 def test_sentinel_failover_sends_never_hang_and_everything_works_after(sentinel: SentinelProcs, namespace: str) -> None:
     url = sentinel.url
-    Admin(url, namespace).create_topic("t", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("t", read_queues=2, write_queues=2)
     seen: list[bytes] = []
     with _collecting_consumer(url, namespace, "t", seen), Producer("p", url, namespace=namespace) as producer:
         producer.send(Message("t", b"before"))
@@ -223,7 +224,7 @@ def _queues_by_node(url: str, ns: str, topic: str, queues: int) -> dict[str, lis
 def test_cluster_wait_reaches_the_node_that_served_the_write(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
     cluster = replicated_cluster
     url = cluster.url
-    Admin(url, namespace).create_topic("t", read_queues=12, write_queues=12)
+    admin_once(url, namespace).create_topic("t", read_queues=12, write_queues=12)
     by_node = _queues_by_node(url, namespace, "t", 12)
     assert len(by_node) == 3
 
@@ -249,7 +250,7 @@ def test_cluster_wait_reaches_the_node_that_served_the_write(replicated_cluster:
 @pytest.mark.cluster
 def test_round_trip_through_replicated_cluster_with_broker(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
     url = replicated_cluster.url
-    Admin(url, namespace).create_topic("t", read_queues=6, write_queues=6)
+    admin_once(url, namespace).create_topic("t", read_queues=6, write_queues=6)
     seen: list[bytes] = []
     config = BrokerConfig(sync_replicas=1, message_delay_level="100ms 200ms")
     checker = lambda m: LocalTransactionState.COMMIT_MESSAGE  # noqa: E731
@@ -275,7 +276,7 @@ def test_round_trip_through_replicated_cluster_with_broker(replicated_cluster: R
 def test_cluster_failover_is_followed_without_restart(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
     cluster = replicated_cluster
     url = cluster.url
-    Admin(url, namespace).create_topic("t", read_queues=6, write_queues=6)
+    admin_once(url, namespace).create_topic("t", read_queues=6, write_queues=6)
     seen: list[bytes] = []
     with (
         _collecting_consumer(url, namespace, "t", seen),
@@ -353,7 +354,7 @@ def test_orderly_lock_through_the_store_is_trusted_only_when_a_replica_has_it(se
 def test_sync_send_is_one_round_trip(sentinel: SentinelProcs, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import redis.connection
 
-    Admin(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    admin_once(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
     with Producer("p", sentinel.url, namespace=namespace, sync_replicas=1) as producer:
         producer.send(Message("t", b"warm-up"))  # loads the script, opens the connection
         writes: list[bytes] = []
@@ -371,7 +372,7 @@ def test_sync_send_is_one_round_trip(sentinel: SentinelProcs, namespace: str, mo
 
 
 def test_unconfirmed_send_counts_as_a_fault_of_its_node(sentinel: SentinelProcs, namespace: str) -> None:
-    Admin(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    admin_once(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
     with Producer(
         "p", sentinel.url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=100, send_latency_fault_enable=True
     ) as producer:
@@ -399,7 +400,7 @@ def test_an_orderly_consumer_with_sync_replicas_trusts_only_confirmed_locks(sent
     from tests.procs import wait_for
 
     url = sentinel.url
-    Admin(url, namespace).create_topic("o", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("o", read_queues=2, write_queues=2)
     got: list[bytes] = []
 
     def consumer(group: str) -> PushConsumer:

@@ -24,7 +24,7 @@ from mq.store import Store, codec, scripts
 from mq.store.ops import operation
 from mq.store.store import StoreOps
 from mq.validation import MAX_DELAY_MS, MAX_KEYS, MAX_PROPERTIES, MAX_USER_PROPERTY_SIZE
-from tests.helpers import raw_client, snapshot
+from tests.helpers import admin_once, raw_client, snapshot
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer
 
@@ -247,7 +247,7 @@ def test_a_password_with_reserved_characters_is_masked_and_refused(password: str
     url = f"redis://user:{password}@127.0.0.1:{redis_server.port}/0"
     assert password not in mask_url(url) and "pa" not in mask_url(url).partition("@")[0].partition(":")[2]
     with pytest.raises(MQClientError, match="percent-encode") as info:
-        Admin(url).close()
+        admin_once(url).close()
     assert password not in str(info.value)
     r = subprocess.run(
         [sys.executable, "-m", "mq", "topic", "list", "--url", url], capture_output=True, text=True, timeout=60, cwd=ROOT
@@ -261,9 +261,9 @@ def test_a_password_with_reserved_characters_is_masked_and_refused(password: str
 )
 def test_bad_url_parameters_raise_mq_client_error(query: str, redis_server: RedisServer) -> None:
     with pytest.raises(MQClientError):
-        Admin(f"redis://:s3cret@127.0.0.1:{redis_server.port}/0?{query}").close()
+        admin_once(f"redis://:s3cret@127.0.0.1:{redis_server.port}/0?{query}").close()
     with pytest.raises(MQClientError):
-        Admin("redis://127.0.0.1:notaport/0").close()
+        admin_once("redis://127.0.0.1:notaport/0").close()
 
 
 # -- finding 11 ---------------------------------------------------------------------------------------

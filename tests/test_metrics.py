@@ -23,6 +23,7 @@ from mq.metrics import enable_client_metrics
 from mq.store import Store
 from scheduler import BrokerConfig, BrokerService
 from scheduler.metrics import serve_metrics
+from tests.helpers import admin_once
 from tests.procs import wait_for
 from tests.servers import free_port
 
@@ -70,7 +71,7 @@ def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> N
 def test_group_lag_follows_a_real_consumer(redis_server, namespace: str) -> None:
     """The lag series after a push consumer consumed and committed (0), then after 3 more sends (3)."""
     url = redis_server.url
-    Admin(url, namespace).create_topic("L", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("L", read_queues=2, write_queues=2)
     got: list[bytes] = []
     consumer = PushConsumer("readers", url, namespace=namespace)
     consumer.subscribe("L", "*")
@@ -108,7 +109,7 @@ def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, na
         port = free_port()
         enable_client_metrics(port, registry=registry)
         url = redis_server.url
-        Admin(url, namespace).create_topic("C", read_queues=2, write_queues=2)
+        admin_once(url, namespace).create_topic("C", read_queues=2, write_queues=2)
         got: list[bytes] = []
         consumer = PushConsumer("cg", url, namespace=namespace)
         consumer.subscribe("C", "*")

@@ -19,6 +19,7 @@ from mq.consumer.puller import Puller
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store import Store
 from mq.store.groups import OWNER_GUARD, PullRequest, PullResult
+from tests.helpers import admin_once
 
 SCENARIOS = [  # (offset, max_messages): from the start, a middle batch, past the log's end, caught up, beyond
     (0, 2),
@@ -76,7 +77,7 @@ def test_read_after_of_a_lost_queue_reads_and_commits_nothing(backend_url: str, 
 
 
 def test_read_after_cuts_at_the_byte_bound(backend_url: str, namespace: str) -> None:
-    Admin(backend_url, namespace).create_topic("B", read_queues=1, write_queues=1)
+    admin_once(backend_url, namespace).create_topic("B", read_queues=1, write_queues=1)
     with Producer("p", backend_url, namespace=namespace) as producer:
         for size in (100, 100, 300, 100):
             producer.send(Message("B", b"x" * size))
@@ -90,7 +91,7 @@ def test_read_after_cuts_at_the_byte_bound(backend_url: str, namespace: str) -> 
 
 
 def test_read_after_skips_foreign_entries_like_the_script(redis_server: Any, namespace: str) -> None:
-    Admin(redis_server.url, namespace).create_topic("F", read_queues=1, write_queues=1)
+    admin_once(redis_server.url, namespace).create_topic("F", read_queues=1, write_queues=1)
     with Producer("p", redis_server.url, namespace=namespace) as producer:
         producer.send(Message("F", b"a"))
         log = Connection(redis_server.url, namespace).keys.queue("F", 0).log
@@ -110,7 +111,7 @@ def test_consumer_reads_small_messages_natively_and_large_through_the_script(red
     """A drain of small then large (200 KiB) messages in batches of 8: every message consumed once;
     pulls of the small ones ask for ``read_after``, a queue's first pull does not."""
     url = redis_server.url
-    Admin(url, namespace).create_topic("S", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("S", read_queues=2, write_queues=2)
     small, large = 300, 6
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(small):
@@ -151,7 +152,7 @@ def test_consumer_reads_small_messages_natively_and_large_through_the_script(red
 
 def test_read_after_on_the_embedded_store(namespace: str) -> None:
     url = f"memory://{namespace}"
-    Admin(url, namespace).create_topic("R", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("R", read_queues=2, write_queues=2)
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(6):
             producer.send(Message("R", b"m%d" % i, tags="a" if i % 2 else None))
@@ -164,7 +165,7 @@ def test_read_after_on_the_embedded_store(namespace: str) -> None:
 def test_read_after_of_several_queues_some_without_news(backend_url: str, namespace: str) -> None:
     """Several queues read together (one ``XREAD`` on one server): an empty queue and a caught-up
     one get what the script gives them."""
-    Admin(backend_url, namespace).create_topic("M", read_queues=3, write_queues=3)
+    admin_once(backend_url, namespace).create_topic("M", read_queues=3, write_queues=3)
     with Producer("p", backend_url, namespace=namespace) as producer:
         for i in range(4):
             producer.send(Message("M", b"m%d" % i), queue=MessageQueue("M", DEFAULT_BROKER_NAME, i % 2))

@@ -27,13 +27,14 @@ from mq.connection import Connection
 from mq.errors import MQBrokerError
 from mq.security import CHECK_COMMANDS, SCRIPT_COMMANDS, acl_setuser_args
 from mq.store import Store
+from tests.helpers import admin_once
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer, free_port
 
 
 def _round_trip(url: str, ns: str) -> list[bytes]:
     """Create a topic, send 5 messages and consume them with a push consumer; returns the bodies."""
-    Admin(url, ns).create_topic("sec", read_queues=2, write_queues=2)
+    admin_once(url, ns).create_topic("sec", read_queues=2, write_queues=2)
     got: list[bytes] = []
     lock = threading.Lock()
 
@@ -72,7 +73,7 @@ def test_least_privilege_acl_works_and_a_missing_permission_is_named(redis_serve
         assert _round_trip(url, namespace) == [b"%d" % i for i in range(5)]
 
         weak = f"redis://weak-{namespace}:weak-secret@127.0.0.1:{port}/0"
-        Admin(url, namespace).create_topic("weak", read_queues=1, write_queues=1)
+        admin_once(url, namespace).create_topic("weak", read_queues=1, write_queues=1)
         with Producer("p", weak, namespace=namespace) as producer, pytest.raises(MQBrokerError) as info:
             producer.send(Message("weak", b"x"))
         assert "permission" in str(info.value) and "evalsha" in str(info.value)
@@ -80,7 +81,7 @@ def test_least_privilege_acl_works_and_a_missing_permission_is_named(redis_serve
 
         other = f"redis://other-{namespace}:o@127.0.0.1:{port}/0"  # another namespace's user: no access here
         with pytest.raises(MQBrokerError, match="permission"):
-            Admin(other, namespace).topics()
+            admin_once(other, namespace).topics()
     finally:
         for user in ("app", "weak", "other"):
             admin_conn.execute_command("ACL", "DELUSER", f"{user}-{namespace}")
@@ -235,7 +236,7 @@ def test_tls_round_trip(tls_server, namespace: str) -> None:
     assert _round_trip(url, namespace) == [b"%d" % i for i in range(5)]
     untrusted = f"rediss://:tls-pass@127.0.0.1:{tls_port}/0?socket_connect_timeout=2"  # the self-signed cert is not trusted
     with pytest.raises(MQBrokerError) as info:
-        Admin(untrusted, namespace).topics()
+        admin_once(untrusted, namespace).topics()
     assert "tls-pass" not in str(info.value)
 
 

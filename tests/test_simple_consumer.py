@@ -9,6 +9,7 @@ import pytest
 
 from mq import Admin, Message, MessageSelector, Producer, SimpleConsumer
 from mq.errors import MQClientError
+from tests.helpers import admin_once
 
 
 @pytest.mark.slow
@@ -46,7 +47,7 @@ def test_invisibility_ack_extend_shorten_and_dead_letter(backend_url: str, names
 
 
 def test_two_receivers_never_hold_one_message_at_once(backend_url: str, namespace: str) -> None:
-    Admin(backend_url, namespace).create_topic("S2", read_queues=4, write_queues=4)
+    admin_once(backend_url, namespace).create_topic("S2", read_queues=4, write_queues=4)
     held: dict[bytes, str] = {}
     seen: list[bytes] = []
     overlap: list[bytes] = []
@@ -89,7 +90,7 @@ def test_two_receivers_never_hold_one_message_at_once(backend_url: str, namespac
 
 
 def test_filters_and_bad_arguments(redis_server, namespace: str) -> None:
-    Admin(redis_server.url, namespace).create_topic("S3", read_queues=1, write_queues=1)
+    admin_once(redis_server.url, namespace).create_topic("S3", read_queues=1, write_queues=1)
     sc = SimpleConsumer(
         "g3", redis_server.url, namespace=namespace, await_duration_s=0.2, subscriptions={"S3": MessageSelector.by_sql("n > 5")}
     )
@@ -107,7 +108,7 @@ def test_filters_and_bad_arguments(redis_server, namespace: str) -> None:
 
 
 def test_receive_waits_for_a_message_without_spinning(redis_server, namespace: str) -> None:
-    Admin(redis_server.url, namespace).create_topic("S4", read_queues=2, write_queues=2)
+    admin_once(redis_server.url, namespace).create_topic("S4", read_queues=2, write_queues=2)
     with (
         SimpleConsumer("g4", redis_server.url, namespace=namespace, subscriptions={"S4": "*"}, await_duration_s=5) as sc,
         Producer("p", redis_server.url, namespace=namespace) as producer,
@@ -168,7 +169,7 @@ def test_invisibility_is_on_the_stores_clock_not_a_skewed_host(
     from mq.consumer.simple_core import parse_receipt
     from mq.store import Store
 
-    Admin(backend_url, namespace).create_topic("SK", read_queues=1, write_queues=1)
+    admin_once(backend_url, namespace).create_topic("SK", read_queues=1, write_queues=1)
     real_time = time.time
     monkeypatch.setattr(time, "time", lambda: real_time() - 3600)
     skewed = SimpleConsumer("gk", backend_url, namespace=namespace, subscriptions={"SK": "*"}, await_duration_s=2)

@@ -19,6 +19,7 @@ import mq.consumer.simple_core as simple_core
 from mq import Admin, Message
 from mq.errors import MQClientError
 from tests.apis import Api
+from tests.helpers import admin_once
 from tests.procs import wait_for
 
 INVISIBLE_S = 0.6
@@ -39,7 +40,7 @@ def simple_consumer(api: Api, url: str, namespace: str, trace: bool | None) -> A
 def scenario(api: Api, url: str, namespace: str, trace: bool | None) -> dict[bytes, str]:
     """Send ``acked`` and ``dropped`` (a producer traced as ``trace`` says); receive both, ack ``acked``,
     let ``dropped`` run out of its two deliveries into the DLQ. Returns the msg id of each body."""
-    Admin(url, namespace).create_topic("ST", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("ST", read_queues=1, write_queues=1)
     consumer = simple_consumer(api, url, namespace, trace)  # a new group starts at the queue's end
     with api.producer("p", url, namespace=namespace, trace=trace) as producer:
         ids = {body: producer.send(Message("ST", body)).msg_id for body in (b"acked", b"dropped")}
@@ -52,7 +53,7 @@ def scenario(api: Api, url: str, namespace: str, trace: bool | None) -> dict[byt
     time.sleep(INVISIBLE_S + 0.2)
     assert consumer.receive(4, INVISIBLE_S) == []  # its third delivery would be past max_delivery_attempts=2: dead
     consumer.shutdown()  # writes the events left
-    assert [m.msg_id for m in Admin(url, namespace).dlq_messages("gs")] == [ids[b"dropped"]]
+    assert [m.msg_id for m in admin_once(url, namespace).dlq_messages("gs")] == [ids[b"dropped"]]
     return ids
 
 

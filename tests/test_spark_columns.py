@@ -19,13 +19,13 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.types import StructType
 
-from mq import Admin, Message, MessageQueue, MQClientError, Producer
+from mq import Message, MessageQueue, MQClientError, Producer
 from mq.connection import Connection
 from mq.msgid import new_msg_id
 from mq.store import Store, codec
 from spark import MQDataSource, schema_of
 from spark.schema import MESSAGES, arrow_schema
-from tests.helpers import raw_client
+from tests.helpers import admin_once, raw_client
 from tests.spark_data import Filled, fill
 from tests.test_spark import _varied_messages, load
 
@@ -66,7 +66,7 @@ def plain(rows: list[Row]) -> list[tuple[Any, ...]]:
 def put_varied(url: str, namespace: str, topic: str) -> int:
     """Store messages with every field in every form (see ``_varied_messages``), and keys holding
     separators of other systems; returns how many."""
-    Admin(url, namespace).create_topic(topic, read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic(topic, read_queues=1, write_queues=1)
     store = Store(Connection(url, namespace))
     sent = [
         *_varied_messages(topic),
@@ -183,7 +183,7 @@ def test_foreign_entries_in_a_subset_read(redis_server: Any, namespace: str, cap
     from spark import columns
 
     url = redis_server.url
-    Admin(url, namespace).create_topic("F", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("F", read_queues=1, write_queues=1)
     with Producer("p", url, namespace=namespace) as producer:
         producer.send_batch(
             [Message("F", b"%d" % i, tags="t", properties={"n": str(i)}) for i in range(40)],

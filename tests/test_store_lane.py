@@ -16,7 +16,7 @@ from mq import Admin, Message, Producer, SendStatus, aio
 from mq.connection import Connection
 from mq.errors import MQBrokerError, MQClientError
 from mq.store import lane
-from tests.helpers import raw_client
+from tests.helpers import admin_once, raw_client
 from tests.servers import RedisServer
 
 
@@ -321,7 +321,7 @@ async def test_cancelling_an_aio_pipe_lane_read_drops_its_connection(redis_serve
 @pytest.mark.anyio
 async def test_aio_sends_survive_a_killed_pipeline_connection(redis_server: RedisServer, namespace: str) -> None:
     killer = raw_client(redis_server.url)
-    Admin(redis_server.url, namespace).create_topic("aiopiped", read_queues=4, write_queues=4)
+    admin_once(redis_server.url, namespace).create_topic("aiopiped", read_queues=4, write_queues=4)
     async with aio.Producer("pg", redis_server.url, namespace=namespace) as producer:
         await asyncio.gather(*(producer.send(Message("aiopiped", b"a%d" % i)) for i in range(300)))
         killer.client_kill_filter(_type="normal", skipme=True)
@@ -334,7 +334,7 @@ async def test_aio_sends_survive_a_killed_pipeline_connection(redis_server: Redi
 @pytest.mark.anyio
 async def test_aio_pipelined_sends_load_a_flushed_script_again(redis_server: RedisServer, namespace: str) -> None:
     client = raw_client(redis_server.url)
-    Admin(redis_server.url, namespace).create_topic("aioflushed", read_queues=2, write_queues=2)
+    admin_once(redis_server.url, namespace).create_topic("aioflushed", read_queues=2, write_queues=2)
     async with aio.Producer("pg", redis_server.url, namespace=namespace) as producer:
         await producer.send(Message("aioflushed", b"first"))
         client.script_flush()  # the next round's EVALSHA gets NOSCRIPT (nothing stored): run again after loading
@@ -349,7 +349,7 @@ async def test_shutdown_cancelling_the_aio_sender_mid_read_drops_the_connection(
     redis_server: RedisServer, namespace: str
 ) -> None:
     client = raw_client(redis_server.url)
-    Admin(redis_server.url, namespace).create_topic("aiopaused", read_queues=1, write_queues=1)
+    admin_once(redis_server.url, namespace).create_topic("aiopaused", read_queues=1, write_queues=1)
     producer = aio.Producer("pg", redis_server.url, namespace=namespace)
     await producer.start()
     await producer.send(Message("aiopaused", b"first"))
@@ -390,7 +390,7 @@ async def test_no_aio_pipe_lane_for_a_cluster_the_embedded_store_or_replicas(
         assert AsyncStore(plain, sync=SyncReplicas(replicas=1)).put_pipeline() is None  # WAIT needs the pool's path
         assert AsyncStore(plain).put_pipeline() is not None
         async with aio.Producer("pg", redis_cluster.url, namespace="lane") as producer:  # the rounds of put_many
-            Admin(redis_cluster.url, "lane").create_topic("fallback", read_queues=4, write_queues=4)
+            admin_once(redis_cluster.url, "lane").create_topic("fallback", read_queues=4, write_queues=4)
             results = await asyncio.gather(*(producer.send(Message("fallback", b"m%d" % i)) for i in range(100)))
             assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 100
     finally:
@@ -402,7 +402,7 @@ async def test_no_aio_pipe_lane_for_a_cluster_the_embedded_store_or_replicas(
 @pytest.mark.anyio
 async def test_aio_pipelined_sends_follow_a_sentinel_failover(sentinel: Any, namespace: str) -> None:
     url = sentinel.url
-    Admin(url, namespace).create_topic("aiofailover", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("aiofailover", read_queues=2, write_queues=2)
     async with aio.Producer("pg", url, namespace=namespace) as producer:
         await asyncio.gather(*(producer.send(Message("aiofailover", b"a%d" % i)) for i in range(20)))
         old = sentinel.master.port
