@@ -31,7 +31,7 @@ from mq.msgid import new_msg_id
 from spark import MQDataSource, parse_options
 from spark.plan import ReadPartition, cap, plan
 from spark.schema import MESSAGES
-from tests.helpers import raw_client
+from tests.helpers import admin_once, raw_client
 from tests.spark_data import Filled, commit, fill, put_dead_letters
 
 pytestmark = [pytest.mark.spark]
@@ -381,10 +381,7 @@ def test_streaming_sees_new_messages_once_across_restart(
 def test_streaming_available_now_reads_what_was_there_then_stops(
     spark_session: SparkSession, redis_server: Any, namespace: str, tmp_path: pathlib.Path
 ) -> None:
-    from pyspark.sql.streaming import datasource
-
-    if not hasattr(datasource, "SupportsTriggerAvailableNow"):
-        pytest.skip("this pyspark offers no Trigger.AvailableNow to Python sources")
+    # pyspark>=4.2 (the pyproject's floor) offers Trigger.AvailableNow to Python sources: no skip
     url = redis_server.url
     there = fill(url, namespace, "Nightly", 300, 3)
     batches: list[list[str]] = []
@@ -504,7 +501,7 @@ def test_rows_decoded_in_bulk_equal_message_by_message_decoding(
     from spark import columns
     from spark.schema import arrow_schema
 
-    Admin(redis_server.url, namespace).create_topic("Mixed", read_queues=1, write_queues=1)
+    admin_once(redis_server.url, namespace).create_topic("Mixed", read_queues=1, write_queues=1)
     store = Store(Connection(redis_server.url, namespace))
     sent = _varied_messages("Mixed")
     for msg, reconsume, system in sent:
@@ -575,7 +572,7 @@ def test_foreign_entries_are_skipped_with_one_logged_error_each(
     redis_server: Any, namespace: str, spark_session: SparkSession, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = redis_server.url
-    Admin(url, namespace).create_topic("F", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("F", read_queues=1, write_queues=1)
     good = [Message("F", b"%d" % i, tags="t", properties={"n": str(i)}) for i in range(10)]
     with Producer("p", url, namespace=namespace) as producer:
         producer.send_batch(good[:5], queue=MessageQueue("F", "broker-a", 0))
