@@ -24,7 +24,7 @@ from mq.connection import Connection
 from mq.consumer.types import ConsumeConcurrentlyContext
 from mq.errors import MQClientError
 from mq.store import Store
-from tests.helpers import raw_client
+from tests.helpers import admin_once, blocked_readers, raw_client
 from tests.procs import wait_for
 
 
@@ -388,7 +388,7 @@ def test_a_consumer_starts_and_consumes_on_a_full_store(namespace: str) -> None:
 
     with RedisServer(extra_args=["--maxmemory", "4mb", "--maxmemory-policy", "noeviction"]) as server:
         url = server.url
-        Admin(url, namespace).create_topic("OOM", read_queues=2, write_queues=2)
+        admin_once(url, namespace).create_topic("OOM", read_queues=2, write_queues=2)
         _fill(url, namespace, "OOM", 20)
         client = server.client()
         with pytest.raises(Exception, match="maxmemory"):
@@ -414,7 +414,7 @@ def test_shutdown_returns_within_its_bound_when_a_listener_never_returns(
     from mq import ConsumeOrderlyStatus
 
     url = redis_server.url
-    Admin(url, namespace).create_topic("H", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("H", read_queues=1, write_queues=1)
     release = threading.Event()
     entered = threading.Event()
 
@@ -439,7 +439,7 @@ def test_shutdown_returns_within_its_bound_when_a_listener_never_returns(
     finally:
         release.set()
     # nothing of the stuck call was committed: it is delivered again
-    assert Admin(url, namespace).consumer_progress("hg", "H")[0].consumer_offset in (-1, 0)
+    assert admin_once(url, namespace).consumer_progress("hg", "H")[0].consumer_offset in (-1, 0)
 
 
 def test_a_listener_raising_system_exit_counts_as_a_failure(
@@ -482,7 +482,7 @@ def test_an_idle_consumers_waiter_passes_a_non_utf8_entry_and_delivers_the_next(
 ) -> None:  # type: ignore[no-untyped-def]
     """Issue 13, finding 10: a non-UTF-8 field reaching a caught-up queue's long-poll waiter."""
     url = redis_server.url
-    Admin(url, namespace).create_topic("NU", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("NU", read_queues=1, write_queues=1)
     got: list[bytes] = []
     consumer = PushConsumer("nu", url, namespace=namespace)
     consumer.subscribe("NU")
@@ -490,14 +490,16 @@ def test_an_idle_consumers_waiter_passes_a_non_utf8_entry_and_delivers_the_next(
         lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS
     )
     with caplog.at_level(logging.ERROR, logger="mq.store"), consumer:
-        time.sleep(1.5)  # caught up: its waiter blocks in XREAD
+        wait_for(lambda: blocked_readers(url) >= 2, 10, "NU's waiter (and the retry topic's) blocked in XREAD")
         client = raw_client(url)
         keys = Connection(url, namespace).keys.queue("NU", 0)
         seq = int(client.hget(keys.meta, "seq") or 0)
         client.xadd(keys.log, {"i": "x", "b": "y", "bt": "1", "st": "1", "t": b"\xff"}, id=f"0-{seq + 1}")
         client.hset(keys.meta, "seq", seq + 1)
         client.close()
-        time.sleep(0.5)
+        wait_for(
+            lambda: any("not a message this library wrote" in r.getMessage() for r in caplog.records), 10, "the bad entry read"
+        )
         _fill(url, namespace, "NU", 1)
         wait_for(lambda: got == [b"0"], 10, "the good message after the bad entry")
     assert any("not a message this library wrote" in r.getMessage() for r in caplog.records)
@@ -508,7 +510,7 @@ def test_a_simple_consumer_started_on_a_missing_topic_leaves_no_member(redis_ser
     sc = SimpleConsumer("ghost", url, namespace=namespace, subscriptions={"nope": "*"})
     with pytest.raises(MQClientError, match="does not exist"):
         sc.start()
-    assert Admin(url, namespace).consumer_connections("ghost") == []
+    assert admin_once(url, namespace).consumer_connections("ghost") == []
 
 
 def test_producers_reread_delay_levels_and_time_delays_on_the_stores_clock(
