@@ -426,6 +426,33 @@ def test_filter_expressions_are_bounded_when_the_selector_is_built() -> None:
         MessageSelector.by_sql(expression)
 
 
+def _over_one_filter_bound() -> list[tuple[str, str, str]]:
+    """``(kind, expression, message)``: each expression over exactly one bound of mq/filter/limits.py
+    (the cases above cross several, so one bound removed would still be refused by another)."""
+    from mq.filter import limits
+
+    return [
+        ("sql", "a = 1" + " " * limits.MAX_EXPRESSION_LENGTH, "characters; the limit is"),
+        ("sql", " OR ".join(f"a = {i}" for i in range(limits.MAX_NODES // 3 + 1)), "terms; the limit is"),
+        ("sql", "NOT " * limits.MAX_DEPTH + "a = 1", "nested deeper than"),
+        ("sql", "a IN (" + ",".join(f"'{i}'" for i in range(limits.MAX_IN_ITEMS + 1)) + ")", "an IN list of"),
+        ("sql", "big = '" + "x" * (limits.MAX_LITERAL_LENGTH + 1) + "'", "a string literal of"),
+        ("sql", " OR ".join(f"big CONTAINS 'ab{i}'" for i in range(limits.MAX_TEXT_TESTS + 1)), "STARTSWITH/ENDSWITH tests"),
+        ("sql", "big CONTAINS '" + "x" * 100 + "' OR big ENDSWITH '" + "y" * (limits.MAX_PATTERN_CHARS - 99) + "'", "together"),
+        ("tag", " || ".join(f"t{i}" for i in range(limits.MAX_IN_ITEMS + 1)), "tags; the limit is"),
+        ("tag", "x" * (limits.MAX_LITERAL_LENGTH + 1), "a tag of"),
+    ]
+
+
+@pytest.mark.parametrize(("kind", "expression", "message"), _over_one_filter_bound(), ids=lambda v: str(v)[:24])
+def test_each_filter_bound_is_enforced_on_its_own(kind: str, expression: str, message: str) -> None:
+    from mq.errors import FilterExpressionError
+    from mq.filter import MessageSelector
+
+    with pytest.raises(FilterExpressionError, match=message):
+        (MessageSelector.by_sql if kind == "sql" else MessageSelector.by_tag)(expression)
+
+
 def test_the_scripts_and_the_producer_agree_on_the_bounds() -> None:
     import re
 

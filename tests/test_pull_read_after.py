@@ -187,3 +187,46 @@ def test_read_after_after_the_server_lost_its_scripts(redis_server: Any, namespa
     result = store_of_five.pull_many([request])[0]
     assert isinstance(result, PullResult) and [m.queue_offset for m in result.messages] == [1, 2, 3]
     assert result.next_offset == 4
+
+
+def test_a_filtered_pull_scans_at_most_its_byte_budget(redis_server: Any, namespace: str) -> None:
+    """CHANGELOG 0.2 and docs/security.md: "filtered pulls scan at most 1 MiB of entries" (a filter
+    may read every byte of what it scans); unfiltered pulls have 4 MiB. Sixteen 256 KiB entries the
+    filter skips: each pull of the consumer scans at most 1 MiB of them (4, and the one that crosses
+    the bound), not 16."""
+    from mq.consumer.puller import PULL_MAX_BYTES, PULL_MAX_BYTES_FILTERED
+
+    url, size = redis_server.url, 256 * 1024
+    admin_once(url, namespace).create_topic("FB", read_queues=1, write_queues=1)
+    with Producer("p", url, namespace=namespace) as producer:
+        for _ in range(16):
+            producer.send(Message("FB", b"x" * size, tags="skip"))
+        producer.send(Message("FB", b"wanted", tags="want"))
+    scanned: list[int] = []  # entries each pull of FB went past
+    original = Puller._apply
+
+    def spying(self: Puller, pq: ProcessQueue, request: PullRequest, result: Any) -> None:
+        if request.topic == "FB" and isinstance(result, PullResult):
+            scanned.append(result.next_offset - request.offset)
+        original(self, pq, request, result)
+
+    got = threading.Event()
+
+    def listener(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
+        if any(m.body == b"wanted" for m in msgs):
+            got.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Puller, "_apply", spying)
+        consumer = PushConsumer(
+            "g", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, pull_batch_size=32
+        )
+        consumer.subscribe("FB", "want")
+        consumer.register_message_listener(listener)
+        with consumer:
+            assert got.wait(30)
+    assert PULL_MAX_BYTES_FILTERED < PULL_MAX_BYTES
+    most = PULL_MAX_BYTES_FILTERED // size + 1  # the entry that crosses the bound is read, then the pull stops
+    assert scanned and sum(scanned) == 17, scanned
+    assert max(scanned) <= most, f"a filtered pull scanned {max(scanned)} entries of {size} bytes: {scanned}"
