@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.apis import api  # noqa: F401 - the both-APIs fixture, for every test module
-from tests.leaks import ConnectionWatch
+from tests.leaks import ConnectionWatch, close_owned
 from tests.procs import ConsumerProc
 from tests.servers import RedisClusterProcs, RedisServer, SentinelProcs
 
@@ -46,6 +46,7 @@ def _no_store_connection_left_open() -> Iterator[None]:
         yield
     finally:
         watch.stop()
+        close_owned()  # what the test marked as its own to close (tests.leaks.owned)
     gc.collect()
     left = watch.left_open()
     for conn, _, _ in left:

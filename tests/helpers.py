@@ -22,8 +22,8 @@ class admin_once:
     in place of ``Admin(url, ns).create_topic("T")``, which leaves the admin's connection to the garbage
     collector (a cluster client's sockets then stay open until a collection, D67)."""
 
-    def __init__(self, url: str, namespace: str, **kwargs: Any) -> None:
-        self._args = (url, namespace)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # as Admin's
+        self._args = args
         self._kwargs = kwargs
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
