@@ -24,7 +24,8 @@ from mq.store import Store, codec, scripts
 from mq.store.ops import operation
 from mq.store.store import StoreOps
 from mq.validation import MAX_DELAY_MS, MAX_KEYS, MAX_PROPERTIES, MAX_USER_PROPERTY_SIZE
-from tests.helpers import admin_once, raw_client, snapshot
+from tests.helpers import raw_client, snapshot
+from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer
 
@@ -42,7 +43,7 @@ def _close_opened() -> Any:
 def _store(url: str, ns: str, topic: str = "h", queues: int = 1) -> Store:
     with Admin(url, ns) as admin:
         admin.create_topic(topic, read_queues=queues, write_queues=queues)
-    store = Store(Connection(url, ns))
+    store = owned(Store(Connection(url, ns)))
     _OPENED.append(store.conn)
     return store
 
@@ -247,7 +248,7 @@ def test_a_password_with_reserved_characters_is_masked_and_refused(password: str
     url = f"redis://user:{password}@127.0.0.1:{redis_server.port}/0"
     assert password not in mask_url(url) and "pa" not in mask_url(url).partition("@")[0].partition(":")[2]
     with pytest.raises(MQClientError, match="percent-encode") as info:
-        admin_once(url).close()
+        Admin(url).close()
     assert password not in str(info.value)
     r = subprocess.run(
         [sys.executable, "-m", "mq", "topic", "list", "--url", url], capture_output=True, text=True, timeout=60, cwd=ROOT
@@ -261,9 +262,9 @@ def test_a_password_with_reserved_characters_is_masked_and_refused(password: str
 )
 def test_bad_url_parameters_raise_mq_client_error(query: str, redis_server: RedisServer) -> None:
     with pytest.raises(MQClientError):
-        admin_once(f"redis://:s3cret@127.0.0.1:{redis_server.port}/0?{query}").close()
+        Admin(f"redis://:s3cret@127.0.0.1:{redis_server.port}/0?{query}").close()
     with pytest.raises(MQClientError):
-        admin_once("redis://127.0.0.1:notaport/0").close()
+        Admin("redis://127.0.0.1:notaport/0").close()
 
 
 # -- finding 11 ---------------------------------------------------------------------------------------
@@ -366,6 +367,41 @@ def test_a_big_batch_goes_out_in_bounded_script_calls(
     assert result.queue_offset == 0 and len(result.msg_ids) == n
     stored = store.read("h", 0, n - 3, 5)
     assert [m.body for m in stored] == [b"%d" % i for i in range(n - 3, n)]
+
+
+@pytest.mark.parametrize(
+    ("count", "body_size", "keys", "bound"),
+    [
+        (12, 100 * 1024, 0, "bytes"),  # 1.2 MiB: over one call's 1 MiB, within the batch's 4 MiB
+        (40, 8, 64, "keys"),  # 2 560 keys: over one call's 2 048
+    ],
+)
+def test_a_batch_over_one_calls_bytes_or_keys_goes_out_in_bounded_calls(
+    redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch, count: int, body_size: int, keys: int, bound: str
+) -> None:
+    """docs/security.md: one put script call stores at most 512 messages, 1 MiB and 2 048 keys; a batch
+    over the bytes or the keys (not the count) is split too, every message stored once, in order."""
+    url = redis_server.url
+    store = _store(url, namespace)
+    calls: list[int] = []
+
+    class Spy(scripts.Eval):
+        def __init__(self, name: str, keys: Any, argv: Any) -> None:
+            if name == "put-messages":
+                calls.append(int(argv[0]))
+            super().__init__(name, keys, argv)
+
+    monkeypatch.setattr(scripts, "Eval", Spy)
+    batch = [Message("h", b"%08d" % i + b"x" * (body_size - 8), keys=[f"k{i}-{k}" for k in range(keys)]) for i in range(count)]
+    with Producer("p", url, namespace=namespace) as producer:
+        result = producer.send_batch(batch)
+    assert sum(calls) == count and len(calls) >= 2, calls
+    if bound == "bytes":
+        assert max(calls) * body_size <= send_request.PUT_CALL_MAX_BYTES, calls
+    else:
+        assert max(calls) * keys <= send_request.PUT_CALL_MAX_KEYS, calls
+    assert result.queue_offset == 0 and len(result.msg_ids) == count
+    assert [m.body[:8] for m in store.read("h", 0, 0, count)] == [b"%08d" % i for i in range(count)]
 
 
 def test_a_full_store_still_lets_the_retry_topic_step_pass_and_names_oom_to_producers(
