@@ -13,6 +13,7 @@ from mq import Admin, ConsumeFromWhere, ConsumeOrderlyStatus, Message, Producer,
 from mq.consumer.locks import LOCK_TTL_S
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
 from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import ConsumerProc, first_deliveries, wait_for
 
 pytestmark = pytest.mark.slow
@@ -45,7 +46,11 @@ def test_order_per_key_survives_a_crash_and_a_join(redis_server, namespace: str,
 def test_a_paused_holder_stops_before_another_takes_over(redis_server, namespace: str, tmp_path, procs) -> None:
     url = redis_server.url
     admin_once(url, namespace).create_topic("P", read_queues=1, write_queues=1, order=True)
-    holder = ConsumerProc(url, namespace, "pg", "P", tmp_path / "a.log", "--orderly", "--client-id", "a-first")
+    # a slow listener (30 ms a message, sends every 10 ms): the holder has messages cached when it is
+    # paused, which it must not consume once resumed on a lease it has lost
+    holder = ConsumerProc(
+        url, namespace, "pg", "P", tmp_path / "a.log", "--orderly", "--client-id", "a-first", "--sleep-ms", "30"
+    )
     procs.append(holder)
     wait_for(lambda: holder.assigned() == {0}, 30, "the first member to hold the queue")
     procs.append(ConsumerProc(url, namespace, "pg", "P", tmp_path / "b.log", "--orderly", "--client-id", "b-second"))
@@ -132,7 +137,7 @@ def test_suspend_blocks_only_its_queue_then_keeps_order(redis_server, namespace:
 
 def test_poison_message_goes_to_the_dlq_after_max_reconsume_times(redis_server, namespace: str) -> None:
     url = redis_server.url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("X", read_queues=1, write_queues=1)
     attempts: list[int] = []
     after: list[str] = []
