@@ -17,6 +17,7 @@ from mq.connection import Connection
 from mq.store import Store
 from scheduler import BrokerConfig, BrokerService, healthy_brokers
 from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer
 
@@ -25,7 +26,7 @@ FAST_LEVELS = "100ms 200ms 300ms 400ms 500ms 600ms"
 
 
 def _stored(url: str, ns: str, topic: str) -> list:
-    store = Store(Connection(url, ns))
+    store = owned(Store(Connection(url, ns)))
     out = []
     for qid in range(store.topic(topic).queue_count):  # type: ignore[union-attr]
         out += store.read(topic, qid, 0, 100_000)
@@ -72,7 +73,7 @@ def test_delay_level_and_clamping(redis_server, namespace: str) -> None:
         [m] = _stored(url, namespace, "lvl")
     assert m.body == b"level 2"
     assert 4500 <= m.store_timestamp_ms - sent <= 5500
-    store = Store(Connection(url, namespace))
+    store = owned(Store(Connection(url, namespace)))
     [(_, due)] = store.conn.client.zrange(store.queue_keys("lvl", 0).timer, 0, -1, withscores=True)
     assert abs(due - (sent + 2 * 3600 * 1000)) < 2000  # still waiting, due in two hours
 
@@ -115,7 +116,7 @@ def test_broker_killed_mid_delivery_loses_and_duplicates_nothing(redis_server, n
             stdout=subprocess.DEVNULL,
         )
 
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     total = lambda: sum(s.max_offset for s in admin.topic_status("bulk").values())  # noqa: E731
     first = broker_proc()
     try:
@@ -202,7 +203,7 @@ def test_ack_index_retries_the_rest_of_a_batch(backend_url: str, namespace: str,
 
 
 def test_dead_letter_after_max_reconsume_times_then_resend(backend_url: str, namespace: str, broker) -> None:  # type: ignore[no-untyped-def]
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("D", read_queues=2, write_queues=2)
     seen: list = []
     poison = PushConsumer("gd", backend_url, namespace=namespace, max_reconsume_times=2)
@@ -237,9 +238,9 @@ def test_retention_removes_old_messages_and_frees_memory(namespace: str) -> None
     with RedisServer() as server:
         url = server.url
         client = server.client()
-        admin = Admin(url, namespace)
+        admin = owned(Admin(url, namespace))
         admin.create_topic("ret", read_queues=4, write_queues=4)
-        store = Store(Connection(url, namespace))
+        store = owned(Store(Connection(url, namespace)))
         queue_keys = [
             k
             for qid in range(4)
@@ -328,7 +329,7 @@ def test_dead_clients_are_judged_by_the_redis_clock(redis_server, namespace: str
     consumer = PushConsumer("gd", url, namespace=namespace)
     consumer.subscribe("T", "*")
     consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
-    keys = Store(Connection(url, namespace)).keys.group("gd")
+    keys = owned(Store(Connection(url, namespace))).keys.group("gd")
     raw = redis_server.client()
     with consumer:
         seconds, micros = raw.time()

@@ -10,6 +10,7 @@ from mq import Admin, Message, Producer
 from mq.connection import Connection, mask_url, resolve_url
 from mq.errors import MQBrokerError, MQClientError
 from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.servers import RedisServer
 
 
@@ -56,7 +57,7 @@ def test_password_url_works_and_never_leaks(tmp_path, caplog: pytest.LogCaptureF
     with RedisServer(password=secret) as server:
         url = server.url
         assert secret in url
-        admin = Admin(url, "auth")
+        admin = owned(Admin(url, "auth"))
         admin.create_topic("t", read_queues=1, write_queues=1)
         caplog.set_level(logging.DEBUG)
         with Producer("pg", url, namespace="auth") as producer:

@@ -35,6 +35,7 @@ from mq.console.api import ROUTES
 from mq.console.auth import CSRF_COOKIE, SESSION_COOKIE
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import snapshot
+from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer, free_port
 
@@ -68,7 +69,7 @@ def secure_server() -> Iterator[RedisServer]:
 @pytest.fixture(scope="module")
 def world(secure_server: RedisServer) -> Iterator[World]:
     url, ns = secure_server.url, "con" + uuid.uuid4().hex[:8]
-    admin = Admin(url, ns)
+    admin = owned(Admin(url, ns))
     w = World(url, ns, admin)
     admin.create_topic("Orders", read_queues=4, write_queues=4)
     admin.create_topic("Quiet", read_queues=2, write_queues=2)

@@ -26,6 +26,7 @@ from mq.consumer.retry import SendBackOps
 from mq.errors import FilterExpressionError, MQBrokerError, MQClientError
 from mq.store import Store
 from tests.helpers import blocked_readers
+from tests.leaks import owned
 from tests.procs import wait_for
 from tests.servers import RedisServer
 
@@ -53,7 +54,7 @@ class Collector:
 
 @pytest.fixture
 def env(backend_url: str, namespace: str) -> Iterator[tuple[str, str, Admin, Producer]]:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("T", read_queues=8, write_queues=8)
     with Producer("p", backend_url, namespace=namespace) as producer:
         yield backend_url, namespace, admin, producer
@@ -163,7 +164,7 @@ def test_failed_message_waits_in_the_retry_topic(env) -> None:  # type: ignore[n
     with c:
         sent = producer.send(Message("T", b"once"))
         wait_for(lambda: bool(calls), 10, "the first attempt")
-        store = Store(Connection(url, ns))
+        store = owned(Store(Connection(url, ns)))
         timer = store.queue_keys("%RETRY%g-retry", 0).timer
         wait_for(lambda: store.conn.client.zcard(timer) == 1, 10, "the copy in the retry topic's timer")
         wait_for(lambda: sum(p.lag for p in admin.consumer_progress("g-retry", "T")) == 0, 10, "offset committed")
@@ -322,7 +323,7 @@ def test_broadcasting_gets_everything_and_resumes_from_local_offsets(env, tmp_pa
         wait_for(lambda: len(again.messages) >= 30, 20, "the restarted member to catch up")
         time.sleep(0.3)
     assert sorted(again.bodies) == sorted(b"%d" % i for i in range(60, 90))
-    store = Store(Connection(url, ns))
+    store = owned(Store(Connection(url, ns)))
     stored = store.read_offsets("gb", [MessageQueue("T", "broker-a", q) for q in range(8)])
     assert stored == {}, "broadcasting offsets live in the local files only, never in the store"
 

@@ -9,6 +9,7 @@ import pytest
 from mq import Admin, Message, Producer
 from mq.errors import MQBrokerError
 from tests.helpers import admin_once
+from tests.leaks import owned
 
 pytestmark = pytest.mark.fault
 
@@ -66,7 +67,7 @@ def test_acknowledged_sends_survive_kill_9_of_redis(aof_server, namespace: str) 
         aof_server.kill()  # SIGKILL: appendfsync always in the fixture
         aof_server.start()
         more = producer.send(Message("durable", b"after restart"))
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     for r in acked[::17] + [acked[-1], more]:
         found = admin.query_message("durable", r.msg_id)
         assert found is not None and found.queue_offset == r.queue_offset

@@ -25,6 +25,7 @@ from mq.errors import MQBrokerError, MQClientError
 from mq.store import Store
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import wait_for
 from tests.servers import RedisClusterProcs, SentinelProcs
 
@@ -91,7 +92,7 @@ def _collecting_consumer(url: str, ns: str, topic: str, seen: list[bytes]) -> Pu
 
 def test_round_trip_through_sentinel_with_broker(sentinel: SentinelProcs, namespace: str) -> None:
     url = sentinel.url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("t", read_queues=2, write_queues=2)
     seen: list[bytes] = []
     config = BrokerConfig(sync_replicas=1, message_delay_level="100ms 200ms")
@@ -107,7 +108,7 @@ def test_round_trip_through_sentinel_with_broker(sentinel: SentinelProcs, namesp
     # the writes are on the replica too (sync_replicas=1 confirmed them)
     replica = sentinel.replicas[0]
     with replica.client() as c:
-        assert sum(c.xlen(Store(Connection(url, namespace)).queue_keys("t", q).log) for q in range(2)) == 2
+        assert sum(c.xlen(owned(Store(Connection(url, namespace))).queue_keys("t", q).log) for q in range(2)) == 2
     admin.close()
 
 
@@ -124,7 +125,7 @@ def test_sync_replicas_with_the_replica_stopped_returns_flush_slave_timeout(sent
         assert 0.3 <= took < 0.3 + 1.0, took  # waited for the timeout, not longer (and no retry)
         future = producer.send_async(Message("t", b"c"))
         assert future.result(5).status is SendStatus.FLUSH_SLAVE_TIMEOUT
-        stored = Store(Connection(url, namespace)).read("t", 0, 0, 10)
+        stored = owned(Store(Connection(url, namespace))).read("t", 0, 0, 10)
         assert [m.body for m in stored] == [b"a", b"b", b"c"]  # stored once each on the master
     with Producer("p0", url, namespace=namespace) as plain:  # sync_replicas=0 does not wait
         assert plain.send(Message("t", b"d")).status is SendStatus.SEND_OK
@@ -153,7 +154,7 @@ def test_transaction_half_not_confirmed_is_rolled_back(sentinel: SentinelProcs, 
         bad = tp.send_message_in_transaction(Message("t", b"unconfirmed"), executor)
     assert bad.status is SendStatus.FLUSH_SLAVE_TIMEOUT
     assert bad.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE and ran == [True]
-    assert [m.body for m in Store(Connection(url, namespace)).read("t", 0, 0, 10)] == [b"ok"]
+    assert [m.body for m in owned(Store(Connection(url, namespace))).read("t", 0, 0, 10)] == [b"ok"]
 
 
 def _send_through(producer: Producer, topic: str, seconds: float, on_result: Callable[[str, float], None]) -> None:
@@ -211,7 +212,7 @@ def test_sentinel_failover_sends_never_hang_and_everything_works_after(sentinel:
 
 
 def _queues_by_node(url: str, ns: str, topic: str, queues: int) -> dict[str, list[int]]:
-    conn = Connection(url, ns)
+    conn = owned(Connection(url, ns))
     store = Store(conn)
     out: dict[str, list[int]] = {}
     for q in range(queues):
@@ -330,7 +331,7 @@ def test_orderly_lock_through_the_store_is_trusted_only_when_a_replica_has_it(se
     from mq.errors import ReplicaAckTimeout
     from mq.store.replication import SyncReplicas
 
-    store = Store(Connection(sentinel.url, namespace))
+    store = owned(Store(Connection(sentinel.url, namespace)))
     lock = store.queue_keys("t", 0).lock("g")
     call = ("lock-queue", [lock], ["client-a", 12_000])
     sync = SyncReplicas(1, 200)

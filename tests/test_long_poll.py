@@ -15,7 +15,7 @@ from mq.consumer.long_poll import CLOSE_WAIT_S, LONG_POLL_BLOCK_MS, WAIT_COMMIT_
 from mq.consumer.process_queue import ProcessQueue
 from mq.store import Store
 from tests.helpers import admin_once, blocked_readers
-from tests.leaks import open_sockets
+from tests.leaks import open_sockets, owned
 from tests.procs import wait_for
 from tests.servers import RedisServer
 
@@ -75,7 +75,7 @@ def test_an_idle_queues_offset_is_stored_soon_after_its_last_message_is_consumed
     still being consumed: the store stayed one message behind until the 5 s commit."""
     monkeypatch.setattr(steps, "PERSIST_INTERVAL_S", 60.0)  # only the waiter commits in this test
     url = redis_server.url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("IQ", read_queues=1, write_queues=1)
     consumed = threading.Event()
 
@@ -98,7 +98,7 @@ def test_an_idle_queues_offset_is_stored_soon_after_its_last_message_is_consumed
 def test_a_held_connection_keeps_one_pooled_connection_for_its_thread_and_gives_it_back(
     redis_server: RedisServer, namespace: str
 ) -> None:
-    conn = Connection(redis_server.url, namespace)
+    conn = owned(Connection(redis_server.url, namespace))
     held = conn.held()
     assert held is not conn and held.client is not conn.client
     assert held.client.connection is not None and held.client.connection_pool is conn.client.connection_pool
@@ -108,7 +108,7 @@ def test_a_held_connection_keeps_one_pooled_connection_for_its_thread_and_gives_
     held.release_held()
     assert held.client.connection is None
     conn.close()
-    memory = Connection("memory://held", namespace)
+    memory = owned(Connection("memory://held", namespace))
     assert memory.held() is memory  # cluster and memory clients are shared as they are
 
 

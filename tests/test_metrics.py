@@ -24,6 +24,7 @@ from mq.store import Store
 from scheduler import BrokerConfig, BrokerService
 from scheduler.metrics import serve_metrics
 from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import wait_for
 from tests.servers import free_port
 
@@ -35,13 +36,13 @@ def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> None:
     url = redis_server.url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("M", read_queues=2, write_queues=2)
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(10):
             producer.send(Message("M", b"%d" % i), queue=MessageQueue("M", "broker-a", i % 2))
         producer.send(Message("M", b"later", deliver_time_ms=int(time.time() * 1000) + 3_600_000))  # timer backlog 1
-    Store(Connection(url, namespace)).commit_offsets(
+    owned(Store(Connection(url, namespace))).commit_offsets(
         "lagging", {MessageQueue("M", "broker-a", 0): 2, MessageQueue("M", "broker-a", 1): 5}
     )
     failing = PushConsumer("dead-letters", url, namespace=namespace, max_reconsume_times=0)
@@ -131,13 +132,13 @@ def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, na
 
 def test_broker_stats_snapshot_for_admins(redis_server, namespace: str) -> None:
     url = redis_server.url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("St", read_queues=2, write_queues=2)
     assert admin.broker_stats() is None
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(4):
             producer.send(Message("St", b"%d" % i))
-    Store(Connection(url, namespace)).commit_offsets("g", {MessageQueue("St", "broker-a", 0): 0})
+    owned(Store(Connection(url, namespace))).commit_offsets("g", {MessageQueue("St", "broker-a", 0): 0})
     with BrokerService(url, namespace, BrokerConfig(stats_interval_s=0.5)) as service:
         wait_for(lambda: admin.broker_stats() is not None, 5, "a stats snapshot")
     stats = admin.broker_stats()

@@ -24,6 +24,7 @@ from mq.rates import rates_over
 from mq.times import format_ms
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import wait_for
 from tests.test_cli import run_mq
 
@@ -266,7 +267,7 @@ def test_rates_come_from_two_snapshots_a_window_apart() -> None:
 
 def test_stats_rates_with_a_real_broker_service(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
     url, common = redis_server.url, ["--url", redis_server.url, "--namespace", namespace]
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("st", read_queues=2, write_queues=2)
     assert admin.stats() is None  # no broker service yet
     assert main(["stats", *common]) == 1
@@ -353,7 +354,7 @@ def test_a_resent_dead_letter_reaches_only_its_group_once_with_a_link(backend_ur
     from scheduler import BrokerConfig, BrokerService
 
     url = backend_url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("DL", read_queues=1, write_queues=1)
     got: dict[str, list] = {"A": [], "B": []}
     lock = threading.Lock()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store import Store
 from mq.store.groups import OWNER_GUARD, PullRequest, PullResult
 from tests.helpers import admin_once
+from tests.leaks import owned
 
 SCENARIOS = [  # (offset, max_messages): from the start, a middle batch, past the log's end, caught up, beyond
     (0, 2),
@@ -48,12 +50,14 @@ def _five(url: str, namespace: str) -> Store:
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(5):
             producer.send(Message("R", b"m%d" % i, tags="a" if i % 2 else None, keys=["k%d" % i], properties={"n": str(i)}))
-    return Store(Connection(url, namespace))
+    return owned(Store(Connection(url, namespace)))
 
 
 @pytest.fixture
-def store_of_five(backend_url: str, namespace: str) -> Store:
-    return _five(backend_url, namespace)
+def store_of_five(backend_url: str, namespace: str) -> Iterator[Store]:
+    store = _five(backend_url, namespace)
+    yield store
+    store.conn.close()
 
 
 @pytest.mark.parametrize(("offset", "count"), SCENARIOS)
@@ -81,7 +85,7 @@ def test_read_after_cuts_at_the_byte_bound(backend_url: str, namespace: str) -> 
     with Producer("p", backend_url, namespace=namespace) as producer:
         for size in (100, 100, 300, 100):
             producer.send(Message("B", b"x" * size))
-    store = Store(Connection(backend_url, namespace))
+    store = owned(Store(Connection(backend_url, namespace)))
     result = store.pull_many([PullRequest("B", 0, 0, 32, 1024, max_bytes=250, read_after=True)])[0]
     assert isinstance(result, PullResult)
     # the entry whose body reaches the bound is the last one cached; the next pull starts after it
@@ -94,13 +98,13 @@ def test_read_after_skips_foreign_entries_like_the_script(redis_server: Any, nam
     admin_once(redis_server.url, namespace).create_topic("F", read_queues=1, write_queues=1)
     with Producer("p", redis_server.url, namespace=namespace) as producer:
         producer.send(Message("F", b"a"))
-        log = Connection(redis_server.url, namespace).keys.queue("F", 0).log
+        log = owned(Connection(redis_server.url, namespace)).keys.queue("F", 0).log
         raw = redis.Redis.from_url(redis_server.url)
         raw.xadd(log, {"junk": "1"}, id="0-2")
-        raw.hincrby(Connection(redis_server.url, namespace).keys.queue("F", 0).meta, "seq", 1)
+        raw.hincrby(owned(Connection(redis_server.url, namespace)).keys.queue("F", 0).meta, "seq", 1)
         raw.close()
         producer.send(Message("F", b"c"))
-    store = Store(Connection(redis_server.url, namespace))
+    store = owned(Store(Connection(redis_server.url, namespace)))
     script = PullRequest("F", 0, 0, 32, 1024)
     both = store.pull_many([script, dataclasses.replace(script, read_after=True)])
     assert _compared(both[1]) == _compared(both[0])
@@ -156,7 +160,7 @@ def test_read_after_on_the_embedded_store(namespace: str) -> None:
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(6):
             producer.send(Message("R", b"m%d" % i, tags="a" if i % 2 else None))
-    store = Store(Connection(url, namespace))
+    store = owned(Store(Connection(url, namespace)))
     scripted = [PullRequest("R", q, 0, 2, 1024) for q in (0, 1)]
     both = store.pull_many([*scripted, *(dataclasses.replace(p, read_after=True) for p in scripted)])
     assert [_compared(r) for r in both[2:]] == [_compared(r) for r in both[:2]]
@@ -169,7 +173,7 @@ def test_read_after_of_several_queues_some_without_news(backend_url: str, namesp
     with Producer("p", backend_url, namespace=namespace) as producer:
         for i in range(4):
             producer.send(Message("M", b"m%d" % i), queue=MessageQueue("M", DEFAULT_BROKER_NAME, i % 2))
-    store = Store(Connection(backend_url, namespace))
+    store = owned(Store(Connection(backend_url, namespace)))
     scripted = [PullRequest("M", 0, 0, 32, 1024), PullRequest("M", 1, 2, 32, 1024), PullRequest("M", 2, 0, 32, 1024)]
     native = store.pull_many([dataclasses.replace(p, read_after=True) for p in scripted])
     assert [_compared(r) for r in native] == [_compared(r) for r in store.pull_many(scripted)]

@@ -28,6 +28,7 @@ from mq.errors import MQBrokerError
 from mq.security import CHECK_COMMANDS, SCRIPT_COMMANDS, acl_setuser_args
 from mq.store import Store
 from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer, free_port
 
@@ -120,7 +121,7 @@ def test_every_feature_runs_under_the_client_role(redis_server, namespace: str) 
             return {b for b, _ in got[topic]}
 
     try:
-        admin = Admin(url, namespace)
+        admin = owned(Admin(url, namespace))
         admin.create_topic("A", read_queues=2, write_queues=2)
         admin.create_topic("O", read_queues=2, write_queues=2, order=True)
         admin.create_topic("S", read_queues=1, write_queues=1)
@@ -166,7 +167,7 @@ def test_every_feature_runs_under_the_client_role(redis_server, namespace: str) 
             simple.change_invisible_duration(received[1], 20)
             assert admin.resend_dlq("ga") == 1
             wait_for(lambda: admin.broker_stats() is not None, 10, "the broker service's stats snapshot")
-            names = {m.name for m in StoreCollector(Store(Connection(url, namespace)), 10.0).collect()}
+            names = {m.name for m in StoreCollector(owned(Store(Connection(url, namespace))), 10.0).collect()}
             assert "rocketredis_group_lag" in names and "rocketredis_brokers_healthy" in names
             queue = next(iter(admin.topic_status("A")))
             admin.search_offset(queue, int(time.time() * 1000))
@@ -304,7 +305,7 @@ def test_the_client_role_cannot_delete_or_rewrite_topic_configs(redis_server: Re
                 admin.update_topic("keep", write_queues=4, perm="r")  # rewriting a config needs the admin role
             assert admin.topic_config("keep").write_queues == 1
             assert redis.Redis.from_url(url).hgetall(f"{{{namespace}:keep:0}}:q") == flags_before  # refused before any write
-            store = Store(Connection(url, namespace))
+            store = owned(Store(Connection(url, namespace)))
             assert [m.body for m in store.read("keep", 0, 0, 5)] == [b"x"]
             store.conn.close()
         raw = redis.Redis.from_url(url)
@@ -342,7 +343,7 @@ def test_a_resource_user_reaches_only_its_topics_and_groups(redis_server: RedisS
     from mq.queue import MessageQueue
     from mq.security import resource_acl_args
 
-    admin = Admin(redis_server.url, namespace)
+    admin = owned(Admin(redis_server.url, namespace))
     for topic in ("mine", "theirs"):
         admin.create_topic(topic, read_queues=1, write_queues=1)
     with Producer("p", redis_server.url, namespace=namespace) as producer:
@@ -388,7 +389,7 @@ def test_a_client_losing_the_race_to_create_a_retry_topic_is_not_refused(redis_s
     user = f"race-{namespace}"
     url = _acl_user(redis_server, user, acl_setuser_args(namespace, "client", "pw"))
     try:
-        store = Store(Connection(url, namespace))
+        store = owned(Store(Connection(url, namespace)))
         first = TopicConfig("%RETRY%g", read_queues=1, write_queues=1)
         store.ensure_topic(first)
         stale_read = store.topic

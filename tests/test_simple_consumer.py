@@ -10,11 +10,12 @@ import pytest
 from mq import Admin, Message, MessageSelector, Producer, SimpleConsumer
 from mq.errors import MQClientError
 from tests.helpers import admin_once
+from tests.leaks import owned
 
 
 @pytest.mark.slow
 def test_invisibility_ack_extend_shorten_and_dead_letter(backend_url: str, namespace: str) -> None:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("S", read_queues=2, write_queues=2)
     sc = SimpleConsumer(
         "gs", backend_url, namespace=namespace, subscriptions={"S": "*"}, await_duration_s=0.5, max_delivery_attempts=2
@@ -130,7 +131,7 @@ def test_queues_added_to_a_topic_are_read_from_their_start(
     from mq.queue import MessageQueue
 
     monkeypatch.setattr(simple, "QUEUE_REFRESH_S", 0.2)
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("G", read_queues=2, write_queues=2)
 
     def drain(sc: SimpleConsumer, want: set[bytes]) -> set[bytes]:
@@ -178,7 +179,7 @@ def test_invisibility_is_on_the_stores_clock_not_a_skewed_host(
         [view] = skewed.receive(max_messages=1, invisible_duration_s=30)
         changed = skewed.change_invisible_duration(view, 40)
     monkeypatch.undo()
-    conn = Connection(backend_url, namespace)
+    conn = owned(Connection(backend_url, namespace))
     server_ms = Store(conn).server_time_ms()
     conn.close()
     for handle, seconds in ((view.receipt_handle, 30), (changed.receipt_handle, 40)):

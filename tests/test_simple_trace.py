@@ -20,6 +20,7 @@ from mq import Admin, Message
 from mq.errors import MQClientError
 from tests.apis import Api
 from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import wait_for
 
 INVISIBLE_S = 0.6
@@ -60,7 +61,7 @@ def scenario(api: Api, url: str, namespace: str, trace: bool | None) -> dict[byt
 def test_acks_timeouts_and_dead_letters_are_traced(api: Api, backend_url: str, namespace: str) -> None:
     began_ms = int(time.time() * 1000)
     ids = scenario(api, backend_url, namespace, True)
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     acked = admin.message_trace("ST", ids[b"acked"])
     assert [(e.kind, e.group, e.status, e.attempt) for e in acked] == [("send", "p", "SEND_OK", 1), ("consume", "gs", "ACK", 1)]
     send, ack = acked
@@ -78,7 +79,7 @@ def test_acks_timeouts_and_dead_letters_are_traced(api: Api, backend_url: str, n
 
 def test_nothing_is_traced_when_tracing_is_off(api: Api, redis_server: Any, namespace: str) -> None:
     ids = scenario(api, redis_server.url, namespace, None)  # the namespace setting is off by default
-    admin = Admin(redis_server.url, namespace)
+    admin = owned(Admin(redis_server.url, namespace))
     assert all(admin.message_trace("ST", msg_id) == [] for msg_id in ids.values())
 
 
@@ -87,7 +88,7 @@ def test_resent_dead_letters_come_back_to_the_groups_simple_consumers(api: Api, 
     from its first message, shows the original topic, and its receipts (ack, change) name the retry queue."""
     ids = scenario(api, backend_url, namespace, False)
     consumer = simple_consumer(api, backend_url, namespace, False)
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     assert admin.resend_dlq("gs") == 1
     got: list[Any] = []
     wait_for(lambda: bool(got.extend(consumer.receive(4, INVISIBLE_S)) or got), 10, "the resent letter")

@@ -32,6 +32,7 @@ from spark import MQDataSource, parse_options
 from spark.plan import ReadPartition, cap, plan
 from spark.schema import MESSAGES
 from tests.helpers import admin_once, raw_client
+from tests.leaks import owned
 from tests.spark_data import Filled, commit, fill, put_dead_letters
 
 pytestmark = [pytest.mark.spark]
@@ -197,7 +198,7 @@ def test_messages_trimmed_after_planning_are_skipped(redis_server: Any, namespac
     data = fill(redis_server.url, namespace, "Trim", 1200, 2)
     parts = plan_direct(data.options())
     client = raw_client(redis_server.url)
-    client.xtrim(Connection(redis_server.url, namespace).keys.queue("Trim", 0).log, minid="0-101", approximate=False)
+    client.xtrim(owned(Connection(redis_server.url, namespace)).keys.queue("Trim", 0).log, minid="0-101", approximate=False)
     client.close()
     rows = read_direct(data.options(), parts)
     assert len(rows) == 1100
@@ -263,7 +264,7 @@ def test_offsets_table_shows_commit_and_lag(spark_session: SparkSession, big: Fi
 @pytest.mark.cluster
 def test_cluster_counts(spark_session: SparkSession, redis_cluster: Any, namespace: str) -> None:
     data = fill(redis_cluster.url, namespace, "Orders", 6000, 6)
-    conn = Connection(redis_cluster.url, namespace)
+    conn = owned(Connection(redis_cluster.url, namespace))
     assert len({conn.node_of(conn.keys.queue("Orders", q).log) for q in range(6)}) > 1  # queues on several masters
     df = load(spark_session, data.options())
     assert df.count() == 6000
@@ -502,7 +503,7 @@ def test_rows_decoded_in_bulk_equal_message_by_message_decoding(
     from spark.schema import arrow_schema
 
     admin_once(redis_server.url, namespace).create_topic("Mixed", read_queues=1, write_queues=1)
-    store = Store(Connection(redis_server.url, namespace))
+    store = owned(Store(Connection(redis_server.url, namespace)))
     sent = _varied_messages("Mixed")
     for msg, reconsume, system in sent:
         store.put("Mixed", 0, [codec.encode(msg, new_msg_id(), reconsume_times=reconsume, system_properties=system)])
@@ -587,7 +588,7 @@ def test_foreign_entries_are_skipped_with_one_logged_error_each(
         {**message, "p": "{"},  # broken JSON
     ]
     client = raw_client(url)
-    keys = Connection(url, namespace).keys.queue("F", 0)
+    keys = owned(Connection(url, namespace)).keys.queue("F", 0)
     seq = int(client.hget(keys.meta, "seq"))
     for j, fields in enumerate(foreign):
         client.xadd(keys.log, fields, id=f"0-{seq + j + 1}")

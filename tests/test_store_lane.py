@@ -17,6 +17,7 @@ from mq.connection import Connection
 from mq.errors import MQBrokerError, MQClientError
 from mq.store import lane
 from tests.helpers import admin_once, raw_client
+from tests.leaks import owned
 from tests.servers import RedisServer
 
 
@@ -45,8 +46,8 @@ def test_sync_script_calls_go_over_one_kept_connection(redis_server: RedisServer
 
 
 def test_no_lane_for_a_cluster_or_the_embedded_store(redis_cluster: Any) -> None:
-    cluster = Connection(redis_cluster.url, "lane")
-    memory = Connection("memory://lane-test", "lane")
+    cluster = owned(Connection(redis_cluster.url, "lane"))
+    memory = owned(Connection("memory://lane-test", "lane"))
     try:
         assert lane.lane_of(cluster.client) is None
         assert lane.lane_of(memory.client) is None
@@ -257,7 +258,7 @@ def test_async_sends_go_one_round_at_a_time_when_the_pipeline_cannot_be_made(
 
 @pytest.mark.anyio
 async def test_an_aio_pipe_lane_reads_each_round_its_own_replies(redis_server: RedisServer, namespace: str) -> None:
-    conn = Connection(redis_server.url, namespace)
+    conn = owned(Connection(redis_server.url, namespace))
     pipe = lane.pipe_lane_of(conn.async_client)
     assert isinstance(pipe, lane.AioPipeLane)
     key = f"{namespace}:aiopipe"
@@ -275,7 +276,7 @@ async def test_an_aio_pipe_lane_reads_each_round_its_own_replies(redis_server: R
 
 @pytest.mark.anyio
 async def test_a_lost_aio_pipe_lane_connection_fails_every_unread_round(redis_server: RedisServer, namespace: str) -> None:
-    conn = Connection(redis_server.url, namespace)
+    conn = owned(Connection(redis_server.url, namespace))
     killer = raw_client(redis_server.url)
     pipe = lane.pipe_lane_of(conn.async_client)
     assert isinstance(pipe, lane.AioPipeLane)
@@ -298,7 +299,7 @@ async def test_a_lost_aio_pipe_lane_connection_fails_every_unread_round(redis_se
 
 @pytest.mark.anyio
 async def test_cancelling_an_aio_pipe_lane_read_drops_its_connection(redis_server: RedisServer, namespace: str) -> None:
-    conn = Connection(redis_server.url, namespace)
+    conn = owned(Connection(redis_server.url, namespace))
     client = conn.async_client
     pipe = lane.pipe_lane_of(client)
     assert isinstance(pipe, lane.AioPipeLane)
@@ -380,9 +381,9 @@ async def test_no_aio_pipe_lane_for_a_cluster_the_embedded_store_or_replicas(
     from mq.store.aio import AsyncStore
     from mq.store.replication import SyncReplicas
 
-    cluster = Connection(redis_cluster.url, "lane")
-    memory = Connection("memory://lane-test", "lane")
-    plain = Connection(redis_server.url, "lane")
+    cluster = owned(Connection(redis_cluster.url, "lane"))
+    memory = owned(Connection("memory://lane-test", "lane"))
+    plain = owned(Connection(redis_server.url, "lane"))
     try:
         assert lane.pipe_lane_of(cluster.async_client) is None
         assert lane.pipe_lane_of(memory.async_client) is None

@@ -14,6 +14,7 @@ import pytest
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
 from mq.cli import main
 from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer
 
@@ -29,7 +30,7 @@ def test_trace_shows_the_send_both_groups_and_the_retry(backend_url: str, namesp
     from scheduler import BrokerConfig, BrokerService
 
     url = backend_url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("TR", read_queues=2, write_queues=2)
     admin.set_trace(True)  # the namespace switch: every client below follows it
     with Producer("tp", url, namespace=namespace) as producer:

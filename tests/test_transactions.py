@@ -26,6 +26,7 @@ from mq.errors import MQClientError, TopicNotFoundError
 from mq.keys import Keys
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import admin_once, raw_client, snapshot
+from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 
 COMMIT, ROLLBACK, UNKNOW = (
@@ -58,7 +59,7 @@ class Inbox:
 
 @pytest.fixture
 def env(backend_url: str, namespace: str) -> Iterator[tuple[str, str, Admin, Inbox]]:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("T", read_queues=4, write_queues=4)
     inbox = Inbox(backend_url, namespace)
     with inbox.consumer:
