@@ -346,20 +346,26 @@ def test_resend_dlq_resends_each_letter_once_and_skips_letters_whose_topic_is_go
         assert admin.resend_dlq("g") == 1  # skipped letters stay unmarked: resent once the topic is back
 
 
+def _put_call_counts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The message count of each put script call made from now on in this test."""
+    counts: list[int] = []
+
+    class Spy(scripts.Eval):
+        def __init__(self, name: str, keys: Any, argv: Any) -> None:
+            if name == "put-messages":
+                counts.append(int(argv[0]))
+            super().__init__(name, keys, argv)
+
+    monkeypatch.setattr(scripts, "Eval", Spy)
+    return counts
+
+
 def test_a_big_batch_goes_out_in_bounded_script_calls(
     redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = redis_server.url
     store = _store(url, namespace)
-    sizes: list[int] = []
-
-    class Spy(scripts.Eval):
-        def __init__(self, name: str, keys: Any, argv: Any) -> None:
-            if name == "put-messages":
-                sizes.append(int(argv[0]))
-            super().__init__(name, keys, argv)
-
-    monkeypatch.setattr(scripts, "Eval", Spy)
+    sizes = _put_call_counts(monkeypatch)
     n = 100_000
     with Producer("p", url, namespace=namespace) as producer:
         result = producer.send_batch([Message("h", b"%d" % i) for i in range(n)])
@@ -383,15 +389,7 @@ def test_a_batch_over_one_calls_bytes_or_keys_goes_out_in_bounded_calls(
     over the bytes or the keys (not the count) is split too, every message stored once, in order."""
     url = redis_server.url
     store = _store(url, namespace)
-    calls: list[int] = []
-
-    class Spy(scripts.Eval):
-        def __init__(self, name: str, keys: Any, argv: Any) -> None:
-            if name == "put-messages":
-                calls.append(int(argv[0]))
-            super().__init__(name, keys, argv)
-
-    monkeypatch.setattr(scripts, "Eval", Spy)
+    calls = _put_call_counts(monkeypatch)
     batch = [Message("h", b"%08d" % i + b"x" * (body_size - 8), keys=[f"k{i}-{k}" for k in range(keys)]) for i in range(count)]
     with Producer("p", url, namespace=namespace) as producer:
         result = producer.send_batch(batch)

@@ -53,6 +53,30 @@ def _five(url: str, namespace: str) -> Store:
     return owned(Store(Connection(url, namespace)))
 
 
+def _consume_until(
+    url: str,
+    namespace: str,
+    topic: str,
+    expression: str,
+    listener: Any,
+    done: threading.Event,
+    *,
+    spied: tuple[str, Any],
+    pull_batch_size: int,
+) -> None:
+    """Run a push consumer of group ``g`` from the first offset, with ``Puller.<spied[0]>`` replaced by
+    ``spied[1]``, until ``done`` is set (at most 30 s)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Puller, *spied)
+        consumer = PushConsumer(
+            "g", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, pull_batch_size=pull_batch_size
+        )
+        consumer.subscribe(topic, expression)
+        consumer.register_message_listener(listener)
+        with consumer:
+            assert done.wait(30)
+
+
 @pytest.fixture
 def store_of_five(backend_url: str, namespace: str) -> Iterator[Store]:
     store = _five(backend_url, namespace)
@@ -140,15 +164,7 @@ def test_consumer_reads_small_messages_natively_and_large_through_the_script(red
                 done.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Puller, "_request", spying)
-        consumer = PushConsumer(
-            "g", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, pull_batch_size=8
-        )
-        consumer.subscribe("S")
-        consumer.register_message_listener(listener)
-        with consumer:
-            assert done.wait(30)
+    _consume_until(url, namespace, "S", "*", listener, done, spied=("_request", spying), pull_batch_size=8)
     assert len(seen) == small + large and len(set(seen)) == small + large
     assert any(read_after for read_after, _ in asked)  # small messages: read natively
     assert not asked[0][0]  # a queue's first pull goes through the script (sizes unknown)
@@ -221,15 +237,7 @@ def test_a_filtered_pull_scans_at_most_its_byte_budget(redis_server: Any, namesp
             got.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Puller, "_apply", spying)
-        consumer = PushConsumer(
-            "g", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, pull_batch_size=32
-        )
-        consumer.subscribe("FB", "want")
-        consumer.register_message_listener(listener)
-        with consumer:
-            assert got.wait(30)
+    _consume_until(url, namespace, "FB", "want", listener, got, spied=("_apply", spying), pull_batch_size=32)
     assert PULL_MAX_BYTES_FILTERED < PULL_MAX_BYTES
     most = PULL_MAX_BYTES_FILTERED // size + 1  # the entry that crosses the bound is read, then the pull stops
     assert scanned and sum(scanned) == 17, scanned
