@@ -402,6 +402,24 @@ def test_a_batch_over_one_calls_bytes_or_keys_goes_out_in_bounded_calls(
     assert [m.body[:8] for m in store.read("h", 0, 0, count)] == [b"%08d" % i for i in range(count)]
 
 
+@pytest.mark.parametrize(("count", "body_size", "keys", "most"), [(5, 300 * 1024, 0, 3), (40, 8, 64, 32)])
+def test_a_timer_move_stops_at_one_calls_bytes_or_keys(
+    redis_server: RedisServer, namespace: str, count: int, body_size: int, keys: int, most: int
+) -> None:
+    """docs/security.md: one ``deliver-due`` call moves at most 1 MiB and 2 048 keys (then the next call
+    moves the rest): five 300 KiB messages due at once go 3 then 2, forty of 64 keys go 32 then 8."""
+    store = _store(redis_server.url, namespace)
+    due = int(time.time() * 1000) + 60_000
+    with Producer("p", redis_server.url, namespace=namespace) as producer:
+        for i in range(count):
+            body = b"%08d" % i + b"x" * (body_size - 8)
+            producer.send(Message("h", body, keys=[f"k{i}-{k}" for k in range(keys)], deliver_time_ms=due))
+    [first] = store.deliver_due([("h", 0)], due, 1000)
+    [second] = store.deliver_due([("h", 0)], due, 1000)
+    assert (first.moved, second.moved) == (most, count - most), (first, second)
+    assert [m.body[:8] for m in store.read("h", 0, 0, count)] == [b"%08d" % i for i in range(count)]
+
+
 def test_a_full_store_still_lets_the_retry_topic_step_pass_and_names_oom_to_producers(
     namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
