@@ -14,7 +14,9 @@ Series (all gauges):
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -63,11 +65,36 @@ class StoreCollector(Collector):
         yield GaugeMetricFamily("rocketredis_brokers_healthy", "Broker services reporting healthy", value=len(alive))
 
 
+class MetricsServer:
+    """The HTTP server :func:`serve_metrics` started: ``registry`` is what it serves; :meth:`close`
+    stops the server and closes its store connection (also on leaving a ``with`` block)."""
+
+    def __init__(self, registry: CollectorRegistry, store: Store, httpd: Any, thread: threading.Thread) -> None:
+        self.registry = registry
+        self._store, self._httpd, self._thread = store, httpd, thread
+
+    def close(self) -> None:
+        """Stop serving (waits for the request being answered) and close the store connection."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(5)
+        self._store.conn.close()
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def serve_metrics(
     port: int, url: str | None, namespace: str, *, health_timeout_s: float = 10.0, addr: str = "127.0.0.1"
-) -> CollectorRegistry:
-    """Serve the namespace's metrics on ``http://addr:port/metrics``; returns the registry."""
+) -> MetricsServer:
+    """Serve the namespace's metrics on ``http://addr:port/metrics`` until the returned server is
+    closed (before, the server and its store connection lived until the process ended: a caller that
+    was done with them could not let them go)."""
     registry = CollectorRegistry()
-    registry.register(StoreCollector(Store(Connection(url, namespace)), health_timeout_s))
-    start_http_server(port, addr=addr, registry=registry)
-    return registry
+    store = Store(Connection(url, namespace))
+    registry.register(StoreCollector(store, health_timeout_s))
+    httpd, thread = start_http_server(port, addr=addr, registry=registry)
+    return MetricsServer(registry, store, httpd, thread)

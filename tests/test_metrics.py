@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import urllib.request
 
+import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -24,7 +25,7 @@ from mq.store import Store
 from scheduler import BrokerConfig, BrokerService
 from scheduler.metrics import serve_metrics
 from tests.helpers import admin_once
-from tests.leaks import owned
+from tests.leaks import open_sockets, owned
 from tests.procs import wait_for
 from tests.servers import free_port
 
@@ -58,8 +59,8 @@ def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> N
         )
         wait_for(lambda: len(admin.dlq_messages("dead-letters")) == 1, 10, "the forced dead letter")
         port = free_port()
-        serve_metrics(port, url, namespace)
-        m = _scrape(port)
+        with serve_metrics(port, url, namespace):
+            m = _scrape(port)
     assert m[("rocketredis_topic_messages", (("topic", "M"),))] == 11
     assert m[("rocketredis_group_lag", (("group", "lagging"), ("queue", "0"), ("topic", "M")))] == 6 - 2  # 5 + poison on queue 0
     assert m[("rocketredis_group_lag", (("group", "lagging"), ("queue", "1"), ("topic", "M")))] == 5 - 5
@@ -83,13 +84,13 @@ def test_group_lag_follows_a_real_consumer(redis_server, namespace: str) -> None
 
     consumer.register_message_listener(listener)
     port = free_port()
-    serve_metrics(port, url, namespace)
+    server = serve_metrics(port, url, namespace)
 
     def lag() -> float:
         series = _scrape(port).items()
         return sum(v for (name, labels), v in series if name == "rocketredis_group_lag" and ("group", "readers") in labels)
 
-    with Producer("p", url, namespace=namespace) as producer:
+    with server, Producer("p", url, namespace=namespace) as producer:
         with consumer:
             time.sleep(0.5)
             for i in range(10):
@@ -98,7 +99,7 @@ def test_group_lag_follows_a_real_consumer(redis_server, namespace: str) -> None
         assert lag() == 0  # committed at shutdown
         for i in range(3):
             producer.send(Message("L", b"more-%d" % i))
-    assert lag() == 3
+        assert lag() == 3
 
 
 def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, namespace: str) -> None:
@@ -145,3 +146,16 @@ def test_broker_stats_snapshot_for_admins(redis_server, namespace: str) -> None:
     assert stats is not None
     assert stats["by"] == service.id and stats["topic_messages"] == {"St": 4}
     assert stats["group_lag"] == {"g/St": 2} and stats["timer_backlog"] == 0
+
+
+def test_closing_the_metrics_server_stops_it_and_closes_its_connection(redis_server, namespace: str) -> None:
+    """serve_metrics used to return only the registry: its HTTP server and store connection lived until
+    the process ended (the leak check found the connection open after each metrics test)."""
+    port = free_port()
+    server = serve_metrics(port, redis_server.url, namespace)
+    assert ("rocketredis_timer_backlog", ()) in _scrape(port)
+    assert open_sockets(server._store.conn) == 1
+    server.close()
+    assert open_sockets(server._store.conn) == 0
+    with pytest.raises(OSError):
+        _scrape(port)

@@ -114,10 +114,12 @@ def test_receive_waits_for_a_message_without_spinning(redis_server, namespace: s
         SimpleConsumer("g4", redis_server.url, namespace=namespace, subscriptions={"S4": "*"}, await_duration_s=5) as sc,
         Producer("p", redis_server.url, namespace=namespace) as producer,
     ):
-        threading.Timer(0.5, lambda: producer.send(Message("S4", b"later"))).start()
+        sender = threading.Timer(0.5, lambda: producer.send(Message("S4", b"later")))
+        sender.start()
         started = time.monotonic()
         views = sc.receive(max_messages=1, invisible_duration_s=10)
         took = time.monotonic() - started
+        sender.join(10)  # its send may still be reading the reply: the producer is closed after it
     assert [v.body for v in views] == [b"later"]
     assert 0.4 <= took <= 1.5
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import Any
 
 from mq.cli.common import Commands, add_leaf, warn_if_memory
@@ -72,16 +73,18 @@ def _broker(args: argparse.Namespace) -> int:
     if args.retention_h:
         options["file_reserved_time_h"] = args.retention_h
     stop = StopSignals()  # not a threading.Event set by a handler: that can deadlock (D66)
-    with BrokerService(args.url, args.namespace, BrokerConfig(**options)) as service:
+    with BrokerService(args.url, args.namespace, BrokerConfig(**options)) as service, contextlib.ExitStack() as metrics:
         if args.metrics_port:
             from scheduler.metrics import serve_metrics
 
-            serve_metrics(
-                args.metrics_port,
-                args.url,
-                args.namespace,
-                health_timeout_s=service.config.health_timeout_s,
-                addr=args.metrics_addr,
+            metrics.enter_context(
+                serve_metrics(
+                    args.metrics_port,
+                    args.url,
+                    args.namespace,
+                    health_timeout_s=service.config.health_timeout_s,
+                    addr=args.metrics_addr,
+                )
             )
             print(f"metrics on http://{args.metrics_addr}:{args.metrics_port}/metrics", flush=True)
         print(f"{service!r} running; Ctrl-C to stop", flush=True)
