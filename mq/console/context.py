@@ -9,7 +9,7 @@ from datetime import UTC
 
 from mq.admin import Admin
 from mq.admin_views import QueueState
-from mq.connection import mask_url, resolve_url, url_passwords
+from mq.connection import mask_url, resolve_url
 from mq.errors import InvalidNameError, MQClientError, TopicNotFoundError
 from mq.producer import Producer
 from mq.times import iso_ms
@@ -68,13 +68,8 @@ class Console:
 
     @property
     def masked_url(self) -> str:
-        """The store URL with its password replaced by ``***``."""
+        """The store URL with its passwords (user info, ``?password=``, ``?ssl_password=``) replaced by ``***``."""
         return mask_url(self._url)
-
-    @property
-    def secrets(self) -> list[str]:
-        """Texts no response may contain: the store URL's password, and the access token."""
-        return [*url_passwords(self._url), *([self.token] if self.token else [])]
 
     def producer(self) -> Producer:
         """The console's producer (group :data:`PRODUCER_GROUP`), started on first use."""

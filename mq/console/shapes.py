@@ -242,13 +242,15 @@ class MessageRow:
 @dataclass(frozen=True)
 class Body:
     """A message body for display, capped at :data:`BODY_CAP` bytes: ``text`` when it is UTF-8, ``json``
-    pretty-printed when it parses as JSON, ``hex`` always; ``truncated`` when the body was longer."""
+    pretty-printed when it parses as JSON (not too deep, not too long: ``json_note`` says why it is
+    None for a JSON body), ``hex`` always; ``truncated`` when the body was longer."""
 
     size: int
     truncated: bool
     text: str | None
     json: str | None
     hex: str
+    json_note: str | None = None
 
 
 @dataclass(frozen=True)
