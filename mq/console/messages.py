@@ -135,7 +135,8 @@ def body_view(body: bytes) -> Body:
         text: str | None = shown.decode()
     except UnicodeDecodeError:
         text = shown.decode(errors="ignore") if len(body) > BODY_CAP and _cut_utf8(shown) else None
-    pretty, note = None, None
+    pretty: str | None = None
+    note: str | None = None
     if text is not None and len(body) <= BODY_CAP:
         if text.lstrip()[:1] in ("[", "{") and json_depth(text) > JSON_MAX_DEPTH:
             note = f"nested deeper than {JSON_MAX_DEPTH} levels"
@@ -145,7 +146,8 @@ def body_view(body: bytes) -> Body:
             except ValueError:
                 pretty = None
             if pretty is not None and len(pretty) > JSON_MAX_CHARS:
-                pretty, note = None, f"{len(pretty):,} characters long pretty-printed (over {JSON_MAX_CHARS:,})"
+                note = f"{len(pretty):,} characters long pretty-printed (over {JSON_MAX_CHARS:,})"
+                pretty = None
     return Body(len(body), len(body) > BODY_CAP, text, pretty, shown.hex(), note)
 
 
