@@ -933,3 +933,64 @@ def test_mq_console_refuses_an_empty_token_with_a_clear_error(how: str) -> None:
         pytest.fail(f"mq console with {how} served instead of refusing: {out} {err}")
     assert proc.returncode == 2 and "is empty" in err and "Traceback" not in err, err
     assert "mq console on" not in out
+
+
+def test_the_overview_is_computed_once_per_broker_snapshot(secure_server: RedisServer) -> None:
+    """Finding 18: with 10 000 topics every open tab's overview (and its live part every 5 s) read and
+    parsed the whole topic table. Now the figures that grow with the topics are computed once per
+    broker stats snapshot: between two snapshots no call reads the topic table, the stats history or
+    any queue, and the answer is the same; a new snapshot, or a topic made through the console, is
+    shown at the next call."""
+    from mq.connection import Connection
+    from mq.store import Store as MessageStore
+    from scheduler.stats import read_figures, save_snapshot
+
+    url, ns = secure_server.url, "ov" + uuid.uuid4().hex[:8]
+    conn = Connection(url, ns)
+    try:
+        with Admin(url, ns) as admin:
+            for t in range(12):
+                admin.create_topic(f"T{t}", read_queues=2, write_queues=2)
+            admin.create_group("g")
+            admin.reset_offset("g", MessageQueue("T0", "broker-a", 0), 0)
+        store = MessageStore(conn)
+
+        def snapshot_now() -> None:
+            save_snapshot(store, read_figures(store), "broker-test")
+            time.sleep(0.01)  # the next one gets a later taken_at_ms
+
+        snapshot_now()
+        snapshot_now()  # two: rates
+        c = client(url, ns)
+        console = c.app.state.console  # type: ignore[attr-defined]
+        reads: dict[str, int] = {}
+        for name in ("topics", "stats_history", "queue_states", "timer_backlog", "half_backlog"):
+            original = getattr(console.admin, name)
+
+            def counted(*args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+                reads[_name] = reads.get(_name, 0) + 1
+                return _original(*args, **kwargs)
+
+            setattr(console.admin, name, counted)
+        first = ok(c.get("/api/overview"))
+        assert c.get("/").status_code == 200 and ok(c.get("/api/overview/series"))
+        assert first["topics"] == 12 and first["lag_as_of_ms"] > 0
+        reads.clear()
+        for _ in range(5):
+            again = ok(c.get("/api/overview"))
+            assert {k: v for k, v in again.items() if k != "taken_at_ms"} == {
+                k: v for k, v in first.items() if k != "taken_at_ms"
+            }
+            live = c.get("/overview/live")
+            assert live.status_code == 200 and "T0" in live.text
+            assert ok(c.get("/api/overview/series"))
+        assert reads == {}, "the overview read what grows with the topics between two snapshots"
+        with Admin(url, ns) as admin:
+            admin.create_topic("Outside", read_queues=1, write_queues=1)  # not through the console
+        assert ok(c.get("/api/overview"))["topics"] == 12  # until the next snapshot
+        snapshot_now()
+        assert ok(c.get("/api/overview"))["topics"] == 13 and reads["topics"] == 1
+        assert ok(post(c, "/api/topics", {"name": "Inside"}), 201)
+        assert ok(c.get("/api/overview"))["topics"] == 14  # a change through the console shows at once
+    finally:
+        conn.close()
