@@ -994,3 +994,41 @@ def test_the_overview_is_computed_once_per_broker_snapshot(secure_server: RedisS
         assert ok(c.get("/api/overview"))["topics"] == 14  # a change through the console shows at once
     finally:
         conn.close()
+
+
+def test_mq_console_accepts_the_allowed_host_of_a_proxy_and_refuses_others(still: tuple[str, str, Admin]) -> None:
+    """Finding 5 through ``mq console``: ``--allowed-host`` adds a proxy's name; any other Host gets 400;
+    a malformed pattern is refused before anything listens."""
+    url, ns, _ = still
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    bad = subprocess.run(
+        [sys.executable, "-m", "mq", "console", "--url", url, "--namespace", ns, "--allowed-host", "a*b.example"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "--allowed-host 'a*b.example'" in bad.stderr and "Traceback" not in bad.stderr
+    port = free_port()
+    argv = [sys.executable, "-m", "mq", "console", "--url", url, "--namespace", ns, "--port", str(port)]
+    proc = subprocess.Popen(
+        [*argv, "--allowed-host", "Console.Example.com"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            try:
+                return httpx.get(f"{base}/api", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, 30, "mq console to listen")
+        assert httpx.get(f"{base}/api/topics", headers={"host": "console.example.com"}, timeout=5).json()["total"] == 1
+        assert httpx.get(f"{base}/api/topics", headers={"host": f"localhost:{port}"}, timeout=5).status_code == 200
+        refused = httpx.get(f"{base}/api/topics", headers={"host": f"rebind.example:{port}"}, timeout=5)
+        assert refused.status_code == 400 and "S" not in refused.text
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
