@@ -74,9 +74,10 @@ def _console(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    hosts, bad = allowed_hosts(args.host, args.allowed_host)
-    if bad:
-        print(f"mq: error: --allowed-host {bad!r}: give a host name or address, or '*.domain' for subdomains", file=sys.stderr)
+    try:
+        hosts = allowed_hosts(args.host, args.allowed_host)
+    except ValueError as e:
+        print(f"mq: error: --allowed-host: {e}", file=sys.stderr)
         return 2
     warn_if_memory(args.url)
     if token is None and not _loopback(args.host):
@@ -117,22 +118,21 @@ def _check(host: str, port: int) -> int:
     return 0 if healthy else 1
 
 
-def allowed_hosts(listen: str, extra: list[str]) -> tuple[list[str], str | None]:
+def allowed_hosts(listen: str, extra: list[str]) -> list[str]:
     """The Host names the console accepts when listening on ``listen`` with ``--allowed-host extra``:
-    ``listen`` itself (bracketed when IPv6), the loopback names on loopback, and ``extra``; and the first
-    malformed ``extra`` (None when all are fine). On ``0.0.0.0`` / ``::`` users reach the console by
-    names only the operator knows: they are given with ``--allowed-host``."""
-    from mq.console.auth import LOOPBACK_HOSTS
+    ``listen`` itself (bracketed when IPv6), the loopback names on loopback, and ``extra``. On
+    ``0.0.0.0`` / ``::`` users reach the console by names only the operator knows: they are given with
+    ``--allowed-host``.
+
+    Raises:
+        ValueError: a malformed ``extra`` name.
+    """
+    from mq.console.auth import LOOPBACK_HOSTS, host_patterns
 
     hosts = [] if listen in ("0.0.0.0", "::", "") else [f"[{listen}]" if ":" in listen else listen]
     if _loopback(listen) or listen in ("0.0.0.0", "::", ""):
         hosts += LOOPBACK_HOSTS
-    for name in extra:
-        name = name.strip().lower()
-        if name != "*" and (not name or "*" in name[1:] or (name.startswith("*") and not name.startswith("*.")) or "/" in name):
-            return hosts, name
-        hosts.append(name)
-    return list(dict.fromkeys(hosts)), None
+    return host_patterns([*hosts, *extra])
 
 
 def _loopback(host: str) -> bool:

@@ -30,6 +30,7 @@ from mq.console.auth import (
     Guard,
     Sessions,
     client_address,
+    host_patterns,
     login_page,
     safe_next,
     too_many_failures,
@@ -59,16 +60,14 @@ def create_app(
         session_ttl_s: seconds a login session lasts.
 
     Raises:
-        ValueError: an empty token, no allowed host, or a session time that is not positive.
+        ValueError: an empty token, no allowed host or a malformed one, or a session time that is not positive.
 
     The app closes its store connection at shutdown (its lifespan); a caller that never runs the
     lifespan closes ``app.state.console`` itself.
     """
     if token is not None and (not isinstance(token, str) or not token.strip()):
         raise ValueError("token must be a non-empty string (or None for no login)")
-    hosts = [h.strip() for h in allowed_hosts if h.strip()]
-    if not hosts:
-        raise ValueError("allowed_hosts must name at least one host (the console's own names)")
+    hosts = host_patterns(allowed_hosts)
     sessions = Sessions(token, ttl_s=session_ttl_s)
     console = Console(url, namespace, read_only=read_only, token=token)
 

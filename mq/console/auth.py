@@ -38,7 +38,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -86,6 +86,26 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"same-origin"),
 )
+
+
+def host_patterns(names: Sequence[str]) -> list[str]:
+    """``names`` as ``TrustedHostMiddleware`` patterns: lower case, without duplicates; each a host name
+    or address (IPv6 in brackets), ``*.domain`` for subdomains, or ``*`` (no check).
+
+    Raises:
+        ValueError: none given, or a malformed one (a ``*`` elsewhere, a ``/``, a blank).
+    """
+    if isinstance(names, str):
+        names = [names]
+    found: list[str] = []
+    for raw in names:
+        name = raw.strip().lower() if isinstance(raw, str) else ""
+        if name != "*" and (not name or "*" in name[1:] or (name.startswith("*") and not name.startswith("*.")) or "/" in name):
+            raise ValueError(f"allowed host {raw!r}: give a host name or address, '*.domain' for subdomains, or '*'")
+        found.append(name)
+    if not found:
+        raise ValueError("allowed_hosts must name at least one host (the console's own names)")
+    return list(dict.fromkeys(found))
 
 
 class Sessions:
