@@ -638,27 +638,40 @@ def test_a_password_from_mq_url_and_one_with_url_characters_are_hidden(
 # -- mq console -------------------------------------------------------------------------------------
 
 
-def test_mq_console_serves_the_api_on_loopback_with_a_token(still: tuple[str, str, Admin]) -> None:
-    url, ns, _ = still
+def start_mq_console(
+    url: str, ns: str, *options: str, env: dict[str, str] | None = None, ready: int = 200
+) -> tuple[subprocess.Popen[bytes], int]:
+    """``mq console`` on a free loopback port with ``options``, once ``GET /api`` answers ``ready``;
+    the caller terminates it. Its stdout and stderr are one pipe."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MQ_CONSOLE_TOKEN": TOKEN}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mq", "console", "--url", url, "--namespace", ns, "--port", str(port), "--read-only"],
+        [sys.executable, "-m", "mq", "console", "--url", url, "--namespace", ns, "--port", str(port), *options],
         cwd=ROOT,
-        env=env,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/api", timeout=1).status_code == ready
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, 30, "mq console to listen")
+    except BaseException:
+        proc.kill()
+        proc.communicate(timeout=20)
+        raise
+    return proc, port
+
+
+def test_mq_console_serves_the_api_on_loopback_with_a_token(still: tuple[str, str, Admin]) -> None:
+    url, ns, _ = still
+    proc, port = start_mq_console(url, ns, "--read-only", env={"MQ_CONSOLE_TOKEN": TOKEN}, ready=401)
     try:
         base = f"http://127.0.0.1:{port}"
-
-        def up() -> bool:
-            try:
-                return httpx.get(f"{base}/api", timeout=1).status_code == 401
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 30, "mq console to listen")
         data = httpx.get(f"{base}/api", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5).json()
         assert data["read_only"] is True and data["login_required"] is True and PASSWORD not in json.dumps(data)
     finally:
@@ -1012,21 +1025,9 @@ def test_mq_console_accepts_the_allowed_host_of_a_proxy_and_refuses_others(still
         timeout=60,
     )
     assert bad.returncode == 2 and "--allowed-host: allowed host 'a*b.example'" in bad.stderr and "Traceback" not in bad.stderr
-    port = free_port()
-    argv = [sys.executable, "-m", "mq", "console", "--url", url, "--namespace", ns, "--port", str(port)]
-    proc = subprocess.Popen(
-        [*argv, "--allowed-host", "Console.Example.com"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
+    proc, port = start_mq_console(url, ns, "--allowed-host", "Console.Example.com")
     try:
         base = f"http://127.0.0.1:{port}"
-
-        def up() -> bool:
-            try:
-                return httpx.get(f"{base}/api", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 30, "mq console to listen")
         assert httpx.get(f"{base}/api/topics", headers={"host": "console.example.com"}, timeout=5).json()["total"] == 1
         assert httpx.get(f"{base}/api/topics", headers={"host": f"localhost:{port}"}, timeout=5).status_code == 200
         refused = httpx.get(f"{base}/api/topics", headers={"host": f"rebind.example:{port}"}, timeout=5)
