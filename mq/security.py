@@ -32,6 +32,7 @@ SCRIPT_COMMANDS = (
     "get",
     "hdel",
     "hget",
+    "hgetall",
     "hincrby",
     "hmget",
     "hset",
