@@ -6,6 +6,7 @@ counted once however many broker services trim, against real redis-server proces
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue, Producer, PushConsumer, SendStatus
+from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue, Producer, PushConsumer, SendStatus, aio
 from mq.cli import main
 from mq.connection import Connection
 from mq.console import create_app
@@ -64,6 +65,11 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "scheduler.retention" and r.levelno == logging.WARNING]
 
 
+async def _aio_progress(url: str, namespace: str, group: str, topic: str) -> list[tuple[int, int, int]]:
+    async with aio.Admin(url, namespace) as admin:
+        return [(r.consumer_offset, r.lag, r.expired) for r in await admin.consumer_progress(group, topic)]
+
+
 def _trim_all(store: Store) -> int:
     time.sleep(0.01)  # every message stored before now is older than a zero retention
     return apply_retention(store, reserved_time_h=0)
@@ -91,6 +97,7 @@ def test_a_group_behind_retention_is_told_what_it_lost(
     # today's silent case: lag 0 — now with the loss beside it
     rows = admin.consumer_progress("lagging", "R")
     assert [(r.consumer_offset, r.lag, r.expired) for r in rows] == [(20, 0, 50), (0, 0, 30)]
+    assert asyncio.run(_aio_progress(backend_url, namespace, "lagging", "R")) == [(20, 0, 50), (0, 0, 30)]
     assert _counter(store) == {("lagging", "R"): 80.0}
 
     assert main(["group", "progress", "lagging", "--url", backend_url, "--namespace", namespace]) == 0
