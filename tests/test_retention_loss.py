@@ -16,7 +16,18 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue, Producer, PushConsumer, SendStatus, aio
+from mq import (
+    Admin,
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+    SendStatus,
+    aio,
+)
 from mq.cli import main
 from mq.connection import Connection
 from mq.console import create_app
@@ -127,6 +138,53 @@ def test_a_group_behind_retention_is_told_what_it_lost(
     ]
     assert [r.expired for r in admin.consumer_progress("lagging", "R")] == [60, 30]
     assert _counter(store) == {("lagging", "R"): 90.0}
+    admin.close()
+
+
+def _poll(consumer: PullConsumer, n: int) -> list[bytes]:
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while len(got) < n and time.monotonic() < deadline:
+        got += [m.body for m in consumer.poll(timeout_s=0.5)]
+    return got
+
+
+def _behind(url: str, namespace: str) -> PullConsumer:
+    """A member of group "behind" on topic L that commits only when told (so its position is exact)."""
+    consumer = PullConsumer(
+        "behind", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, auto_commit=False, pull_batch_size=4
+    )
+    consumer.subscribe("L", "*")
+    return consumer
+
+
+def test_a_pull_consumer_that_fell_behind_a_broker_service_retention_resumes_and_is_told(
+    backend_url: str, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The issue's case end to end: a real consumer reads 12 of 40 messages and stops, a broker service's
+    retention removes the other 28 unread; the group is told 28, and when it resumes it reads the new
+    messages only, its lag 0 and its loss still shown."""
+    admin = Admin(backend_url, namespace)
+    admin.create_topic("L", read_queues=1, write_queues=1)
+    queue = MessageQueue("L", "broker-a", 0)
+    _send(backend_url, namespace, "L", {0: 40})
+    with _behind(backend_url, namespace) as consumer:
+        assert _poll(consumer, 12) == [b"m%d" % i for i in range(12)]
+        consumer.commit()
+    assert [(r.consumer_offset, r.lag, r.expired) for r in admin.consumer_progress("behind", "L")] == [(12, 28, 0)]
+
+    caplog.set_level(logging.WARNING, logger="scheduler.retention")
+    with BrokerService(backend_url, namespace, BrokerConfig(file_reserved_time_h=0.5 / 3600, retention_interval_s=0.2)):
+        wait_for(lambda: admin.topic_status("L")[queue].min_offset == 40, 20, "retention to remove every message")
+    assert sum(int(m.split()[2]) for m in _warnings(caplog) if "topic 'L' queue 0 that group 'behind'" in m) == 28
+    assert [(r.consumer_offset, r.lag, r.expired) for r in admin.consumer_progress("behind", "L")] == [(12, 0, 28)]
+
+    _send(backend_url, namespace, "L", {0: 5})
+    with _behind(backend_url, namespace) as consumer:
+        assert _poll(consumer, 5) == [b"m%d" % i for i in range(5)]  # the new ones (bodies restart at m0)
+        assert consumer.poll(timeout_s=0.3) == []
+        consumer.commit()
+    assert [(r.consumer_offset, r.lag, r.expired) for r in admin.consumer_progress("behind", "L")] == [(45, 0, 28)]
     admin.close()
 
 
