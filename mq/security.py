@@ -76,6 +76,8 @@ CLIENT_COMMANDS = (
     "zrangebyscore",
     "zrem",
     "wait",
+    "waitaof",  # sync_flush
+    "role",  # sync_replicas="all" counts the master's replicas
 )
 #: Connection housekeeping redis-py performs (handshake, health checks, cluster topology).
 CONNECTION_COMMANDS = ("auth", "hello", "ping", "client|setname", "cluster|slots", "cluster|shards")
