@@ -194,7 +194,8 @@ def run_synced(calls: Sequence[Call], sync: SyncReplicas, *, kind: str) -> Op[li
             raise MQClientError(
                 "sync_flush needs a Redis server with appendonly yes: the embedded memory:// store keeps nothing on disk"
             )
-        return [(r, Confirmed(0, 0)) for r in (yield from scripts.call_many(calls))]
+        nobody = Confirmed(0, sync.wanted(_ONE_MASTER))  # "all" of no replicas is 0: confirmed
+        return [(r, nobody) for r in (yield from scripts.call_many(calls))]
     return (yield from _run_node(list(calls), sync, _ONE_MASTER))
 
 
