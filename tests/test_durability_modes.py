@@ -296,3 +296,17 @@ def test_sync_flush_with_replicas_waits_for_their_disks_on_redis_8_2(namespace: 
             assert p.send(Message("t", b"d")).status is SendStatus.FLUSH_SLAVE_TIMEOUT
         bodies = [m.body for m in Store(Connection(url, namespace)).read("t", 0, 0, 100)]
         assert bodies[:2] == [b"a", b"b"] and bodies[-1] == b"d" and set(bodies[2:-1]) == {b"c"}
+
+
+@pytest.mark.cluster
+def test_all_on_a_cluster_without_replicas_from_a_fresh_asyncio_producer(redis_cluster: Any, namespace: str) -> None:
+    """The start-up count runs on a redis.asyncio cluster client that has not read the slot map yet;
+    masters without replicas confirm at once."""
+    url = redis_cluster.url
+    Admin(url, namespace).create_topic("t", read_queues=6, write_queues=6)
+
+    async def sends() -> set[SendStatus]:
+        async with aio.Producer("p", url, namespace=namespace, sync_replicas="all") as producer:
+            return {(await producer.send(Message("t", b"%d" % i))).status for i in range(6)}
+
+    assert asyncio.run(sends()) == {SendStatus.SEND_OK}

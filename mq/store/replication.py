@@ -50,6 +50,7 @@ REMEMBER_S = 60.0
 #: The node key of a standalone or Sentinel-managed store: one master at a time, so what was counted
 #: at the old master still counts at the promoted one (its lost replica is missed, not forgotten).
 _ONE_MASTER = ""
+_NO_DISK = "sync_flush needs a Redis server with appendonly yes: the embedded memory:// store keeps nothing on disk"
 
 
 def replicas_in_role(role: Any) -> int | None:
@@ -191,9 +192,7 @@ def run_synced(calls: Sequence[Call], sync: SyncReplicas, *, kind: str) -> Op[li
         return (yield from _run_cluster(calls, sync, refresh=True))
     if kind == "memory":
         if sync.flush:
-            raise MQClientError(
-                "sync_flush needs a Redis server with appendonly yes: the embedded memory:// store keeps nothing on disk"
-            )
+            raise MQClientError(_NO_DISK)
         nobody = Confirmed(0, sync.wanted(_ONE_MASTER))  # "all" of no replicas is 0: confirmed
         return [(r, nobody) for r in (yield from scripts.call_many(calls))]
     return (yield from _run_node(list(calls), sync, _ONE_MASTER))
@@ -243,18 +242,29 @@ def check_first(key: str, sync: SyncReplicas, *, kind: str) -> Op[None]:
     """:func:`check_node` on the node serving ``key`` (at a client's start, so that a server that
     cannot do ``sync_flush`` is refused before anything is written; the other nodes of a cluster are
     checked before their first write)."""
-    if not sync.enabled:
-        return
+    if not (sync.flush or sync.all):
+        return  # a plain WAIT n needs no probe
     if kind == "memory":
         if sync.flush:
-            raise MQClientError(
-                "sync_flush needs a Redis server with appendonly yes: the embedded memory:// store keeps nothing on disk"
-            )
+            raise MQClientError(_NO_DISK)
         return
     node = _ONE_MASTER
     if kind == "cluster":
-        node = yield Cmd(lambda client: str(client.get_node_from_key(key).name))  # no I/O
+        node = yield Cmd(lambda client: _node_name(client, key))
     yield from check_node(key, sync, node)
+
+
+def _node_name(client: Any, key: str) -> Any:
+    """The name of the cluster node serving ``key`` (no I/O), or an awaitable of it when ``client`` is a
+    ``redis.asyncio`` cluster client that has not read the slot map yet (at a producer's start)."""
+    if getattr(client, "_initialize", False):
+
+        async def initialized() -> str:
+            await client.initialize()
+            return str(client.get_node_from_key(key).name)
+
+        return initialized()
+    return str(client.get_node_from_key(key).name)
 
 
 def _server_of(hello: Any) -> str:
