@@ -310,3 +310,36 @@ def test_all_on_a_cluster_without_replicas_from_a_fresh_asyncio_producer(redis_c
             return {(await producer.send(Message("t", b"%d" % i))).status for i in range(6)}
 
     assert asyncio.run(sends()) == {SendStatus.SEND_OK}
+
+
+def test_broker_service_and_push_consumer_write_with_all_and_sync_flush_on_redis_8_2(namespace: str) -> None:
+    """The broker service's timer delivery and a push consumer's send-back (a retry) with
+    ``sync_replicas="all"`` and ``sync_flush``: both go through, on the master and its replica."""
+    from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere
+
+    with _topology(1, binary=other_server_binary(REDIS_8), appendonly=True) as (master, replicas):
+        url = master.url
+        Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+        config = BrokerConfig(sync_replicas="all", sync_flush=True, message_delay_level="100ms 200ms")
+        attempts: list[int] = []
+
+        def listener(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
+            attempts.extend(m.reconsume_times for m in msgs)
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER if len(attempts) == 1 else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer(
+            "g", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, sync_replicas="all", sync_flush=True
+        )
+        consumer.subscribe("t")
+        consumer.register_message_listener(listener)
+        with (
+            BrokerService(url, namespace, config),
+            consumer,
+            Producer("p", url, namespace=namespace, sync_replicas="all", sync_flush=True) as producer,
+        ):
+            assert producer.send(Message("t", b"later", delay_level=1)).status is SendStatus.SEND_OK
+            wait_until(lambda: attempts == [0, 1], 20, "the delayed message consumed, sent back, and consumed again")
+        with replicas[0].client() as c:  # the timer's and the send-back's writes reached the replica
+            log_key = Store(Connection(url, namespace)).queue_keys("t", 0).log
+            assert c.xlen(log_key) == 1
+            assert any(b"%RETRY%g" in k for k in c.keys(f"*{namespace}*"))
