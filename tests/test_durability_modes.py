@@ -142,6 +142,9 @@ def test_the_broker_command_takes_all_and_refuses_other_words(capsys: pytest.Cap
     with pytest.raises(SystemExit):
         main(["broker", "--url", "memory://", "--sync-replicas", "most"])
     assert "expected a number of replicas or 'all'" in capsys.readouterr().err
+    # "all" and --sync-flush reach the service: the embedded store has no disk, so it refuses to start
+    assert main(["broker", "--url", "memory://cli-flush", "--sync-replicas", "all", "--sync-flush"]) == 1
+    assert "sync_flush needs a Redis server with appendonly yes" in capsys.readouterr().err
 
 
 # -- sync_replicas="all" ------------------------------------------------------------------------------
