@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from mq import Admin, Message, Producer, PushConsumer, SendStatus, TransactionProducer, aio
 from mq.connection import Connection
-from mq.errors import MQClientError
+from mq.errors import MQBrokerError, MQClientError
 from mq.store import Store, replication
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import snapshot
@@ -346,3 +346,19 @@ def test_broker_service_and_push_consumer_write_with_all_and_sync_flush_on_redis
             log_key = Store(Connection(url, namespace)).queue_keys("t", 0).log
             assert c.xlen(log_key) == 1
             assert any(b"%RETRY%g" in k for k in c.keys(f"*{namespace}*"))
+
+
+def test_all_for_a_user_who_may_not_run_role_is_refused_at_start(redis_server: RedisServer, namespace: str) -> None:
+    """Without ROLE the replicas cannot be counted: the start fails naming the refused command rather
+    than letting "all" mean none."""
+    from mq.security import acl_setuser_args
+
+    with redis_server.client() as c:
+        c.execute_command("ACL", "SETUSER", "norole", *acl_setuser_args(namespace, "client", "pw"), "-role")
+    try:
+        url = f"redis://norole:pw@127.0.0.1:{redis_server.port}/0"
+        with pytest.raises(MQBrokerError, match="(?i)role"):
+            Producer("p", url, namespace=namespace, sync_replicas="all").start()
+    finally:
+        with redis_server.client() as c:
+            c.execute_command("ACL", "DELUSER", "norole")

@@ -216,6 +216,8 @@ def check_node(key: str, sync: SyncReplicas, node: str) -> Op[None]:
             pipe.execute_command("WAITAOF", 1, 0, 1)
 
     replies = yield NodePipe(key, build)
+    if isinstance(replies[0], Exception):
+        raise replies[0]  # e.g. ROLE not allowed to the ACL user: "all" must not quietly mean 0
     sync.counts.seen(node, replies[0])
     if not probe_flush:
         return
