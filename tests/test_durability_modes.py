@@ -22,7 +22,7 @@ from mq.errors import MQBrokerError, MQClientError
 from mq.store import Store, replication
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import snapshot
-from tests.servers import RedisServer, other_server_binary, wait_until
+from tests.servers import OTHER_SERVERS, RedisServer, other_server_binary, wait_until
 
 pytestmark = [pytest.mark.ha]
 
@@ -281,10 +281,11 @@ def test_sync_flush_sends_on_redis_8_2(namespace: str) -> None:
         assert sum(s.max_offset for s in Admin(url, namespace).topic_status("t").values()) == 6
 
 
-def test_sync_flush_with_replicas_waits_for_their_disks_on_redis_8_2(namespace: str) -> None:
+@pytest.mark.parametrize("server", sorted(OTHER_SERVERS))
+def test_sync_flush_with_replicas_waits_for_their_disks(namespace: str, server: str) -> None:
     """sync_flush + sync_replicas=1: WAITAOF 1 1 — the replica must fsync it too; a stopped replica (or
-    one without AOF) leaves the send FLUSH_SLAVE_TIMEOUT, stored once on the master."""
-    with _topology(1, binary=other_server_binary(REDIS_8), appendonly=True) as (master, replicas):
+    one without AOF) leaves the send FLUSH_SLAVE_TIMEOUT, stored once on the master. Redis 8.2 and Valkey 9."""
+    with _topology(1, binary=other_server_binary(server), appendonly=True) as (master, replicas):
         url = master.url
         Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
         with Producer("p", url, namespace=namespace, sync_flush=True, sync_replicas=1, sync_replicas_timeout_ms=500) as p:
