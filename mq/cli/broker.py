@@ -23,9 +23,15 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     )
     b.add_argument(
         "--sync-replicas",
-        type=int,
+        type=_replicas,
         default=_DEFAULTS.sync_replicas,
-        help="replicas that must confirm the service's writes (timer delivery, transactions) (default: %(default)s)",
+        help="replicas that must confirm the service's writes (timer delivery, transactions), or 'all' "
+        "(every replica the master has) (default: %(default)s)",
+    )
+    b.add_argument(
+        "--sync-flush",
+        action="store_true",
+        help="those writes also wait until they are fsynced to the AOF (WAITAOF: Redis >= 7.2, appendonly yes) (default: off)",
     )
     b.add_argument(
         "--sync-replicas-timeout-ms",
@@ -53,6 +59,16 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     b.add_argument("--metrics-addr", default="127.0.0.1", help="address of the metrics endpoint (default: %(default)s)")
 
 
+def _replicas(text: str) -> int | str:
+    """``--sync-replicas``: a count, or ``all``."""
+    if text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of replicas or 'all', got {text!r}") from None
+
+
 def _broker(args: argparse.Namespace) -> int:
     from scheduler import BrokerService, healthy_brokers
 
@@ -66,7 +82,11 @@ def _broker(args: argparse.Namespace) -> int:
             print(f)
         return 0 if alive and not failed else 1
     warn_if_memory(args.url, writes=True)
-    options: dict[str, Any] = {"sync_replicas": args.sync_replicas, "sync_replicas_timeout_ms": args.sync_replicas_timeout_ms}
+    options: dict[str, Any] = {
+        "sync_replicas": args.sync_replicas,
+        "sync_replicas_timeout_ms": args.sync_replicas_timeout_ms,
+        "sync_flush": args.sync_flush,
+    }
     if args.delay_levels:
         options["message_delay_level"] = args.delay_levels
     if args.retention_h:

@@ -439,7 +439,7 @@ def _group_detail(console: Console, g: str) -> GroupDetail:
     existing = {c.name for c in configs}
     subscribed = {t for m in members for t in m.subscriptions}
     topics_of = sorted(admin.topics_with_offsets(g, configs) | (subscribed & existing))
-    states = admin.queue_states(topics_of, owners=True)  # three pipelined round trips for every topic at once
+    states = admin.queue_states(topics_of, owners=True, expired=True)  # four pipelined round trips for every topic at once
     progress: list[Progress] = []
     for t in topics_of:
         for s in states[t]:
@@ -447,7 +447,8 @@ def _group_detail(console: Console, g: str) -> GroupDetail:
                 continue
             offset = s.offsets.get(g)
             q = s.message_queue.queue_id
-            progress.append(Progress(t, q, s.stats.max_offset, offset, queue_lags(s).get(g), s.owners.get(g)))
+            lost = s.expired.get(g, 0)
+            progress.append(Progress(t, q, s.stats.max_offset, offset, queue_lags(s).get(g), s.owners.get(g), lost))
     known = [p.lag for p in progress if p.lag is not None]
     config = _config(console, g)
     dlq = admin.queue_states([dlq_topic(g)], offsets=False) if dlq_topic(g) in existing else {}
@@ -460,6 +461,7 @@ def _group_detail(console: Console, g: str) -> GroupDetail:
         progress,
         sum(known) if known else None,
         dlq_size,
+        sum(p.expired for p in progress),
     )
 
 
