@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mq.errors import MQClientError
@@ -68,7 +69,8 @@ class BrokerConfig:
             "cleanup_interval_s",
             "stats_interval_s",
         ):
-            if getattr(self, name) <= 0:
-                raise MQClientError(f"{name} must be positive, got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):  # nan passes "<= 0" and inf never elapses
+                raise MQClientError(f"{name} must be a positive finite number, got {value!r}")
         if self.transaction_check_max < 1 or self.timer_batch < 1 or self.timer_poll_ms < 1:
             raise MQClientError("transaction_check_max, timer_batch and timer_poll_ms must be at least 1")

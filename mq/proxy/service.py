@@ -34,7 +34,7 @@ from mq.proxy.backend import Backend
 from mq.proxy.codes import OK, ProxyError, code_of, status
 from mq.proxy.metrics import ProxyMetrics
 from mq.proxy.pb import definition, service
-from mq.proxy.settings import Limits, client_info, reply
+from mq.proxy.settings import Limits, check_client_settings, client_info, reply
 from mq.proxy.telemetry import Sessions
 from mq.proxy.tracing import EndpointTrace, Receipt, receipt_of
 from mq.queue import MessageQueue
@@ -160,6 +160,8 @@ class MessagingService:
             self.metrics.errors.labels(rpc, code).inc()
         if isinstance(error, ProxyError | MQClientError):
             log.info("%s refused: %s %s", rpc, code, message)
+        elif isinstance(error, MQBrokerError):
+            self.backend.report_down(f"serving {rpc}", error)  # one line per outage, not a traceback per request
         else:
             log.error("%s failed: %s", rpc, message, exc_info=error)
         return status(code, message)
@@ -302,6 +304,7 @@ class MessagingService:
 
     async def _settings_command(self, req: Request, settings: Any) -> Any:
         try:
+            check_client_settings(settings)
             is_consumer = settings.WhichOneof("pub_sub") == "subscription"
             fifo, attempts = False, self.limits.max_delivery_attempts
             if is_consumer:

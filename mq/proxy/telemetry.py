@@ -11,6 +11,7 @@ import random
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from mq.errors import MQBrokerError
 from mq.producer.tx_core import CheckRequest, transaction_id
 from mq.proxy import convert
 from mq.proxy.pb import service
@@ -114,11 +115,15 @@ async def pump_checks(backend: Backend, sessions: Sessions, group: str, consumer
     while not stop.is_set():
         try:
             entries = await backend.blocking("read_checks", group, consumer, CHECK_BATCH, CHECK_BLOCK_MS)
+            backend.report_up()
             for entry_id, fields in entries:
                 await _push_check(backend, sessions, fields)
                 await backend.call("ack_check", group, entry_id)
         except asyncio.CancelledError:
             raise
+        except MQBrokerError as e:  # the store is down: logged once, not every second until it is back
+            backend.report_down("reading transaction check-backs", e)
+            await asyncio.sleep(1.0)
         except Exception:
             log.exception("reading transaction check-backs failed; trying again in 1 s")
             await asyncio.sleep(1.0)
