@@ -43,6 +43,13 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         help="the secret key of --access-key; prefer the variable, which ps does not show (default: $MQ_PROXY_SECRET_KEY)",
     )
     p.add_argument(
+        "--max-clock-skew-min",
+        type=number(float, low=0, high=24 * 60, low_open=True),
+        default=15.0,
+        help="how far a signed request's x-mq-date-time may be from this host's UTC clock, minutes; a captured "
+        "signature works this long (default: %(default)s, as RocketMQ's proxy)",
+    )
+    p.add_argument(
         "--max-body-mib",
         type=number(float, low=0, high=MAX_BODY_MIB, low_open=True),
         default=4.0,
@@ -90,7 +97,9 @@ def _proxy(args: argparse.Namespace) -> int:
         tls_port=args.tls_port,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
-        credentials=Credentials(access_key, secret_key) if access_key and secret_key else None,
+        credentials=(
+            Credentials(access_key, secret_key, max_skew_s=args.max_clock_skew_min * 60) if access_key and secret_key else None
+        ),
         limits=Limits(max_body_size=int(args.max_body_mib * 1024 * 1024)),
         max_delay_ms=int(args.max_delay_h * 3_600_000),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -35,11 +36,15 @@ def sign(secret_key: str, date_time: str) -> str:
 class Credentials:
     """The one access key / secret key pair the endpoint accepts. The secret never appears in ``repr``."""
 
-    def __init__(self, access_key: str, secret_key: str) -> None:
+    def __init__(self, access_key: str, secret_key: str, *, max_skew_s: float = MAX_SKEW_S) -> None:
         if not access_key or not secret_key:
             raise ValueError("set both --access-key and --secret-key, or neither")
+        if not (math.isfinite(max_skew_s) and max_skew_s > 0):
+            raise ValueError(f"max_skew_s must be a positive finite number of seconds, got {max_skew_s!r}")
         self.access_key = access_key
         self._secret_key = secret_key
+        #: How far a signed date may be from this host's clock, seconds.
+        self.max_skew_s = max_skew_s
 
     def __repr__(self) -> str:
         return f"Credentials(access_key={self.access_key!r}, secret_key=<hidden>)"
@@ -67,11 +72,12 @@ class Credentials:
         date_time = metadata["x-mq-date-time"]
         signed_s = _date_s(date_time)
         now = time.time() if now_s is None else now_s
-        if abs(now - signed_s) > MAX_SKEW_S:
+        if abs(now - signed_s) > self.max_skew_s:
             raise ProxyError(
                 "UNAUTHORIZED",
-                f"x-mq-date-time {date_time!r} is more than {MAX_SKEW_S // 60} min from the endpoint's clock: "
-                "sync the client's clock (a captured signature is not accepted later)",
+                f"x-mq-date-time {date_time!r} is more than {self.max_skew_s / 60:g} min from the endpoint's UTC clock: "
+                "sync the client's clock (a client signing its local time, as rocketmq-python-client 5.1 does, "
+                "needs TZ=UTC, or the endpoint a larger --max-clock-skew-min)",
             )
         key_ok = hmac.compare_digest(access_key.encode(), self.access_key.encode())
         signature_ok = hmac.compare_digest(signature.lower().encode(), sign(self._secret_key, date_time).encode())

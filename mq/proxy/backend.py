@@ -64,7 +64,7 @@ class Backend:
             MQBrokerError: naming the store (its URL with the password masked) and what to do.
         """
         try:
-            await self.store.server_time_ms()
+            await self.store.broker_beats()  # one small keyed read (it also maps a cluster's slots)
         except MQBrokerError as e:
             raise MQBrokerError(f"the store does not answer: {e} Start Redis or fix --url") from None
 

@@ -112,9 +112,13 @@ async def pump_checks(backend: Backend, sessions: Sessions, group: str, consumer
     service) and push each to a producer of the half message's topic connected here. A request no
     producer here can take is acknowledged all the same: the broker asks again at its next check.
     The stream's reader group must exist (``join_checks``)."""
+    rejoin = False
     while not stop.is_set():
         try:
+            if rejoin:  # the store came back, perhaps without the stream's reader group (a restart without persistence)
+                await backend.call("join_checks", group)
             entries = await backend.blocking("read_checks", group, consumer, CHECK_BATCH, CHECK_BLOCK_MS)
+            rejoin = False
             backend.report_up()
             for entry_id, fields in entries:
                 await _push_check(backend, sessions, fields)
@@ -123,6 +127,7 @@ async def pump_checks(backend: Backend, sessions: Sessions, group: str, consumer
             raise
         except MQBrokerError as e:  # the store is down: logged once, not every second until it is back
             backend.report_down("reading transaction check-backs", e)
+            rejoin = True
             await asyncio.sleep(1.0)
         except Exception:
             log.exception("reading transaction check-backs failed; trying again in 1 s")
