@@ -15,17 +15,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import grpc
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mq import Admin
 from mq.proxy.pb import definition, grpc_service, service
 from mq.proxy.server import ProxyConfig, ProxyServer
+from tests import test_proxy_hardening
 from tests.helpers import snapshot
-from tests.servers import RedisClusterProcs, RedisServer
 
 Code = definition.Code
+#: The fixture of the hardening tests: the session's standalone server, then its cluster.
+store_url = test_proxy_hardening.store_url
 TOPICS = ("T", "T2")
 QUEUES = 2
 #: Codes a refused request may answer: the client's fault, never the endpoint's.
@@ -44,15 +45,6 @@ CLIENT_CODES = {
         "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE",
     )
 }
-
-
-@pytest.fixture(params=["standalone", "cluster"])
-def store_url(request: pytest.FixtureRequest) -> str:
-    if request.param == "standalone":
-        server: RedisServer = request.getfixturevalue("redis_server")
-        return server.url
-    cluster: RedisClusterProcs = request.getfixturevalue("redis_cluster")
-    return cluster.url
 
 
 @contextlib.contextmanager
