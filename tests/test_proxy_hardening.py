@@ -137,10 +137,12 @@ async def test_a_write_failing_part_way_answers_which_messages_were_stored(store
         assert [m.msg_id for m in _stored(r.url, r.namespace, "T")] == [a.system_properties.message_id]
 
 
-async def test_a_request_whose_first_write_fails_stores_nothing_and_answers_the_error(own_server: RedisServer) -> None:
+async def test_a_request_whose_first_write_fails_stores_nothing_and_answers_the_error(
+    own_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
     async with endpoint(own_server.url) as r:
         before = r.unchanged()
-        with own_server.client() as client:
+        with own_server.client() as client, caplog.at_level(logging.INFO, logger="mq.proxy"):
             client.config_set("maxmemory", 1)  # every write refused: OOM
             try:
                 res = await r.stub.SendMessage(service.SendMessageRequest(messages=[_message("T"), _message("T")]))
@@ -149,6 +151,10 @@ async def test_a_request_whose_first_write_fails_stores_nothing_and_answers_the_
         assert res.status.code == Code.Value("INTERNAL_SERVER_ERROR") and "OOM" in res.status.message, res.status
         assert list(res.entries) == []
         assert r.unchanged() == before
+        # a store that answers with an error is not an outage: logged with the request, as an error
+        assert [rec.getMessage() for rec in caplog.records if rec.levelno >= logging.ERROR] == [
+            f"SendMessage failed: {res.status.message}"
+        ]
 
 
 # -- finding 9: AK/SK ------------------------------------------------------------------------------

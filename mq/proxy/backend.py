@@ -14,12 +14,29 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import redis.exceptions
+
 from mq.connection import Connection
 from mq.errors import MQBrokerError
 from mq.store.aio import AsyncStore
 from mq.store.ops import Op
 
 log = logging.getLogger("mq.proxy")
+
+#: What redis-py raises when the store does not answer (not when it answers with an error: OOM, NOPERM).
+UNREACHABLE: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.RedisClusterException,
+    OSError,
+)
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether ``error`` (an :class:`MQBrokerError`) comes from a store that does not answer."""
+    return isinstance(error, MQBrokerError) and isinstance(error.__cause__, UNREACHABLE)
+
 
 #: Socket timeout of the connection used for blocking reads, seconds (longer than any block).
 BLOCKING_TIMEOUT_S = 10.0

@@ -30,7 +30,7 @@ from mq.producer.selectors import consistent_hash, java_hash
 from mq.producer.tx_core import PGROUP, transaction_id, transaction_timeout_ms
 from mq.proxy import convert
 from mq.proxy.auth import Credentials
-from mq.proxy.backend import Backend
+from mq.proxy.backend import Backend, is_outage
 from mq.proxy.codes import OK, ProxyError, code_of, status
 from mq.proxy.metrics import ProxyMetrics
 from mq.proxy.pb import definition, service
@@ -160,7 +160,7 @@ class MessagingService:
             self.metrics.errors.labels(rpc, code).inc()
         if isinstance(error, ProxyError | MQClientError):
             log.info("%s refused: %s %s", rpc, code, message)
-        elif isinstance(error, MQBrokerError):
+        elif is_outage(error):
             self.backend.report_down(f"serving {rpc}", error)  # one line per outage, not a traceback per request
         else:
             log.error("%s failed: %s", rpc, message, exc_info=error)

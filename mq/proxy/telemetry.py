@@ -11,9 +11,9 @@ import random
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from mq.errors import MQBrokerError
 from mq.producer.tx_core import CheckRequest, transaction_id
 from mq.proxy import convert
+from mq.proxy.backend import is_outage
 from mq.proxy.pb import service
 
 if TYPE_CHECKING:
@@ -125,12 +125,12 @@ async def pump_checks(backend: Backend, sessions: Sessions, group: str, consumer
                 await backend.call("ack_check", group, entry_id)
         except asyncio.CancelledError:
             raise
-        except MQBrokerError as e:  # the store is down: logged once, not every second until it is back
-            backend.report_down("reading transaction check-backs", e)
-            rejoin = True
-            await asyncio.sleep(1.0)
-        except Exception:
-            log.exception("reading transaction check-backs failed; trying again in 1 s")
+        except Exception as e:
+            if is_outage(e):
+                backend.report_down("reading transaction check-backs", e)  # once, not every second until it is back
+                rejoin = True
+            else:
+                log.exception("reading transaction check-backs failed; trying again in 1 s")
             await asyncio.sleep(1.0)
 
 
