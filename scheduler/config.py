@@ -72,5 +72,5 @@ class BrokerConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):  # nan passes "<= 0" and inf never elapses
                 raise MQClientError(f"{name} must be a positive finite number, got {value!r}")
-        if self.transaction_check_max < 1 or self.timer_batch < 1 or self.timer_poll_ms < 1:
-            raise MQClientError("transaction_check_max, timer_batch and timer_poll_ms must be at least 1")
+        if not all(isinstance(v, int) and v >= 1 for v in (self.transaction_check_max, self.timer_batch, self.timer_poll_ms)):
+            raise MQClientError("transaction_check_max, timer_batch and timer_poll_ms must be whole numbers of at least 1")

@@ -233,6 +233,8 @@ def _over_limits() -> list[tuple[str, Any]]:
         ("BAD_REQUEST", _message("T", born_host="host\x1b[2J")),
         ("MESSAGE_PROPERTIES_TOO_LARGE", _message("T", keys=["k" * 9000, "k" * 9000])),
         ("BAD_REQUEST", _message("T", tag="a|b")),
+        ("ILLEGAL_MESSAGE_TAG", _message("T", tag="a\x1b[2J")),
+        ("ILLEGAL_MESSAGE_KEY", _message("T", keys=["ok", "k\x00"])),
     ]
 
 
@@ -417,6 +419,8 @@ def test_broker_config_refuses_non_finite_and_non_positive_durations(value: floa
         BrokerConfig(file_reserved_time_h=value)
     with pytest.raises(MQClientError, match="retention_interval_s"):
         BrokerConfig(retention_interval_s=value)
+    with pytest.raises(MQClientError, match="timer_batch"):
+        BrokerConfig(timer_batch=value)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

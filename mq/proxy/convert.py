@@ -131,8 +131,13 @@ def _check_system_fields(sp: Any, group: str | None, msg_id: str) -> None:
     message with a 4 MiB trace context). Text must be printable: the console shows it.
 
     Raises:
-        ProxyError: ``ILLEGAL_MESSAGE_GROUP`` or ``BAD_REQUEST`` naming the field and its limit.
+        ProxyError: ``ILLEGAL_MESSAGE_TAG``, ``ILLEGAL_MESSAGE_KEY``, ``ILLEGAL_MESSAGE_GROUP`` or
+            ``BAD_REQUEST`` naming the field and its limit.
     """
+    if sp.HasField("tag") and not sp.tag.isprintable():
+        raise ProxyError("ILLEGAL_MESSAGE_TAG", f"message {msg_id}: the tag holds a control character")  # as RocketMQ
+    if not all(key.isprintable() for key in sp.keys):
+        raise ProxyError("ILLEGAL_MESSAGE_KEY", f"message {msg_id}: a key holds a control character")  # as RocketMQ
     if group is not None and (len(group) > MAX_MESSAGE_GROUP or not group.isprintable()):
         raise ProxyError(
             "ILLEGAL_MESSAGE_GROUP",
