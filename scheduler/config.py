@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -74,7 +75,8 @@ class BrokerConfig:
             "cleanup_interval_s",
             "stats_interval_s",
         ):
-            if getattr(self, name) <= 0:
-                raise MQClientError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if self.transaction_check_max < 1 or self.timer_batch < 1 or self.timer_poll_ms < 1:
-            raise MQClientError("transaction_check_max, timer_batch and timer_poll_ms must be at least 1")
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):  # nan passes "<= 0" and inf never elapses
+                raise MQClientError(f"{name} must be a positive finite number, got {value!r}")
+        if not all(isinstance(v, int) and v >= 1 for v in (self.transaction_check_max, self.timer_batch, self.timer_poll_ms)):
+            raise MQClientError("transaction_check_max, timer_batch and timer_poll_ms must be whole numbers of at least 1")

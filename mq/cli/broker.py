@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from mq.cli.common import Commands, add_leaf, warn_if_memory
+from mq.cli.numbers import FIXED_PORT, number
 from mq.signals import StopSignals
 from scheduler.config import BrokerConfig
 
@@ -46,13 +47,13 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     )
     b.add_argument(
         "--retention-h",
-        type=float,
+        type=number(float, low=0, low_open=True),
         default=None,
         help=f"file_reserved_time_h: hours messages are kept (default: {_DEFAULTS.file_reserved_time_h:g})",
     )
     b.add_argument(
         "--metrics-port",
-        type=int,
+        type=FIXED_PORT,
         default=None,
         help="serve Prometheus metrics on this port (/metrics) (default: no metrics endpoint)",
     )
@@ -89,7 +90,7 @@ def _broker(args: argparse.Namespace) -> int:
     }
     if args.delay_levels:
         options["message_delay_level"] = args.delay_levels
-    if args.retention_h:
+    if args.retention_h is not None:
         options["file_reserved_time_h"] = args.retention_h
     stop = StopSignals()  # not a threading.Event set by a handler: that can deadlock (D66)
     with BrokerService(args.url, args.namespace, BrokerConfig(**options)) as service:
