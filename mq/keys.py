@@ -12,6 +12,7 @@ key                             type        holds
 ``{ns:T:Q}:keys``               zset        ``key \\x1f offset`` (20 digits), score 0 (query by key)
 ``{ns:T:Q}:offsets``            hash        consumer group → committed offset (clustering mode)
 ``{ns:T:Q}:owners``             hash        consumer group → client id consuming the queue now
+``{ns:T:Q}:expired``            hash        consumer group → messages retention removed before the group consumed them
 ``{ns:T:Q}:timer``              zset        delayed message entry id → due time, ms
 ``{ns:T:Q}:delayed``            stream      delayed messages waiting to be due (auto ids)
 ``{ns}:timers``                 zset        ``topic \\x1f queue id`` → earliest due time of that queue
@@ -76,6 +77,12 @@ class QueueKeys:
         """The message trace of the queue: msg id → its events (see :mod:`mq.trace`)."""
         return f"{self.meta.removesuffix(':q')}:trace"
 
+    @property
+    def expired(self) -> str:
+        """Consumer group → messages of the queue retention removed before the group consumed them
+        (a counter only ``trim-queue`` adds to)."""
+        return f"{self.meta.removesuffix(':q')}:expired"
+
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
         return [
@@ -93,6 +100,7 @@ class QueueKeys:
             self.txdead,
             self.timerdead,
             self.trace,
+            self.expired,
         ]
 
     def end_transaction(self) -> list[str]:
@@ -128,6 +136,10 @@ class QueueKeys:
     def put(self) -> list[str]:
         """The keys of the ``put-messages`` script."""
         return [self.meta, self.log, self.ids, self.keys]
+
+    def trim(self) -> list[str]:
+        """The keys of ``trim-queue``: the log, its indexes, the groups' offsets and expired counts."""
+        return [self.log, self.ids, self.keys, self.offsets, self.expired]
 
     def read(self) -> list[str]:
         """The keys of the read-side scripts (``queue-stats``, ``search-offset``, ``pull-messages``)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Literal
 
 from mq.errors import MQClientError
 from mq.store.replication import SyncReplicas
@@ -33,7 +35,11 @@ class BrokerConfig:
         sync_replicas: replicas that must confirm the service's own message writes (timer delivery, the
             end of a transaction) [RocketMQ ``SYNC_MASTER`` when ≥ 1]; a write they do not confirm in
             time is kept on the master and logged.
+            ``"all"``: every replica the master has.
         sync_replicas_timeout_ms: how long each such write waits for them, milliseconds.
+        sync_flush: those writes also wait until they are fsynced to the master's AOF (and the
+            replicas' when ``sync_replicas`` asks for some): ``WAITAOF``, Redis ≥ 7.2 with
+            ``appendonly yes``; the service refuses to start on other servers.
     """
 
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
@@ -50,12 +56,13 @@ class BrokerConfig:
     health_timeout_s: float = 10.0
     cleanup_interval_s: float = 10.0
     stats_interval_s: float = 10.0
-    sync_replicas: int = 0
+    sync_replicas: int | Literal["all"] = 0
     sync_replicas_timeout_ms: int = 1000
+    sync_flush: bool = False
 
     def __post_init__(self) -> None:
         parse_delay_levels(self.message_delay_level)  # raises on a bad level
-        SyncReplicas(self.sync_replicas, self.sync_replicas_timeout_ms)  # raises on bad values
+        SyncReplicas(self.sync_replicas, self.sync_replicas_timeout_ms, self.sync_flush)  # raises on bad values
         for name in (
             "transaction_timeout_s",
             "transaction_check_interval_s",
@@ -68,7 +75,8 @@ class BrokerConfig:
             "cleanup_interval_s",
             "stats_interval_s",
         ):
-            if getattr(self, name) <= 0:
-                raise MQClientError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if self.transaction_check_max < 1 or self.timer_batch < 1 or self.timer_poll_ms < 1:
-            raise MQClientError("transaction_check_max, timer_batch and timer_poll_ms must be at least 1")
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):  # nan passes "<= 0" and inf never elapses
+                raise MQClientError(f"{name} must be a positive finite number, got {value!r}")
+        if not all(isinstance(v, int) and v >= 1 for v in (self.transaction_check_max, self.timer_batch, self.timer_poll_ms)):
+            raise MQClientError("transaction_check_max, timer_batch and timer_poll_ms must be whole numbers of at least 1")
