@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from mq import (
-    Admin,
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     ConsumeOrderlyStatus,
@@ -35,6 +34,7 @@ from mq import (
 from mq.doctor import check
 from mq.errors import MQBrokerError
 from scheduler import BrokerConfig, BrokerService
+from tests.helpers import admin_once
 from tests.procs import wait_for
 from tests.servers import OTHER_SERVERS, RedisServer, SentinelProcs, other_server_binary
 
@@ -79,7 +79,7 @@ def test_send_and_consume(other: tuple[str, RedisServer], namespace: str) -> Non
     simple consumer: every message arrives once, with its body, tags and keys."""
     _, server = other
     url = server.url
-    Admin(url, namespace).create_topic("t", read_queues=4, write_queues=4)
+    admin_once(url, namespace).create_topic("t", read_queues=4, write_queues=4)
     sent: dict[str, bytes] = {}
     with Producer("p", url, namespace=namespace, sync_flush=True) as producer:
         r = producer.send(Message("t", b"one", tags="a", keys=["k1"]))
@@ -107,7 +107,7 @@ def test_send_and_consume(other: tuple[str, RedisServer], namespace: str) -> Non
     assert sorted(ids) == sorted([*sent, *aio_ids])  # each once
     first = next(m for m in seen if m.body == b"one")
     assert (first.tags, list(first.keys)) == ("a", ["k1"])
-    Admin(url, namespace).create_group("gs", consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    admin_once(url, namespace).create_group("gs", consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
     with SimpleConsumer("gs", url, namespace=namespace, subscriptions={"t": "*"}, await_duration_s=0.5) as sc:
         got: list[bytes] = []
         deadline = time.monotonic() + 20
@@ -121,7 +121,7 @@ def test_send_and_consume(other: tuple[str, RedisServer], namespace: str) -> Non
 def test_orderly_consumption_keeps_each_key_in_order(other: tuple[str, RedisServer], namespace: str) -> None:
     _, server = other
     url = server.url
-    Admin(url, namespace).create_topic("o", read_queues=4, write_queues=4)
+    admin_once(url, namespace).create_topic("o", read_queues=4, write_queues=4)
     got: dict[str, list[int]] = {}
     lock = threading.Lock()
 
@@ -149,7 +149,7 @@ def test_timers_and_transactions(other: tuple[str, RedisServer], namespace: str)
     rolled-back one is not, and an unknown one is committed by the check-back."""
     _, server = other
     url = server.url
-    Admin(url, namespace).create_topic("d", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("d", read_queues=2, write_queues=2)
     config = BrokerConfig(message_delay_level="100ms 200ms", transaction_timeout_s=0.5, transaction_check_interval_s=0.5)
     checker = lambda m: LocalTransactionState.COMMIT_MESSAGE  # noqa: E731
     seen: list[MessageExt] = []
@@ -182,7 +182,7 @@ def test_sentinel_failover(namespace: str, other: tuple[str, RedisServer]) -> No
     name, _ = other
     with SentinelProcs(binary=other_server_binary(name)) as topology:
         url = topology.url
-        Admin(url, namespace).create_topic("f", read_queues=2, write_queues=2)
+        admin_once(url, namespace).create_topic("f", read_queues=2, write_queues=2)
         confirmed: list[bytes] = []
         with Producer("p", url, namespace=namespace, sync_replicas=1) as producer:
             for i in range(20):

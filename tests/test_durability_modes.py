@@ -16,12 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mq import Admin, Message, Producer, PushConsumer, SendStatus, TransactionProducer, aio
+from mq import Message, Producer, PushConsumer, SendStatus, TransactionProducer, aio
 from mq.connection import Connection
 from mq.errors import MQBrokerError, MQClientError
 from mq.store import Store, replication
 from scheduler import BrokerConfig, BrokerService
-from tests.helpers import snapshot
+from tests.helpers import admin_once, snapshot
+from tests.leaks import owned
 from tests.servers import OTHER_SERVERS, RedisServer, other_server_binary, wait_until
 
 pytestmark = [pytest.mark.ha]
@@ -155,13 +156,13 @@ def test_all_waits_for_every_replica_and_reports_a_missing_one(namespace: str) -
     FLUSH_SLAVE_TIMEOUT (stored once on the master), where sync_replicas=1 still gets SEND_OK."""
     with _topology(2) as (master, replicas):
         url = master.url
-        Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+        admin_once(url, namespace).create_topic("t", read_queues=1, write_queues=1)
         with (
             Producer("p", url, namespace=namespace, sync_replicas="all", sync_replicas_timeout_ms=300) as every,
             Producer("p1", url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=300) as one,
         ):
             assert every.send(Message("t", b"a")).status is SendStatus.SEND_OK
-            log_key = Store(Connection(url, namespace)).queue_keys("t", 0).log
+            log_key = owned(Store(Connection(url, namespace))).queue_keys("t", 0).log
             for r in replicas:  # confirmed: both replicas hold it when the send returns
                 with r.client() as c:
                     assert c.xlen(log_key) == 1
@@ -176,7 +177,7 @@ def test_all_waits_for_every_replica_and_reports_a_missing_one(namespace: str) -
             replicas[1].start()  # back: "all" is whole again
             _wait_replicas(master, 2)
             assert every.send(Message("t", b"e")).status is SendStatus.SEND_OK
-        stored = Store(Connection(url, namespace)).read("t", 0, 0, 10)
+        stored = owned(Store(Connection(url, namespace))).read("t", 0, 0, 10)
         assert [m.body for m in stored] == [b"a", b"b", b"c", b"d", b"e"]  # each stored once
 
 
@@ -187,7 +188,7 @@ def test_all_forgets_a_replica_gone_longer_than_it_remembers(
     monkeypatch.setattr(replication, "REMEMBER_S", 0.5)
     with _topology(1) as (master, replicas):
         url = master.url
-        Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+        admin_once(url, namespace).create_topic("t", read_queues=1, write_queues=1)
         with Producer("p", url, namespace=namespace, sync_replicas="all", sync_replicas_timeout_ms=200) as p:
             assert p.send(Message("t", b"a")).status is SendStatus.SEND_OK
             replicas[0].stop()
@@ -200,7 +201,7 @@ def test_all_forgets_a_replica_gone_longer_than_it_remembers(
 
 
 def test_all_on_a_master_without_replicas_waits_for_none(redis_server: RedisServer, namespace: str) -> None:
-    Admin(redis_server.url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    admin_once(redis_server.url, namespace).create_topic("t", read_queues=1, write_queues=1)
     with Producer("p", redis_server.url, namespace=namespace, sync_replicas="all") as p:
         assert p.send(Message("t", b"a")).status is SendStatus.SEND_OK
 
@@ -216,7 +217,7 @@ def test_sync_flush_on_redis_7_0_is_refused_naming_the_version_before_any_write(
         version = c.info("server")["redis_version"]
     if tuple(int(p) for p in version.split(".")[:2]) >= (7, 2):
         pytest.fail(f"this test needs the pre-7.2 redis-server on PATH (make test installs 7.0); found {version}")
-    Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("t", read_queues=1, write_queues=1)
     before = snapshot(url, namespace)
     for make in (
         lambda: Producer("p", url, namespace=namespace, sync_flush=True).start(),
@@ -236,7 +237,7 @@ def test_sync_flush_on_redis_7_0_is_refused_naming_the_version_before_any_write(
 
 def test_sync_flush_without_appendonly_is_refused_before_any_write(namespace: str) -> None:
     with RedisServer(binary=other_server_binary(REDIS_8)) as server:
-        Admin(server.url, namespace).create_topic("t", read_queues=1, write_queues=1)
+        admin_once(server.url, namespace).create_topic("t", read_queues=1, write_queues=1)
         before = snapshot(server.url, namespace)
         with pytest.raises(MQClientError, match="appendonly yes"):
             Producer("p", server.url, namespace=namespace, sync_flush=True).start()
@@ -262,7 +263,7 @@ def test_sync_flush_sends_on_redis_8_2(namespace: str) -> None:
     """appendfsync always: every send, batch, async send and transaction is SEND_OK once on disk."""
     with RedisServer(binary=other_server_binary(REDIS_8), appendonly=True) as server:
         url = server.url
-        Admin(url, namespace).create_topic("t", read_queues=2, write_queues=2)
+        admin_once(url, namespace).create_topic("t", read_queues=2, write_queues=2)
         with Producer("p", url, namespace=namespace, sync_flush=True) as p:
             assert p.send(Message("t", b"a")).status is SendStatus.SEND_OK
             assert p.send_batch([Message("t", b"b"), Message("t", b"c")]).status is SendStatus.SEND_OK
@@ -278,7 +279,7 @@ def test_sync_flush_sends_on_redis_8_2(namespace: str) -> None:
                 return (await producer.send(Message("t", b"e"))).status
 
         assert asyncio.run(aio_send()) is SendStatus.SEND_OK
-        assert sum(s.max_offset for s in Admin(url, namespace).topic_status("t").values()) == 6
+        assert sum(s.max_offset for s in admin_once(url, namespace).topic_status("t").values()) == 6
 
 
 @pytest.mark.parametrize("server", sorted(OTHER_SERVERS))
@@ -287,7 +288,7 @@ def test_sync_flush_with_replicas_waits_for_their_disks(namespace: str, server: 
     one without AOF) leaves the send FLUSH_SLAVE_TIMEOUT, stored once on the master. Redis 8.2 and Valkey 9."""
     with _topology(1, binary=other_server_binary(server), appendonly=True) as (master, replicas):
         url = master.url
-        Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+        admin_once(url, namespace).create_topic("t", read_queues=1, write_queues=1)
         with Producer("p", url, namespace=namespace, sync_flush=True, sync_replicas=1, sync_replicas_timeout_ms=500) as p:
             assert p.send(Message("t", b"a")).status is SendStatus.SEND_OK
             with replicas[0].client() as c:
@@ -298,7 +299,7 @@ def test_sync_flush_with_replicas_waits_for_their_disks(namespace: str, server: 
             wait_until(lambda: p.send(Message("t", b"c")).status is SendStatus.SEND_OK, 20, "the replica's AOF back")
             replicas[0].stop()
             assert p.send(Message("t", b"d")).status is SendStatus.FLUSH_SLAVE_TIMEOUT
-        bodies = [m.body for m in Store(Connection(url, namespace)).read("t", 0, 0, 100)]
+        bodies = [m.body for m in owned(Store(Connection(url, namespace))).read("t", 0, 0, 100)]
         assert bodies[:2] == [b"a", b"b"] and bodies[-1] == b"d" and set(bodies[2:-1]) == {b"c"}
 
 
@@ -307,7 +308,7 @@ def test_all_on_a_cluster_without_replicas_from_a_fresh_asyncio_producer(redis_c
     """The start-up count runs on a redis.asyncio cluster client that has not read the slot map yet;
     masters without replicas confirm at once."""
     url = redis_cluster.url
-    Admin(url, namespace).create_topic("t", read_queues=6, write_queues=6)
+    admin_once(url, namespace).create_topic("t", read_queues=6, write_queues=6)
 
     async def sends() -> set[SendStatus]:
         async with aio.Producer("p", url, namespace=namespace, sync_replicas="all") as producer:
@@ -323,7 +324,7 @@ def test_broker_service_and_push_consumer_write_with_all_and_sync_flush_on_redis
 
     with _topology(1, binary=other_server_binary(REDIS_8), appendonly=True) as (master, replicas):
         url = master.url
-        Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+        admin_once(url, namespace).create_topic("t", read_queues=1, write_queues=1)
         config = BrokerConfig(sync_replicas="all", sync_flush=True, message_delay_level="100ms 200ms")
         attempts: list[int] = []
 
@@ -344,7 +345,7 @@ def test_broker_service_and_push_consumer_write_with_all_and_sync_flush_on_redis
             assert producer.send(Message("t", b"later", delay_level=1)).status is SendStatus.SEND_OK
             wait_until(lambda: attempts == [0, 1], 20, "the delayed message consumed, sent back, and consumed again")
         with replicas[0].client() as c:  # the timer's and the send-back's writes reached the replica
-            log_key = Store(Connection(url, namespace)).queue_keys("t", 0).log
+            log_key = owned(Store(Connection(url, namespace))).queue_keys("t", 0).log
             assert c.xlen(log_key) == 1
             assert any(b"%RETRY%g" in k for k in c.keys(f"*{namespace}*"))
 

@@ -37,7 +37,8 @@ from mq.topic import TopicConfig
 from scheduler import BrokerConfig, BrokerService
 from scheduler.metrics import StoreCollector
 from scheduler.retention import apply_retention
-from tests.helpers import raw_client, snapshot
+from tests.helpers import admin_once, raw_client, snapshot
+from tests.leaks import owned
 from tests.procs import wait_for
 
 COUNTER = "rocketredis_messages_expired_unconsumed_total"
@@ -45,7 +46,7 @@ COUNTER = "rocketredis_messages_expired_unconsumed_total"
 
 @pytest.fixture
 def store(backend_url: str, namespace: str) -> Iterator[Store]:
-    s = Store(Connection(backend_url, namespace))
+    s = owned(Store(Connection(backend_url, namespace)))
     yield s
     s.conn.close()
 
@@ -89,7 +90,7 @@ def _trim_all(store: Store) -> int:
 def test_a_group_behind_retention_is_told_what_it_lost(
     backend_url: str, namespace: str, store: Store, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("R", read_queues=2, write_queues=2)
     admin.create_group("lagging")
     _send(backend_url, namespace, "R", {0: 70, 1: 30})
@@ -164,7 +165,7 @@ def test_a_pull_consumer_that_fell_behind_a_broker_service_retention_resumes_and
     """The issue's case end to end: a real consumer reads 12 of 40 messages and stops, a broker service's
     retention removes the other 28 unread; the group is told 28, and when it resumes it reads the new
     messages only, its lag 0 and its loss still shown."""
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("L", read_queues=1, write_queues=1)
     queue = MessageQueue("L", "broker-a", 0)
     _send(backend_url, namespace, "L", {0: 40})
@@ -191,7 +192,7 @@ def test_a_pull_consumer_that_fell_behind_a_broker_service_retention_resumes_and
 def test_a_group_that_consumed_everything_sees_nothing(
     backend_url: str, namespace: str, store: Store, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("C", read_queues=2, write_queues=2)
     _send(backend_url, namespace, "C", {0: 25, 1: 15})
     got: list[int] = []
@@ -225,7 +226,7 @@ def test_two_broker_services_and_a_restart_count_each_loss_once(
     """Two broker services trim the same queues at the same time (several 1 000-message chunks), then a
     third starts after they stop: the count is what was removed unread, exactly, and the WARNINGs of
     all of them add up to it."""
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("D", read_queues=1, write_queues=1)
     _send(backend_url, namespace, "D", {0: 3200})
     store.commit_offsets("slow", {MessageQueue("D", "broker-a", 0): 700})
@@ -243,13 +244,13 @@ def test_two_broker_services_and_a_restart_count_each_loss_once(
     with BrokerService(backend_url, namespace, config):  # a restarted service finds the count in Redis
         time.sleep(0.6)
     assert _warnings(caplog) == []
-    assert _counter(Store(Connection(backend_url, namespace))) == {("slow", "D"): 2500.0}
+    assert _counter(owned(Store(Connection(backend_url, namespace)))) == {("slow", "D"): 2500.0}
     admin.close()
 
 
 def test_a_trim_that_cannot_count_changes_nothing(backend_url: str, namespace: str, store: Store) -> None:
     """A malformed counter fails the trim before it writes: no message is removed without being counted."""
-    Admin(backend_url, namespace).create_topic("B", read_queues=1, write_queues=1)
+    admin_once(backend_url, namespace).create_topic("B", read_queues=1, write_queues=1)
     _send(backend_url, namespace, "B", {0: 5})
     store.commit_offsets("g", {MessageQueue("B", "broker-a", 0): 1})
     client = raw_client(backend_url)
@@ -265,8 +266,8 @@ def test_a_trim_that_cannot_count_changes_nothing(backend_url: str, namespace: s
 def test_a_purged_dead_letter_queue_is_not_counted_as_expired(redis_server, namespace: str) -> None:
     """``Admin.purge_dlq`` removes by an operator's decision: no expired count for a group reading the DLQ."""
     url = redis_server.url
-    admin = Admin(url, namespace)
-    store = Store(Connection(url, namespace))
+    admin = owned(Admin(url, namespace))
+    store = owned(Store(Connection(url, namespace)))
     store.ensure_topic(TopicConfig("%DLQ%g", 1, 1))  # as the consumer's retry path creates it
     store.put("%DLQ%g", 0, [codec.encode(Message("%DLQ%g", b"d%d" % i), f"id-{i}", 1) for i in range(4)])
     store.commit_offsets("dlq-reader", {MessageQueue("%DLQ%g", "broker-a", 0): 0})
