@@ -27,6 +27,7 @@ from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
 from mq.store.ops import Cmd, Op, SyncRunner, operation
 from mq.store.proxy import ProxyOps
+from mq.store.tier import TierOps
 from mq.store.trace import TraceOps
 from mq.store.transactions import TransactionOps
 from mq.store.views import ViewOps
@@ -318,14 +319,29 @@ class MessageOps(StoreBase):
         return out
 
     @operation
-    def trim(self, topic: str, queue_id: int, cutoff_ms: int, limit: int = 1000) -> Op[int]:
-        """Remove messages of a queue stored before ``cutoff_ms`` and their index entries; returns how many."""
+    def trim(
+        self,
+        topic: str,
+        queue_id: int,
+        cutoff_ms: int,
+        limit: int = 1000,
+        *,
+        before_offset: int | None = None,
+        once: bool = False,
+    ) -> Op[int]:
+        """Remove messages of a queue stored before ``cutoff_ms`` and their index entries; returns how many.
+
+        ``before_offset`` bounds it further: no offset at or past it is removed (with a tier, the
+        manifest's end). With ``once``, one call of at most ``limit`` messages (the caller repeats
+        while it removed ``limit``).
+        """
         keys = self.queue_keys(topic, queue_id)
-        removed, argv, doing = 0, [int(cutoff_ms), int(limit)], f"trimming {topic!r} queue {queue_id}"
+        bound = "" if before_offset is None else int(before_offset)
+        removed, argv, doing = 0, [int(cutoff_ms), int(limit), bound], f"trimming {topic!r} queue {queue_id}"
         while True:
             count, more = yield from self._script("trim-queue", [keys.log, keys.ids, keys.keys], argv, doing)
             removed += int(count)
-            if not more:
+            if not more or once:
                 return removed
 
     @operation
@@ -478,7 +494,7 @@ def _config_from_stored(raw: bytes | str) -> tuple[TopicConfig, int]:
     return config, max(span, config.queue_count)
 
 
-class StoreOps(MessageOps, GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps, ViewOps, ProxyOps):
+class StoreOps(TierOps, MessageOps, GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps, ViewOps, ProxyOps):
     """Every store operation as a generator (see :mod:`mq.store.ops`): what :class:`Store` runs at
     once and :class:`mq.store.aio.AsyncStore` awaits."""
 

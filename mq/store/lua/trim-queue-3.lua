@@ -10,11 +10,14 @@
 
   ARGV[1] cutoff, epoch ms: messages stored before it are removed
   ARGV[2] most entries to remove in this call
+  ARGV[3] optional: never remove an offset at or past this one ("" or absent: no bound). With a tier
+          on, the caller passes the manifest's end: a message leaves Redis only once it is tiered.
 
   Returns {removed, more}: more is 1 when the chunk was full and older entries may remain.
 ]]
 local limit = tonumber(ARGV[2])
 local cutoff = tonumber(ARGV[1])
+local bound = tonumber(ARGV[3] or '')
 local entries = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', limit)
 local removed, last_id = 0, nil
 local ids, members = {}, {}
@@ -27,6 +30,7 @@ for _, e in ipairs(entries) do
   end
   if st == nil or st >= cutoff then break end
   local offset = tonumber(string.match(e[1], '-(%d+)$')) - 1
+  if bound and offset >= bound then break end
   if msg_id then ids[#ids + 1] = msg_id end
   if keys then
     local padded = string.format('%020d', offset)
