@@ -14,7 +14,7 @@ from mq.tier import format as fmt
 from mq.tier.location import TierLocation
 from mq.tier.segment import Segment, segment_name
 
-#: Called with a step's name as an upload passes it ("uploading" after the first row group): a test
+#: Called with a step's name as an upload passes it ("uploading" after each row group): a test
 #: hook to stop the process at that point; does nothing by default.
 Step = Callable[[str], None]
 
@@ -54,6 +54,7 @@ def write_segment(
                 end, max_st = batch[-1].queue_offset + 1, batch[-1].store_timestamp_ms
         if pending:
             _write(writer, pending)
+            step("uploading")  # the footer is not written yet: still mid-upload
         if start >= 0:
             writer.add_key_value_metadata(
                 {k.decode(): v.decode() for k, v in fmt.file_metadata(topic, queue_id, start, end).items()}
