@@ -26,7 +26,8 @@ from mq.rates import STATS_HISTORY_S, Rates, rates_over
 from mq.store import Store, codec
 from mq.store.ops import Op, SyncRunner, operation
 from mq.store.store import StoreOps, decode_half
-from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TopicConfig
+from mq.store.tier import TIER_URL_SETTING
+from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TierStats, TopicConfig
 from mq.trace import NAMESPACE_SETTING, TraceEvent
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
 
@@ -84,12 +85,21 @@ class AdminOps:
 
     @operation
     def update_topic(
-        self, topic: str, *, read_queues: int | None = None, write_queues: int | None = None, perm: str | None = None
+        self,
+        topic: str,
+        *,
+        read_queues: int | None = None,
+        write_queues: int | None = None,
+        perm: str | None = None,
+        hot_retention_s: float | None = None,
+        hot_retention_bytes: int | None = None,
     ) -> Op[TopicConfig]:
-        """Change queue counts or perm of an existing topic; None keeps a value.
+        """Change queue counts, perm or hot retention of an existing topic; None keeps a value.
 
         Growing takes effect at once. To shrink safely, lower ``write_queues`` first, let consumers
         drain the high queues, then lower ``read_queues``; messages are never deleted by this.
+        ``hot_retention_s`` / ``hot_retention_bytes`` override the broker service's for this topic's
+        queues when a tier is on (how long / how much Redis keeps of what the tier holds).
 
         Raises:
             TopicNotFoundError: the topic does not exist.
@@ -100,6 +110,8 @@ class AdminOps:
             read_queues=current.read_queues if read_queues is None else read_queues,
             write_queues=current.write_queues if write_queues is None else write_queues,
             perm=current.perm if perm is None else perm,
+            hot_retention_s=current.hot_retention_s if hot_retention_s is None else hot_retention_s,
+            hot_retention_bytes=current.hot_retention_bytes if hot_retention_bytes is None else hot_retention_bytes,
         )
         (yield from StoreOps.save_topic.op(self._store, config))
         return config
@@ -130,6 +142,30 @@ class AdminOps:
         config = yield from AdminOps._require.op(self, topic)
         stats = yield from StoreOps.queue_stats.op(self._store, topic, range(config.queue_count))
         return {MessageQueue(topic, DEFAULT_BROKER_NAME, q): s for q, s in stats.items()}
+
+    @operation
+    def tier_url(self) -> Op[str | None]:
+        """The tier the namespace's broker service uploads to (``tier_url``), or None without one."""
+        return (yield from StoreOps.namespace_setting.op(self._store, TIER_URL_SETTING)) or None
+
+    @operation
+    def tier_status(self, topic: str) -> Op[dict[MessageQueue, TierStats]]:
+        """What the tier holds of every queue of ``topic``: offsets, segments, bytes (see
+        :class:`TierStats`; a queue with nothing tiered has an empty range at its first offset).
+
+        Raises:
+            TopicNotFoundError: the topic does not exist.
+        """
+        config = yield from AdminOps._require.op(self, topic)
+        queue_ids = range(config.queue_count)
+        manifests = yield from StoreOps.segments_of.op(self._store, [(topic, q) for q in queue_ids])
+        stats = yield from StoreOps.queue_stats.op(self._store, topic, queue_ids)
+        out = {}
+        for q, segs in zip(queue_ids, manifests):
+            low = segs[0].start if segs else stats[q].min_offset
+            end = segs[-1].end if segs else low
+            out[MessageQueue(topic, DEFAULT_BROKER_NAME, q)] = TierStats(low, end, len(segs), sum(s.size_bytes for s in segs))
+        return out
 
     @operation
     def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> Op[int]:

@@ -18,6 +18,8 @@ Redis's above it, so nothing is read twice. An unreachable tier stops step 1: Re
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -32,6 +34,7 @@ from mq.tier.location import TierLocation
 from mq.tier.plan import TierPolicy, hot_cut, upload_range
 from mq.tier.segment import Segment
 from mq.tier.writer import write_segment
+from mq.topic import TopicConfig
 from scheduler.config import BrokerConfig
 
 log = logging.getLogger("scheduler.tier")
@@ -42,6 +45,8 @@ READ_BATCH = 1000
 TRIM_BATCH = 1000
 #: Most segments one queue uploads in one run (the other queues get their turn).
 SEGMENTS_PER_RUN = 4
+#: Most times hot retention by bytes measures the log again and trims more in one run.
+TRIM_ROUNDS = 4
 
 
 @dataclass
@@ -84,9 +89,20 @@ class TierUploader:
 
     def run(self) -> None:
         """One pass over every queue of every topic (a shrunk topic's high queues too)."""
-        for name, (_, span) in sorted(self._store.topic_spans().items()):
+        for name, (config, span) in sorted(self._store.topic_spans().items()):
+            policy = self.policy_of(config)
             for qid in range(span):
-                self._with_lease(name, qid, self._upload_and_trim)
+                self._with_lease(name, qid, functools.partial(self._upload_and_trim, policy=policy))
+
+    def policy_of(self, config: TopicConfig) -> TierPolicy:
+        """The namespace's policy with the topic's own hot retention, where it has one (``Admin.update_topic``)."""
+        return dataclasses.replace(
+            self.policy,
+            hot_retention_s=self.policy.hot_retention_s if config.hot_retention_s is None else config.hot_retention_s,
+            hot_retention_bytes=self.policy.hot_retention_bytes
+            if config.hot_retention_bytes is None
+            else config.hot_retention_bytes,
+        )
 
     def sweep(self, grace_s: float) -> int:
         """Remove files of the tier no manifest lists (crashed uploads) older than ``grace_s``, and
@@ -113,20 +129,20 @@ class TierUploader:
             except MQError as e:  # it expires by itself
                 log.warning("tier: could not release the lease of %r queue %d: %s", topic, queue_id, e)
 
-    def _upload_and_trim(self, topic: str, queue_id: int, token: str) -> None:
+    def _upload_and_trim(self, topic: str, queue_id: int, token: str, policy: TierPolicy) -> None:
         store = self._store
         now_ms = store.server_time_ms()
         hot = store.hot_queue(topic, queue_id)
         segments = store.segments(topic, queue_id)
-        keep_s = self.policy.hot_retention_s if self.policy.hot_retention_s is not None else self.policy.reserved_s
+        keep_s = policy.hot_retention_s if policy.hot_retention_s is not None else policy.reserved_s
         time_cut = store.search_offset(topic, queue_id, now_ms - int(keep_s * 1000))
-        cut = hot_cut(hot.first, hot.seq, hot.length, hot.memory_bytes, time_cut, self.policy)
+        cut = hot_cut(hot.first, hot.seq, hot.length, hot.memory_bytes, time_cut, policy)
         tiered = segments[-1].end if segments else hot.first
         try:
             for _ in range(SEGMENTS_PER_RUN):
                 oldest = store.read(topic, queue_id, tiered, 1)
                 oldest_ms = oldest[0].store_timestamp_ms if oldest and oldest[0].queue_offset == tiered else None
-                planned = upload_range(tiered, hot.seq, oldest_ms, now_ms, cut, self.policy)
+                planned = upload_range(tiered, hot.seq, oldest_ms, now_ms, cut, policy)
                 if planned is None:
                     break
                 segment = self._upload(topic, queue_id, token, *planned)
@@ -135,11 +151,17 @@ class TierUploader:
                 tiered = store.record_segment(topic, queue_id, segment, token)
                 self._count_upload(segment)
                 self.step("recorded")
-        except (MQError, OSError) as e:
+        except Exception as e:  # the store's, pyarrow's (OSError, ArrowException): counted and logged, never a dead job
             self._failed(topic, queue_id, e)
-        except Exception as e:  # pyarrow's ArrowException and friends: counted and logged, never a dead job
-            self._failed(topic, queue_id, e)
-        self._trim(topic, queue_id, min(cut, tiered), hot.first)
+        first = hot.first
+        for _ in range(TRIM_ROUNDS):
+            if min(cut, tiered) <= first or not self._trim(topic, queue_id, min(cut, tiered), first):
+                break
+            if policy.hot_retention_bytes is None:
+                break
+            # a log's memory is not linear in its entries (node headers stay): measure again
+            hot = store.hot_queue(topic, queue_id)
+            first, cut = hot.first, max(cut, hot_cut(hot.first, hot.seq, hot.length, hot.memory_bytes, time_cut, policy))
         self._stall(topic, queue_id, cut - tiered)
 
     def _upload(self, topic: str, queue_id: int, token: str, start: int, end: int) -> Segment | None:
@@ -165,20 +187,20 @@ class TierUploader:
             size += sum(len(m.body) for m in batch)
             offset = batch[-1].queue_offset + 1
 
-    def _trim(self, topic: str, queue_id: int, below: int, first: int) -> None:
-        """Trim Redis below ``below`` (never past the manifest's end: the caller's bound)."""
-        if below <= first:
-            return
+    def _trim(self, topic: str, queue_id: int, below: int, first: int) -> bool:
+        """Trim Redis below ``below`` (never past the manifest's end: the caller's bound); False when
+        the store failed."""
         try:
             while True:
                 removed = self._store.trim(topic, queue_id, 2**62, TRIM_BATCH, before_offset=below, once=True)
                 with self._lock:
                     self.counters.trimmed += removed
                 if removed < TRIM_BATCH:
-                    return
+                    return True
                 self.step("trimming")
         except MQError as e:
             self._failed(topic, queue_id, e)
+            return False
 
     def _stall(self, topic: str, queue_id: int, waiting: int) -> None:
         with self._lock:

@@ -88,3 +88,26 @@ def open_tier(url: str) -> TierLocation:
         root = f"{parts.netloc}{parts.path}".rstrip("/")
         return TierLocation(url, fs.S3FileSystem(**options), root)
     raise MQClientError(f"tier_url must be file:///path or s3://bucket/prefix, got {url!r}")
+
+
+def probe(url: str) -> None:
+    """Write a small file under the tier's root, read it back and remove it (``mq doctor``).
+
+    Raises:
+        OSError: the tier cannot be reached or written (pyarrow's errors); MQClientError: a bad URL.
+    """
+    import uuid
+
+    location = open_tier(url)
+    folder = f"{location.root}/_probe"
+    path = f"{folder}/{uuid.uuid4().hex}"
+    payload = b"rocketredis tier probe"
+    location.fs.create_dir(folder, recursive=True)
+    with location.fs.open_output_stream(path) as out:
+        out.write(payload)
+    try:
+        with location.fs.open_input_stream(path) as f:
+            if f.read() != payload:
+                raise OSError(f"the probe file {path} read back different bytes")
+    finally:
+        location.fs.delete_file(path)
