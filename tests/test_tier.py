@@ -196,3 +196,57 @@ def test_a_new_push_group_from_first_offset_reads_every_message_once(redis_serve
         time.sleep(0.5)  # a duplicate would arrive now
     assert sorted(seen) == list(range(130))
     service.shutdown()
+
+
+def test_reset_offset_by_time_to_a_time_only_the_tier_holds(redis_server, namespace, topic, tier_url) -> None:  # type: ignore[no-untyped-def]
+    send_numbered(redis_server.url, namespace, TOPIC, 0, range(50))
+    time.sleep(0.05)
+    at_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    service = _tiered(redis_server.url, namespace, tier_url, range(50, 100), hot_retention_s=0.001)
+    send_numbered(redis_server.url, namespace, TOPIC, 0, range(100, 120))
+    store = _store(redis_server.url, namespace)
+    assert store.hot_queue(TOPIC, 0).first == 100  # the time lies in the tier only
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def listener(msgs: list[MessageExt], ctx: object) -> ConsumeConcurrentlyStatus:
+        with lock:
+            seen.extend(m.queue_offset for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("rewinding", redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe(TOPIC)
+    consumer.register_message_listener(listener)
+    with Admin(redis_server.url, namespace=namespace) as admin, consumer:
+        assert admin.search_offset(topic, at_ms) == 50
+        deadline = time.monotonic() + 30
+        while len(seen) < 120 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sorted(seen) == list(range(120))
+        assert admin.reset_offset_by_time("rewinding", TOPIC, at_ms) == {topic: 50}
+        deadline = time.monotonic() + 30
+        while len(seen) < 190 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+    assert sorted(seen[120:]) == list(range(50, 120))  # the running group read again from there, once
+    store.conn.close()
+    service.shutdown()
+
+
+@pytest.mark.anyio
+async def test_an_asyncio_pull_consumer_reads_across_both_tiers(redis_server, namespace, topic, tier_url) -> None:  # type: ignore[no-untyped-def]
+    from mq import aio
+
+    service = _tiered(redis_server.url, namespace, tier_url, range(100), hot_retention_s=0.001)
+    send_numbered(redis_server.url, namespace, TOPIC, 0, range(100, 110))
+    pc = aio.PullConsumer("aio-reader", redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    pc.subscribe(TOPIC)
+    got: list[MessageExt] = []
+    async with pc:
+        deadline = time.monotonic() + 30
+        while len(got) < 110 and time.monotonic() < deadline:
+            got += await pc.poll(timeout_s=0.5)
+        got += await pc.poll(timeout_s=0.3)
+    assert [m.queue_offset for m in got] == list(range(110))
+    service.shutdown()

@@ -9,6 +9,7 @@ that tier the first time a pull lands below what Redis holds.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -233,3 +234,30 @@ class TierOps(StoreBase):
             log.warning("reading the tier for %r queue %d at offset %d failed: %s", p.topic, p.queue_id, offset, e)
             return MQBrokerError(f"reading the tier for {p.topic!r} queue {p.queue_id} at offset {offset} failed: {e}")
         return PullResult(read.messages, read.next_offset, max(max_offset, read.next_offset))
+
+    def search_tier(self, topic: str, found: dict[int, int], timestamp_ms: int) -> Op[dict[int, int]]:
+        """Correct Redis's answers to "the first offset stored at or after ``timestamp_ms``" where the
+        tier holds a message that late: the first segment whose last store time reaches the time holds
+        the answer, found in its store-time column. Costs a read of each queue's manifest, and of one
+        column of one segment per queue whose answer is in the tier."""
+        keys = {q: self.queue_keys(topic, q).segments for q in found}
+        if not keys:
+            return found
+        replies = all_or_raise(
+            (yield from self._pipeline(lambda p: [p.zrange(k, 0, -1) for k in keys.values()], "reading tier manifests"))
+        )
+        out = dict(found)
+        for q, members in zip(keys, replies):
+            segs = [Segment.from_member(m) for m in members]
+            seg = next((s for s in segs if s.max_store_ms >= timestamp_ms), None)
+            if seg is None:
+                continue  # every tiered message is older: Redis's answer stands
+            if seg.min_store_ms >= timestamp_ms:
+                out[q] = seg.start
+                continue
+            reader = yield from self._tier_reader()
+            if reader is None:
+                continue
+            with self._errors(f"searching the tier of {topic!r} queue {q}"):
+                out[q] = yield Blocking(functools.partial(reader.first_stored_at, topic, q, seg, timestamp_ms))
+        return out

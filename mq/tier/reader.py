@@ -137,3 +137,23 @@ class TierReader:
             while len(self._groups) > CACHED_ROW_GROUPS:
                 self._groups.popitem(last=False)
         return messages
+
+    def first_stored_at(self, topic: str, queue_id: int, seg: Segment, timestamp_ms: int) -> int:
+        """The offset of the first message of ``seg`` stored at or after ``timestamp_ms`` (its end when
+        none is): only the offset and store-time columns of the row groups that can hold it are read."""
+        import pyarrow.parquet as pq
+
+        path = self.location.path(self.namespace, topic, queue_id, seg.name)
+        metadata = self._footer(path)
+        column = metadata.schema.names.index("store_timestamp_ms")
+        with self.location.fs.open_input_file(path) as f:
+            parquet = pq.ParquetFile(f)
+            for i in range(metadata.num_row_groups):
+                stats = metadata.row_group(i).column(column).statistics
+                if stats is not None and stats.has_min_max and stats.max < timestamp_ms:
+                    continue
+                table = parquet.read_row_group(i, columns=["queue_offset", "store_timestamp_ms"])
+                for offset, stored in zip(table.column(0).to_pylist(), table.column(1).to_pylist()):
+                    if stored >= timestamp_ms:
+                        return int(offset)
+        return seg.end
