@@ -7,6 +7,7 @@ each row group once, not once per pull.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections import OrderedDict
@@ -94,9 +95,10 @@ class TierReader:
         scanned, limit = 0, max(1, max_scan)
         path = self.location.path(self.namespace, topic, queue_id, seg.name)
         for index in fmt.row_groups_from(self._footer(path), offset):
-            for m in self._row_group(topic, queue_id, path, index):
-                if m.queue_offset < offset:
-                    continue
+            group = self._row_group(topic, queue_id, path, index)
+            # offsets are dense within a segment: the row of ``offset`` is found by arithmetic
+            skip = max(0, offset - group[0].queue_offset) if group else 0
+            for m in itertools.islice(group, skip, None):
                 scanned += 1
                 if matches(m):
                     found.append(m)

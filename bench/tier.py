@@ -1,0 +1,82 @@
+"""Tiered storage: how fast a PullConsumer catching up reads messages from the tier compared with
+reading the same messages from Redis, and what uploading them costs (``python -m bench.tier``).
+
+One queue holds N 1 KiB messages (random bytes: zstd does not flatter the tier's size); the same PullConsumer reading loop drains them once while they are
+in Redis, then (after the uploader moved them into Parquet segments on a local folder and hot
+retention emptied Redis) once from the tier. Results go to stdout and ``bench/results/tier.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import tempfile
+import time
+
+from mq import Admin, ConsumeFromWhere, Message, MessageQueue, Producer, PullConsumer
+from mq.connection import Connection
+from mq.store import Store
+from scheduler import BrokerConfig, BrokerService
+from tests.servers import RedisServer
+
+TOPIC = "bench-tier"
+
+
+def drain(url: str, ns: str, n: int) -> float:
+    """Messages per second a PullConsumer reads from offset 0 to ``n``."""
+    pc = PullConsumer(
+        f"g{time.monotonic_ns()}", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, pull_batch_size=256
+    )
+    pc.assign([MessageQueue(TOPIC, "broker-a", 0)])
+    got = 0
+    with pc:
+        started = time.perf_counter()
+        while got < n:
+            got += len(pc.poll(timeout_s=5))
+        return n / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("-n", type=int, default=100_000, help="messages (default: %(default)s)")
+    args = parser.parse_args()
+    with RedisServer() as server, tempfile.TemporaryDirectory() as folder:
+        url, ns = server.url, "benchtier"
+        Admin(url, ns).create_topic(TOPIC, read_queues=1, write_queues=1)
+        with Producer("bench", url, namespace=ns) as producer:
+            mq = MessageQueue(TOPIC, "broker-a", 0)
+            for i in range(0, args.n, 256):
+                batch = [Message(TOPIC, os.urandom(1024), keys=f"k{j}") for j in range(i, min(i + 256, args.n))]
+                producer.send_batch(batch, queue=mq)
+        redis_rate = drain(url, ns, args.n)
+        config = BrokerConfig(
+            tier_url=f"file://{folder}", hot_retention_s=0.001, tier_segment_messages=50_000, tier_segment_age_s=0.001
+        )
+        service = BrokerService(url, ns, config)
+        assert service.tier is not None
+        service._store.publish_settings({"tier_url": config.tier_url})
+        started = time.perf_counter()
+        while Store(Connection(url, ns)).hot_queue(TOPIC, 0).first < args.n:
+            service.tier.run()
+        upload_s = time.perf_counter() - started
+        tier_rate = drain(url, ns, args.n)
+        size = service.tier.counters.bytes
+        service.shutdown()
+    result = {
+        "messages": args.n,
+        "redis_read_msgs_per_s": round(redis_rate),
+        "tier_read_msgs_per_s": round(tier_rate),
+        "upload_msgs_per_s": round(args.n / upload_s),
+        "tier_bytes": size,
+        "tier_bytes_per_message": round(size / args.n, 1),
+    }
+    print(json.dumps(result, indent=2))
+    out = pathlib.Path(__file__).parent / "results" / "tier.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
