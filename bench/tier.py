@@ -1,9 +1,10 @@
 """Tiered storage: how fast a PullConsumer catching up reads messages from the tier compared with
 reading the same messages from Redis, and what uploading them costs (``python -m bench.tier``).
 
-One queue holds N 1 KiB messages (random bytes: zstd does not flatter the tier's size); the same PullConsumer reading loop drains them once while they are
-in Redis, then (after the uploader moved them into Parquet segments on a local folder and hot
-retention emptied Redis) once from the tier. Results go to stdout and ``bench/results/tier.json``.
+One queue holds N 1 KiB messages (random bytes: zstd does not flatter the tier's size); the same
+PullConsumer reading loop drains them once while they are in Redis, then (after the uploader moved
+them into Parquet segments on a local folder and hot retention emptied Redis) once from the tier.
+Results go to stdout and ``bench/results/tier.json``.
 """
 
 from __future__ import annotations
