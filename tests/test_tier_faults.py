@@ -13,13 +13,12 @@ import time
 
 import pytest
 
-from mq import Admin, ConsumeFromWhere, PullConsumer
+from mq import Admin
 from mq.connection import Connection
-from mq.message import MessageExt
 from mq.store import Store
 from scheduler import BrokerService
 from tests.procs import ROOT
-from tests.tier_helpers import body_number, send_numbered, tier_config
+from tests.tier_helpers import body_number, read_from_first, send_numbered, tier_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("default::ResourceWarning")]
 
@@ -32,18 +31,6 @@ def _files(root: pathlib.Path) -> tuple[list[str], list[str]]:
     final = sorted(p.name for p in root.rglob("*.parquet") if p.parent.name != "_tmp")
     tmp = sorted(p.name for p in root.rglob("*.parquet") if p.parent.name == "_tmp")
     return final, tmp
-
-
-def _read_all(url: str, namespace: str, group: str, want: int) -> list[MessageExt]:
-    pc = PullConsumer(group, url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, pull_batch_size=256)
-    pc.subscribe(TOPIC)
-    got: list[MessageExt] = []
-    with pc:
-        deadline = time.monotonic() + 60
-        while len(got) < want and time.monotonic() < deadline:
-            got += pc.poll(timeout_s=0.5)
-        got += pc.poll(timeout_s=0.3)
-    return got
 
 
 @pytest.mark.parametrize("step", ["uploading", "uploaded", "recorded", "trimming"])
@@ -77,7 +64,7 @@ def test_kill_9_at_each_step_loses_and_duplicates_nothing(redis_server, namespac
     else:
         assert [(s.start, s.end) for s in segments] == [(0, N)] and 0 < hot.first < N  # trimmed half-way
 
-    got = _read_all(url, namespace, "after-crash", N)  # read right after the crash, before any repair
+    got = read_from_first(url, namespace, "after-crash", TOPIC, N, batch=256)  # read right after the crash, before any repair
     assert [m.queue_offset for m in got] == list(range(N))
     assert [body_number(m.body) for m in got] == list(range(N)) and [m.msg_id for m in got] == ids
 
@@ -95,5 +82,5 @@ def test_kill_9_at_each_step_loses_and_duplicates_nothing(redis_server, namespac
     service.shutdown()
     store.conn.close()
 
-    again = _read_all(url, namespace, "after-repair", N)
+    again = read_from_first(url, namespace, "after-repair", TOPIC, N, batch=256)
     assert [m.queue_offset for m in again] == list(range(N)) and [m.msg_id for m in again] == ids

@@ -5,18 +5,16 @@ loses nothing, shows the stall and resumes."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from mq import Admin, ConsumeFromWhere, PullConsumer
+from mq import Admin
 from mq.connection import Connection
-from mq.message import MessageExt
 from mq.store import Store
 from scheduler import BrokerService
 from tests.s3_server import MotoServer
-from tests.tier_helpers import body_number, send_numbered, tier_config
+from tests.tier_helpers import body_number, read_from_first, send_numbered, tier_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("default::ResourceWarning")]
 
@@ -36,18 +34,6 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoServer]:
         server.stop()
 
 
-def _read_all(url: str, namespace: str, want: int) -> list[MessageExt]:
-    pc = PullConsumer("s3-reader", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
-    pc.subscribe(TOPIC)
-    got: list[MessageExt] = []
-    with pc:
-        deadline = time.monotonic() + 60
-        while len(got) < want and time.monotonic() < deadline:
-            got += pc.poll(timeout_s=0.5)
-        got += pc.poll(timeout_s=0.3)
-    return got
-
-
 def test_segments_on_s3_are_read_back_across_both_tiers(backend_url, namespace, s3) -> None:  # type: ignore[no-untyped-def]
     with Admin(backend_url, namespace=namespace) as admin:
         admin.create_topic(TOPIC, read_queues=1, write_queues=1)
@@ -60,7 +46,7 @@ def test_segments_on_s3_are_read_back_across_both_tiers(backend_url, namespace, 
     store = Store(Connection(backend_url, namespace))
     assert [(s.start, s.end) for s in store.segments(TOPIC, 0)] == [(0, 40), (40, 80), (80, 100)]
     assert store.hot_queue(TOPIC, 0).first == 100
-    got = _read_all(backend_url, namespace, 120)
+    got = read_from_first(backend_url, namespace, "s3-reader", TOPIC, 120)
     assert [m.queue_offset for m in got] == list(range(120)) and [body_number(m.body) for m in got] == list(range(120))
     store.conn.close()
     service.shutdown()
@@ -86,7 +72,7 @@ def test_an_s3_outage_loses_nothing_shows_the_stall_and_uploads_resume(redis_ser
     assert [(s.start, s.end) for s in store.segments(TOPIC, 0)] == [(0, 40), (40, 60)]
     assert store.hot_queue(TOPIC, 0).first == 60 and service.tier.counters.stalled == {}
     service._store.publish_settings({"tier_url": f"s3://{BUCKET}/prefix"})
-    got = _read_all(url, namespace, 60)
+    got = read_from_first(url, namespace, "s3-reader", TOPIC, 60)
     assert [m.queue_offset for m in got] == list(range(60))
     store.conn.close()
     service.shutdown()

@@ -3,9 +3,11 @@ messages, and reading a queue back whole."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
-from mq import Message, Producer
+from mq import ConsumeFromWhere, Message, Producer, PullConsumer
+from mq.message import MessageExt
 from mq.queue import MessageQueue
 from scheduler import BrokerConfig
 
@@ -39,3 +41,17 @@ def send_numbered(url: str, namespace: str, topic: str, queue_id: int, numbers: 
 def body_number(body: bytes) -> int:
     """The number a :func:`send_numbered` body carries."""
     return int(body.split(b".", 1)[0][1:])
+
+
+def read_from_first(url: str, namespace: str, group: str, topic: str, want: int, *, batch: int = 32) -> list[MessageExt]:
+    """What a new PullConsumer group reads of ``topic`` from its first offset: ``want`` messages (or what
+    came within 60 s), then whatever more arrives in the next 0.3 s (a duplicate would show there)."""
+    pc = PullConsumer(group, url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, pull_batch_size=batch)
+    pc.subscribe(topic)
+    got: list[MessageExt] = []
+    with pc:
+        deadline = time.monotonic() + 60
+        while len(got) < want and time.monotonic() < deadline:
+            got += pc.poll(timeout_s=0.5)
+        got += pc.poll(timeout_s=0.3)
+    return got
