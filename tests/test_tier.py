@@ -11,7 +11,15 @@ import time
 
 import pytest
 
-from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, MessageSelector, PullConsumer, PushConsumer
+from mq import (
+    Admin,
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumeOrderlyStatus,
+    MessageSelector,
+    PullConsumer,
+    PushConsumer,
+)
 from mq.connection import Connection
 from mq.message import MessageExt
 from mq.queue import MessageQueue
@@ -249,4 +257,26 @@ async def test_an_asyncio_pull_consumer_reads_across_both_tiers(redis_server, na
             got += await pc.poll(timeout_s=0.5)
         got += await pc.poll(timeout_s=0.3)
     assert [m.queue_offset for m in got] == list(range(110))
+    service.shutdown()
+
+
+def test_an_orderly_push_consumer_reads_across_both_tiers_in_order(redis_server, namespace, topic, tier_url) -> None:  # type: ignore[no-untyped-def]
+    service = _tiered(redis_server.url, namespace, tier_url, range(100), hot_retention_s=0.001)
+    send_numbered(redis_server.url, namespace, TOPIC, 0, range(100, 130))
+    seen: list[int] = []
+    done = threading.Event()
+
+    def listener(msgs: list[MessageExt], ctx: object) -> ConsumeOrderlyStatus:
+        seen.extend(m.queue_offset for m in msgs)  # one thread per queue: in order
+        if len(seen) >= 130:
+            done.set()
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer("in-order", redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe(TOPIC)
+    consumer.register_orderly_listener(listener)
+    with consumer:
+        assert done.wait(30)
+        time.sleep(0.5)
+    assert seen == list(range(130))
     service.shutdown()
