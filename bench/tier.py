@@ -39,6 +39,25 @@ def drain(url: str, ns: str, n: int) -> float:
         return n / (time.perf_counter() - started)
 
 
+def lookup_times(url: str, ns: str, ids: list[str], n: int) -> dict[str, float]:
+    """Milliseconds of a tiered ``query_message`` (an id from the middle) and ``query_messages_by_key``
+    (with and without time bounds), each the median of 5 (the reader's caches are fresh each time)."""
+    out: dict[str, float] = {}
+    probes = {
+        "query_message_ms": lambda a: a.query_message(TOPIC, ids[n // 2]),
+        "query_by_key_ms": lambda a: a.query_messages_by_key(TOPIC, f"k{n // 2}"),
+    }
+    for name, probe in probes.items():
+        times = []
+        for _ in range(5):
+            with Admin(url, ns) as admin:  # a new store: nothing cached
+                started = time.perf_counter()
+                assert probe(admin), name
+                times.append((time.perf_counter() - started) * 1000)
+        out[name] = round(sorted(times)[2], 1)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=100_000, help="messages (default: %(default)s)")
@@ -46,11 +65,12 @@ def main() -> None:
     with RedisServer() as server, tempfile.TemporaryDirectory() as folder:
         url, ns = server.url, "benchtier"
         Admin(url, ns).create_topic(TOPIC, read_queues=1, write_queues=1)
+        ids: list[str] = []
         with Producer("bench", url, namespace=ns) as producer:
             mq = MessageQueue(TOPIC, "broker-a", 0)
             for i in range(0, args.n, 256):
                 batch = [Message(TOPIC, os.urandom(1024), keys=f"k{j}") for j in range(i, min(i + 256, args.n))]
-                producer.send_batch(batch, queue=mq)
+                ids += producer.send_batch(batch, queue=mq).msg_id.split(",")
         redis_rate = drain(url, ns, args.n)
         config = BrokerConfig(
             tier_url=f"file://{folder}", hot_retention_s=0.001, tier_segment_messages=50_000, tier_segment_age_s=0.001
@@ -63,6 +83,7 @@ def main() -> None:
             service.tier.run()
         upload_s = time.perf_counter() - started
         tier_rate = drain(url, ns, args.n)
+        lookups = lookup_times(url, ns, ids, args.n)
         size = service.tier.counters.bytes
         service.shutdown()
     result = {
@@ -72,6 +93,7 @@ def main() -> None:
         "upload_msgs_per_s": round(args.n / upload_s),
         "tier_bytes": size,
         "tier_bytes_per_message": round(size / args.n, 1),
+        **lookups,
     }
     print(json.dumps(result, indent=2))
     out = pathlib.Path(__file__).parent / "results" / "tier.json"

@@ -20,6 +20,7 @@ from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError, TopicNotFoundError
 from mq.group import GroupConfig
 from mq.message import Message, MessageExt
+from mq.msgid import msgid_time_ms
 from mq.properties import DLQ_LETTER, DLQ_REASON, ORIGIN_MESSAGE_ID, RESENT, RETRY_TOPIC
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.rates import STATS_HISTORY_S, Rates, rates_over
@@ -39,6 +40,11 @@ MAX_KEY_QUERY = 64
 MAX_RANGE_READ = 1024
 #: The window of :meth:`Admin.stats`, seconds.
 STATS_WINDOW_S = 60.0
+
+
+#: How far a producer's clock may run ahead of the store's: a tiered lookup by id reads the segments
+#: stored after the id's time less this, milliseconds.
+ID_CLOCK_SLACK_MS = 300_000
 
 
 class AdminOps:
@@ -181,10 +187,20 @@ class AdminOps:
 
     @operation
     def query_message(self, topic: str, msg_id: str) -> Op[MessageExt | None]:
-        """The message of ``topic`` with id ``msg_id``, or None when it is not stored."""
+        """The message of ``topic`` with id ``msg_id``, or None when it is not stored.
+
+        With a tier and an id not in Redis, the ``msg_id`` column of the segments stored after the id's
+        time less :data:`ID_CLOCK_SLACK_MS` (ids of this library carry it; others: every segment) is read.
+        """
         config = yield from AdminOps._require.op(self, topic)
         found = yield from StoreOps.find_ids.op(self._store, topic, range(config.queue_count), msg_id)
         messages = yield from StoreOps.read_at.op(self._store, topic, found[:1])
+        if not messages:  # not in Redis: the tier (our ids carry their send time: older segments are skipped)
+            made_ms = msgid_time_ms(msg_id)
+            begin_ms = None if made_ms is None else made_ms - ID_CLOCK_SLACK_MS
+            messages = yield from StoreOps.find_in_tier.op(
+                self._store, topic, range(config.queue_count), "msg_id", msg_id, 1, begin_ms=begin_ms
+            )
         return messages[0] if messages else None
 
     @operation
@@ -196,15 +212,23 @@ class AdminOps:
         Args:
             max_num: at most this many (1..64).
             begin_ms, end_ms: only messages stored in ``[begin_ms, end_ms]`` (epoch ms) when given.
+
+        With a tier, its segments are searched too: the ``keys`` column of every segment the time
+        bounds leave (give bounds: without them the whole tier's key column is read).
         """
         if not isinstance(max_num, int) or not 1 <= max_num <= MAX_KEY_QUERY:
             raise MQClientError(f"max_num must be in 1..{MAX_KEY_QUERY}, got {max_num!r}")
         config = yield from AdminOps._require.op(self, topic)
-        found = yield from StoreOps.find_keys.op(self._store, topic, range(config.queue_count), key, limit=MAX_KEY_QUERY)
+        queue_ids = range(config.queue_count)
+        found = yield from StoreOps.find_keys.op(self._store, topic, queue_ids, key, limit=MAX_KEY_QUERY)
         stored = yield from StoreOps.read_at.op(self._store, topic, found)
+        tiered = yield from StoreOps.find_in_tier.op(
+            self._store, topic, queue_ids, "keys", key, max_num, begin_ms=begin_ms, end_ms=end_ms
+        )
+        held = {(m.queue_id, m.queue_offset) for m in stored}  # a message just tiered is in both until the trim
         messages = [
             m
-            for m in stored
+            for m in stored + [t for t in tiered if (t.queue_id, t.queue_offset) not in held]
             if (begin_ms is None or m.store_timestamp_ms >= begin_ms) and (end_ms is None or m.store_timestamp_ms <= end_ms)
         ]
         messages.sort(key=lambda m: (m.store_timestamp_ms, m.queue_id, m.queue_offset))

@@ -280,3 +280,20 @@ def test_an_orderly_push_consumer_reads_across_both_tiers_in_order(redis_server,
         time.sleep(0.5)
     assert seen == list(range(130))
     service.shutdown()
+
+
+def test_queries_by_id_and_key_find_tiered_messages(redis_server, namespace, topic, tier_url) -> None:  # type: ignore[no-untyped-def]
+    ids = send_numbered(redis_server.url, namespace, TOPIC, 0, range(100))
+    service = _tiered(redis_server.url, namespace, tier_url, range(0), hot_retention_s=0.001)
+    more = send_numbered(redis_server.url, namespace, TOPIC, 0, range(100, 110))
+    with Admin(redis_server.url, namespace=namespace) as admin:
+        assert _store(redis_server.url, namespace).hot_queue(TOPIC, 0).first == 100
+        found = admin.query_message(TOPIC, ids[57])
+        assert found is not None and (found.queue_offset, body_number(found.body)) == (57, 57)
+        assert admin.query_message(TOPIC, more[3]).queue_offset == 103  # type: ignore[union-attr]  # Redis
+        assert admin.query_message(TOPIC, "0" * 32) is None
+        assert [m.queue_offset for m in admin.query_messages_by_key(TOPIC, "k42")] == [42]
+        assert [m.queue_offset for m in admin.query_messages_by_key(TOPIC, "k105")] == [105]
+        stored = found.store_timestamp_ms
+        assert admin.query_messages_by_key(TOPIC, "k57", begin_ms=stored + 1) == []  # outside the bounds
+    service.shutdown()

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from mq.errors import MQBrokerError
 from mq.keys import offset_of
+from mq.message import MessageExt
 from mq.store.base import StoreBase, all_or_raise
 from mq.store.groups import PullRequest, PullResult
 from mq.store.ops import Blocking, Cmd, Op, operation
@@ -260,4 +261,42 @@ class TierOps(StoreBase):
                 continue
             with self._errors(f"searching the tier of {topic!r} queue {q}"):
                 out[q] = yield Blocking(functools.partial(reader.first_stored_at, topic, q, seg, timestamp_ms))
+        return out
+
+    @operation
+    def find_in_tier(
+        self,
+        topic: str,
+        queue_ids: Sequence[int],
+        column: str,
+        wanted: str,
+        limit: int,
+        *,
+        begin_ms: int | None = None,
+        end_ms: int | None = None,
+    ) -> Op[list[MessageExt]]:
+        """Tiered messages of ``topic`` whose ``column`` (``"msg_id"`` or ``"keys"``) holds ``wanted``,
+        oldest first per queue, at most ``limit`` per queue, stored within ``[begin_ms, end_ms]`` when
+        given (segments and row groups outside it are not read).
+
+        Cost: one manifest read per queue, then the ``column`` of every segment (every row group) the
+        time bounds leave: a lookup without bounds reads that column of the whole tier.
+        """
+        reader = yield from self._tier_reader()
+        if reader is None:
+            return []
+        manifests = yield from TierOps.segments_of.op(self, [(topic, q) for q in queue_ids])
+        out: list[MessageExt] = []
+        for q, segs in zip(queue_ids, manifests):
+            found: list[MessageExt] = []
+            for seg in segs:
+                if (begin_ms is not None and seg.max_store_ms < begin_ms) or (end_ms is not None and seg.min_store_ms > end_ms):
+                    continue
+                with self._errors(f"searching the tier of {topic!r} queue {q}"):
+                    found += yield Blocking(
+                        functools.partial(reader.find, topic, q, seg, column, wanted, limit - len(found), begin_ms)
+                    )
+                if len(found) >= limit:
+                    break
+            out += found
         return out

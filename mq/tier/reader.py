@@ -159,3 +159,36 @@ class TierReader:
                     if stored >= timestamp_ms:
                         return int(offset)
         return seg.end
+
+    def find(
+        self, topic: str, queue_id: int, seg: Segment, column: str, wanted: str, limit: int, begin_ms: int | None = None
+    ) -> list[MessageExt]:
+        """Messages of ``seg`` whose ``column`` (``msg_id``, or ``keys``: any key) equals ``wanted``, oldest
+        first, at most ``limit``: only that column, the offsets and store times of the row groups whose
+        store times reach ``begin_ms`` are read, then the matching rows' row groups."""
+        import pyarrow.parquet as pq
+
+        path = self.location.path(self.namespace, topic, queue_id, seg.name)
+        metadata = self._footer(path)
+        stored_at = metadata.schema.names.index("store_timestamp_ms")
+        out: list[MessageExt] = []
+        with self.location.fs.open_input_file(path) as f:
+            parquet = pq.ParquetFile(f)
+            for i in range(metadata.num_row_groups):
+                stats = metadata.row_group(i).column(stored_at).statistics
+                if begin_ms is not None and stats is not None and stats.has_min_max and stats.max < begin_ms:
+                    continue
+                table = parquet.read_row_group(i, columns=["queue_offset", column])
+                values = table.column(1).to_pylist()
+                hits = [
+                    offset
+                    for offset, value in zip(table.column(0).to_pylist(), values)
+                    if (wanted in value if isinstance(value, list) else value == wanted)
+                ]
+                if hits:
+                    group = self._row_group(topic, queue_id, path, i)
+                    first = group[0].queue_offset
+                    out += [group[offset - first] for offset in hits]
+                if len(out) >= limit:
+                    return out[:limit]
+        return out
