@@ -39,8 +39,9 @@ from scheduler.config import BrokerConfig
 
 log = logging.getLogger("scheduler.tier")
 
-#: Messages read from Redis per round trip while a segment is written.
-READ_BATCH = 1000
+#: Messages read from Redis per round trip while a segment is written (its reply sits in the
+#: connection's output buffer, counted in Redis's used memory: 256 KiB of 1 KiB messages).
+READ_BATCH = 256
 #: Messages trimmed per script call (each call is short: Redis serves others between them).
 TRIM_BATCH = 1000
 #: Most segments one queue uploads in one run (the other queues get their turn).

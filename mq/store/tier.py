@@ -107,10 +107,11 @@ class TierOps(StoreBase):
 
     @operation
     def take_tier_lease(self, topic: str, queue_id: int, token: str, ttl_ms: int) -> Op[bool]:
-        """Take the queue's upload lease for ``ttl_ms`` (``SET NX PX``); False when another holds it."""
+        """Take the queue's upload lease for ``ttl_ms`` (``SET NX PX``, also at ``maxmemory``); False when
+        another holds it."""
         key = self.queue_keys(topic, queue_id).tier_lease
-        with self._errors(f"taking the tier lease of {topic!r} queue {queue_id}"):
-            return bool((yield Cmd(lambda c: c.set(key, token, nx=True, px=int(ttl_ms)))))
+        doing = f"taking the tier lease of {topic!r} queue {queue_id}"
+        return bool((yield from self._script("take-lease", [key], [token, int(ttl_ms)], doing)))
 
     @operation
     def release_tier_lease(self, topic: str, queue_id: int, token: str) -> Op[bool]:

@@ -17,6 +17,9 @@
   ARGV[3] the manifest member (segment JSON, see mq/tier/segment.py)
   ARGV[4] the caller's lease token
 
+  Flags: allow-oom (recording is what lets the uploader trim a full store: refusing it at maxmemory
+  would keep the store full for good)
+
   Returns the manifest's new end offset, or an error code:
     -1 the caller does not hold the lease
     -2 not contiguous: the start is not the manifest's end (or, for the first segment, the range
