@@ -150,6 +150,12 @@ class TierOps(StoreBase):
 
     # -- reading through to the tier ------------------------------------------------------------
 
+    @operation
+    def tier_reader(self) -> Op[Any]:
+        """The namespace's :class:`~mq.tier.reader.TierReader` (None without a tier): for readers that
+        plan their own reads (the Spark source)."""
+        return (yield from self._tier_reader())
+
     def _tier_reader(self) -> Op[Any]:
         """The namespace's :class:`~mq.tier.reader.TierReader`, or None without a tier (the setting is
         read again every :data:`TIER_SETTING_TTL_S`)."""
