@@ -612,7 +612,9 @@ class AdminOps:
         """Every stored copy of message ``msg_id``: in ``topic`` only, or (None) in every topic of the
         namespace, by the id index of each queue (one ``HGET`` per queue, pipelined: bounded by the
         number of queues, never a scan of the messages). A message that was retried or dead-lettered
-        has copies with the same id in ``%RETRY%<group>`` and ``%DLQ%<group>``; user topics come first."""
+        has copies with the same id in ``%RETRY%<group>`` and ``%DLQ%<group>``; user topics come first.
+        With a tier, each topic's segments stored after the id's time are searched too (their
+        ``msg_id`` column: a cost that grows with what the tier holds since then)."""
         if not isinstance(msg_id, str) or not msg_id:
             raise MQClientError(f"msg_id must be a non-empty string, got {msg_id!r}")
         configs = (
@@ -624,9 +626,21 @@ class AdminOps:
         found = yield from StoreOps.find_id_in.op(
             self._store, [(c.name, q) for c in configs for q in range(c.queue_count)], msg_id
         )
-        out: list[MessageExt] = []
+        held: dict[str, list[MessageExt]] = {}
         for name, copies in itertools.groupby(found, key=lambda f: f[0]):  # one round trip per topic
-            out += yield from StoreOps.read_at.op(self._store, name, [(qid, offset) for _, qid, offset in copies])
+            held[name] = yield from StoreOps.read_at.op(self._store, name, [(qid, offset) for _, qid, offset in copies])
+        out: list[MessageExt] = []
+        made_ms = msgid_time_ms(msg_id)
+        since_ms = None if made_ms is None else made_ms - ID_CLOCK_SLACK_MS
+        for c in configs:  # with a tier, its copies too (none without one: find_in_tier reads nothing)
+            redis_copies = held.get(c.name, [])
+            queues = range(c.queue_count)
+            tiered = yield from StoreOps.find_in_tier.op(self._store, c.name, queues, "msg_id", msg_id, 1, begin_ms=since_ms)
+            seen = {(m.queue_id, m.queue_offset) for m in redis_copies}
+            out += sorted(
+                [*redis_copies, *(m for m in tiered if (m.queue_id, m.queue_offset) not in seen)],
+                key=lambda m: (m.queue_id, m.queue_offset),
+            )
         return out
 
     @operation

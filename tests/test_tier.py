@@ -297,3 +297,16 @@ def test_queries_by_id_and_key_find_tiered_messages(redis_server, namespace, top
         stored = found.store_timestamp_ms
         assert admin.query_messages_by_key(TOPIC, "k57", begin_ms=stored + 1) == []  # outside the bounds
     service.shutdown()
+
+
+def test_mq_msg_finds_a_tiered_message_by_id_in_every_topic(redis_server, namespace, topic, tier_url, capsys) -> None:  # type: ignore[no-untyped-def]
+    from mq.cli import main
+
+    ids = send_numbered(redis_server.url, namespace, TOPIC, 0, range(60))
+    service = _tiered(redis_server.url, namespace, tier_url, range(0), hot_retention_s=0.001)
+    with Admin(redis_server.url, namespace=namespace) as admin:
+        assert [(m.topic, m.queue_offset) for m in admin.find_message(ids[44])] == [(TOPIC, 44)]
+        assert [(m.topic, m.queue_offset) for m in admin.find_message(ids[44], TOPIC)] == [(TOPIC, 44)]
+    assert main(["msg", "--id", ids[44], "--url", redis_server.url, "--namespace", namespace]) == 0
+    assert ids[44] in capsys.readouterr().out
+    service.shutdown()
