@@ -133,7 +133,7 @@ class TierUploader:
     def _upload_and_trim(self, topic: str, queue_id: int, token: str, policy: TierPolicy) -> None:
         store = self._store
         now_ms = store.server_time_ms()
-        hot = store.hot_queue(topic, queue_id)
+        hot = store.hot_queue(topic, queue_id, memory=policy.hot_retention_bytes is not None)
         segments = store.segments(topic, queue_id)
         keep_s = policy.hot_retention_s if policy.hot_retention_s is not None else policy.reserved_s
         time_cut = store.search_offset(topic, queue_id, now_ms - int(keep_s * 1000))

@@ -125,27 +125,30 @@ class TierOps(StoreBase):
     # -- what Redis holds -----------------------------------------------------------------------
 
     @operation
-    def hot_queue(self, topic: str, queue_id: int) -> Op[HotQueue]:
+    def hot_queue(self, topic: str, queue_id: int, *, memory: bool = True) -> Op[HotQueue]:
         """The queue's first and next offsets in Redis, its entries and the log's memory (``MEMORY
-        USAGE``, bytes; 0 where the server cannot tell)."""
+        USAGE``, bytes, which walks the whole log: asked only with ``memory``; 0 without it or where
+        the server cannot tell)."""
         k = self.queue_keys(topic, queue_id)
 
         def build(p: Any) -> None:
             p.xrange(k.log, "-", "+", count=1)
             p.hget(k.meta, "seq")
             p.xlen(k.log)
-            p.execute_command("MEMORY USAGE", k.log, "SAMPLES", "0")
+            if memory:
+                p.execute_command("MEMORY USAGE", k.log, "SAMPLES", "0")
 
-        first, seq, length, memory = yield from self._pipeline(build, f"sizing {topic!r} queue {queue_id}")
+        first, seq, length, *measured = yield from self._pipeline(build, f"sizing {topic!r} queue {queue_id}")
         for r in (first, seq, length):
             if isinstance(r, MQBrokerError):
                 raise r
+        size = measured[0] if measured else 0
         next_offset = int(seq or 0)
         return HotQueue(
             offset_of(first[0][0]) if first else next_offset,
             next_offset,
             int(length),
-            0 if isinstance(memory, Exception) or memory is None else int(memory),
+            0 if isinstance(size, Exception) or size is None else int(size),
         )
 
     # -- reading through to the tier ------------------------------------------------------------
