@@ -58,10 +58,31 @@ def lookup_times(url: str, ns: str, ids: list[str], n: int) -> dict[str, float]:
     return out
 
 
+def spark_rows_per_s(url: str, ns: str) -> float:
+    """Rows per second of a Spark ``local[2]`` count and body-bytes sum over the topic (after a warm-up
+    action, the median of 3)."""
+    from pyspark.sql import functions as F
+
+    from spark.session import local_session
+
+    session = local_session(2)
+    df = session.read.format("mq").option("url", url).option("namespace", ns).option("topic", TOPIC).load()
+    action = df.agg(F.count("*"), F.sum(F.length("body")))
+    rows = action.collect()[0][0]  # warm-up
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        action.collect()
+        times.append(time.perf_counter() - started)
+    return rows / sorted(times)[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=100_000, help="messages (default: %(default)s)")
+    parser.add_argument("--spark", action="store_true", help="also Spark local[2] rows/s, Redis vs tier (default: no)")
     args = parser.parse_args()
+    spark_rates: dict[str, float] = {}
     with RedisServer() as server, tempfile.TemporaryDirectory() as folder:
         url, ns = server.url, "benchtier"
         Admin(url, ns).create_topic(TOPIC, read_queues=1, write_queues=1)
@@ -72,6 +93,8 @@ def main() -> None:
                 batch = [Message(TOPIC, os.urandom(1024), keys=f"k{j}") for j in range(i, min(i + 256, args.n))]
                 ids += producer.send_batch(batch, queue=mq).msg_id.split(",")
         redis_rate = drain(url, ns, args.n)
+        if args.spark:
+            spark_rates["spark_redis_rows_per_s"] = round(spark_rows_per_s(url, ns))
         config = BrokerConfig(
             tier_url=f"file://{folder}", hot_retention_s=0.001, tier_segment_messages=50_000, tier_segment_age_s=0.001
         )
@@ -84,6 +107,8 @@ def main() -> None:
         upload_s = time.perf_counter() - started
         tier_rate = drain(url, ns, args.n)
         lookups = lookup_times(url, ns, ids, args.n)
+        if args.spark:
+            spark_rates["spark_tier_rows_per_s"] = round(spark_rows_per_s(url, ns))
         size = service.tier.counters.bytes
         service.shutdown()
     result = {
@@ -94,6 +119,7 @@ def main() -> None:
         "tier_bytes": size,
         "tier_bytes_per_message": round(size / args.n, 1),
         **lookups,
+        **spark_rates,
     }
     print(json.dumps(result, indent=2))
     out = pathlib.Path(__file__).parent / "results" / "tier.json"

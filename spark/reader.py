@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 from mq.connection import Connection
 from mq.store import Store
 from spark import plan
-from spark.columns import entries_batch, messages_batch
+from spark.columns import entries_batch, tier_batch, tier_columns
 from spark.options import ReadOptions
 from spark.plan import QueueRange, ReadPartition
 from spark.schema import arrow_schema
@@ -104,22 +104,22 @@ def _tiered_part(store: Store, opts: ReadOptions, part: QueueRange, schema: pa.S
     reader = store.tier_reader()
     if reader is None:  # segments without a published tier: nothing to read them with
         return part.start
-    from mq.tier.reader import matcher
-
-    everything, low, high = matcher("", ""), opts.min_store_time_ms, opts.max_store_time_ms
-    offset = max(part.start, segments[0].start)
-    while offset < end:
-        read = reader.read(part.topic, part.queue_id, segments, offset, end - offset, end - offset, everything)
-        kept = [
-            m
-            for m in read.messages
-            if m.queue_offset < end
-            and (low is None or m.store_timestamp_ms >= low)
-            and (high is None or m.store_timestamp_ms <= high)
-        ]
-        if kept:
-            yield messages_batch(kept, schema)
-        offset = read.next_offset
+    columns = tier_columns(schema)
+    for seg in segments:
+        low, high = max(part.start, seg.start), min(end, seg.end)
+        if low >= high:
+            continue
+        for table in reader.tables(part.topic, part.queue_id, seg, low, high, columns):
+            batch = tier_batch(
+                part.topic,
+                part.queue_id,
+                table,
+                schema,
+                min_store_time_ms=opts.min_store_time_ms,
+                max_store_time_ms=opts.max_store_time_ms,
+            )
+            if batch.num_rows:
+                yield batch
     return end
 
 

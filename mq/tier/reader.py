@@ -11,7 +11,7 @@ import itertools
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,3 +192,21 @@ class TierReader:
                 if len(out) >= limit:
                     return out[:limit]
         return out
+
+    def tables(self, topic: str, queue_id: int, seg: Segment, start: int, end: int, columns: Sequence[str]) -> Iterator[Any]:
+        """The rows of ``seg`` at offsets ``[start, end)`` as Arrow tables of ``columns`` (plus
+        ``queue_offset``), one a row group, read straight from the file (no message objects: for
+        column readers such as the Spark source)."""
+        import pyarrow.parquet as pq
+
+        path = self.location.path(self.namespace, topic, queue_id, seg.name)
+        metadata = self._footer(path)
+        wanted = ["queue_offset", *(c for c in columns if c != "queue_offset")]
+        with self.location.fs.open_input_file(path) as f:
+            parquet = pq.ParquetFile(f)
+            for i in fmt.row_groups_from(metadata, start):
+                table = parquet.read_row_group(i, columns=wanted)
+                first = table.column(0)[0].as_py() if table.num_rows else start
+                if first >= end:
+                    return
+                yield table.slice(max(0, start - first), max(0, end - max(start, first)))
