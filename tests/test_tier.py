@@ -8,6 +8,7 @@ import logging
 import pathlib
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -70,6 +71,33 @@ def _poll_all(consumer: PullConsumer, want: int, timeout_s: float = 30) -> list[
         got += consumer.poll(timeout_s=0.5)
     got += consumer.poll(timeout_s=0.3)  # anything beyond what was expected shows up here
     return got
+
+
+def _pushing(url: str, namespace: str, group: str, *, orderly: bool = False) -> tuple[PushConsumer, list[int]]:
+    """A push consumer (not started) of a new group from FIRST_OFFSET, and the offsets its listener saw."""
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def listener(msgs: list[MessageExt], ctx: object) -> Any:
+        with lock:  # an orderly consumer calls it from one thread per queue: in order
+            seen.extend(m.queue_offset for m in msgs)
+        return ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(group, url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe(TOPIC)
+    if orderly:
+        consumer.register_orderly_listener(listener)
+    else:
+        consumer.register_message_listener(listener)
+    return consumer, seen
+
+
+def _wait_for(seen: list[int], count: int, timeout_s: float = 30) -> None:
+    """Until ``seen`` holds ``count`` offsets, then half a second more (a duplicate would arrive then)."""
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
 
 
 def test_a_segment_file_gives_back_every_field(tmp_path: pathlib.Path) -> None:
@@ -185,23 +213,9 @@ def test_the_groups_filter_applies_to_tiered_messages(redis_server, namespace, t
 def test_a_new_push_group_from_first_offset_reads_every_message_once(redis_server, namespace, topic, tier_url) -> None:  # type: ignore[no-untyped-def]
     service = _tiered(redis_server.url, namespace, tier_url, range(100), hot_retention_s=0.001)
     send_numbered(redis_server.url, namespace, TOPIC, 0, range(100, 130))
-    seen: list[int] = []
-    done = threading.Event()
-    lock = threading.Lock()
-
-    def listener(msgs: list[MessageExt], ctx: object) -> ConsumeConcurrentlyStatus:
-        with lock:
-            seen.extend(m.queue_offset for m in msgs)
-            if len(seen) >= 130:
-                done.set()
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer("pushed", redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
-    consumer.subscribe(TOPIC)
-    consumer.register_message_listener(listener)
+    consumer, seen = _pushing(redis_server.url, namespace, "pushed")
     with consumer:
-        assert done.wait(30)
-        time.sleep(0.5)  # a duplicate would arrive now
+        _wait_for(seen, 130)
     assert sorted(seen) == list(range(130))
     service.shutdown()
 
@@ -215,28 +229,13 @@ def test_reset_offset_by_time_to_a_time_only_the_tier_holds(redis_server, namesp
     send_numbered(redis_server.url, namespace, TOPIC, 0, range(100, 120))
     store = _store(redis_server.url, namespace)
     assert store.hot_queue(TOPIC, 0).first == 100  # the time lies in the tier only
-    seen: list[int] = []
-    lock = threading.Lock()
-
-    def listener(msgs: list[MessageExt], ctx: object) -> ConsumeConcurrentlyStatus:
-        with lock:
-            seen.extend(m.queue_offset for m in msgs)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer("rewinding", redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
-    consumer.subscribe(TOPIC)
-    consumer.register_message_listener(listener)
+    consumer, seen = _pushing(redis_server.url, namespace, "rewinding")
     with Admin(redis_server.url, namespace=namespace) as admin, consumer:
         assert admin.search_offset(topic, at_ms) == 50
-        deadline = time.monotonic() + 30
-        while len(seen) < 120 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_for(seen, 120)
         assert sorted(seen) == list(range(120))
         assert admin.reset_offset_by_time("rewinding", TOPIC, at_ms) == {topic: 50}
-        deadline = time.monotonic() + 30
-        while len(seen) < 190 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)
+        _wait_for(seen, 190)
     assert sorted(seen[120:]) == list(range(50, 120))  # the running group read again from there, once
     store.conn.close()
     service.shutdown()
@@ -263,21 +262,9 @@ async def test_an_asyncio_pull_consumer_reads_across_both_tiers(redis_server, na
 def test_an_orderly_push_consumer_reads_across_both_tiers_in_order(redis_server, namespace, topic, tier_url) -> None:  # type: ignore[no-untyped-def]
     service = _tiered(redis_server.url, namespace, tier_url, range(100), hot_retention_s=0.001)
     send_numbered(redis_server.url, namespace, TOPIC, 0, range(100, 130))
-    seen: list[int] = []
-    done = threading.Event()
-
-    def listener(msgs: list[MessageExt], ctx: object) -> ConsumeOrderlyStatus:
-        seen.extend(m.queue_offset for m in msgs)  # one thread per queue: in order
-        if len(seen) >= 130:
-            done.set()
-        return ConsumeOrderlyStatus.SUCCESS
-
-    consumer = PushConsumer("in-order", redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
-    consumer.subscribe(TOPIC)
-    consumer.register_orderly_listener(listener)
+    consumer, seen = _pushing(redis_server.url, namespace, "in-order", orderly=True)
     with consumer:
-        assert done.wait(30)
-        time.sleep(0.5)
+        _wait_for(seen, 130)
     assert seen == list(range(130))
     service.shutdown()
 
