@@ -307,7 +307,8 @@ class AdminOps:
 
     @operation
     def consumer_progress(self, group: str, topic: str | None = None) -> Op[list[QueueProgress]]:
-        """Broker offset, committed offset and lag of ``group`` on every readable queue.
+        """Broker offset, committed offset, lag and messages lost to retention (``expired``) of ``group``
+        on every readable queue.
 
         Args:
             topic: one topic; None means every topic the group has offsets on or subscribes to.
@@ -318,13 +319,14 @@ class AdminOps:
         for name in topics:
             configs.append((yield from AdminOps._require.op(self, name)))
         queues = [MessageQueue(c.name, DEFAULT_BROKER_NAME, q) for c in configs for q in range(c.read_queues) if c.readable(q)]
-        # every topic's queues at once: one round trip for the stats, one for the offsets
+        # every topic's queues at once: one round trip each for the stats, the offsets and the expired counts
         stats = yield from StoreOps.queues_state.op(self._store, [(mq.topic, mq.queue_id) for mq in queues], offsets=False)
         committed = yield from StoreOps.read_offsets.op(self._store, group, queues)
+        expired = yield from StoreOps.expired_unconsumed.op(self._store, [(mq.topic, mq.queue_id) for mq in queues])
         rows: list[QueueProgress] = []
-        for mq, (s, _, _) in zip(queues, stats):
+        for mq, (s, _, _), lost in zip(queues, stats, expired):
             consumer = committed.get(mq, -1)
-            rows.append(QueueProgress(mq, s.max_offset, consumer, s.lag(consumer)))
+            rows.append(QueueProgress(mq, s.max_offset, consumer, s.lag(consumer), lost.get(group, 0)))
         return rows
 
     @operation
@@ -505,9 +507,9 @@ class AdminOps:
         topic = dlq_topic(check_group(group))
         if (yield from StoreOps.topic.op(self._store, topic)) is None:
             return 0
-        removed = yield from StoreOps.trim.op(self._store, topic, 0, 2**62)
+        purged = yield from StoreOps.trim.op(self._store, topic, 0, 2**62, count_unconsumed=False)
         (yield from StoreOps.clear_resent.op(self._store, group))
-        return removed
+        return purged.removed
 
     # -- broker ---------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ key                             type        holds
 ``{ns:T:Q}:keys``               zset        ``key \\x1f offset`` (20 digits), score 0 (query by key)
 ``{ns:T:Q}:offsets``            hash        consumer group → committed offset (clustering mode)
 ``{ns:T:Q}:owners``             hash        consumer group → client id consuming the queue now
+``{ns:T:Q}:expired``            hash        consumer group → messages retention removed before the group consumed them
 ``{ns:T:Q}:timer``              zset        delayed message entry id → due time, ms
 ``{ns:T:Q}:delayed``            stream      delayed messages waiting to be due (auto ids)
 ``{ns}:timers``                 zset        ``topic \\x1f queue id`` → earliest due time of that queue
@@ -91,6 +92,12 @@ class QueueKeys:
         """The lease of the broker service uploading this queue to the tier (owner token, with a TTL)."""
         return f"{self.meta.removesuffix(':q')}:tierlease"
 
+    @property
+    def expired(self) -> str:
+        """Consumer group → messages of the queue retention removed before the group consumed them
+        (a counter only ``trim-queue`` adds to)."""
+        return f"{self.meta.removesuffix(':q')}:expired"
+
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
         return [
@@ -110,6 +117,7 @@ class QueueKeys:
             self.trace,
             self.segments,
             self.tier_lease,
+            self.expired,
         ]
 
     def end_transaction(self) -> list[str]:
@@ -145,6 +153,10 @@ class QueueKeys:
     def put(self) -> list[str]:
         """The keys of the ``put-messages`` script."""
         return [self.meta, self.log, self.ids, self.keys]
+
+    def trim(self) -> list[str]:
+        """The keys of ``trim-queue``: the log, its indexes, the groups' offsets and expired counts."""
+        return [self.log, self.ids, self.keys, self.offsets, self.expired]
 
     def read(self) -> list[str]:
         """The keys of the read-side scripts (``queue-stats``, ``search-offset``, ``pull-messages``)."""

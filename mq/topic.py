@@ -116,13 +116,18 @@ class QueueProgress:
         message_queue: the queue.
         broker_offset: the queue's max offset (next to be written).
         consumer_offset: the group's committed offset (next to consume); -1 when it has none.
-        lag: messages not yet consumed (``broker_offset - consumer_offset``; all stored ones when none).
+        lag: messages still stored that the group has not consumed yet (``broker_offset -
+            max(consumer_offset, min offset)``; all stored ones when it has no offset).
+        expired: messages of the queue retention removed before the group consumed them, ever (a
+            counter kept in the store; the group never sees them). Not part of ``lag``: a group that
+            fell behind retention shows lag 0 and ``expired`` > 0, never 0 and 0.
     """
 
     message_queue: MessageQueue
     broker_offset: int
     consumer_offset: int
     lag: int
+    expired: int = 0
 
 
 @dataclass(frozen=True)

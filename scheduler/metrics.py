@@ -1,11 +1,14 @@
 """Prometheus metrics of a namespace, computed from the store at scrape time
 (``mq broker --metrics-port``), in the spirit of RocketMQ's exporter.
 
-Series (all gauges):
+Series (gauges, and one counter kept in the store, so every broker service replica exports the same
+value and a restart neither loses nor repeats any of it):
 
 - ``rocketredis_topic_messages{topic}``: messages ever stored in the topic (sum of max offsets);
 - ``rocketredis_group_lag{group,topic,queue}``: messages a group has not consumed yet;
 - ``rocketredis_dlq_messages{group}``: messages in the group's dead-letter queue;
+- ``rocketredis_messages_expired_unconsumed_total{group,topic}`` (counter): messages retention removed
+  before the group consumed them;
 - ``rocketredis_timer_backlog``: delayed messages waiting to be due;
 - ``rocketredis_half_backlog``: transaction half messages waiting for commit, rollback or check-back;
 - ``rocketredis_brokers_healthy``: broker services that reported within the health timeout.
@@ -66,6 +69,14 @@ class StoreCollector(Collector):
         for (group, topic, qid), n in f.lag.items():
             lag.add_metric([group, topic, str(qid)], n)
         yield lag
+        expired = CounterMetricFamily(
+            "rocketredis_messages_expired_unconsumed",
+            "Messages retention removed before the group consumed them",
+            labels=["group", "topic"],
+        )
+        for (group, topic), n in sorted(f.expired.items()):
+            expired.add_metric([group, topic], n)
+        yield expired
         yield GaugeMetricFamily("rocketredis_timer_backlog", "Delayed messages waiting to be due", value=f.timer_backlog)
         yield GaugeMetricFamily("rocketredis_half_backlog", "Transaction half messages not resolved yet", value=f.half_backlog)
         from scheduler.service import healthy_brokers

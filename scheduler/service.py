@@ -61,7 +61,7 @@ class BrokerService:
     def __init__(self, url: str | None = None, namespace: str = "mq", config: BrokerConfig | None = None) -> None:
         self.config = config or BrokerConfig()
         self.id = f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:6]}"
-        sync = SyncReplicas(self.config.sync_replicas, self.config.sync_replicas_timeout_ms)
+        sync = SyncReplicas(self.config.sync_replicas, self.config.sync_replicas_timeout_ms, self.config.sync_flush)
         self._conn = Connection(url, namespace, socket_timeout_s=sync_socket_timeout_s(sync))
         self._store = Store(self._conn, sync=sync)
         self._stop = threading.Event()
@@ -84,6 +84,7 @@ class BrokerService:
         """Publish the namespace settings and start the jobs. Returns self."""
         if self._scheduler is not None:
             return self
+        self._store.check_writes()  # a server that cannot confirm as asked is refused before any write
         settings: dict[str, object] = {
             "message_delay_level": self.config.message_delay_level,
             "transaction_timeout_s": self.config.transaction_timeout_s,

@@ -193,7 +193,9 @@ class TierUploader:
         the store failed."""
         try:
             while True:
-                removed = self._store.trim(topic, queue_id, 2**62, TRIM_BATCH, before_offset=below, once=True)
+                removed = self._store.trim(
+                    topic, queue_id, 2**62, TRIM_BATCH, count_unconsumed=False, before_offset=below, once=True
+                ).removed
                 with self._lock:
                     self.counters.trimmed += removed
                 if removed < TRIM_BATCH:

@@ -220,14 +220,18 @@ def _queues_by_node(url: str, ns: str, topic: str, queues: int) -> dict[str, lis
 
 
 @pytest.mark.cluster
-def test_cluster_wait_reaches_the_node_that_served_the_write(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
+@pytest.mark.parametrize("replicas", [1, "all"])
+def test_cluster_wait_reaches_the_node_that_served_the_write(
+    replicated_cluster: RedisClusterProcs, namespace: str, replicas: int | str
+) -> None:
+    """Each node's writes wait for that node's replicas ("all": counted per node, D73)."""
     cluster = replicated_cluster
     url = cluster.url
     Admin(url, namespace).create_topic("t", read_queues=12, write_queues=12)
     by_node = _queues_by_node(url, namespace, "t", 12)
     assert len(by_node) == 3
 
-    with Producer("p", url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=300) as producer:
+    with Producer("p", url, namespace=namespace, sync_replicas=replicas, sync_replicas_timeout_ms=300) as producer:  # type: ignore[arg-type]
         for qids in by_node.values():
             r = producer.send(Message("t", b"x"), queue=MessageQueue("t", "broker-a", qids[0]))
             assert r.status is SendStatus.SEND_OK

@@ -16,7 +16,7 @@ from mq.errors import MQBrokerError, ReplicaAckTimeout
 from mq.keys import QueueKeys
 from mq.store import scripts
 from mq.store.ops import Cmd, Op, Pipe, operation
-from mq.store.replication import SyncReplicas, run_synced
+from mq.store.replication import SyncReplicas, check_first, run_synced
 from mq.topic import QueueStats
 
 #: One script call of a pipelined batch: ``(script name, keys, argv)``.
@@ -102,8 +102,8 @@ class StoreBase:
     def write_scripts(self, calls: Sequence[ScriptCall], *, sync: SyncReplicas | None = None) -> Op[list[Any]]:
         """Run write scripts ``(name, keys, argv)`` in one pipeline (one per node on a cluster).
 
-        With replicas to wait for (``sync``, default the store's own), ``WAIT`` goes in the same
-        pipeline, and a result that fewer replicas confirmed in time comes back as a
+        With replicas (or disks) to wait for (``sync``, default the store's own), ``WAIT`` (``WAITAOF``)
+        goes in the same pipeline, and a result that fewer replicas confirmed in time comes back as a
         :class:`ReplicaAckTimeout` carrying it. Each slot holds the result or the exception (redis-py's,
         as :func:`scripts.call_many` gives them); a pipeline that failed as a whole raises redis-py's error.
         """
@@ -111,19 +111,29 @@ class StoreBase:
         if not sync.enabled:
             return (yield from scripts.call_many(calls))
         out: list[Any] = []
-        for result, acked in (yield from run_synced(calls, sync, kind=self.conn.kind)):
-            if isinstance(result, Exception) or acked >= sync.replicas:
+        for result, confirmed in (yield from run_synced(calls, sync, kind=self.conn.kind)):
+            if isinstance(result, Exception) or not confirmed.short:
                 out.append(result)
             else:
                 out.append(
                     ReplicaAckTimeout(
-                        f"stored on the master, but {acked} of {sync.replicas} replica(s) confirmed within {sync.timeout_ms} ms",
-                        result=result,
-                        acked=acked,
-                        wanted=sync.replicas,
+                        confirmed.describe(sync.timeout_ms), result=result, acked=confirmed.replicas, wanted=confirmed.wanted
                     )
                 )
         return out
+
+    @operation
+    def check_writes(self) -> Op[None]:
+        """Check, before anything is written, that the store can confirm writes as :attr:`sync` asks
+        (``sync_flush``: Redis ≥ 7.2 with ``appendonly yes``), and count the master's replicas for
+        ``sync_replicas="all"``; one round trip, nothing when writes wait for nothing.
+
+        Raises:
+            MQClientError: the server cannot do what ``sync_flush`` asks (saying why and what to do).
+            MQBrokerError: the store could not be reached.
+        """
+        with self._errors("checking how the store confirms writes"):
+            yield from check_first(self.keys.config, self.sync, kind=self.conn.kind)
 
     def _write(self, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Op[Any]:
         """One write script; raises its error, or :class:`ReplicaAckTimeout` (see :meth:`write_scripts`)."""

@@ -11,7 +11,7 @@ import functools
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import NoScriptError
@@ -38,7 +38,7 @@ log = logging.getLogger("mq.store")
 #: A field of the topics hash no topic can have (":" is not allowed in names): the permission probe.
 TOPICS_PROBE_FIELD = ":permission-probe"
 
-__all__ = ["MessageOps", "PullRequest", "PullResult", "Store", "StoreOps", "check_put_result", "decode_half", "pairs"]
+__all__ = ["MessageOps", "PullRequest", "PullResult", "Store", "StoreOps", "Trimmed", "check_put_result", "decode_half", "pairs"]
 
 
 class MessageOps(StoreBase):
@@ -326,23 +326,31 @@ class MessageOps(StoreBase):
         cutoff_ms: int,
         limit: int = 1000,
         *,
+        count_unconsumed: bool = True,
         before_offset: int | None = None,
         once: bool = False,
-    ) -> Op[int]:
-        """Remove messages of a queue stored before ``cutoff_ms`` and their index entries; returns how many.
+    ) -> Op[Trimmed]:
+        """Remove messages of a queue stored before ``cutoff_ms`` and their index entries, ``limit`` a call.
 
-        ``before_offset`` bounds it further: no offset at or past it is removed (with a tier, the
-        manifest's end). With ``once``, one call of at most ``limit`` messages (the caller repeats
-        while it removed ``limit``).
+        Args:
+            count_unconsumed: count per group (in the store, with the removal) the removed messages it had
+                not consumed: retention does; an admin's explicit purge does not (nor the tier uploader:
+                what it removes is in the tier).
+            before_offset: no offset at or past it is removed (with a tier, the manifest's end).
+            once: one call of at most ``limit`` messages (the caller repeats while it removed ``limit``).
         """
         keys = self.queue_keys(topic, queue_id)
         bound = "" if before_offset is None else int(before_offset)
-        removed, argv, doing = 0, [int(cutoff_ms), int(limit), bound], f"trimming {topic!r} queue {queue_id}"
+        argv = [int(cutoff_ms), int(limit), "1" if count_unconsumed else "", bound]
+        trimmed, doing = Trimmed(), f"trimming {topic!r} queue {queue_id}"
         while True:
-            count, more = yield from self._script("trim-queue", [keys.log, keys.ids, keys.keys], argv, doing)
-            removed += int(count)
-            if not more or once:
-                return removed
+            reply = yield from self._script("trim-queue", keys.trim(), argv, doing)
+            trimmed.removed += int(reply[0])
+            for group, lost in zip(reply[2::2], reply[3::2]):
+                name = group.decode() if isinstance(group, bytes) else str(group)
+                trimmed.expired_unconsumed[name] = trimmed.expired_unconsumed.get(name, 0) + int(lost)
+            if not int(reply[1]) or once:
+                return trimmed
 
     @operation
     def ensure_topic(self, config: TopicConfig) -> Op[TopicConfig]:
@@ -442,6 +450,20 @@ def _searched(topic: str, queue_id: int, result: Any) -> int:
 
 #: ``end-transaction``'s code for a half message discarded because the log could not take it.
 END_DISCARDED = -3
+
+
+@dataclass
+class Trimmed:
+    """What retention removed from one queue (:meth:`MessageOps.trim`).
+
+    Attributes:
+        removed: messages removed.
+        expired_unconsumed: group → removed messages at or after its committed offset (it never consumed
+            them); only groups that lost some.
+    """
+
+    removed: int = 0
+    expired_unconsumed: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
