@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mq.connection import REDIS_ERRORS, Connection, mask_url, translate_errors
+from mq.errors import MQError
 from mq.security import role_commands
 from mq.store.health import NOT_ALLOWED, Health, Node
 
@@ -202,6 +203,27 @@ def _acl(health: Health, node: Node, namespace: str, user: str | None) -> Findin
     return Finding(OK, "acl", f"user {user or 'of the URL'} may run every command of the client role")
 
 
+def _tier(conn: Connection) -> list[Finding]:
+    """The namespace's tier (``tier_url`` the broker service published): a probe file written, read
+    back and removed. No finding without a tier."""
+    from mq.store import Store
+    from mq.store.tier import TIER_URL_SETTING
+
+    try:
+        url = Store(conn).namespace_setting(TIER_URL_SETTING)
+    except MQError as e:
+        return [Finding(WARN, "tier", f"unknown ({e})")]
+    if not url:
+        return []
+    from mq.tier.location import probe
+
+    try:
+        probe(url)
+    except Exception as e:  # pyarrow's errors (OSError, ArrowException), a bad URL: all say the tier cannot be used
+        return [Finding(FAIL, "tier", f"{url}: not writable or not reachable: {e}; uploads wait and Redis keeps every message")]
+    return [Finding(OK, "tier", f"{url}: reachable and writable")]
+
+
 def check(url: str | None, namespace: str = "mq", *, acl_user: str | None = None) -> list[Finding]:
     """Run every check on the store at ``url``; one :class:`Finding` each.
 
@@ -236,6 +258,7 @@ def check(url: str | None, namespace: str = "mq", *, acl_user: str | None = None
                 out.append(_acl(health, reachable[0], namespace, acl_user))
             except REDIS_ERRORS as e:
                 out.append(Finding(WARN, "acl", f"unknown ({e})"))
+            out += _tier(conn)
         return out
     finally:
         conn.close()

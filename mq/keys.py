@@ -40,7 +40,12 @@ key                             type        holds
                                             ``reset_seq`` → counter of its offset resets (every heartbeat reads both)
 ``{ns:g:G}:resets``             hash        topic → ``seq \x1f offsets JSON`` of the last offset reset (live members apply it)
 ``{ns}:proxy:client:C``         string      the RocketMQ 5 endpoint: client C's last Telemetry settings (protobuf), with a TTL
+``{ns:T:Q}:segments``           zset        tiered storage: the queue's manifest, segment JSON → its start offset
+``{ns:T:Q}:tierlease``          string      tiered storage: the uploader holding the queue (owner token, with a TTL)
 ==============================  ==========  ==================================================
+
+The broker service publishes its ``tier_url`` (a place, never a credential) in ``{ns}:config``; clients
+read the tier from there.
 
 Everything one queue owns shares the tag ``{ns:T:Q}``, so every per-queue script touches one slot
 and a topic's queues spread over the masters of a cluster (see docs/architecture.md).
@@ -78,6 +83,16 @@ class QueueKeys:
         return f"{self.meta.removesuffix(':q')}:trace"
 
     @property
+    def segments(self) -> str:
+        """The queue's tier manifest: segment JSON → start offset (see :mod:`mq.tier.segment`)."""
+        return f"{self.meta.removesuffix(':q')}:segments"
+
+    @property
+    def tier_lease(self) -> str:
+        """The lease of the broker service uploading this queue to the tier (owner token, with a TTL)."""
+        return f"{self.meta.removesuffix(':q')}:tierlease"
+
+    @property
     def expired(self) -> str:
         """Consumer group → messages of the queue retention removed before the group consumed them
         (a counter only ``trim-queue`` adds to)."""
@@ -100,6 +115,8 @@ class QueueKeys:
             self.txdead,
             self.timerdead,
             self.trace,
+            self.segments,
+            self.tier_lease,
             self.expired,
         ]
 

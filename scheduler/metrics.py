@@ -12,6 +12,15 @@ value and a restart neither loses nor repeats any of it):
 - ``rocketredis_timer_backlog``: delayed messages waiting to be due;
 - ``rocketredis_half_backlog``: transaction half messages waiting for commit, rollback or check-back;
 - ``rocketredis_brokers_healthy``: broker services that reported within the health timeout.
+
+With a tier (the broker service's uploader passed as ``tier``):
+
+- ``rocketredis_tier_lag_messages{topic,queue}``: messages not in the tier yet (upload lag);
+- ``rocketredis_tier_bytes{topic}``, ``rocketredis_tier_segments{topic}``: what the tier holds;
+- ``rocketredis_tier_stalled_messages{topic,queue}``: messages past hot retention that Redis keeps
+  because the tier does not hold them yet (non-zero: uploads are failing or behind);
+- ``rocketredis_tier_upload_errors_total``, ``rocketredis_tier_uploaded_bytes_total``,
+  ``rocketredis_tier_uploaded_segments_total`` (counters of this broker service).
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from mq.connection import Connection
 from mq.errors import MQError
 from mq.store import Store
 from scheduler.stats import read_figures
+from scheduler.tier import TierUploader
 
 log = logging.getLogger("scheduler.metrics")
 
@@ -36,9 +46,10 @@ log = logging.getLogger("scheduler.metrics")
 class StoreCollector(Collector):
     """Reads the namespace's figures when Prometheus scrapes."""
 
-    def __init__(self, store: Store, health_timeout_s: float) -> None:
+    def __init__(self, store: Store, health_timeout_s: float, tier: TierUploader | None = None) -> None:
         self._store = store
         self._health_timeout_s = health_timeout_s
+        self._tier = tier
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         try:
@@ -74,6 +85,36 @@ class StoreCollector(Collector):
 
         alive = healthy_brokers(self._store.conn.url, self._store.conn.namespace, self._health_timeout_s)
         yield GaugeMetricFamily("rocketredis_brokers_healthy", "Broker services reporting healthy", value=len(alive))
+        if self._tier is not None:
+            yield from self._tier_series(self._tier)
+
+    def _tier_series(self, tier: TierUploader) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        lag = GaugeMetricFamily("rocketredis_tier_lag_messages", "Messages not in the tier yet", labels=["topic", "queue"])
+        size = GaugeMetricFamily("rocketredis_tier_bytes", "Bytes of a topic's segments in the tier", labels=["topic"])
+        count = GaugeMetricFamily("rocketredis_tier_segments", "Segments of a topic in the tier", labels=["topic"])
+        for topic, (_, span) in sorted(self._store.topic_spans().items()):
+            queues = list(range(span))
+            manifests = self._store.segments_of([(topic, q) for q in queues])
+            stats = self._store.queue_stats(topic, queues)
+            for q, segs in zip(queues, manifests):
+                lag.add_metric([topic, str(q)], stats[q].max_offset - (segs[-1].end if segs else stats[q].min_offset))
+            size.add_metric([topic], sum(s.size_bytes for m in manifests for s in m))
+            count.add_metric([topic], sum(len(m) for m in manifests))
+        yield lag
+        yield size
+        yield count
+        counters = tier.counters
+        stalled = GaugeMetricFamily(
+            "rocketredis_tier_stalled_messages",
+            "Messages past hot retention the tier does not hold yet",
+            labels=["topic", "queue"],
+        )
+        for (topic, q), n in sorted(dict(counters.stalled).items()):
+            stalled.add_metric([topic, str(q)], n)
+        yield stalled
+        yield CounterMetricFamily("rocketredis_tier_upload_errors", "Failed tier uploads", value=counters.errors)
+        yield CounterMetricFamily("rocketredis_tier_uploaded_bytes", "Bytes uploaded to the tier", value=counters.bytes)
+        yield CounterMetricFamily("rocketredis_tier_uploaded_segments", "Segments uploaded to the tier", value=counters.segments)
 
 
 class MetricsServer:
@@ -99,13 +140,20 @@ class MetricsServer:
 
 
 def serve_metrics(
-    port: int, url: str | None, namespace: str, *, health_timeout_s: float = 10.0, addr: str = "127.0.0.1"
+    port: int,
+    url: str | None,
+    namespace: str,
+    *,
+    health_timeout_s: float = 10.0,
+    addr: str = "127.0.0.1",
+    tier: TierUploader | None = None,
 ) -> MetricsServer:
-    """Serve the namespace's metrics on ``http://addr:port/metrics`` until the returned server is
-    closed (before, the server and its store connection lived until the process ended: a caller that
-    was done with them could not let them go)."""
+    """Serve the namespace's metrics on ``http://addr:port/metrics`` (with the tier's series when
+    ``tier``, the broker service's uploader, is given) until the returned server is closed (before,
+    the server and its store connection lived until the process ended: a caller that was done with
+    them could not let them go)."""
     registry = CollectorRegistry()
     store = Store(Connection(url, namespace))
-    registry.register(StoreCollector(store, health_timeout_s))
+    registry.register(StoreCollector(store, health_timeout_s, tier))
     httpd, thread = start_http_server(port, addr=addr, registry=registry)
     return MetricsServer(registry, store, httpd, thread)

@@ -120,7 +120,7 @@ def test_a_group_behind_retention_is_told_what_it_lost(
     assert "total lag: 0" in out
     assert "expired: 80 messages removed by retention before the group consumed them (lost to it)" in out
 
-    with TestClient(create_app(backend_url, namespace)) as c:
+    with TestClient(create_app(backend_url, namespace), base_url="http://127.0.0.1") as c:
         data = c.get("/api/groups/lagging").json()
         page = c.get("/groups/lagging").text
     assert [(p["queue_id"], p["lag"], p["expired"]) for p in data["progress"]] == [(0, 0, 50), (1, 0, 30)]
@@ -212,7 +212,7 @@ def test_a_group_that_consumed_everything_sees_nothing(
     assert _counter(store) == {}
     assert main(["group", "progress", "caught-up", "--url", backend_url, "--namespace", namespace]) == 0
     assert "expired:" not in capsys.readouterr().out
-    with TestClient(create_app(backend_url, namespace)) as c:
+    with TestClient(create_app(backend_url, namespace), base_url="http://127.0.0.1") as c:
         data = c.get("/api/groups/caught-up").json()
         page = c.get("/groups/caught-up").text
     assert data["total_expired"] == 0 and all(p["expired"] == 0 for p in data["progress"])

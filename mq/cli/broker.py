@@ -53,6 +53,24 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         help=f"file_reserved_time_h: hours messages are kept (default: {_DEFAULTS.file_reserved_time_h:g})",
     )
     b.add_argument(
+        "--tier-url",
+        default=None,
+        help="tiered storage: file:///path or s3://bucket/prefix (S3 credentials and endpoint from the standard "
+        "AWS_* environment) (default: no tier)",
+    )
+    b.add_argument(
+        "--hot-retention-s",
+        type=float,
+        default=None,
+        help="with a tier: seconds Redis keeps a message once tiered (default: --retention-h)",
+    )
+    b.add_argument(
+        "--hot-retention-bytes",
+        type=int,
+        default=None,
+        help="with a tier: about how many bytes of each queue's log Redis keeps (default: no bound)",
+    )
+    b.add_argument(
         "--metrics-port",
         type=FIXED_PORT,
         default=None,
@@ -93,6 +111,9 @@ def _broker(args: argparse.Namespace) -> int:
         options["message_delay_level"] = args.delay_levels
     if args.retention_h is not None:
         options["file_reserved_time_h"] = args.retention_h
+    for name in ("tier_url", "hot_retention_s", "hot_retention_bytes"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
     stop = StopSignals()  # not a threading.Event set by a handler: that can deadlock (D66)
     with BrokerService(args.url, args.namespace, BrokerConfig(**options)) as service, contextlib.ExitStack() as metrics:
         if args.metrics_port:
@@ -105,6 +126,7 @@ def _broker(args: argparse.Namespace) -> int:
                     args.namespace,
                     health_timeout_s=service.config.health_timeout_s,
                     addr=args.metrics_addr,
+                    tier=service.tier,
                 )
             )
             print(f"metrics on http://{args.metrics_addr}:{args.metrics_port}/metrics", flush=True)

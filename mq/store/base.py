@@ -3,6 +3,7 @@ pipelined batches with one way of handling a failed slot."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -173,11 +174,16 @@ class StoreBase:
 
     def _queue_stats(self, queues: Sequence[tuple[str, int]], doing: str) -> Op[list[QueueStats]]:
         """Min/max offset and last store time of each ``(topic, queue_id)`` (the ``queue-stats`` script,
-        pipelined, :data:`QUEUE_BATCH` queues a round trip)."""
+        pipelined, :data:`QUEUE_BATCH` queues a round trip); with a tier, ``min_offset`` is its first offset."""
         out: list[QueueStats] = []
         for part in chunks(queues, QUEUE_BATCH):
-            calls: list[ScriptCall] = [("queue-stats", self.queue_keys(t, q).read(), []) for t, q in part]
-            out += [QueueStats(int(r[0]), int(r[1]), int(r[2])) for r in all_or_raise((yield from self._scripts(calls, doing)))]
+            keys = [self.queue_keys(t, q) for t, q in part]
+            calls: list[ScriptCall] = [("queue-stats", k.read(), []) for k in keys]
+            # the first tier segment's start (score) after the scripts: min_offset is the first of either tier
+            replies = all_or_raise((yield from self._scripts(calls, doing, functools.partial(_first_segments, keys))))
+            for r, tiered in zip(replies, replies[len(calls) :]):
+                low = int(r[0]) if not tiered else min(int(r[0]), int(tiered[0][1]))
+                out.append(QueueStats(low, int(r[1]), int(r[2])))
         return out
 
     def _slot(self, reply: Any, doing: str) -> Any:
@@ -191,6 +197,12 @@ class StoreBase:
             return e
         except Exception as e:  # not a redis error: still the store's failure for this slot
             return MQBrokerError(f"store error while {doing}: {e!r}")
+
+
+def _first_segments(keys: Sequence[QueueKeys], pipe: Any) -> None:
+    """Queue the first tier segment (with its start offset as score) of each queue."""
+    for k in keys:
+        pipe.zrange(k.segments, 0, 0, withscores=True)
 
 
 def all_or_raise(replies: Sequence[Any]) -> list[Any]:

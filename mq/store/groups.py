@@ -462,7 +462,15 @@ class GroupOps(StoreBase):
             else:
                 msgs = codec.decode_entries(p.topic, p.queue_id, reply[3:])  # each entry an [id, fields] pair
                 out.append(PullResult(msgs, int(reply[0]), int(reply[1]), reply[2] == 1))
-        return out
+        return (yield from self.read_through(pulls, out))
+
+    def read_through(
+        self, pulls: Sequence[PullRequest], results: list[PullResult | MQBrokerError]
+    ) -> Op[list[PullResult | MQBrokerError]]:
+        """The pulls' results with those that landed below what Redis holds read from the tier instead
+        (:class:`mq.store.tier.TierOps` does it; a store without tier operations keeps them)."""
+        return results
+        yield  # an operation (a generator) like the override
 
     @operation
     def wait_for_messages(

@@ -18,13 +18,17 @@
 
   ARGV[1] cutoff, epoch ms: messages stored before it are removed
   ARGV[2] most entries to remove in this call
-  ARGV[3] "1": count the groups' unconsumed messages (retention); "": remove only (an admin's purge)
+  ARGV[3] "1": count the groups' unconsumed messages (retention); "": remove only (an admin's purge,
+          the tier uploader)
+  ARGV[4] optional: never remove an offset at or past this one ("" or absent: no bound). With a tier
+          on, the uploader passes the manifest's end: a message leaves Redis only once it is tiered.
 
   Returns {removed, more, group1, expired1, group2, expired2, ...}: more is 1 when the chunk was full
   and older entries may remain; each group that lost messages in this call, with how many.
 ]]
 local limit = tonumber(ARGV[2])
 local cutoff = tonumber(ARGV[1])
+local bound = tonumber(ARGV[4] or '')
 local entries = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', limit)
 local removed = 0
 local ids, members, offsets = {}, {}, {}
@@ -37,6 +41,7 @@ for _, e in ipairs(entries) do
   end
   if st == nil or st >= cutoff then break end
   local offset = tonumber(string.match(e[1], '-(%d+)$')) - 1
+  if bound and offset >= bound then break end
   if msg_id then ids[#ids + 1] = msg_id end
   if keys then
     local padded = string.format('%020d', offset)
