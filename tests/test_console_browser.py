@@ -130,17 +130,22 @@ def screenshot(page: Any, name: str) -> None:
 
 
 @contextlib.contextmanager
-def serve(url: str, namespace: str, **options: Any) -> Iterator[str]:
+def serve(url: str, namespace: str, *, with_producer: bool = False, **options: Any) -> Iterator[str]:
     """``create_app(url, namespace, **options)`` served by uvicorn in a thread on a free loopback port;
-    yields its base URL and stops the server (and its store connection) at the end."""
+    yields its base URL and stops the server (and its store connections) at the end.
+
+    ``with_producer`` starts the console's producer (which it otherwise makes at the first test send)
+    here, so a console shared by a module's tests owns it from the start: the per-test leak check
+    (tests/leaks.py) would otherwise charge its connection to whichever test sent first."""
     import uvicorn
 
     from mq.console import create_app
 
     port = free_port()
-    config = uvicorn.Config(
-        create_app(url, namespace, **options), host="127.0.0.1", port=port, log_level="warning", ws="none", lifespan="on"
-    )
+    app = create_app(url, namespace, **options)
+    if with_producer:
+        app.state.console.producer()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="none", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="console-server", daemon=True)
     thread.start()
@@ -260,8 +265,9 @@ def _committed_all(admin: Admin, group: str) -> bool:
 
 @pytest.fixture(scope="module")
 def console(store: Store) -> Iterator[str]:
-    """The console on the module's store: no token, changes allowed."""
-    with serve(store.url, store.namespace) as base:
+    """The console on the module's store: no token, changes allowed (its producer made here: the tests
+    send through it)."""
+    with serve(store.url, store.namespace, with_producer=True) as base:
         yield base
 
 
