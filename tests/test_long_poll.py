@@ -101,7 +101,7 @@ def test_a_held_connection_keeps_one_pooled_connection_for_its_thread_and_gives_
     assert held.client.connection is not None and held.client.connection_pool is conn.client.connection_pool
     Admin(redis_server.url, namespace).create_topic("HC", read_queues=1, write_queues=1)
     queue = MessageQueue("HC", "broker-a", 0)
-    assert Store(held).wait_for_messages(queue, 0, 1, 1) is None  # nothing there: the block ran out
+    assert Store(held).wait_for_messages(queue, 0, 1, 1, group="g") == (None, None)  # nothing there: the block ran out
     held.release_held()
     assert held.client.connection is None
     conn.close()

@@ -27,6 +27,7 @@ from mq.consumer.process_queue import ProcessQueue
 from mq.errors import MQBrokerError
 from mq.message import MessageExt
 from mq.store import Store
+from mq.store.groups import PullResult
 
 log = logging.getLogger("mq.consumer")
 
@@ -43,6 +44,7 @@ WAIT_COMMIT_DELAY_S = 0.05
 WAIT_COMMIT_LOOKS = 20
 
 OnNews = Callable[[ProcessQueue, int, list[MessageExt], int], None]
+OnRewind = Callable[[ProcessQueue, int, PullResult], None]
 
 
 def wait_failed(pq: ProcessQueue, e: Exception) -> None:
@@ -115,8 +117,11 @@ class LongPoller:
 
     Args:
         url, namespace: the store.
+        group: the consumer group (each wait checks its position first, D70).
         on_news: called with ``(pq, start offset, messages read, offset after the last entry read)``
             when a wait returned entries.
+        on_rewind: called with ``(pq, start offset, rewound result)`` when the store rewound the
+            position a wait was to start from (what the wait read is then dropped).
         commit_due: the offset a waiter would commit for the queue now (None: nothing to commit); None
             when waiters never commit (offsets kept in a local file).
         before_wait: commits the queue's offset if it moved (when :class:`CommitPacer` says so).
@@ -130,7 +135,9 @@ class LongPoller:
         url: str | None,
         namespace: str,
         *,
+        group: str,
         on_news: OnNews,
+        on_rewind: OnRewind,
         commit_due: Callable[[ProcessQueue], int | None] | None,
         before_wait: Callable[[ProcessQueue], None],
         may_wait: Callable[[ProcessQueue], bool],
@@ -138,7 +145,9 @@ class LongPoller:
         stopped: threading.Event,
     ) -> None:
         self._conn = Connection(url, namespace, socket_timeout_s=LONG_POLL_BLOCK_MS / 1000 + 5)
+        self._group = group
         self._on_news = on_news
+        self._on_rewind = on_rewind
         self._commit_due = commit_due
         self._before_wait = before_wait
         self._may_wait = may_wait
@@ -196,12 +205,14 @@ class LongPoller:
     def _once(self, pq: ProcessQueue, pacer: CommitPacer, store: Store) -> None:
         """One wait of a caught-up queue (:meth:`_waiting` said so): commit if the pacer says so, block
         in the store until news or the block time, hand the news on."""
-        start = pq.next_offset
+        start, last_entry = pq.position()
         block_ms = LONG_POLL_BLOCK_MS
         if self._commit_due is not None:
             commit, block_ms = pacer.next(self._commit_due(pq), pq.stored_offset, start, time.monotonic())
             if commit:
                 self._before_wait(pq)
-        news = store.wait_for_messages(pq.queue, start, self._batch, block_ms)
-        if news is not None:
+        rewound, news = store.wait_for_messages(pq.queue, start, self._batch, block_ms, group=self._group, last_entry=last_entry)
+        if rewound is not None:
+            self._on_rewind(pq, start, rewound)
+        elif news is not None:
             self._on_news(pq, start, *news)

@@ -172,7 +172,7 @@ class Fixed:
         if offset is None:
             return
         try:
-            yield from self._offsets.commit({queue: offset})
+            yield from self._offsets.commit({queue: offset}, {queue: pq.position()})
         except (MQBrokerError, OSError) as e:
             log.warning("committing the offset of %s at release failed: %s", queue, e)
 
