@@ -133,8 +133,9 @@ class LocalFileOffsetStore:
     def commit(
         self, offsets: Mapping[MessageQueue, int], positions: Mapping[MessageQueue, tuple[int, str]] | None = None
     ) -> Op[set[MessageQueue]]:
-        """Remember ``offsets`` (``positions`` are not checked: the file is this client's own) and write every remembered offset to the file (atomically; a small
-        local write, done in place also by the asyncio consumer)."""
+        """Remember ``offsets`` and write every remembered offset to the file (atomically; a small
+        local write, done in place also by the asyncio consumer). ``positions`` are not checked: the
+        file is this client's own."""
         return (yield from at_once(self._write(offsets)))
 
     def _write(self, offsets: Mapping[MessageQueue, int]) -> set[MessageQueue]:

@@ -18,9 +18,9 @@ from mq.consumer.process_queue import ProcessQueue
 from mq.errors import MQBrokerError
 from mq.filter import MessageSelector
 from mq.message import MessageExt
+from mq.positions import rewound
 from mq.store import Store
 from mq.store.groups import PullRequest, PullResult
-from mq.positions import rewound
 from mq.store.ops import Op
 from mq.store.store import StoreOps
 

@@ -574,7 +574,11 @@ class GroupOps(StoreBase):
         Returns whether the commit's guard held (or the store's error, the commit not made), the
         rewound result when the position was rewound (else None), and what the wait read."""
         k = self.queue_keys(queue.topic, queue.queue_id)
-        call: ScriptCall = ("commit-offset", k.commit(group, guard), _commit_argv(group, commit, guard, client_id, (offset, last_entry)))
+        call: ScriptCall = (
+            "commit-offset",
+            k.commit(group, guard),
+            _commit_argv(group, commit, guard, client_id, (offset, last_entry)),
+        )
         check = _position_check(k, group, offset, last_entry)
         doing = f"committing the offset of group {group!r} and waiting for messages of {queue}"
         with self._errors(doing):
