@@ -276,3 +276,62 @@ def test_a_lossy_failover_skips_no_stored_message(
 def _rewinds(m: metrics.ClientMetrics) -> float:
     """The sum of ``rocketredis_offset_rewinds_total`` over its series."""
     return sum(s.value for family in m.offset_rewinds.collect() for s in family.samples if s.name.endswith("_total"))
+
+
+def test_a_streaming_checkpoint_beyond_a_queues_end_reads_every_new_message(
+    spark_session: Any, redis_server: RedisServer, namespace: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> None:
+    """The store is recreated under a streaming query's checkpoint (offset 100 of a queue that now
+    holds 60 new messages): the restarted query reads the 60, then 10 more, and says so.
+
+    The reader runs in Spark's Python workers, whose stderr is the one the JVM inherited when the
+    session started: pytest's session-wide capture, read here (run without ``-s``)."""
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    assert capture is not None and capture.is_globally_capturing(), "run with pytest's output capture (no -s)"
+    capture.read_global_capture()  # what came before this test
+    from tests.spark_data import fill
+
+    url = redis_server.url
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def sink(batch: Any, batch_id: int) -> None:
+        ids = [r.msg_id for r in batch.select("msg_id").collect()]
+        with lock:
+            seen.extend(ids)
+
+    def start() -> Any:
+        stream = (
+            spark_session.readStream.format("mq")
+            .options(url=url, namespace=namespace, topic="Gone", starting_offsets="earliest")
+            .load()
+        )
+        return (
+            stream.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+
+    old = fill(url, namespace, "Gone", 100, 1)
+    query = start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert sorted(seen) == sorted(old.sent)
+    with Admin(url, namespace) as admin:
+        admin.delete_topic("Gone")
+    new = fill(url, namespace, "Gone", 60, 1)  # offsets 0-59: the checkpoint's 100 is beyond the end
+    query = start()
+    try:
+        query.processAllAvailable()
+        more = fill(url, namespace, "Gone", 10, 1, create=False, start=60)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    missing = (set(new.sent) | set(more.sent)) - set(seen)
+    assert not missing, f"{len(missing)} new messages never reached the sink"
+    assert len(seen) == 170  # each message once: the recreated queue was read from its start
+    _, err = capture.read_global_capture()
+    assert "streaming offset 100 of Gone queue 0 is beyond the queue's end (60" in err, err[-2000:]
