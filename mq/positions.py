@@ -38,8 +38,8 @@ def report_rewind(group: str, queue: MessageQueue, position: int, to: int, max_o
         else "on an entry that is another message than the one it was handed"
     )
     log.warning(
-        "group %s: position %d in %s was %s, after a failover that lost messages it had read; continuing "
-        "from offset %d: %d message(s) are read again (duplicates rather than loss)",
+        "group %s: position %d in %s was %s (a failover lost messages it had read, or the queue was "
+        "recreated); continuing from offset %d: %d message(s) are read again (duplicates rather than loss)",
         group,
         position,
         queue,

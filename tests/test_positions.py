@@ -27,6 +27,7 @@ from mq import (
     Admin,
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
+    ConsumeOrderlyStatus,
     Message,
     Producer,
     PullConsumer,
@@ -170,6 +171,21 @@ def _push(url: str, delivered: Delivered, stop: threading.Event, ready: threadin
     consumer.shutdown()
 
 
+def _orderly(url: str, delivered: Delivered, stop: threading.Event, ready: threading.Event) -> None:
+    consumer = PushConsumer("g", url, namespace=NS, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe(TOPIC)
+
+    def listener(msgs: Any, ctx: Any) -> ConsumeOrderlyStatus:
+        delivered.add([m.body for m in msgs])
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer.register_orderly_listener(listener)
+    consumer.start()
+    ready.set()
+    stop.wait()
+    consumer.shutdown()
+
+
 def _pull(url: str, delivered: Delivered, stop: threading.Event, ready: threading.Event) -> None:
     consumer = PullConsumer("g", url, namespace=NS, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
     consumer.subscribe(TOPIC)
@@ -211,10 +227,10 @@ def _aio_push(url: str, delivered: Delivered, stop: threading.Event, ready: thre
     asyncio.run(run())
 
 
-CONSUMERS = {"push": _push, "pull": _pull, "simple": _simple, "aio-push": _aio_push}
+CONSUMERS = {"push": _push, "orderly": _orderly, "pull": _pull, "simple": _simple, "aio-push": _aio_push}
 #: The consumers that keep a position in memory (a simple consumer's lives in the store, in the same
 #: script that hands the messages out: the replica has both or neither, so it cannot skip).
-IN_MEMORY = {"push", "pull", "aio-push"}
+IN_MEMORY = {"push", "orderly", "pull", "aio-push"}
 
 
 def _bodies(prefix: str, n: int) -> set[bytes]:

@@ -325,15 +325,18 @@ class GroupOps(StoreBase):
         return [r == 1 for r in all_or_raise((yield from self._scripts(calls, "claiming queues")))]
 
     @operation
-    def release_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> Op[bool]:
-        """Commit ``offset`` (None: nothing) and give ``queue`` up, if the caller owns it (release-queue.lua)."""
+    def release_queue(
+        self, group: str, client_id: str, queue: MessageQueue, offset: int | None, position: tuple[int, str] | None = None
+    ) -> Op[bool]:
+        """Commit ``offset`` (None: nothing) and give ``queue`` up, if the caller owns it (release-queue.lua);
+        the offset is checked as :meth:`commit_offsets` checks it, with the caller's ``position``."""
         keys = self.queue_keys(queue.topic, queue.queue_id)
         return bool(
             (
                 yield from self._script(
                     "release-queue",
-                    [keys.owners, keys.offsets],
-                    [group, client_id, "" if offset is None else int(offset)],
+                    [keys.owners, keys.offsets, keys.meta, keys.log],
+                    [group, client_id, "" if offset is None else int(offset), *_position_argv(position)],
                     f"releasing {queue}",
                 )
             )
@@ -362,15 +365,18 @@ class GroupOps(StoreBase):
         return [r == 1 for r in all_or_raise([self._slot(r, "locking queues") for r in confirmed])]
 
     @operation
-    def unlock_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> Op[bool]:
-        """Release the caller's lock of ``queue``, committing ``offset`` (None: nothing) with it."""
+    def unlock_queue(
+        self, group: str, client_id: str, queue: MessageQueue, offset: int | None, position: tuple[int, str] | None = None
+    ) -> Op[bool]:
+        """Release the caller's lock of ``queue``, committing ``offset`` (None: nothing) with it, checked as
+        :meth:`commit_offsets` checks it with the caller's ``position``."""
         keys = self.queue_keys(queue.topic, queue.queue_id)
         return bool(
             (
                 yield from self._script(
                     "unlock-queue",
-                    [keys.lock(group), keys.offsets],
-                    [client_id, group, "" if offset is None else int(offset)],
+                    [keys.lock(group), keys.offsets, keys.meta, keys.log],
+                    [client_id, group, "" if offset is None else int(offset), *_position_argv(position)],
                     f"unlocking {queue}",
                 )
             )
@@ -650,8 +656,13 @@ class GroupOps(StoreBase):
 def _commit_argv(group: str, offset: int, guard: str, client_id: str, position: tuple[int, str] | None) -> list[Any]:
     """The arguments of a ``commit-offset`` call (``position``: the caller's next offset and the
     fingerprint of the entry before it, checked by the script; None: the offset alone is checked)."""
-    where, last_entry = position if position is not None else ("", "")
-    return [group, int(offset), guard, client_id, where, last_entry]
+    return [group, int(offset), guard, client_id, *_position_argv(position)]
+
+
+def _position_argv(position: tuple[int, str] | None) -> list[Any]:
+    """A committing script's position arguments: the caller's next offset and the fingerprint of the
+    entry before it ("" and "": not known)."""
+    return ["", ""] if position is None else [int(position[0]), position[1]]
 
 
 def _position_check(keys: Any, group: str, offset: int, last_entry: str) -> ScriptCall:

@@ -34,13 +34,6 @@ if guard == 'owner' then
 elseif guard == 'lock' then
   if redis.call('GET', KEYS[2]) ~= ARGV[4] then return 0 end
 end
-local max_offset = tonumber(redis.call('HGET', KEYS[3], 'seq') or '0')
-local offset = tonumber(ARGV[2])
-local position = tonumber(ARGV[5] ~= '' and ARGV[5] or ARGV[2])
-if offset > max_offset or position > max_offset or offset > position then return -1 end
-if ARGV[6] ~= '' and position > 0 then
-  local last = redis.call('XRANGE', KEYS[4], '0-' .. position, '0-' .. position)[1]
-  if last ~= nil and fingerprint(last[2]) ~= ARGV[6] then return -1 end
-end
+if commit_refused(KEYS[3], KEYS[4], ARGV[2], ARGV[5], ARGV[6]) then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1

@@ -12,3 +12,19 @@ local function fingerprint(fields)
   end
   return (st or '') .. ':' .. (id or '')
 end
+
+-- Whether a commit of `offset` by a caller at `position` (its next pull's offset, "" for none),
+-- after the entry whose fingerprint is `expected` ("" when not known), must not be written (D70): the
+-- offset or the position is beyond the queue's end (meta hash `meta`, field seq), the offset is
+-- beyond the position, or the entry before the position (in stream `log`) is another message.
+local function commit_refused(meta, log, offset, position, expected)
+  local max_offset = tonumber(redis.call('HGET', meta, 'seq') or '0')
+  offset = tonumber(offset)
+  position = tonumber(position ~= '' and position or offset)
+  if offset > max_offset or position > max_offset or offset > position then return true end
+  if expected ~= '' and position > 0 then
+    local last = redis.call('XRANGE', log, '0-' .. position, '0-' .. position)[1]
+    if last ~= nil and fingerprint(last[2]) ~= expected then return true end
+  end
+  return false
+end
