@@ -294,6 +294,7 @@ def _rewinds(m: metrics.ClientMetrics) -> float:
     return sum(s.value for family in m.offset_rewinds.collect() for s in family.samples if s.name.endswith("_total"))
 
 
+@pytest.mark.timeout(300)  # two streaming runs, and the JVM's start when it is the session's first Spark test
 def test_a_streaming_checkpoint_beyond_a_queues_end_reads_every_new_message(
     spark_session: Any, redis_server: RedisServer, namespace: str, tmp_path: Any, request: pytest.FixtureRequest
 ) -> None:
