@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 import threading
@@ -156,30 +157,18 @@ class Delivered:
             return wanted <= set(self.bodies)
 
 
-def _push(url: str, delivered: Delivered, stop: threading.Event, ready: threading.Event) -> None:
+def _push(url: str, delivered: Delivered, stop: threading.Event, ready: threading.Event, *, orderly: bool = False) -> None:
     consumer = PushConsumer("g", url, namespace=NS, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
     consumer.subscribe(TOPIC)
 
-    def listener(msgs: Any, ctx: Any) -> ConsumeConcurrentlyStatus:
+    def listener(msgs: Any, ctx: Any) -> Any:
         delivered.add([m.body for m in msgs])
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        return ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer.register_message_listener(listener)
-    consumer.start()
-    ready.set()
-    stop.wait()
-    consumer.shutdown()
-
-
-def _orderly(url: str, delivered: Delivered, stop: threading.Event, ready: threading.Event) -> None:
-    consumer = PushConsumer("g", url, namespace=NS, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
-    consumer.subscribe(TOPIC)
-
-    def listener(msgs: Any, ctx: Any) -> ConsumeOrderlyStatus:
-        delivered.add([m.body for m in msgs])
-        return ConsumeOrderlyStatus.SUCCESS
-
-    consumer.register_orderly_listener(listener)
+    if orderly:
+        consumer.register_orderly_listener(listener)
+    else:
+        consumer.register_message_listener(listener)
     consumer.start()
     ready.set()
     stop.wait()
@@ -227,7 +216,13 @@ def _aio_push(url: str, delivered: Delivered, stop: threading.Event, ready: thre
     asyncio.run(run())
 
 
-CONSUMERS = {"push": _push, "orderly": _orderly, "pull": _pull, "simple": _simple, "aio-push": _aio_push}
+CONSUMERS = {
+    "push": _push,
+    "orderly": functools.partial(_push, orderly=True),
+    "pull": _pull,
+    "simple": _simple,
+    "aio-push": _aio_push,
+}
 #: The consumers that keep a position in memory (a simple consumer's lives in the store, in the same
 #: script that hands the messages out: the replica has both or neither, so it cannot skip).
 IN_MEMORY = {"push", "orderly", "pull", "aio-push"}
