@@ -347,3 +347,29 @@ def test_a_streaming_checkpoint_beyond_a_queues_end_reads_every_new_message(
     assert len(seen) == 170  # each message once: the recreated queue was read from its start
     _, err = capture.read_global_capture()
     assert "streaming offset 100 of Gone queue 0 is beyond the queue's end (60" in err, err[-2000:]
+
+
+def _entries(prefix: str, offsets: range) -> list[Any]:
+    """Messages at ``offsets`` of queue ``T``/0 with msg ids ``prefix<offset>`` (as a pull decodes them)."""
+    from mq.store import codec
+
+    rows = [(b"0-%d" % (o + 1), {b"i": b"%s%d" % (prefix.encode(), o), b"b": b"x", b"bt": b"1", b"st": b"2"}) for o in offsets]
+    return codec.decode_entries(TOPIC, 0, rows)
+
+
+def test_a_message_consumed_after_its_queue_was_rewound_leaves_the_new_one_at_its_offset() -> None:
+    """A listener that finishes an old message after the rewind must not take the new message at the
+    same offset out of the cache (it would never be consumed, and the commit would pass it)."""
+    from mq.consumer.process_queue import ProcessQueue
+
+    pq = ProcessQueue(QUEUE, 10)
+    old = _entries("old", range(10, 13))
+    pq.add(old, 13)
+    pq.reset(10)  # the store rewound the queue: a failover gave offsets 10-12 to new messages
+    new = _entries("new", range(10, 13))
+    pq.add(new, 13)
+    assert pq.remove(old) == 10  # the old ones' listener calls end: nothing of the new history goes
+    assert pq.count == 3
+    assert pq.remove(new[:2]) == 12
+    assert pq.remove(new[2:]) == 13 and pq.count == 0
+    assert pq.position() == (13, "2:new12")

@@ -96,10 +96,17 @@ class ProcessQueue:
             self.largest_body = max(sizes)
 
     def remove(self, msgs: list[MessageExt]) -> int:
-        """Forget consumed messages; returns the offset to commit (smallest still in flight, else next)."""
+        """Forget consumed messages; returns the offset to commit (smallest still in flight, else next).
+
+        A message whose offset holds another message now is left alone: the queue was rewound under
+        it (a lossy failover gave its offset to a new message, D70) and the new one is still to be
+        consumed."""
         with self._lock:
+            cached = self._msgs
             for m in msgs:
-                if self._msgs.pop(m.queue_offset, None) is not None:
+                held = cached.get(m.queue_offset)
+                if held is not None and (held is m or held.msg_id == m.msg_id):
+                    del cached[m.queue_offset]
                     self._bytes -= len(m.body)
                     self.consumed_total += 1
             return self._oldest()
