@@ -123,7 +123,7 @@ class QueueKeys:
 
     def pull(self, group: str, guard: str) -> list[str]:
         """The keys of ``pull-messages``."""
-        return [self.meta, self.log, self.offsets, self.guard(group, guard)]
+        return [self.meta, self.log, self.offsets, self.guard(group, guard), self.ids]
 
     def deliver(self) -> list[str]:
         """The keys of ``deliver-due``: the put keys, the queue's timer and its dead-letter stream."""

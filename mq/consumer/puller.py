@@ -49,7 +49,7 @@ Deliver = Callable[[ProcessQueue, list[MessageExt]], None]
 
 
 def filter_args(selector: MessageSelector) -> tuple[str, str]:
-    """The store-side filter type and data of a subscription (see pull-messages-4.lua)."""
+    """The store-side filter type and data of a subscription (see pull-messages-5.lua)."""
     wire = selector.to_wire()
     if wire["type"] == "SQL92":
         return "SQL92", json.dumps(wire["ast"], separators=(",", ":"))

@@ -31,7 +31,7 @@ NO_GUARD, OWNER_GUARD, LOCK_GUARD = "", "owner", "lock"
 
 @dataclass(frozen=True)
 class PullRequest:
-    """One queue to pull from: where, how much, the store-side filter (see pull-messages-4.lua), and
+    """One queue to pull from: where, how much, the store-side filter (see pull-messages-5.lua), and
     the group's offset to commit in the same call.
 
     Attributes:

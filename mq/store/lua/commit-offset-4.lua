@@ -14,7 +14,7 @@
 
   ARGV[1] group
   ARGV[2] offset to commit
-  ARGV[3] guard: "" (no check), "owner" or "lock" (see pull-messages-4.lua)
+  ARGV[3] guard: "" (no check), "owner" or "lock" (see pull-messages-5.lua)
   ARGV[4] client id of the caller
   ARGV[5] the caller's position (where its next pull starts; at least ARGV[2]), or "" for none
   ARGV[6] the fingerprint of the entry at ARGV[5] - 1 as the caller was handed it, or "" when not
@@ -22,7 +22,7 @@
 
   Returns 1 when committed, 0 when the guard did not hold, -1 when the offset or the position is
   beyond the queue's end, the offset is beyond the position, or the entry before the position is
-  another message than the caller was handed (its next pull rewinds: pull-messages-4.lua); nothing
+  another message than the caller was handed (its next pull rewinds: pull-messages-5.lua); nothing
   is written unless 1.
 
   Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)

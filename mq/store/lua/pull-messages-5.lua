@@ -9,6 +9,8 @@
   KEYS[3] queue offsets hash (group -> committed offset)
   KEYS[4] the guard: the queue's owners hash (guard "owner") or the group's lock of the queue
           (guard "lock"); any key of the queue when ARGV[9] is ""
+  KEYS[5] queue msg id index hash (msg id -> offset): answers the position check (ARGV[11]) without
+          reading the entry
 
   ARGV[1] offset to read from (trimmed offsets are skipped: reading resumes at the oldest entry)
   ARGV[2] most messages to return
@@ -55,10 +57,7 @@ end
 local expected = ARGV[11] or ''
 if offset > max_offset or (expected ~= '' and offset > 0) then
   local diverged = offset > max_offset
-  if not diverged then
-    local last = redis.call('XRANGE', KEYS[2], '0-' .. offset, '0-' .. offset)[1]
-    diverged = last ~= nil and fingerprint(last[2]) ~= expected  -- nil: trimmed, nothing to compare
-  end
+  if not diverged then diverged = not same_entry_before(KEYS[2], KEYS[5], offset, expected) end
   if diverged then
     local committed = tonumber(redis.call('HGET', KEYS[3], ARGV[7]) or '-1')
     local to = math.min(offset, max_offset)
