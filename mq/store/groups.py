@@ -522,7 +522,15 @@ class GroupOps(StoreBase):
 
     @operation
     def wait_for_messages(
-        self, queue: MessageQueue, offset: int, count: int, block_ms: int, *, group: str, last_entry: str = ""
+        self,
+        queue: MessageQueue,
+        offset: int,
+        count: int,
+        block_ms: int,
+        *,
+        group: str,
+        last_entry: str = "",
+        check: bool = True,
     ) -> Op[tuple[PullResult | None, tuple[list[MessageExt], int] | None]]:
         """Block up to ``block_ms`` until ``queue`` has a message at or after ``offset``; returns up to
         ``count`` of them unfiltered with the offset after the last entry read, or None when none
@@ -531,23 +539,28 @@ class GroupOps(StoreBase):
         The position is checked first in the same round trip (``pull-messages`` reading nothing,
         with ``group`` and ``last_entry``, see :class:`PullRequest`): the first item is the rewound
         result when the position is beyond the queue's end or on another history (D70; what the
-        wait read is then not the caller's), else None."""
+        wait read is then not the caller's), else None. ``check=False`` leaves the check out (a plain
+        ``XREAD BLOCK``: a caller that knows its connection still reaches the server it checked on)."""
         k = self.queue_keys(queue.topic, queue.queue_id)
-        check = _position_check(k, group, offset, last_entry)
         doing = f"waiting for messages of {queue}"
+        if not check:
+            with self._errors(doing):
+                reply = yield Cmd(lambda c: c.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms))
+            return (yield from self._waited(queue, offset, last_entry, None, [offset, 0, 1, last_entry], reply, doing))
+        call = _position_check(k, group, offset, last_entry)
         with self._errors(doing):
             checked, reply = yield from _on_node(
-                scripts.EvalThen(k.log, [check], lambda p: p.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms))
+                scripts.EvalThen(k.log, [call], lambda p: p.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms))
             )
-        return (yield from self._waited(queue, offset, last_entry, check, checked, reply, doing))
+        return (yield from self._waited(queue, offset, last_entry, call, checked, reply, doing))
 
     def _waited(
-        self, queue: MessageQueue, offset: int, last_entry: str, check: ScriptCall, checked: Any, reply: Any, doing: str
+        self, queue: MessageQueue, offset: int, last_entry: str, check: ScriptCall | None, checked: Any, reply: Any, doing: str
     ) -> Op[tuple[PullResult | None, tuple[list[MessageExt], int] | None]]:
         """What a wait with its position check ``check`` found (see :meth:`wait_for_messages`)."""
         if isinstance(reply, Exception):
             raise self._slot(reply, doing)
-        if isinstance(checked, NoScriptError):  # not loaded yet: load it and check now (it only reads, or rewinds)
+        if isinstance(checked, NoScriptError) and check is not None:  # not loaded yet: load it, check now
             checked = (yield from self._scripts([check], doing))[0]
         if isinstance(checked, Exception):
             raise self._slot(checked, doing)
