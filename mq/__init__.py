@@ -51,7 +51,7 @@ from mq.producer import (
     TransactionSendResult,
 )
 from mq.queue import MessageQueue
-from mq.topic import QueueProgress, QueueStats, TopicConfig
+from mq.topic import QueueProgress, QueueStats, TierStats, TopicConfig
 
 __version__ = "0.1.0"
 
@@ -98,6 +98,7 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SimpleConsumer",
+    "TierStats",
     "TopicConfig",
     "TopicNotFoundError",
     "TransactionProducer",

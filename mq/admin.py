@@ -20,13 +20,15 @@ from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError, TopicNotFoundError
 from mq.group import GroupConfig
 from mq.message import Message, MessageExt
+from mq.msgid import msgid_time_ms
 from mq.properties import DLQ_LETTER, DLQ_REASON, ORIGIN_MESSAGE_ID, RESENT, RETRY_TOPIC
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.rates import STATS_HISTORY_S, Rates, rates_over
 from mq.store import Store, codec
 from mq.store.ops import Op, SyncRunner, operation
 from mq.store.store import StoreOps, decode_half
-from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TopicConfig
+from mq.store.tier import TIER_URL_SETTING
+from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TierStats, TopicConfig
 from mq.trace import NAMESPACE_SETTING, TraceEvent
 from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
 
@@ -38,6 +40,11 @@ MAX_KEY_QUERY = 64
 MAX_RANGE_READ = 1024
 #: The window of :meth:`Admin.stats`, seconds.
 STATS_WINDOW_S = 60.0
+
+
+#: How far a producer's clock may run ahead of the store's: a tiered lookup by id reads the segments
+#: stored after the id's time less this, milliseconds.
+ID_CLOCK_SLACK_MS = 300_000
 
 
 class AdminOps:
@@ -84,12 +91,21 @@ class AdminOps:
 
     @operation
     def update_topic(
-        self, topic: str, *, read_queues: int | None = None, write_queues: int | None = None, perm: str | None = None
+        self,
+        topic: str,
+        *,
+        read_queues: int | None = None,
+        write_queues: int | None = None,
+        perm: str | None = None,
+        hot_retention_s: float | None = None,
+        hot_retention_bytes: int | None = None,
     ) -> Op[TopicConfig]:
-        """Change queue counts or perm of an existing topic; None keeps a value.
+        """Change queue counts, perm or hot retention of an existing topic; None keeps a value.
 
         Growing takes effect at once. To shrink safely, lower ``write_queues`` first, let consumers
         drain the high queues, then lower ``read_queues``; messages are never deleted by this.
+        ``hot_retention_s`` / ``hot_retention_bytes`` override the broker service's for this topic's
+        queues when a tier is on (how long / how much Redis keeps of what the tier holds).
 
         Raises:
             TopicNotFoundError: the topic does not exist.
@@ -100,6 +116,8 @@ class AdminOps:
             read_queues=current.read_queues if read_queues is None else read_queues,
             write_queues=current.write_queues if write_queues is None else write_queues,
             perm=current.perm if perm is None else perm,
+            hot_retention_s=current.hot_retention_s if hot_retention_s is None else hot_retention_s,
+            hot_retention_bytes=current.hot_retention_bytes if hot_retention_bytes is None else hot_retention_bytes,
         )
         (yield from StoreOps.save_topic.op(self._store, config))
         return config
@@ -132,6 +150,30 @@ class AdminOps:
         return {MessageQueue(topic, DEFAULT_BROKER_NAME, q): s for q, s in stats.items()}
 
     @operation
+    def tier_url(self) -> Op[str | None]:
+        """The tier the namespace's broker service uploads to (``tier_url``), or None without one."""
+        return (yield from StoreOps.namespace_setting.op(self._store, TIER_URL_SETTING)) or None
+
+    @operation
+    def tier_status(self, topic: str) -> Op[dict[MessageQueue, TierStats]]:
+        """What the tier holds of every queue of ``topic``: offsets, segments, bytes (see
+        :class:`TierStats`; a queue with nothing tiered has an empty range at its first offset).
+
+        Raises:
+            TopicNotFoundError: the topic does not exist.
+        """
+        config = yield from AdminOps._require.op(self, topic)
+        queue_ids = range(config.queue_count)
+        manifests = yield from StoreOps.segments_of.op(self._store, [(topic, q) for q in queue_ids])
+        stats = yield from StoreOps.queue_stats.op(self._store, topic, queue_ids)
+        out = {}
+        for q, segs in zip(queue_ids, manifests):
+            low = segs[0].start if segs else stats[q].min_offset
+            end = segs[-1].end if segs else low
+            out[MessageQueue(topic, DEFAULT_BROKER_NAME, q)] = TierStats(low, end, len(segs), sum(s.size_bytes for s in segs))
+        return out
+
+    @operation
     def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> Op[int]:
         """The offset of the first message in ``queue`` stored at or after ``timestamp_ms``.
 
@@ -145,10 +187,20 @@ class AdminOps:
 
     @operation
     def query_message(self, topic: str, msg_id: str) -> Op[MessageExt | None]:
-        """The message of ``topic`` with id ``msg_id``, or None when it is not stored."""
+        """The message of ``topic`` with id ``msg_id``, or None when it is not stored.
+
+        With a tier and an id not in Redis, the ``msg_id`` column of the segments stored after the id's
+        time less :data:`ID_CLOCK_SLACK_MS` (ids of this library carry it; others: every segment) is read.
+        """
         config = yield from AdminOps._require.op(self, topic)
         found = yield from StoreOps.find_ids.op(self._store, topic, range(config.queue_count), msg_id)
         messages = yield from StoreOps.read_at.op(self._store, topic, found[:1])
+        if not messages:  # not in Redis: the tier (our ids carry their send time: older segments are skipped)
+            made_ms = msgid_time_ms(msg_id)
+            begin_ms = None if made_ms is None else made_ms - ID_CLOCK_SLACK_MS
+            messages = yield from StoreOps.find_in_tier.op(
+                self._store, topic, range(config.queue_count), "msg_id", msg_id, 1, begin_ms=begin_ms
+            )
         return messages[0] if messages else None
 
     @operation
@@ -160,15 +212,23 @@ class AdminOps:
         Args:
             max_num: at most this many (1..64).
             begin_ms, end_ms: only messages stored in ``[begin_ms, end_ms]`` (epoch ms) when given.
+
+        With a tier, its segments are searched too: the ``keys`` column of every segment the time
+        bounds leave (give bounds: without them the whole tier's key column is read).
         """
         if not isinstance(max_num, int) or not 1 <= max_num <= MAX_KEY_QUERY:
             raise MQClientError(f"max_num must be in 1..{MAX_KEY_QUERY}, got {max_num!r}")
         config = yield from AdminOps._require.op(self, topic)
-        found = yield from StoreOps.find_keys.op(self._store, topic, range(config.queue_count), key, limit=MAX_KEY_QUERY)
+        queue_ids = range(config.queue_count)
+        found = yield from StoreOps.find_keys.op(self._store, topic, queue_ids, key, limit=MAX_KEY_QUERY)
         stored = yield from StoreOps.read_at.op(self._store, topic, found)
+        tiered = yield from StoreOps.find_in_tier.op(
+            self._store, topic, queue_ids, "keys", key, max_num, begin_ms=begin_ms, end_ms=end_ms
+        )
+        held = {(m.queue_id, m.queue_offset) for m in stored}  # a message just tiered is in both until the trim
         messages = [
             m
-            for m in stored
+            for m in stored + [t for t in tiered if (t.queue_id, t.queue_offset) not in held]
             if (begin_ms is None or m.store_timestamp_ms >= begin_ms) and (end_ms is None or m.store_timestamp_ms <= end_ms)
         ]
         messages.sort(key=lambda m: (m.store_timestamp_ms, m.queue_id, m.queue_offset))
@@ -247,7 +307,8 @@ class AdminOps:
 
     @operation
     def consumer_progress(self, group: str, topic: str | None = None) -> Op[list[QueueProgress]]:
-        """Broker offset, committed offset and lag of ``group`` on every readable queue.
+        """Broker offset, committed offset, lag and messages lost to retention (``expired``) of ``group``
+        on every readable queue.
 
         Args:
             topic: one topic; None means every topic the group has offsets on or subscribes to.
@@ -258,13 +319,14 @@ class AdminOps:
         for name in topics:
             configs.append((yield from AdminOps._require.op(self, name)))
         queues = [MessageQueue(c.name, DEFAULT_BROKER_NAME, q) for c in configs for q in range(c.read_queues) if c.readable(q)]
-        # every topic's queues at once: one round trip for the stats, one for the offsets
+        # every topic's queues at once: one round trip each for the stats, the offsets and the expired counts
         stats = yield from StoreOps.queues_state.op(self._store, [(mq.topic, mq.queue_id) for mq in queues], offsets=False)
         committed = yield from StoreOps.read_offsets.op(self._store, group, queues)
+        expired = yield from StoreOps.expired_unconsumed.op(self._store, [(mq.topic, mq.queue_id) for mq in queues])
         rows: list[QueueProgress] = []
-        for mq, (s, _, _) in zip(queues, stats):
+        for mq, (s, _, _), lost in zip(queues, stats, expired):
             consumer = committed.get(mq, -1)
-            rows.append(QueueProgress(mq, s.max_offset, consumer, s.lag(consumer)))
+            rows.append(QueueProgress(mq, s.max_offset, consumer, s.lag(consumer), lost.get(group, 0)))
         return rows
 
     @operation
@@ -445,9 +507,9 @@ class AdminOps:
         topic = dlq_topic(check_group(group))
         if (yield from StoreOps.topic.op(self._store, topic)) is None:
             return 0
-        removed = yield from StoreOps.trim.op(self._store, topic, 0, 2**62)
+        purged = yield from StoreOps.trim.op(self._store, topic, 0, 2**62, count_unconsumed=False)
         (yield from StoreOps.clear_resent.op(self._store, group))
-        return removed
+        return purged.removed
 
     # -- broker ---------------------------------------------------------------------------------
 
@@ -552,7 +614,9 @@ class AdminOps:
         """Every stored copy of message ``msg_id``: in ``topic`` only, or (None) in every topic of the
         namespace, by the id index of each queue (one ``HGET`` per queue, pipelined: bounded by the
         number of queues, never a scan of the messages). A message that was retried or dead-lettered
-        has copies with the same id in ``%RETRY%<group>`` and ``%DLQ%<group>``; user topics come first."""
+        has copies with the same id in ``%RETRY%<group>`` and ``%DLQ%<group>``; user topics come first.
+        With a tier, each topic's segments stored after the id's time are searched too (their
+        ``msg_id`` column: a cost that grows with what the tier holds since then)."""
         if not isinstance(msg_id, str) or not msg_id:
             raise MQClientError(f"msg_id must be a non-empty string, got {msg_id!r}")
         configs = (
@@ -564,9 +628,21 @@ class AdminOps:
         found = yield from StoreOps.find_id_in.op(
             self._store, [(c.name, q) for c in configs for q in range(c.queue_count)], msg_id
         )
-        out: list[MessageExt] = []
+        held: dict[str, list[MessageExt]] = {}
         for name, copies in itertools.groupby(found, key=lambda f: f[0]):  # one round trip per topic
-            out += yield from StoreOps.read_at.op(self._store, name, [(qid, offset) for _, qid, offset in copies])
+            held[name] = yield from StoreOps.read_at.op(self._store, name, [(qid, offset) for _, qid, offset in copies])
+        out: list[MessageExt] = []
+        made_ms = msgid_time_ms(msg_id)
+        since_ms = None if made_ms is None else made_ms - ID_CLOCK_SLACK_MS
+        for c in configs:  # with a tier, its copies too (none without one: find_in_tier reads nothing)
+            redis_copies = held.get(c.name, [])
+            queues = range(c.queue_count)
+            tiered = yield from StoreOps.find_in_tier.op(self._store, c.name, queues, "msg_id", msg_id, 1, begin_ms=since_ms)
+            seen = {(m.queue_id, m.queue_offset) for m in redis_copies}
+            out += sorted(
+                [*redis_copies, *(m for m in tiered if (m.queue_id, m.queue_offset) not in seen)],
+                key=lambda m: (m.queue_id, m.queue_offset),
+            )
         return out
 
     @operation

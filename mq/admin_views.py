@@ -36,6 +36,8 @@ class QueueState:
         readable, writable: by the topic's queue counts and perm.
         offsets: group → committed offset (next to consume); groups without one are absent.
         owners: group → client id consuming the queue now (read only when asked: else empty).
+        expired: group → messages retention removed before the group consumed them, ever (read only
+            when asked: else empty; groups that never lost one are absent).
     """
 
     message_queue: MessageQueue
@@ -44,6 +46,7 @@ class QueueState:
     writable: bool
     offsets: dict[str, int]
     owners: dict[str, str] = field(default_factory=dict)
+    expired: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -69,10 +72,13 @@ class AdminViews:
     _require: Callable[[str], TopicConfig]
     _topics_with_offsets: Callable[[str, Sequence[TopicConfig] | None], set[str]]
 
-    def queue_states(self, topics: Sequence[str], *, offsets: bool = True, owners: bool = False) -> dict[str, list[QueueState]]:
+    def queue_states(
+        self, topics: Sequence[str], *, offsets: bool = True, owners: bool = False, expired: bool = False
+    ) -> dict[str, list[QueueState]]:
         """Every queue (``0..queue_count-1``) of each of ``topics``, with stats and every group's committed
         offset, in two pipelined round trips per 2 000 queues (one with ``offsets=False``: the
-        ``offsets`` of each state are then empty; one more with ``owners=True``, which fills ``owners``).
+        ``offsets`` of each state are then empty; one more with ``owners=True``, which fills ``owners``,
+        and one more with ``expired=True``, which fills ``expired``).
 
         Raises:
             TopicNotFoundError: one of ``topics`` does not exist.
@@ -80,13 +86,14 @@ class AdminViews:
         configs = [self._require(t) for t in topics]
         locations = [(c.name, q) for c in configs for q in range(c.queue_count)]
         rows = iter(self._store.queues_state(locations, offsets=offsets, owners=owners))
+        lost = iter(self._store.expired_unconsumed(locations) if expired else [{} for _ in locations])
         out: dict[str, list[QueueState]] = {}
         for c in configs:
             out[c.name] = []
             for q in range(c.queue_count):
                 stats, committed, held = next(rows)
                 mq = MessageQueue(c.name, DEFAULT_BROKER_NAME, q)
-                out[c.name].append(QueueState(mq, stats, c.readable(q), c.writable(q), committed, held))
+                out[c.name].append(QueueState(mq, stats, c.readable(q), c.writable(q), committed, held, next(lost)))
         return out
 
     def group_lags(self, groups: Sequence[str]) -> dict[tuple[str, str], int]:

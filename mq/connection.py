@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import copy
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -86,8 +87,14 @@ def _credentials(url: str) -> tuple[str, str, str] | None:
     return scheme + sep, userinfo, host
 
 
+#: A query option redis-py takes as a password (``?password=…``, ``?ssl_password=…``): its value is masked too.
+_QUERY_SECRET = re.compile(r"([?&](?:ssl_)?password=)[^&#]*", re.IGNORECASE)
+
+
 def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (safe for logs and errors), whatever it holds."""
+    """``url`` with any password (user info, ``password`` or ``ssl_password`` in the query) replaced by
+    ``***`` (safe for logs and errors), whatever it holds."""
+    url = _QUERY_SECRET.sub(r"\1***", url)
     split = _credentials(url)
     if split is None:
         return url

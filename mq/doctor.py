@@ -7,7 +7,8 @@ Checks, on the master (each cluster primary):
 - replicas connected, their state and lag; no replica → WARN (a lost server loses everything);
 - Sentinel (``redis+sentinel://``): each sentinel reachable, ``SENTINEL CKQUORUM`` → FAIL when no quorum;
 - cluster: state and slot coverage → FAIL unless ok and all 16384 slots served; masters without replica;
-- Redis version (and what ``sync_replicas`` uses: ``WAIT``; ``WAITAOF`` exists from 7.2);
+- the server (Redis or Valkey) and its version, and what ``sync_replicas`` and ``sync_flush`` use on it
+  (``WAIT``; ``WAITAOF`` from Redis 7.2);
 - the ACL user's missing commands (``ACL DRYRUN``) against the ``client`` role of :mod:`mq.security`.
 
 A fact the user may not read (``CONFIG`` refused, as on managed services and least-privilege users)
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mq.connection import REDIS_ERRORS, Connection, mask_url, translate_errors
+from mq.errors import MQError
 from mq.security import role_commands
 from mq.store.health import NOT_ALLOWED, Health, Node
 
@@ -51,27 +53,39 @@ def _version(raw: str) -> tuple[int, ...]:
     return tuple(int(p) for p in raw.split(".")[:2] if p.isdigit())
 
 
+def server_of(info: dict[str, Any]) -> tuple[str, str]:
+    """``(name, version)`` of the server an ``INFO server`` reply describes: ``("Redis", "8.2.3")``,
+    ``("Valkey", "9.1.2")`` (Valkey names itself in ``server_name`` and reports a Redis-compatible
+    ``redis_version`` besides its own)."""
+    name = str(info.get("server_name") or "redis")
+    version = str(info.get(f"{name}_version") or info.get("redis_version", "?"))
+    return ("Redis" if name == "redis" else name.capitalize()), version
+
+
+def _version_finding(info: dict[str, Any], where: str) -> Finding:
+    """Which server and version, and what the durability modes use on it."""
+    name, version = server_of(info)
+    compatible = str(info.get("redis_version", "?"))
+    v = _version(compatible)
+    level = OK if v >= MIN_VERSION else WARN
+    modes = (
+        "sync_replicas uses WAIT (replica memory), sync_flush uses WAITAOF (AOF on disk)"
+        if v >= WAITAOF_VERSION
+        else "sync_replicas uses WAIT (replica memory); sync_flush is refused (WAITAOF needs Redis >= 7.2)"
+    )
+    text = f"{name} {version}" + ("" if name == "Redis" else f" (Redis {compatible} compatible)") + f"; {modes}"
+    if level != OK:
+        text += f"; tested from {'.'.join(map(str, MIN_VERSION))}"
+    return Finding(level, f"version{where}", text)
+
+
 def _check_node(health: Health, node: Node, where: str, *, cluster: bool) -> list[Finding]:
     out: list[Finding] = []
     server = health.info(node, "server")
     if server == NOT_ALLOWED or not isinstance(server, dict):
         out.append(Finding(WARN, f"version{where}", "unknown (INFO is not allowed to this user)"))
     else:
-        version = str(server.get("redis_version", "?"))
-        v = _version(version)
-        level = OK if v >= MIN_VERSION else WARN
-        wait = (
-            "WAITAOF available, sync_replicas uses WAIT (replica memory)"
-            if v >= WAITAOF_VERSION
-            else "sync_replicas uses WAIT (replica memory; WAITAOF needs Redis >= 7.2)"
-        )
-        out.append(
-            Finding(
-                level,
-                f"version{where}",
-                f"Redis {version}; {wait}" + ("" if level == OK else f"; tested from {'.'.join(map(str, MIN_VERSION))}"),
-            )
-        )
+        out.append(_version_finding(server, where))
     policy = health.config(node, "maxmemory-policy")
     if policy == NOT_ALLOWED:
         out.append(
@@ -189,6 +203,27 @@ def _acl(health: Health, node: Node, namespace: str, user: str | None) -> Findin
     return Finding(OK, "acl", f"user {user or 'of the URL'} may run every command of the client role")
 
 
+def _tier(conn: Connection) -> list[Finding]:
+    """The namespace's tier (``tier_url`` the broker service published): a probe file written, read
+    back and removed. No finding without a tier."""
+    from mq.store import Store
+    from mq.store.tier import TIER_URL_SETTING
+
+    try:
+        url = Store(conn).namespace_setting(TIER_URL_SETTING)
+    except MQError as e:
+        return [Finding(WARN, "tier", f"unknown ({e})")]
+    if not url:
+        return []
+    from mq.tier.location import probe
+
+    try:
+        probe(url)
+    except Exception as e:  # pyarrow's errors (OSError, ArrowException), a bad URL: all say the tier cannot be used
+        return [Finding(FAIL, "tier", f"{url}: not writable or not reachable: {e}; uploads wait and Redis keeps every message")]
+    return [Finding(OK, "tier", f"{url}: reachable and writable")]
+
+
 def check(url: str | None, namespace: str = "mq", *, acl_user: str | None = None) -> list[Finding]:
     """Run every check on the store at ``url``; one :class:`Finding` each.
 
@@ -223,6 +258,7 @@ def check(url: str | None, namespace: str = "mq", *, acl_user: str | None = None
                 out.append(_acl(health, reachable[0], namespace, acl_user))
             except REDIS_ERRORS as e:
                 out.append(Finding(WARN, "acl", f"unknown ({e})"))
+            out += _tier(conn)
         return out
     finally:
         conn.close()

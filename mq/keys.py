@@ -12,6 +12,7 @@ key                             type        holds
 ``{ns:T:Q}:keys``               zset        ``key \\x1f offset`` (20 digits), score 0 (query by key)
 ``{ns:T:Q}:offsets``            hash        consumer group → committed offset (clustering mode)
 ``{ns:T:Q}:owners``             hash        consumer group → client id consuming the queue now
+``{ns:T:Q}:expired``            hash        consumer group → messages retention removed before the group consumed them
 ``{ns:T:Q}:timer``              zset        delayed message entry id → due time, ms
 ``{ns:T:Q}:delayed``            stream      delayed messages waiting to be due (auto ids)
 ``{ns}:timers``                 zset        ``topic \\x1f queue id`` → earliest due time of that queue
@@ -39,7 +40,12 @@ key                             type        holds
                                             ``reset_seq`` → counter of its offset resets (every heartbeat reads both)
 ``{ns:g:G}:resets``             hash        topic → ``seq \x1f offsets JSON`` of the last offset reset (live members apply it)
 ``{ns}:proxy:client:C``         string      the RocketMQ 5 endpoint: client C's last Telemetry settings (protobuf), with a TTL
+``{ns:T:Q}:segments``           zset        tiered storage: the queue's manifest, segment JSON → its start offset
+``{ns:T:Q}:tierlease``          string      tiered storage: the uploader holding the queue (owner token, with a TTL)
 ==============================  ==========  ==================================================
+
+The broker service publishes its ``tier_url`` (a place, never a credential) in ``{ns}:config``; clients
+read the tier from there.
 
 Everything one queue owns shares the tag ``{ns:T:Q}``, so every per-queue script touches one slot
 and a topic's queues spread over the masters of a cluster (see docs/architecture.md).
@@ -76,6 +82,22 @@ class QueueKeys:
         """The message trace of the queue: msg id → its events (see :mod:`mq.trace`)."""
         return f"{self.meta.removesuffix(':q')}:trace"
 
+    @property
+    def segments(self) -> str:
+        """The queue's tier manifest: segment JSON → start offset (see :mod:`mq.tier.segment`)."""
+        return f"{self.meta.removesuffix(':q')}:segments"
+
+    @property
+    def tier_lease(self) -> str:
+        """The lease of the broker service uploading this queue to the tier (owner token, with a TTL)."""
+        return f"{self.meta.removesuffix(':q')}:tierlease"
+
+    @property
+    def expired(self) -> str:
+        """Consumer group → messages of the queue retention removed before the group consumed them
+        (a counter only ``trim-queue`` adds to)."""
+        return f"{self.meta.removesuffix(':q')}:expired"
+
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
         return [
@@ -93,6 +115,9 @@ class QueueKeys:
             self.txdead,
             self.timerdead,
             self.trace,
+            self.segments,
+            self.tier_lease,
+            self.expired,
         ]
 
     def end_transaction(self) -> list[str]:
@@ -132,6 +157,10 @@ class QueueKeys:
     def put(self) -> list[str]:
         """The keys of the ``put-messages`` script."""
         return [self.meta, self.log, self.ids, self.keys]
+
+    def trim(self) -> list[str]:
+        """The keys of ``trim-queue``: the log, its indexes, the groups' offsets and expired counts."""
+        return [self.log, self.ids, self.keys, self.offsets, self.expired]
 
     def read(self) -> list[str]:
         """The keys of the read-side scripts (``queue-stats``, ``search-offset``, ``pull-messages``)."""

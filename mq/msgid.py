@@ -45,3 +45,14 @@ def new_msg_id(now_ms: int | None = None) -> str:
 def new_client_id() -> str:
     """A client id unique across hosts and processes, readable in admin output (``host@pid@random``)."""
     return f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:8]}"
+
+
+def msgid_time_ms(msg_id: str) -> int | None:
+    """The time a message id of :func:`new_msg_id` was made, epoch ms (None for another shape of id:
+    the RocketMQ 5 clients' ids that ``mq proxy`` keeps)."""
+    if len(msg_id) != 32:
+        return None
+    try:
+        return int(msg_id[12:24], 16)
+    except ValueError:
+        return None

@@ -32,6 +32,7 @@ SCRIPT_COMMANDS = (
     "get",
     "hdel",
     "hget",
+    "hgetall",
     "hincrby",
     "hmget",
     "hset",
@@ -76,7 +77,11 @@ CLIENT_COMMANDS = (
     "zrangebyscore",
     "zrem",
     "wait",
+    "role",  # sync_replicas="all" counts the master's replicas
 )
+#: ``sync_flush``'s command: not in the roles, which must also load on Redis 7.0 (where ``ACL SETUSER``
+#: refuses a command it does not know); add it to a user of ``sync_flush`` on Redis >= 7.2.
+SYNC_FLUSH_COMMANDS = ("waitaof",)
 #: Connection housekeeping redis-py performs (handshake, health checks, cluster topology).
 CONNECTION_COMMANDS = ("auth", "hello", "ping", "client|setname", "cluster|slots", "cluster|shards")
 #: Read-only probes of the store checks (``mq doctor``, and the broker service once at start). In no

@@ -27,6 +27,10 @@ class TopicConfig:
         write_queues: producers send to queue ids ``< write_queues``.
         perm: ``"rw"``, ``"r"`` or ``"w"``.
         order: the topic carries ordered messages (informational, as in RocketMQ).
+        hot_retention_s: with a tier, how long Redis keeps this topic's tiered messages, seconds
+            (None: the broker service's ``hot_retention_s``).
+        hot_retention_bytes: with a tier, about how much of each queue's log Redis keeps, bytes
+            (None: the broker service's ``hot_retention_bytes``).
     """
 
     name: str
@@ -34,6 +38,8 @@ class TopicConfig:
     write_queues: int = DEFAULT_QUEUE_NUMS
     perm: str = "rw"
     order: bool = False
+    hot_retention_s: float | None = None
+    hot_retention_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for field in ("read_queues", "write_queues"):
@@ -42,6 +48,10 @@ class TopicConfig:
                 raise MQClientError(f"{field} must be an int in 1..{MAX_QUEUE_NUMS}, got {value!r}")
         if self.perm not in PERMS:
             raise MQClientError(f"perm must be one of {PERMS}, got {self.perm!r}")
+        for name in ("hot_retention_s", "hot_retention_bytes"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise MQClientError(f"{name} must be a positive number or None, got {value!r}")
 
     @property
     def queue_count(self) -> int:
@@ -65,8 +75,13 @@ class TopicConfig:
         return [MessageQueue(self.name, broker_name, q) for q in range(self.write_queues) if self.writable(q)]
 
     def to_json(self) -> str:
-        """The stored form."""
-        return json.dumps(asdict(self), separators=(",", ":"))
+        """The stored form (hot retention only when set: topics without stay as before)."""
+        data = {k: v for k, v in asdict(self).items() if v is not None or k not in _OPTIONAL}
+        return json.dumps(data, separators=(",", ":"))
+
+
+#: TopicConfig fields stored only when set.
+_OPTIONAL = ("hot_retention_s", "hot_retention_bytes")
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,7 @@ class QueueStats:
     """Offsets of one queue [RocketMQ ``TopicOffset``].
 
     Attributes:
-        min_offset: the oldest offset still stored.
+        min_offset: the oldest offset still stored, in Redis or in the tier.
         max_offset: the next offset to be written (messages stored = max − min).
         last_store_timestamp_ms: store time of the newest message, epoch ms (0 when empty).
     """
@@ -101,10 +116,38 @@ class QueueProgress:
         message_queue: the queue.
         broker_offset: the queue's max offset (next to be written).
         consumer_offset: the group's committed offset (next to consume); -1 when it has none.
-        lag: messages not yet consumed (``broker_offset - consumer_offset``; all stored ones when none).
+        lag: messages still stored that the group has not consumed yet (``broker_offset -
+            max(consumer_offset, min offset)``; all stored ones when it has no offset).
+        expired: messages of the queue retention removed before the group consumed them, ever (a
+            counter kept in the store; the group never sees them). Not part of ``lag``: a group that
+            fell behind retention shows lag 0 and ``expired`` > 0, never 0 and 0.
     """
 
     message_queue: MessageQueue
     broker_offset: int
     consumer_offset: int
     lag: int
+    expired: int = 0
+
+
+@dataclass(frozen=True)
+class TierStats:
+    """What the tier holds of one queue (``Admin.tier_status``).
+
+    Attributes:
+        tiered_min_offset: the first offset held in the tier.
+        tiered_end_offset: one past the last one: Redis holds the queue from here on (equal to
+            ``tiered_min_offset`` when nothing is tiered).
+        segments: how many segment files hold them.
+        bytes: their total size in the tier, bytes.
+    """
+
+    tiered_min_offset: int
+    tiered_end_offset: int
+    segments: int
+    bytes: int
+
+    @property
+    def messages(self) -> int:
+        """Messages held in the tier."""
+        return self.tiered_end_offset - self.tiered_min_offset

@@ -9,6 +9,8 @@ Jobs (each ``coalesce=True``, ``max_instances=1``):
 - retention;
 - removal of dead clients from group registries (expired orderly locks vanish by their Redis TTL);
 - a stats snapshot for ``Admin.broker_stats`` (topic totals, lag, DLQ sizes, backlogs);
+- with ``tier_url``: the tier uploader (segments, then hot retention in place of retention) and its
+  sweep (unrecorded files, segments past ``file_reserved_time_h``), see :mod:`scheduler.tier`;
 - a health beat read by ``mq broker --check``.
 
 Several services may run against one namespace: delivery is one atomic script per queue, retention
@@ -36,9 +38,11 @@ from mq.errors import MQError
 from mq.producer.producer import sync_socket_timeout_s
 from mq.store import Store
 from mq.store.replication import SyncReplicas
+from mq.store.tier import TIER_URL_SETTING
 from scheduler.config import BrokerConfig
 from scheduler.retention import apply_retention
 from scheduler.stats import read_figures, save_snapshot
+from scheduler.tier import TierUploader
 from scheduler.timers import TimerDelivery
 from scheduler.transactions import TransactionChecker
 
@@ -57,7 +61,7 @@ class BrokerService:
     def __init__(self, url: str | None = None, namespace: str = "mq", config: BrokerConfig | None = None) -> None:
         self.config = config or BrokerConfig()
         self.id = f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:6]}"
-        sync = SyncReplicas(self.config.sync_replicas, self.config.sync_replicas_timeout_ms)
+        sync = SyncReplicas(self.config.sync_replicas, self.config.sync_replicas_timeout_ms, self.config.sync_flush)
         self._conn = Connection(url, namespace, socket_timeout_s=sync_socket_timeout_s(sync))
         self._store = Store(self._conn, sync=sync)
         self._stop = threading.Event()
@@ -65,6 +69,12 @@ class BrokerService:
             self._store, poll_ms=self.config.timer_poll_ms, batch=self.config.timer_batch, stop=self._stop
         )
         self.transactions = TransactionChecker(self._store, self.config)
+        #: the tier uploader (None without ``tier_url``); its ``step`` hook is for fault tests
+        self.tier: TierUploader | None = None
+        if self.config.tier_url:
+            from mq.tier.location import open_tier
+
+            self.tier = TierUploader(self._store, self.config, open_tier(self.config.tier_url), self.id)
         self._scheduler: BackgroundScheduler | None = None
 
     def __repr__(self) -> str:
@@ -74,9 +84,14 @@ class BrokerService:
         """Publish the namespace settings and start the jobs. Returns self."""
         if self._scheduler is not None:
             return self
-        self._store.publish_settings(
-            {"message_delay_level": self.config.message_delay_level, "transaction_timeout_s": self.config.transaction_timeout_s}
-        )
+        self._store.check_writes()  # a server that cannot confirm as asked is refused before any write
+        settings: dict[str, object] = {
+            "message_delay_level": self.config.message_delay_level,
+            "transaction_timeout_s": self.config.transaction_timeout_s,
+        }
+        if self.config.tier_url:
+            settings[TIER_URL_SETTING] = self.config.tier_url  # a place, never a credential (open_tier refuses them)
+        self._store.publish_settings(settings)
         self._beat()
         self._check_store()
         c = self.config
@@ -100,11 +115,17 @@ class BrokerService:
         guarded: list[tuple[Callable[[], None], float, str]] = [
             (self._guard(self.transactions.run), c.transaction_check_interval_s, "transaction-check"),
             (self._guard(self.transactions.index.sweep), c.timer_sweep_interval_s, "transaction-sweep"),
-            (self._guard(apply_retention, self._store, c.file_reserved_time_h), c.retention_interval_s, "retention"),
             (self._guard(self._remove_dead_clients), c.cleanup_interval_s, "dead-clients"),
             (self._guard(self._snapshot), c.stats_interval_s, "stats"),
             (self._guard(self._beat), c.health_interval_s, "health"),
         ]
+        if self.tier is None:
+            guarded.append(
+                (self._guard(apply_retention, self._store, c.file_reserved_time_h), c.retention_interval_s, "retention")
+            )
+        else:  # the uploader trims Redis itself, never past what the tier holds
+            guarded.append((self._guard(self.tier.run), c.tier_interval_s, "tier-upload"))
+            guarded.append((self._guard(self.tier.sweep, c.tier_orphan_grace_s), c.tier_sweep_interval_s, "tier-sweep"))
         for job, seconds, job_id in guarded:
             scheduler.add_job(job, "interval", seconds=seconds, id=job_id, misfire_grace_time=_grace(seconds))
         scheduler.start()

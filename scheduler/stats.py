@@ -22,6 +22,8 @@ class Figures:
         lag: (group, topic, queue id) → messages not consumed yet.
         consumed: (group, topic) → committed offsets summed over the topic's queues (what the group
             has consumed since offset 0; the rate out is its difference between two readings).
+        expired: (group, topic) → messages retention removed before the group consumed them, ever
+            (the store's counters, summed over the topic's queues).
         timer_backlog: delayed messages waiting to be due.
         half_backlog: transaction half messages not resolved yet.
         taken_at_ms: when the reading was taken, epoch ms.
@@ -31,13 +33,14 @@ class Figures:
     dlq_messages: dict[str, int] = field(default_factory=dict)
     lag: dict[tuple[str, str, int], int] = field(default_factory=dict)
     consumed: dict[tuple[str, str], int] = field(default_factory=dict)
+    expired: dict[tuple[str, str], int] = field(default_factory=dict)
     timer_backlog: int = 0
     half_backlog: int = 0
     taken_at_ms: int = 0
 
 
 def read_figures(store: Store) -> Figures:
-    """Read every figure with one pipeline per topic."""
+    """Read every figure with two pipelines per topic."""
     figures = Figures(taken_at_ms=int(time.time() * 1000))
     for config in store.topics():
         stats = store.queue_stats(config.name, list(range(config.queue_count)))
@@ -51,6 +54,9 @@ def read_figures(store: Store) -> Figures:
             for group, offset in committed.items():
                 figures.lag[(group, config.name, q)] = stats[q].lag(offset)
                 figures.consumed[(group, config.name)] = figures.consumed.get((group, config.name), 0) + offset
+        for counts in store.expired_unconsumed([(config.name, q) for q in range(config.queue_count)]):
+            for group, n in counts.items():
+                figures.expired[(group, config.name)] = figures.expired.get((group, config.name), 0) + n
     return figures
 
 

@@ -274,3 +274,55 @@ def messages_batch(messages: Sequence[MessageExt], schema: pa.Schema) -> pa.Reco
         "system_properties": [list(m.system_properties.items()) for m in messages],
     }
     return record_batch(columns, schema)
+
+
+#: The segment column (mq.tier.format) each ``messages`` column comes from.
+_TIER_COLUMNS = {
+    "queue_offset": "queue_offset",
+    "msg_id": "msg_id",
+    "tags": "tags",
+    "keys": "keys",
+    "properties": "properties",
+    "body": "body",
+    "born_timestamp": "born_timestamp_ms",
+    "store_timestamp": "store_timestamp_ms",
+    "reconsume_times": "reconsume_times",
+    "system_properties": "system_properties",
+}
+
+
+def tier_columns(schema: pa.Schema) -> list[str]:
+    """The segment columns a ``messages`` batch of ``schema`` needs (the store time always: the time options)."""
+    return sorted({_TIER_COLUMNS[f.name] for f in schema if f.name in _TIER_COLUMNS} | {"store_timestamp_ms"})
+
+
+def tier_batch(
+    topic: str, queue_id: int, table: pa.Table, schema: pa.Schema, *, min_store_time_ms: int | None, max_store_time_ms: int | None
+) -> pa.RecordBatch:
+    """The ``messages`` rows of a segment's Arrow table (see :mod:`mq.tier.format`), column by column:
+    timestamps from epoch ms, the topic and queue id filled in, nothing decoded into messages."""
+    mask = _time_mask_ms(table.column("store_timestamp_ms"), min_store_time_ms, max_store_time_ms)
+    if mask is not None:
+        table = table.filter(mask)
+    n = table.num_rows
+    arrays = []
+    for field in schema:
+        if field.name == "topic":
+            arrays.append(pa.array([topic] * n, field.type))
+        elif field.name == "queue_id":
+            arrays.append(pa.array([queue_id] * n, field.type))
+        elif pa.types.is_timestamp(field.type):
+            micros = pc.multiply(table.column(_TIER_COLUMNS[field.name]).combine_chunks(), 1000)
+            arrays.append(micros.cast(pa.int64()).view(field.type) if n else pa.array([], field.type))
+        else:
+            arrays.append(table.column(_TIER_COLUMNS[field.name]).combine_chunks().cast(field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _time_mask_ms(store_ms: pa.ChunkedArray, low_ms: int | None, high_ms: int | None) -> pa.ChunkedArray | None:
+    masks = []
+    if low_ms is not None:
+        masks.append(pc.greater_equal(store_ms, low_ms))
+    if high_ms is not None:
+        masks.append(pc.less_equal(store_ms, high_ms))
+    return None if not masks else masks[0] if len(masks) == 1 else pc.and_(masks[0], masks[1])

@@ -1,9 +1,11 @@
 """Reading one partition on an executor: pipelined ``XRANGE`` pages to Arrow record batches.
 
-Offsets map to entry ids by arithmetic (``0-(offset+1)``), so the pages of a range are known
-before anything is read and several go out in one pipeline (one round trip). Every key of a queue
-shares one hash slot, so on a cluster the pipeline goes to one node. Entries trimmed by retention
-are simply absent from ``XRANGE``'s answer: they are skipped, never an error.
+Offsets the tier holds (below the queue's manifest end, read when the part starts) come from its
+Parquet segments; the rest from Redis. Offsets map to entry ids by arithmetic (``0-(offset+1)``),
+so the pages of a range are known before anything is read and several go out in one pipeline (one
+round trip). Every key of a queue shares one hash slot, so on a cluster the pipeline goes to one
+node. Entries trimmed by retention are simply absent from ``XRANGE``'s answer: they are skipped,
+never an error.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -20,7 +22,7 @@ from pyspark.sql.types import StructType
 from mq.connection import Connection
 from mq.store import Store
 from spark import plan
-from spark.columns import entries_batch
+from spark.columns import entries_batch, tier_batch, tier_columns
 from spark.options import ReadOptions
 from spark.plan import QueueRange, ReadPartition
 from spark.schema import arrow_schema
@@ -72,7 +74,8 @@ def read_ranges(opts: ReadOptions, parts: Sequence[QueueRange], schema: pa.Schem
         store = Store(conn)
         step = opts.page_size * PAGES_PER_ROUND_TRIP
         for part in parts:
-            for low in range(part.start, part.end, step):
+            tiered_end = yield from _tiered_part(store, opts, part, schema)
+            for low in range(max(part.start, tiered_end), part.end, step):
                 high = min(low + step, part.end)
                 pages = [(first, min(first + opts.page_size, high) - 1) for first in range(low, high, opts.page_size)]
                 with no_cyclic_gc():  # the reply's ~17 objects an entry are freed before it ends
@@ -88,6 +91,36 @@ def read_ranges(opts: ReadOptions, parts: Sequence[QueueRange], schema: pa.Schem
                     yield batch
     finally:
         conn.close()
+
+
+def _tiered_part(store: Store, opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Generator[pa.RecordBatch, None, int]:
+    """Record batches of the part's offsets the tier holds (below the queue's manifest end, read now:
+    Redis holds everything from there on, so the rest of the part is read from Redis with no gap or
+    duplicate); returns where the tier ends (``part.start`` when it holds none of the part)."""
+    segments = store.segments(part.topic, part.queue_id)
+    end = min(part.end, segments[-1].end) if segments else part.start
+    if end <= part.start:
+        return part.start
+    reader = store.tier_reader()
+    if reader is None:  # segments without a published tier: nothing to read them with
+        return part.start
+    columns = tier_columns(schema)
+    for seg in segments:
+        low, high = max(part.start, seg.start), min(end, seg.end)
+        if low >= high:
+            continue
+        for table in reader.tables(part.topic, part.queue_id, seg, low, high, columns):
+            batch = tier_batch(
+                part.topic,
+                part.queue_id,
+                table,
+                schema,
+                min_store_time_ms=opts.min_store_time_ms,
+                max_store_time_ms=opts.max_store_time_ms,
+            )
+            if batch.num_rows:
+                yield batch
+    return end
 
 
 _frozen = False

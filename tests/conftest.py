@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import uuid
 from collections.abc import Iterator
@@ -9,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from mq.connection import Connection
 from tests.apis import api  # noqa: F401 - the both-APIs fixture, for every test module
+from tests.leaks import ConnectionWatch, close_owned
 from tests.procs import ConsumerProc
 from tests.servers import RedisClusterProcs, RedisServer, SentinelProcs
 
@@ -30,28 +31,32 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _close_store_connections_left_open() -> Iterator[None]:
-    """Close, when a test ends, every store connection it opened and left open.
+def _no_store_connection_left_open() -> Iterator[None]:
+    """Fail a test that leaves a store connection open (D67).
 
-    Tests open connections in passing (``Admin(url, ns).create_topic(...)``, ``Store(Connection(url,
-    ns)).read(...)``); a Redis Cluster client connects at once, and one left in a reference cycle
-    was collected after the last test with its socket open (an unclosed-socket warning in some full
-    runs). Library objects the test closes are closed already (closing twice is harmless); what the
-    library must close itself is checked by its own tests before this runs."""
-    opened: list[Connection] = []
-    real_init = Connection.__init__
-
-    def init(self: Connection, *args: object, **kwargs: object) -> None:
-        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
-        opened.append(self)
-
-    Connection.__init__ = init  # type: ignore[method-assign]  # not the test's monkeypatch: its undo() must not end this
+    Every :class:`Connection` made while the test runs (by the test or by the library objects it
+    uses) must hold no open socket once the test and its other fixtures are done and garbage is
+    collected: the test closes what it keeps (``with Admin(...)``, ``conn.close()``), and each library
+    object closes the connections it made when it is closed or stopped (tests/leaks.py). Garbage is
+    collected first, so an asyncio connection dropped unclosed warns (an error) in the test that
+    dropped it."""
+    watch = ConnectionWatch()
+    watch.start()
     try:
         yield
     finally:
-        Connection.__init__ = real_init  # type: ignore[method-assign]
-        for conn in opened:
-            conn.close()
+        watch.stop()
+        close_owned()  # what the test marked as its own to close (tests.leaks.owned)
+    gc.collect()
+    left = watch.left_open()
+    for conn, _, _ in left:
+        watch.bury(conn)
+    if left:
+        pytest.fail(
+            "store connections left open by this test (close them, or the library object that made them):\n"
+            + "\n".join(f"{conn!r}: {count} socket(s), made at\n{made_at}" for conn, count, made_at in left),
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")

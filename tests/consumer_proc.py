@@ -46,11 +46,13 @@ def main() -> None:
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
     def orderly(msgs, ctx, *, slept=False):
-        if args.sleep_ms and not slept:
-            time.sleep(args.sleep_ms / 1000)
+        # the time recorded is when the batch began: one running when the process was paused (SIGSTOP)
+        # began under its lease, though its --sleep-ms ends after the pause
         with lock:
             for m in msgs:
                 out.write(f"consume {m.queue_id} {m.queue_offset} {m.body.decode()} {time.time():.6f}\n")
+        if args.sleep_ms and not slept:
+            time.sleep(args.sleep_ms / 1000)
         return ConsumeOrderlyStatus.SUCCESS
 
     options = {

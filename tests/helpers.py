@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -15,11 +17,62 @@ def raw_client(url: str) -> Any:
     return redis.Redis.from_url(url)
 
 
+class admin_once:
+    """``Admin(url, namespace)`` for one call, closed after it: ``admin_once(url, ns).create_topic("T")``
+    in place of ``Admin(url, ns).create_topic("T")``, which leaves the admin's connection to the garbage
+    collector (a cluster client's sockets then stay open until a collection, D67)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # as Admin's
+        self._args = args
+        self._kwargs = kwargs
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            from mq import Admin
+
+            with Admin(*self._args, **self._kwargs) as admin:
+                return getattr(admin, name)(*args, **kwargs)
+
+        return call
+
+
 def snapshot(url: str, namespace: str) -> dict[bytes, bytes]:
     """Every key of ``namespace`` with its serialised value (``DUMP``), to prove nothing changed."""
     client = raw_client(url)
     try:
         keys = set(client.scan_iter(match=f"*{namespace}*", count=1000))
         return {k: client.dump(k) for k in sorted(keys)}
+    finally:
+        client.close()
+
+
+#: Seconds a "nothing more arrives" check watches after the last expected delivery (D67): a
+#: duplicate or a late redelivery comes from a path that takes time, and a window shorter than that
+#: path proves nothing. Two seconds cover two heartbeats (``HEARTBEAT_INTERVAL_S`` = 1 s: a member
+#: change is seen, and the new owner of a queue reads from the stored offset, within one), a retry at
+#: the first delay level (1 s), and the long-poll waiter's commit pacing (``WAIT_COMMIT_DELAY_S``).
+#: Longer paths (the 20 s rebalance, an invisible time, a lock's TTL) are tested by the tests of
+#: those paths, which wait for them explicitly.
+QUIET_PERIOD_S = 2.0
+
+
+def stays_quiet(count: Callable[[], object], what: str, quiet_s: float = QUIET_PERIOD_S, poll_s: float = 0.05) -> None:
+    """Watch ``count()`` for ``quiet_s`` seconds after the last expected delivery; fail as soon as it
+    changes (something more arrived: a duplicate, a late redelivery)."""
+    first = count()
+    deadline = time.monotonic() + quiet_s
+    while time.monotonic() < deadline:
+        time.sleep(poll_s)
+        now = count()
+        if now != first:
+            raise AssertionError(f"{what} changed within the quiet period of {quiet_s} s: {first!r} -> {now!r}")
+
+
+def blocked_readers(url: str) -> int:
+    """How many clients of the standalone server at ``url`` are blocked in ``XREAD BLOCK`` (long-poll
+    waiters that found their queue caught up)."""
+    client = redis.Redis.from_url(url)
+    try:
+        return sum(1 for c in client.client_list() if c.get("cmd") == "xread" and "b" in c.get("flags", ""))
     finally:
         client.close()

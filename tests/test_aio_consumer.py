@@ -31,6 +31,7 @@ from mq.connection import Connection
 from mq.errors import MQClientError
 from mq.store import Store
 from scheduler import BrokerConfig, BrokerService
+from tests.leaks import owned
 
 pytestmark = pytest.mark.anyio
 
@@ -66,7 +67,7 @@ class Got:
 
 @pytest.fixture
 def env(backend_url: str, namespace: str) -> Iterator[tuple[str, str, Admin, Producer]]:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("T", read_queues=8, write_queues=8)
     with Producer("p", backend_url, namespace=namespace) as producer:
         yield backend_url, namespace, admin, producer
@@ -86,7 +87,7 @@ def _of_t(consumer: Any) -> set[MessageQueue]:
 
 
 def _committed(url: str, ns: str, group: str, topic: str, queues: int) -> dict[int, int]:
-    store = Store(Connection(url, ns))
+    store = owned(Store(Connection(url, ns)))
     try:
         stored = store.read_offsets(group, [MessageQueue(topic, "broker-a", q) for q in range(queues)])
     finally:
@@ -219,7 +220,7 @@ async def test_orderly_listener_gets_each_key_in_order(env) -> None:  # type: ig
 
 
 async def test_failures_are_retried_then_dead_lettered(backend_url: str, namespace: str) -> None:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("D", read_queues=2, write_queues=2)
     tries: list[int] = []
 

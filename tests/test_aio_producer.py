@@ -15,7 +15,8 @@ from mq import Admin, LocalTransactionState, Message, MessageQueue, SelectMessag
 from mq.errors import MQClientError, TopicNotFoundError
 from mq.producer.core import MAX_PIPELINE
 from scheduler import BrokerConfig, BrokerService
-from tests.helpers import snapshot
+from tests.helpers import admin_once, snapshot
+from tests.leaks import owned
 
 pytestmark = pytest.mark.anyio
 
@@ -188,7 +189,7 @@ async def test_message_trace_records_sends(admin: Admin, backend_url: str, names
 
 @pytest.mark.cluster
 async def test_latency_fault_tolerance_avoids_an_isolated_node(redis_cluster: Any, namespace: str) -> None:
-    Admin(redis_cluster.url, namespace).create_topic("ft", read_queues=16, write_queues=16)
+    admin_once(redis_cluster.url, namespace).create_topic("ft", read_queues=16, write_queues=16)
     async with aio.Producer("pg", redis_cluster.url, namespace=namespace, send_latency_fault_enable=True) as producer:
         route = await producer._core.route("ft")
         victim = sorted(set(route.nodes.values()))[0]
@@ -345,7 +346,7 @@ async def test_async_commands_are_packed_as_redis_asyncio_packs_them(redis_serve
         assert ours == b"".join(redis.asyncio.Connection().pack_command(*args)), args
     with pytest.raises(redis.exceptions.DataError):
         HiredisPackingConnection().pack_command("SET", "k", None)
-    conn = Connection(redis_server.url, namespace)
+    conn = owned(Connection(redis_server.url, namespace))
     try:
         assert conn.async_client.connection_pool.connection_class is HiredisPackingConnection
     finally:
@@ -362,7 +363,7 @@ async def test_async_writes_make_no_task_and_keep_their_timeout(redis_server: An
 
     from mq.connection import Connection, HiredisPackingConnection
 
-    conn = Connection(redis_server.url, namespace)
+    conn = owned(Connection(redis_server.url, namespace))
     client = conn.async_client
     loop = asyncio.get_running_loop()
     made: list[Any] = []

@@ -8,7 +8,8 @@ import pytest
 
 from mq import Admin, Message, MessageQueue, Producer
 from mq.errors import InvalidNameError, MessageTooLargeError, MQClientError, TopicNotFoundError
-from tests.helpers import snapshot
+from tests.helpers import admin_once, snapshot
+from tests.leaks import owned
 
 LIMIT = 1024  # a small max_message_size keeps the oversize cases cheap
 
@@ -46,7 +47,7 @@ CASES = _cases()
 
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_is_refused_and_store_unchanged(case: str, backend_url: str, namespace: str) -> None:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("ok", read_queues=2, write_queues=2)
     admin.create_topic("ok2", read_queues=2, write_queues=2)
     with Producer("pg", backend_url, namespace=namespace, max_message_size=LIMIT) as producer:
@@ -69,7 +70,7 @@ def test_str_body_is_a_type_error() -> None:
     [({"read_queues": 0}, "0"), ({"write_queues": 5000}, "5000"), ({"perm": "x"}, "'x'")],
 )
 def test_bad_topic_config_is_refused(kwargs: dict[str, object], quoted: str, backend_url: str, namespace: str) -> None:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     before = snapshot(backend_url, namespace)
     with pytest.raises(MQClientError) as info:
         admin.create_topic("cfg", **kwargs)  # type: ignore[arg-type]
@@ -80,7 +81,7 @@ def test_bad_topic_config_is_refused(kwargs: dict[str, object], quoted: str, bac
 @pytest.mark.parametrize("name", ["", "a b", "x" * 128, "RMQ_SYS_TRANS_HALF_TOPIC", "%DLQ%grp", "naïve"])
 def test_bad_topic_names_are_refused(name: str, backend_url: str, namespace: str) -> None:
     with pytest.raises(InvalidNameError):
-        Admin(backend_url, namespace).create_topic(name)
+        admin_once(backend_url, namespace).create_topic(name)
     assert snapshot(backend_url, namespace) == {}
 
 

@@ -28,6 +28,7 @@ from mq import (
 from mq.consumer import simple_core
 from scheduler import BrokerConfig, BrokerService
 from tests.apis import Api
+from tests.helpers import stays_quiet
 from tests.procs import ConsumerProc, wait_for
 
 #: Short delay levels: retries and delayed messages come back in a fraction of a second.
@@ -116,7 +117,7 @@ def test_a_group_with_a_member_in_another_process_consumes_each_message_once(
         for i in range(400):
             producer.send(Message("G", b"%d" % i))
     wait_for(lambda: len(here.bodies()) + len(procs[0].consumed()) >= 400, 30, "400 messages consumed", poll_s=0.2)
-    time.sleep(0.5)  # a duplicate would show up now
+    stays_quiet(lambda: len(here.bodies()) + len(procs[0].consumed()), "deliveries of the 400 messages")
     seen = Counter([b.decode() for b in here.bodies()] + procs[0].consumed())
     assert set(seen) == {str(i) for i in range(400)} and set(seen.values()) == {1}
     assert here.bodies() and procs[0].consumed(), "both members consumed"
@@ -135,7 +136,7 @@ def test_broadcasting_gives_every_member_every_message(api: Api, backend_url: st
             for i in range(60):
                 producer.send(Message("B", b"%d" % i))
         wait_for(lambda: len(first.bodies()) >= 60 and len(second.bodies()) >= 60, 20, "60 messages each")
-        time.sleep(0.3)
+        stays_quiet(lambda: (len(first.bodies()), len(second.bodies())), "each member's deliveries")
     want = sorted(b"%d" % i for i in range(60))
     assert sorted(first.bodies()) == want and sorted(second.bodies()) == want
 
@@ -156,7 +157,7 @@ def test_tag_and_sql92_filters(api: Api, backend_url: str, namespace: str) -> No
         want_sql = sorted(b for b, t, r in sent if t == "a" and r in ("HZ", "SH"))
         want_tags = sorted(b for b, t, _ in sent if t in ("a", "c"))
         wait_for(lambda: len(sql_got.bodies()) >= len(want_sql) and len(tags_got.bodies()) >= len(want_tags), 20, "filtered")
-        time.sleep(0.3)
+        stays_quiet(lambda: (len(sql_got.bodies()), len(tags_got.bodies())), "the filtered deliveries")
     assert sorted(sql_got.bodies()) == want_sql
     assert sorted(tags_got.bodies()) == want_tags
 
@@ -219,7 +220,7 @@ def test_delayed_and_timer_messages_arrive_when_due(api: Api, backend_url: str, 
         timer = producer.send(Message("D", b"timer", deliver_time_ms=int(sent_ms) + 700))
         assert level.queue_offset == -1 and timer.queue_offset == -1  # offsets come on delivery
         wait_for(lambda: len(got.bodies()) >= 2, 10, "both delivered")
-        time.sleep(0.3)
+        stays_quiet(lambda: len(got.bodies()), "the deliveries")
     arrived = {m.body: ts * 1000 for ts, m in got.got}  # type: ignore[attr-defined]
     assert set(arrived) == {b"level 3", b"timer"} and len(got.bodies()) == 2
     assert arrived[b"level 3"] >= sent_ms + 300
@@ -239,7 +240,7 @@ def test_failed_messages_are_retried_then_dead_lettered_then_resent(api: Api, ba
         ):
             r = producer.send(Message("R", b"poison", tags="bad", keys=["order-9"], properties={"x": "y"}))
             wait_for(lambda: len(admin.dlq_messages("gr")) == 1, 15, "the message to reach the DLQ")
-            time.sleep(0.5)
+            stays_quiet(lambda: len(failing.messages()), "the deliveries of the dead letter")
         assert [m.reconsume_times for m in failing.messages()] == [0, 1, 2]  # delivered exactly 3 times
         assert {m.topic for m in failing.messages()} == {"R"}  # the listener always sees the original topic
         [dead] = admin.dlq_messages("gr")
@@ -252,8 +253,8 @@ def test_failed_messages_are_retried_then_dead_lettered_then_resent(api: Api, ba
         )
         assert dead.system_properties["RETRY_TOPIC"] == "R"
         healthy = Record()
-        with _consumer(api, "gr", backend_url, namespace, "R", healthy):
-            time.sleep(0.5)
+        with _consumer(api, "gr", backend_url, namespace, "R", healthy) as consumer:
+            wait_for(lambda: any(q.topic == "%RETRY%gr" for q in consumer.assigned_queues()), 10, "the retry topic's queue held")
             assert admin.resend_dlq("gr") == 1
             assert admin.resend_dlq("gr") == 0  # already resent
             wait_for(lambda: len(healthy.bodies()) >= 1, 10, "the resent message")
@@ -315,8 +316,8 @@ def test_transaction_unknown_is_resolved_by_the_check_back(api: Api, backend_url
             r = tp.send_message_in_transaction(Message("T", body), lambda m, a: LocalTransactionState.UNKNOW)
             assert r.local_transaction_state is LocalTransactionState.UNKNOW and r.queue_offset == -1
         assert stored() == [b"committed by executor"]  # the unknown ones wait, invisible
-        wait_for(lambda: len(stored()) >= 2, 10, "the check-back commit")
-        time.sleep(1.5)
+        wait_for(lambda: len(stored()) >= 2 and set(checked) == set(answers), 10, "both checks answered")
+        stays_quiet(lambda: len(stored()), "the messages stored in the topic")
     assert stored() == [b"check says commit", b"committed by executor"]
     assert set(checked) == set(answers)
 
@@ -332,23 +333,34 @@ def test_simple_consumer_invisibility_ack_and_redelivery(
         for body in (b"acked", b"redeliver", b"extend"):
             producer.send(Message("S", body))
         got: dict[bytes, object] = {}
+        handed_out: dict[bytes, float] = {}  # monotonic time before the receive that handed each out
 
         def received_all() -> bool:
-            got.update({v.body: v for v in sc.receive(max_messages=3, invisible_duration_s=3)})
+            before = time.monotonic()
+            for v in sc.receive(max_messages=3, invisible_duration_s=3):
+                got[v.body], handed_out[v.body] = v, before
             return len(got) == 3
 
         wait_for(received_all, 10, "all three")
         assert all(v.delivery_attempt == 1 for v in got.values())  # type: ignore[attr-defined]
         sc.ack(got[b"acked"])
+        extended_at = time.monotonic()
         sc.change_invisible_duration(got[b"extend"], 6)
         assert sc.receive(max_messages=3, invisible_duration_s=3) == []  # all invisible now
-        time.sleep(3.5)
-        again = {v.body: v for v in sc.receive(max_messages=3, invisible_duration_s=3)}
-        assert set(again) == {b"redeliver"} and again[b"redeliver"].delivery_attempt == 2
+        again: dict[bytes, object] = {}
+
+        def received(into: dict[bytes, object]) -> bool:
+            into.update({v.body: v for v in sc.receive(max_messages=3, invisible_duration_s=3)})
+            return bool(into)
+
+        wait_for(lambda: received(again), 10, "the redelivery after the 3 s invisible time")
+        assert time.monotonic() - handed_out[b"redeliver"] >= 3.0, "visible again before its invisible time ran out"
+        assert set(again) == {b"redeliver"} and again[b"redeliver"].delivery_attempt == 2  # type: ignore[attr-defined]
         sc.ack(again[b"redeliver"])
-        time.sleep(3.0)
-        late = {v.body: v for v in sc.receive(max_messages=3, invisible_duration_s=3)}
-        assert set(late) == {b"extend"} and late[b"extend"].delivery_attempt == 2  # after its 6 s
+        late: dict[bytes, object] = {}
+        wait_for(lambda: received(late), 10, "the extended message after its 6 s")
+        assert time.monotonic() - extended_at >= 6.0, "visible again before its extended invisible time ran out"
+        assert set(late) == {b"extend"} and late[b"extend"].delivery_attempt == 2  # type: ignore[attr-defined]
         sc.ack(late[b"extend"])
         assert sc.receive(max_messages=3, invisible_duration_s=3) == []
 

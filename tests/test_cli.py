@@ -17,6 +17,7 @@ import pytest
 from mq import Admin, MessageQueue
 from mq.cli import build_parser, main
 from mq.cli.demo import TOPIC, queue_names, split_settled
+from tests.helpers import admin_once
 
 
 def run_mq(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -159,17 +160,17 @@ def test_demo_runs_on_redis(redis_server, namespace: str) -> None:
 
 
 def test_demo_refuses_a_namespace_that_holds_keys(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
-    Admin(redis_server.url, namespace).create_topic("Mine", read_queues=1, write_queues=1)
+    admin_once(redis_server.url, namespace).create_topic("Mine", read_queues=1, write_queues=1)
     assert main(["demo", "--url", redis_server.url, "--namespace", namespace]) == 1
     assert "already holds keys" in capsys.readouterr().err
-    assert Admin(redis_server.url, namespace).topic_exists("Mine") and len(namespace_keys(redis_server, namespace)) >= 1
+    assert admin_once(redis_server.url, namespace).topic_exists("Mine") and len(namespace_keys(redis_server, namespace)) >= 1
 
 
 def test_group_commands(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+    from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
 
     common = ["--url", redis_server.url, "--namespace", namespace]
-    Admin(redis_server.url, namespace).create_topic("gt", read_queues=2, write_queues=2)
+    admin_once(redis_server.url, namespace).create_topic("gt", read_queues=2, write_queues=2)
     with Producer("p", redis_server.url, namespace=namespace) as producer:
         for i in range(10):
             producer.send(Message("gt", b"%d" % i))
@@ -197,11 +198,11 @@ def test_group_commands(redis_server, namespace: str, capsys: pytest.CaptureFixt
 
 
 def test_dlq_commands(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from mq import Admin, ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
+    from mq import ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
     from scheduler import BrokerConfig, BrokerService
 
     url, common = redis_server.url, ["--url", redis_server.url, "--namespace", namespace]
-    Admin(url, namespace).create_topic("dq", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("dq", read_queues=1, write_queues=1)
     consumer = PushConsumer("cli-dlq", url, namespace=namespace, max_reconsume_times=0)
     consumer.subscribe("dq", "*")
     consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.RECONSUME_LATER)
@@ -213,23 +214,23 @@ def test_dlq_commands(redis_server, namespace: str, capsys: pytest.CaptureFixtur
         time.sleep(0.5)
         sent = producer.send(Message("dq", b"bad order"))
         deadline = time.monotonic() + 10
-        while not Admin(url, namespace).dlq_messages("cli-dlq") and time.monotonic() < deadline:
+        while not admin_once(url, namespace).dlq_messages("cli-dlq") and time.monotonic() < deadline:
             time.sleep(0.05)
     assert main(["dlq", "list", "cli-dlq", *common]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert (listed["msg_id"], listed["body"], listed["system_properties"]["RETRY_TOPIC"]) == (sent.msg_id, "bad order", "dq")
     assert main(["dlq", "resend", "cli-dlq", "--id", sent.msg_id, *common]) == 0
     assert "resent 1 message(s)" in capsys.readouterr().out
-    assert Admin(url, namespace).topic_status("dq")[sent.message_queue].max_offset == 1  # not resent to the topic
-    [copy] = Admin(url, namespace).messages("%RETRY%cli-dlq", 0, 0)[-1:]  # but to the group's retry topic
+    assert admin_once(url, namespace).topic_status("dq")[sent.message_queue].max_offset == 1  # not resent to the topic
+    [copy] = admin_once(url, namespace).messages("%RETRY%cli-dlq", 0, 0)[-1:]  # but to the group's retry topic
     assert copy.msg_id == sent.msg_id and copy.system_properties["DLQ_LETTER"].startswith("%DLQ%cli-dlq:0@")
 
 
 @pytest.mark.spark
 def test_analytics_command_writes_a_table_and_a_chart(redis_server, namespace: str, tmp_path) -> None:
-    from mq import Admin, Message, Producer
+    from mq import Message, Producer
 
-    Admin(redis_server.url, namespace).create_topic("an", read_queues=2, write_queues=2)
+    admin_once(redis_server.url, namespace).create_topic("an", read_queues=2, write_queues=2)
     with Producer("p", redis_server.url, namespace=namespace) as producer:
         for i in range(20):
             producer.send(Message("an", b"%d" % i, keys=[f"k{i % 3}"]))
@@ -315,11 +316,11 @@ def test_group_config_commands(redis_server, namespace: str, capsys) -> None:  #
 
 
 def test_group_status_shows_each_members_queues(redis_server, namespace: str, capsys) -> None:  # type: ignore[no-untyped-def]
-    from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+    from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
     from mq.cli import main
 
     common = ["--url", redis_server.url, "--namespace", namespace]
-    Admin(redis_server.url, namespace).create_topic("gs", read_queues=2, write_queues=2)
+    admin_once(redis_server.url, namespace).create_topic("gs", read_queues=2, write_queues=2)
     with Producer("p", redis_server.url, namespace=namespace) as producer:
         producer.send(Message("gs", b"x"))
     consumer = PushConsumer(

@@ -8,6 +8,7 @@ from mq import Admin, Message, Producer
 from mq.connection import Connection
 from mq.store import scripts
 from tests.helpers import raw_client
+from tests.leaks import owned
 
 pytestmark = pytest.mark.cluster
 
@@ -23,7 +24,7 @@ def test_queues_spread_over_all_masters(redis_cluster, namespace: str) -> None:
         assert len(per_node) == 3, per_node
         results = [producer.send(Message("spread", b"x")) for _ in range(48)]
     client = raw_client(redis_cluster.url)
-    keys = Connection("memory://", namespace).keys  # key names only: no cluster client to leave open
+    keys = owned(Connection("memory://", namespace)).keys  # key names only: no cluster client to leave open
     try:
         for r in results[:16]:  # each message is where its queue's slot says
             node = client.get_node_from_key(keys.queue("spread", r.message_queue.queue_id).log)
@@ -33,7 +34,7 @@ def test_queues_spread_over_all_masters(redis_cluster, namespace: str) -> None:
 
 
 def test_a_cross_slot_script_call_fails_loudly(redis_cluster, namespace: str) -> None:
-    conn = Connection(redis_cluster.url, namespace)
+    conn = owned(Connection(redis_cluster.url, namespace))
     keys = [conn.keys.queue("a", 0).meta, conn.keys.queue("b", 1).log]
     try:
         with pytest.raises(Exception, match=r"(?i)cross|slot"):

@@ -114,7 +114,7 @@ BROKEN = [
         "broker",
         '"broker", "--url"',
         '"broker", "--retention-h", "a day", "--url"',
-        "argument --retention-h: invalid float value: 'a day'",
+        "argument --retention-h: 'a day' is not a number",
         id="option-value",
     ),
     pytest.param(

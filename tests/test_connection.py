@@ -9,6 +9,8 @@ import pytest
 from mq import Admin, Message, Producer
 from mq.connection import Connection, mask_url, resolve_url
 from mq.errors import MQBrokerError, MQClientError
+from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.servers import RedisServer
 
 
@@ -40,14 +42,14 @@ def test_bad_namespace_is_refused(ns: str) -> None:
 
 
 def test_memory_stores_are_shared_by_name() -> None:
-    Admin("memory://shared-a").create_topic("t1", read_queues=1, write_queues=1)
-    assert [t.name for t in Admin("memory://shared-a").topics()] == ["t1"]
-    assert Admin("memory://shared-b").topics() == []
+    admin_once("memory://shared-a").create_topic("t1", read_queues=1, write_queues=1)
+    assert [t.name for t in admin_once("memory://shared-a").topics()] == ["t1"]
+    assert admin_once("memory://shared-b").topics() == []
 
 
 def test_namespaces_are_independent(redis_server, namespace: str) -> None:
-    Admin(redis_server.url, namespace).create_topic("same", read_queues=1, write_queues=1)
-    assert Admin(redis_server.url, namespace + "x").topics() == []
+    admin_once(redis_server.url, namespace).create_topic("same", read_queues=1, write_queues=1)
+    assert admin_once(redis_server.url, namespace + "x").topics() == []
 
 
 def test_password_url_works_and_never_leaks(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
@@ -55,7 +57,7 @@ def test_password_url_works_and_never_leaks(tmp_path, caplog: pytest.LogCaptureF
     with RedisServer(password=secret) as server:
         url = server.url
         assert secret in url
-        admin = Admin(url, "auth")
+        admin = owned(Admin(url, "auth"))
         admin.create_topic("t", read_queues=1, write_queues=1)
         caplog.set_level(logging.DEBUG)
         with Producer("pg", url, namespace="auth") as producer:
@@ -63,7 +65,7 @@ def test_password_url_works_and_never_leaks(tmp_path, caplog: pytest.LogCaptureF
             texts = [repr(admin), repr(producer), repr(producer._conn)]
         wrong = url.replace(secret, "wrong-password")
         with pytest.raises(MQBrokerError) as info:
-            Admin(wrong, "auth").topics()
+            admin_once(wrong, "auth").topics()
         texts += [str(info.value), caplog.text]
         server.stop()
         with Producer("pg", url, namespace="auth") as producer, pytest.raises(MQBrokerError) as down:

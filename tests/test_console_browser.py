@@ -88,6 +88,7 @@ class Tab:
     page: Any
     requests: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    csp: list[str] = field(default_factory=list)  # the browser's Content-Security-Policy reports
 
 
 @pytest.fixture
@@ -100,11 +101,14 @@ def tab(browser: Any) -> Iterator[Tab]:
     page.on("dialog", lambda dialog: dialog.accept())
     page.on("request", lambda request: opened.requests.append(request.url))
     page.on("pageerror", lambda error: opened.errors.append(str(error)))
+    page.on("console", lambda m: opened.csp.append(m.text) if "Content Security Policy" in m.text else None)
     try:
         yield opened
     finally:
         context.close()
     assert opened.errors == [], "script errors in the page"
+    # the console's own pages break no rule of its CSP (a refused frame is reported too: that one is wanted)
+    assert [m for m in opened.csp if "frame-ancestors" not in m] == [], "the console's pages break its CSP"
     outside = [u for u in opened.requests if not u.startswith("http://127.0.0.1:")]
     assert outside == [], "requests that left the console"
 
@@ -291,16 +295,16 @@ def test_overview_shows_the_topic_and_a_non_zero_rate(tab: Tab, console: str) ->
     assert page.locator("#brokers .badge.ok").inner_text() == "healthy"
     # the live chart of messages in per second: drawn by uPlot from /api/overview/series in this browser
     chart = page.locator("#chart-in")
-    page.wait_for_function("document.querySelector('#chart-in output').textContent > 0", timeout=20_000)
+    page.wait_for_function("() => document.querySelector('#chart-in output').textContent > 0", timeout=20_000)
     assert chart.locator("canvas").count() >= 1
     assert int(chart.get_attribute("data-points") or 0) >= 2
     # htmx swaps fresh figures in every 5 s, without a reload
     read_at = page.locator("#read-at").inner_text()
-    page.wait_for_function(f"document.querySelector('#read-at').textContent !== {read_at!r}", timeout=15_000)
+    page.wait_for_function(f"() => document.querySelector('#read-at').textContent !== {read_at!r}", timeout=15_000)
     screenshot(page, "overview")
 
     page.locator("#busiest").get_by_role("link", name=TOPIC).click()  # the topic's page: its own chart, its readers
-    page.wait_for_function("document.querySelector('#chart-topic-in output').textContent > 0", timeout=20_000)
+    page.wait_for_function("() => document.querySelector('#chart-topic-in output').textContent > 0", timeout=20_000)
     assert sorted(page.locator("#topic-groups tbody td:first-child").all_inner_texts()) == [AUDIT, BILLING]
     assert page.locator("#queues tbody tr").count() == 4
     screenshot(page, "topic")
@@ -604,3 +608,152 @@ def test_a_topics_messages_are_browsed_by_store_time_page_by_page(tab: Tab, cons
     assert second and both == sorted(set(both))  # no message twice, none out of order
     queue, offset = first[-1]
     assert second[0] in ((queue, offset + 1), (queue + 1, 0))  # nothing skipped at the page boundary
+
+
+# -- hardening, second round (issue 29) -------------------------------------------------------------
+
+
+def test_a_rebound_name_gets_nothing_from_the_console(browser: Any, console: str, store: Store) -> None:
+    """Finding 5, DNS rebinding: Chromium resolves ``rebind.test`` to 127.0.0.1 (as an attacker's DNS
+    does after the first load); a script of that origin — for the browser the console's own origin —
+    gets 400 for every read and change, so it reads no message and changes nothing."""
+    rebinding = browser.browser_type.launch(
+        executable_path=CHROMIUM, headless=True, args=["--host-resolver-rules=MAP rebind.test 127.0.0.1"]
+    )
+    port = console.rsplit(":", 1)[1]
+    try:
+        page = rebinding.new_page()
+        first = page.goto(f"http://rebind.test:{port}/topics")
+        assert first is not None and first.status == 400 and TOPIC not in page.content()
+        got = page.evaluate(
+            """async () => {
+                const read = await fetch('/api/topics');
+                const change = await fetch('/api/topics', {method: 'POST', headers: {'content-type': 'application/json'},
+                                                           body: JSON.stringify({name: 'rebound'})});
+                return [read.status, await read.text(), change.status];
+            }"""
+        )
+        assert got[0] == 400 and TOPIC not in got[1] and got[2] == 400
+    finally:
+        rebinding.close()
+    assert not store.admin().topic_exists("rebound")
+    tab_page = browser.new_page()  # the console's own name still works in the same browser
+    try:
+        assert tab_page.goto(console + "/topics").status == 200
+    finally:
+        tab_page.close()
+
+
+@contextlib.contextmanager
+def attacker_site(html_text: str) -> Iterator[str]:
+    """A page of another site on another port of 127.0.0.1 (same site for the browser's cookies)."""
+    import http.server
+
+    body = html_text.encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/html; charset=utf-8")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    thread = threading.Thread(target=server.serve_forever, name="attacker-site", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def test_a_page_on_another_port_cannot_frame_the_console(tab: Tab, console: str, store: Store) -> None:
+    """Finding 6, clickjacking: a page on another port of 127.0.0.1 frames the group page to make one
+    click pause the group; Chromium refuses to render the console in the frame, so there is nothing to
+    click."""
+    admin, page = store.admin(), tab.page
+    frame_html = (
+        f'<!doctype html><title>win a prize</title><iframe id="bait" src="{console}/groups/{AUDIT}" '
+        'width="900" height="600"></iframe>'
+    )
+    with attacker_site(frame_html) as evil:
+        page.goto(evil)
+        page.wait_for_load_state("load")
+        deadline = time.monotonic() + 10
+        while not any("frame-ancestors" in m or "X-Frame-Options" in m for m in tab.csp) and time.monotonic() < deadline:
+            page.wait_for_timeout(100)
+        [child] = [f for f in page.frames if f is not page.main_frame]
+        assert child.get_by_role("button", name="Pause consuming").count() == 0
+        assert AUDIT not in child.content()
+        assert any("frame-ancestors 'none'" in m for m in tab.csp), tab.csp
+    config = admin.group_configs([AUDIT]).get(AUDIT)  # none yet, or one still consuming: not paused
+    assert config is None or config.consume_enable is True
+    page.goto(console + "/")  # the console itself, top level: htmx and the charts run under the CSP
+    page.wait_for_function("() => document.querySelector('#chart-in output').textContent !== '…'", timeout=20_000)
+    page.locator("#doctor-checks").wait_for(timeout=20_000)
+
+
+def test_logging_out_ends_the_session_even_for_a_kept_copy_of_its_cookie(tab: Tab, store: Store) -> None:
+    """Finding 7: each login gets a new random session; after "Log out" a copy of the cookie (kept by
+    whoever saw it) opens nothing."""
+    from mq.console.auth import SESSION_COOKIE
+
+    token = "console-test-token-logout"
+    page = tab.page
+    with serve(store.url, store.namespace, token=token) as base:
+
+        def log_in() -> dict[str, Any]:
+            page.goto(base + f"/topics/{TOPIC}")
+            page.locator("form#login input[type=password]").fill(token)
+            page.locator("form#login button").click()
+            page.wait_for_url(base + f"/topics/{TOPIC}")
+            [cookie] = [c for c in page.context.cookies() if c["name"] == SESSION_COOKIE]
+            assert cookie["httpOnly"] and cookie["expires"] > time.time()  # expires: not a browser-lifetime cookie
+            return dict(cookie)
+
+        first = log_in()
+        page.get_by_role("button", name="Log out").click()
+        page.wait_for_url(base + "/login")
+        second = log_in()
+        assert second["value"] != first["value"]
+        page.get_by_role("button", name="Log out").click()
+        page.wait_for_url(base + "/login")
+        page.context.add_cookies([second])  # the copy someone kept
+        page.goto(base + f"/topics/{TOPIC}")
+        assert page.url.startswith(base + "/login") and page.locator("#queues").count() == 0
+        assert page.request.get(base + "/api/topics").status == 401
+
+
+def test_message_ids_with_url_characters_open_from_their_links(tab: Tab, console: str, store: Store) -> None:
+    """Finding 14: a RocketMQ 5 client chooses its message ids; ids with ``/``, ``?``, ``#``, ``%`` or
+    ``..`` are encoded in every link, and each link opens its own message (real uvicorn: one decoding)."""
+    from mq.connection import Connection
+    from mq.store import Store as MessageStore
+    from mq.store import codec
+
+    admin, page = store.admin(), tab.page
+    admin.create_topic("oddids", read_queues=1, write_queues=1)
+    odd = ["../../topics/oddids/x", "a/b?c=1#d", "100% sure", "..", "%2F"]
+    conn = Connection(store.url, store.namespace)
+    try:
+        for i, msg_id in enumerate(odd):
+            MessageStore(conn).put("oddids", 0, [codec.encode(Message("oddids", b"odd body %d" % i), msg_id, 1)])
+    finally:
+        conn.close()
+    try:
+        for i, msg_id in enumerate(odd):
+            page.goto(console + "/messages?topic=oddids&begin=0")
+            page.locator("#results").get_by_role("link", name=msg_id, exact=True).click()
+            page.wait_for_load_state("load")
+            assert page.locator("h1 .mono").inner_text() == msg_id, page.url
+            assert page.locator("#body").inner_text() == f"odd body {i}"
+            page.get_by_role("link", name="hex").click()
+            assert page.locator("#body").inner_text().startswith("00000000  6f646420"), page.url  # "odd "
+    finally:
+        admin.delete_topic("oddids")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +25,8 @@ from mq.connection import Connection
 from mq.consumer.retry import SendBackOps
 from mq.errors import FilterExpressionError, MQBrokerError, MQClientError
 from mq.store import Store
+from tests.helpers import blocked_readers
+from tests.leaks import owned
 from tests.procs import wait_for
 from tests.servers import RedisServer
 
@@ -53,7 +54,7 @@ class Collector:
 
 @pytest.fixture
 def env(backend_url: str, namespace: str) -> Iterator[tuple[str, str, Admin, Producer]]:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("T", read_queues=8, write_queues=8)
     with Producer("p", backend_url, namespace=namespace) as producer:
         yield backend_url, namespace, admin, producer
@@ -163,7 +164,7 @@ def test_failed_message_waits_in_the_retry_topic(env) -> None:  # type: ignore[n
     with c:
         sent = producer.send(Message("T", b"once"))
         wait_for(lambda: bool(calls), 10, "the first attempt")
-        store = Store(Connection(url, ns))
+        store = owned(Store(Connection(url, ns)))
         timer = store.queue_keys("%RETRY%g-retry", 0).timer
         wait_for(lambda: store.conn.client.zcard(timer) == 1, 10, "the copy in the retry topic's timer")
         wait_for(lambda: sum(p.lag for p in admin.consumer_progress("g-retry", "T")) == 0, 10, "offset committed")
@@ -322,7 +323,7 @@ def test_broadcasting_gets_everything_and_resumes_from_local_offsets(env, tmp_pa
         wait_for(lambda: len(again.messages) >= 30, 20, "the restarted member to catch up")
         time.sleep(0.3)
     assert sorted(again.bodies) == sorted(b"%d" % i for i in range(60, 90))
-    store = Store(Connection(url, ns))
+    store = owned(Store(Connection(url, ns)))
     stored = store.read_offsets("gb", [MessageQueue("T", "broker-a", q) for q in range(8)])
     assert stored == {}, "broadcasting offsets live in the local files only, never in the store"
 
@@ -336,26 +337,26 @@ def test_start_needs_listener_and_subscription(redis_server, namespace: str) -> 
         c.start()
 
 
-def test_idle_consumer_costs_little_and_wakes_fast(namespace: str) -> None:
+def test_idle_consumer_costs_little_and_wakes_on_a_send(namespace: str) -> None:
+    """An idle consumer makes a few commands a second, and each send wakes it (its long poll, not a
+    pull interval). How fast it wakes is measured, not asserted here: ``python -m bench.consumer``
+    (idle wake-up, docs/benchmarks.md)."""
     with RedisServer() as server:  # its own server: commandstats count only this consumer
         url = server.url
-        Admin(url, namespace).create_topic("T", read_queues=4, write_queues=4)
+        with Admin(url, namespace) as admin:
+            admin.create_topic("T", read_queues=4, write_queues=4)
         got = Collector()
         with _consumer(url, namespace, "g-idle", got), Producer("p", url, namespace=namespace) as producer:
-            time.sleep(1.5)  # settle: registration and first pulls
+            # settled: registered, and every queue's waiter (4, and the retry topic's) blocked in XREAD
+            wait_for(lambda: blocked_readers(url) >= 5, 10, "the idle consumer's waiters blocked")
             client = server.client()
             client.config_resetstat()
-            time.sleep(5.0)
+            time.sleep(5.0)  # the idle span whose commands are counted
             stats = client.info("commandstats")
+            client.close()
             # every command counts, also those the heartbeat script runs inside Redis; not the test's own
             calls = sum(v["calls"] for k, v in stats.items() if not k.startswith(("cmdstat_config", "cmdstat_info")))
             assert calls / 5.0 <= 5, f"an idle consumer made {calls} commands in 5 s: {stats}"
-            latencies = []
-            for i in range(60):
-                sent = time.time()
+            for i in range(20):
                 producer.send(Message("T", b"%d" % i))
-                wait_for(lambda n=i: len(got.times) > n, 5, "delivery", poll_s=0.0005)
-                latencies.append((got.times[i] - sent) * 1000)
-                time.sleep(0.02)
-            client.close()
-    assert statistics.median(latencies) <= 5.0, latencies
+                wait_for(lambda n=i: len(got.times) > n, 5, f"delivery {i} to the idle consumer")

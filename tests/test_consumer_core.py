@@ -24,7 +24,8 @@ from mq.connection import Connection
 from mq.consumer.types import ConsumeConcurrentlyContext
 from mq.errors import MQClientError
 from mq.store import Store
-from tests.helpers import raw_client
+from tests.helpers import admin_once, blocked_readers, raw_client
+from tests.leaks import owned
 from tests.procs import wait_for
 
 
@@ -110,7 +111,7 @@ def _with_bad_entries(url: str, namespace: str, topic: str) -> list[bytes]:
     properties are not an object (raw XADD), then 5 more; returns the good bodies."""
     _fill(url, namespace, topic, 5)
     client = raw_client(url)
-    keys = Connection(url, namespace).keys.queue(topic, 0)
+    keys = owned(Connection(url, namespace)).keys.queue(topic, 0)
     seq = int(client.hget(keys.meta, "seq"))
     client.xadd(keys.log, {"junk": "1"}, id=f"0-{seq + 1}")
     client.xadd(keys.log, {"i": "x", "b": "y", "bt": "1", "st": "1", "t": b"\xff\xfe"}, id=f"0-{seq + 2}")
@@ -174,7 +175,7 @@ def test_a_consumer_that_lost_its_queue_never_moves_the_new_owners_offset_back(
     consumer.subscribe("L")
     ok = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
     consumer.register_message_listener(lambda msgs, ctx: got.extend(m.queue_offset for m in msgs) or ok)
-    store = Store(Connection(backend_url, namespace))
+    store = owned(Store(Connection(backend_url, namespace)))
     q = MessageQueue("L", "broker-a", 0)
     client = raw_client(backend_url)
     with caplog.at_level(logging.WARNING, logger="mq.consumer"), consumer:
@@ -204,7 +205,7 @@ def test_timer_retention_and_sweep_cover_queues_of_a_shrunk_topic(backend_url: s
     admin.create_topic("S", read_queues=4, write_queues=4)
     _fill(backend_url, namespace, "S", 3, queue=3)
     admin.update_topic("S", read_queues=2, write_queues=2)
-    store = Store(Connection(backend_url, namespace))
+    store = owned(Store(Connection(backend_url, namespace)))
     time.sleep(0.01)
     assert apply_retention(store, reserved_time_h=0) == 3  # the messages on queue 3 are trimmed too
 
@@ -271,7 +272,7 @@ def test_bad_group_configs_are_refused_before_anything_is_written(redis_server, 
     from tests.helpers import snapshot
 
     url = redis_server.url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     before = snapshot(url, namespace)
     bad = [
         {"consume_enable": "yes"},
@@ -310,7 +311,7 @@ def test_retry_due_times_follow_the_servers_clock_not_a_skewed_host(
 
     admin.create_topic("K", read_queues=1, write_queues=1)
     _fill(backend_url, namespace, "K", 1)
-    store = Store(Connection(backend_url, namespace))
+    store = owned(Store(Connection(backend_url, namespace)))
     msg = store.read("K", 0, 0, 1)[0]
     real_time = time.time
     monkeypatch.setattr(time, "time", lambda: real_time() + 3600)  # this host runs an hour ahead
@@ -388,7 +389,7 @@ def test_a_consumer_starts_and_consumes_on_a_full_store(namespace: str) -> None:
 
     with RedisServer(extra_args=["--maxmemory", "4mb", "--maxmemory-policy", "noeviction"]) as server:
         url = server.url
-        Admin(url, namespace).create_topic("OOM", read_queues=2, write_queues=2)
+        admin_once(url, namespace).create_topic("OOM", read_queues=2, write_queues=2)
         _fill(url, namespace, "OOM", 20)
         client = server.client()
         with pytest.raises(Exception, match="maxmemory"):
@@ -414,7 +415,7 @@ def test_shutdown_returns_within_its_bound_when_a_listener_never_returns(
     from mq import ConsumeOrderlyStatus
 
     url = redis_server.url
-    Admin(url, namespace).create_topic("H", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("H", read_queues=1, write_queues=1)
     release = threading.Event()
     entered = threading.Event()
 
@@ -439,7 +440,7 @@ def test_shutdown_returns_within_its_bound_when_a_listener_never_returns(
     finally:
         release.set()
     # nothing of the stuck call was committed: it is delivered again
-    assert Admin(url, namespace).consumer_progress("hg", "H")[0].consumer_offset in (-1, 0)
+    assert admin_once(url, namespace).consumer_progress("hg", "H")[0].consumer_offset in (-1, 0)
 
 
 def test_a_listener_raising_system_exit_counts_as_a_failure(
@@ -448,7 +449,7 @@ def test_a_listener_raising_system_exit_counts_as_a_failure(
     """Issue 13, finding 9: SystemExit / KeyboardInterrupt from a listener is logged and retried like
     any failure; the queue's offset moves on past it."""
     url = redis_server.url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("SX", read_queues=1, write_queues=1)
     _fill(url, namespace, "SX", 50)
     raised: list[bool] = []
@@ -470,10 +471,10 @@ def test_a_listener_raising_system_exit_counts_as_a_failure(
     assert len(raised) == 2
     assert any("SystemExit" in r.getMessage() for r in caplog.records)
     assert any("KeyboardInterrupt" in r.getMessage() for r in caplog.records)
-    retried = Store(Connection(url, namespace)).queue_stats("%RETRY%sx", [0])[0]
+    retried = owned(Store(Connection(url, namespace))).queue_stats("%RETRY%sx", [0])[0]
     assert retried.max_offset == 0  # sent back as delayed retries (the broker delivers them later)
     client = raw_client(url)
-    assert client.zcard(Store(Connection(url, namespace)).queue_keys("%RETRY%sx", 0).timer) == 2
+    assert client.zcard(owned(Store(Connection(url, namespace))).queue_keys("%RETRY%sx", 0).timer) == 2
     client.close()
 
 
@@ -482,7 +483,7 @@ def test_an_idle_consumers_waiter_passes_a_non_utf8_entry_and_delivers_the_next(
 ) -> None:  # type: ignore[no-untyped-def]
     """Issue 13, finding 10: a non-UTF-8 field reaching a caught-up queue's long-poll waiter."""
     url = redis_server.url
-    Admin(url, namespace).create_topic("NU", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("NU", read_queues=1, write_queues=1)
     got: list[bytes] = []
     consumer = PushConsumer("nu", url, namespace=namespace)
     consumer.subscribe("NU")
@@ -490,14 +491,16 @@ def test_an_idle_consumers_waiter_passes_a_non_utf8_entry_and_delivers_the_next(
         lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeConcurrentlyStatus.CONSUME_SUCCESS
     )
     with caplog.at_level(logging.ERROR, logger="mq.store"), consumer:
-        time.sleep(1.5)  # caught up: its waiter blocks in XREAD
+        wait_for(lambda: blocked_readers(url) >= 2, 10, "NU's waiter (and the retry topic's) blocked in XREAD")
         client = raw_client(url)
-        keys = Connection(url, namespace).keys.queue("NU", 0)
+        keys = owned(Connection(url, namespace)).keys.queue("NU", 0)
         seq = int(client.hget(keys.meta, "seq") or 0)
         client.xadd(keys.log, {"i": "x", "b": "y", "bt": "1", "st": "1", "t": b"\xff"}, id=f"0-{seq + 1}")
         client.hset(keys.meta, "seq", seq + 1)
         client.close()
-        time.sleep(0.5)
+        wait_for(
+            lambda: any("not a message this library wrote" in r.getMessage() for r in caplog.records), 10, "the bad entry read"
+        )
         _fill(url, namespace, "NU", 1)
         wait_for(lambda: got == [b"0"], 10, "the good message after the bad entry")
     assert any("not a message this library wrote" in r.getMessage() for r in caplog.records)
@@ -508,7 +511,7 @@ def test_a_simple_consumer_started_on_a_missing_topic_leaves_no_member(redis_ser
     sc = SimpleConsumer("ghost", url, namespace=namespace, subscriptions={"nope": "*"})
     with pytest.raises(MQClientError, match="does not exist"):
         sc.start()
-    assert Admin(url, namespace).consumer_connections("ghost") == []
+    assert admin_once(url, namespace).consumer_connections("ghost") == []
 
 
 def test_producers_reread_delay_levels_and_time_delays_on_the_stores_clock(
@@ -518,7 +521,7 @@ def test_producers_reread_delay_levels_and_time_delays_on_the_stores_clock(
     from mq import timer as timer_module
 
     admin.create_topic("DL", read_queues=1, write_queues=1)
-    store = Store(Connection(backend_url, namespace))
+    store = owned(Store(Connection(backend_url, namespace)))
     timer = store.queue_keys("DL", 0).timer
     client = raw_client(backend_url)
 
@@ -548,7 +551,7 @@ def test_the_timer_sweep_reindexes_queues_of_a_shrunk_topic(backend_url: str, na
     with Producer("p", backend_url, namespace=namespace) as producer:
         producer.send(Message("SW", b"later", delay_level=5), queue=MessageQueue("SW", "broker-a", 3))
     admin.update_topic("SW", read_queues=2, write_queues=2)
-    store = Store(Connection(backend_url, namespace))
+    store = owned(Store(Connection(backend_url, namespace)))
     client = raw_client(backend_url)
     client.delete(store.keys.timers)  # the index write was lost (a producer crashed between its writes)
     QueueIndex(store, store.keys.timers, lambda keys: keys.timer).sweep()

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue, Producer, PushConsumer
+from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue, Producer, PushConsumer
 from mq.consumer import puller, push
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.push import DEFAULT_PULL_BATCH_SIZE
 from mq.message import MessageExt
+from tests.helpers import admin_once
 from tests.procs import wait_for
 
 
@@ -29,7 +30,7 @@ def test_a_pull_of_one_queue_is_shared_by_several_workers(redis_server: Any, nam
     """One queue, 4 workers, a listener that takes a while: the messages of one pull run on several
     threads at once (a single task for the whole pull would run them one after the other)."""
     url = redis_server.url
-    Admin(url, namespace).create_topic("W", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("W", read_queues=1, write_queues=1)
     _fill(url, namespace, "W", 8)
     lock = threading.Lock()
     running, most, threads, bodies = [0], [0], set(), []
@@ -61,7 +62,7 @@ def test_flow_control_bounds_the_cache_and_consuming_resumes_pulling(
     is let go, consuming frees room, the puller resumes and every message is consumed once."""
     monkeypatch.setattr(puller, "PULL_THRESHOLD_FOR_QUEUE", 64)
     url = redis_server.url
-    Admin(url, namespace).create_topic("F", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("F", read_queues=1, write_queues=1)
     total = 600
     _fill(url, namespace, "F", total)
     gate = threading.Event()
@@ -112,7 +113,7 @@ def test_a_failure_forgetting_consumed_messages_consumes_them_again_never_leaves
 
     monkeypatch.setattr(ProcessQueue, "remove", remove_failing_once)
     url = redis_server.url
-    Admin(url, namespace).create_topic("R", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("R", read_queues=1, write_queues=1)
     _fill(url, namespace, "R", 3)
     got: list[bytes] = []
     consumer = PushConsumer("r", url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)

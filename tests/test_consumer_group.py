@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from mq import Admin, Message, Producer
+from mq import Message, Producer
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
+from tests.helpers import admin_once
 from tests.procs import ConsumerProc, counts, wait_for
 
 pytestmark = pytest.mark.slow
@@ -53,7 +54,7 @@ class Load:
 
 def _three_members(url: str, namespace: str, topic: str, tmp_path, procs: list[ConsumerProc], *extra: str) -> None:  # type: ignore[no-untyped-def]
     """A 16-queue topic and three consumer processes that have split it."""
-    Admin(url, namespace).create_topic(topic, read_queues=16, write_queues=16)
+    admin_once(url, namespace).create_topic(topic, read_queues=16, write_queues=16)
     procs += [ConsumerProc(url, namespace, "g", topic, tmp_path / f"c{i}.log", *extra) for i in range(3)]
     wait_for(lambda: _partitioned(procs, 16), 20, "three members to split 16 queues")
 
@@ -112,7 +113,7 @@ def test_join_leave_and_crash(redis_server, namespace: str, tmp_path, procs) -> 
 
 def test_killed_consumer_restarts_from_committed_offsets(redis_server, namespace: str, tmp_path, procs) -> None:
     url = redis_server.url
-    Admin(url, namespace).create_topic("Gkill", read_queues=4, write_queues=4)
+    admin_once(url, namespace).create_topic("Gkill", read_queues=4, write_queues=4)
     procs.append(ConsumerProc(url, namespace, "g", "Gkill", tmp_path / "first.log", "--sleep-ms", "2"))
     wait_for(lambda: procs[0].assigned() == {0, 1, 2, 3}, 20, "the consumer to own all queues")
     with Producer("p", url, namespace=namespace) as producer:

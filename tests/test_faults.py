@@ -8,6 +8,8 @@ import pytest
 
 from mq import Admin, Message, Producer
 from mq.errors import MQBrokerError
+from tests.helpers import admin_once
+from tests.leaks import owned
 
 pytestmark = pytest.mark.fault
 
@@ -16,7 +18,7 @@ pytestmark = pytest.mark.fault
 @pytest.mark.slow
 def test_latency_fault_tolerance_avoids_a_stopped_master(fresh_cluster, namespace: str) -> None:
     url = fresh_cluster.url
-    Admin(url, namespace).create_topic("ft", read_queues=16, write_queues=16)
+    admin_once(url, namespace).create_topic("ft", read_queues=16, write_queues=16)
     with Producer("pg", url, namespace=namespace, send_latency_fault_enable=True) as producer:
         route = producer._core.route("ft")
         nodes = sorted(set(route.nodes.values()))
@@ -39,7 +41,7 @@ def test_latency_fault_tolerance_avoids_a_stopped_master(fresh_cluster, namespac
 
 def test_unreachable_redis_fails_fast_then_recovers(aof_server, namespace: str) -> None:
     url = aof_server.url
-    Admin(url, namespace).create_topic("down", read_queues=4, write_queues=4)
+    admin_once(url, namespace).create_topic("down", read_queues=4, write_queues=4)
     with Producer("pg", url, namespace=namespace) as producer:
         before = producer.send(Message("down", b"before", keys="k"))
         aof_server.stop()
@@ -53,19 +55,19 @@ def test_unreachable_redis_fails_fast_then_recovers(aof_server, namespace: str) 
 
         aof_server.start()  # AOF keeps what was acknowledged
         after = producer.send(Message("down", b"after", keys="k"))  # same producer, no restart
-    stored = {m.msg_id for m in Admin(url, namespace).query_messages_by_key("down", "k")}
+    stored = {m.msg_id for m in admin_once(url, namespace).query_messages_by_key("down", "k")}
     assert stored == {before.msg_id, after.msg_id}
 
 
 def test_acknowledged_sends_survive_kill_9_of_redis(aof_server, namespace: str) -> None:
     url = aof_server.url
-    Admin(url, namespace).create_topic("durable", read_queues=4, write_queues=4)
+    admin_once(url, namespace).create_topic("durable", read_queues=4, write_queues=4)
     with Producer("pg", url, namespace=namespace) as producer:
         acked = [producer.send(Message("durable", b"%d" % i)) for i in range(300)]
         aof_server.kill()  # SIGKILL: appendfsync always in the fixture
         aof_server.start()
         more = producer.send(Message("durable", b"after restart"))
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     for r in acked[::17] + [acked[-1], more]:
         found = admin.query_message("durable", r.msg_id)
         assert found is not None and found.queue_offset == r.queue_offset

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from mq import Admin, Message, MessageSelector, Producer
+from mq import Message, MessageSelector, Producer
 from mq.connection import Connection
 from mq.consumer.puller import filter_args
 from mq.errors import MQBrokerError
 from mq.store import Store
 from mq.store.store import PullRequest
+from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.sql92_rocketmq_cases import CASES
 
 PROPS: list[tuple[str | None, dict[str, str]]] = [
@@ -88,14 +92,16 @@ EXPRESSIONS = [
 
 
 @pytest.fixture
-def loaded(backend_url: str, namespace: str) -> tuple[Store, list[str]]:
-    Admin(backend_url, namespace).create_topic("F", read_queues=1, write_queues=1)
+def loaded(backend_url: str, namespace: str) -> Iterator[tuple[Store, list[str]]]:
+    admin_once(backend_url, namespace).create_topic("F", read_queues=1, write_queues=1)
     with Producer("p", backend_url, namespace=namespace) as producer:
         ids = [
             producer.send(Message("F", b"%d" % i, tags=tags or None, properties=props)).msg_id
             for i, (tags, props) in enumerate(PROPS)
         ]
-    return Store(Connection(backend_url, namespace)), ids
+    store = owned(Store(Connection(backend_url, namespace)))
+    yield store, ids
+    store.conn.close()
 
 
 @pytest.mark.parametrize("expression", EXPRESSIONS)
@@ -127,15 +133,17 @@ def test_scan_bound_moves_the_offset_without_matches(loaded: tuple[Store, list[s
 
 
 @pytest.fixture
-def rocketmq_loaded(backend_url: str, namespace: str) -> tuple[Store, list[str]]:
+def rocketmq_loaded(backend_url: str, namespace: str) -> Iterator[tuple[Store, list[str]]]:
     """Topic R holding one message per ported RocketMQ case, in case order (queue offset = case index)."""
-    Admin(backend_url, namespace).create_topic("R", read_queues=1, write_queues=1)
+    admin_once(backend_url, namespace).create_topic("R", read_queues=1, write_queues=1)
     with Producer("p", backend_url, namespace=namespace) as producer:
         ids = [
             producer.send(Message("R", b"%d" % i, tags=case.tags, properties=case.properties)).msg_id
             for i, case in enumerate(CASES)
         ]
-    return Store(Connection(backend_url, namespace)), ids
+    store = owned(Store(Connection(backend_url, namespace)))
+    yield store, ids
+    store.conn.close()
 
 
 def test_rocketmq_filter_cases_in_lua_and_python(rocketmq_loaded: tuple[Store, list[str]]) -> None:

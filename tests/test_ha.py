@@ -24,6 +24,8 @@ from mq.connection import Connection, mask_url, parse_sentinel_url
 from mq.errors import MQBrokerError, MQClientError
 from mq.store import Store
 from scheduler import BrokerConfig, BrokerService
+from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import wait_for
 from tests.servers import RedisClusterProcs, SentinelProcs
 
@@ -67,7 +69,7 @@ def test_bad_sync_replicas_are_refused(replicas: object, timeout_ms: int) -> Non
 
 
 def test_memory_store_has_no_replicas_to_confirm(namespace: str) -> None:
-    Admin("memory://ha", namespace).create_topic("t")
+    admin_once("memory://ha", namespace).create_topic("t")
     with Producer("p", "memory://ha", namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=50) as p:
         r = p.send(Message("t", b"x"))
     assert r.status is SendStatus.FLUSH_SLAVE_TIMEOUT and r.queue_offset == 0  # stored, not confirmed
@@ -90,7 +92,7 @@ def _collecting_consumer(url: str, ns: str, topic: str, seen: list[bytes]) -> Pu
 
 def test_round_trip_through_sentinel_with_broker(sentinel: SentinelProcs, namespace: str) -> None:
     url = sentinel.url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("t", read_queues=2, write_queues=2)
     seen: list[bytes] = []
     config = BrokerConfig(sync_replicas=1, message_delay_level="100ms 200ms")
@@ -106,13 +108,13 @@ def test_round_trip_through_sentinel_with_broker(sentinel: SentinelProcs, namesp
     # the writes are on the replica too (sync_replicas=1 confirmed them)
     replica = sentinel.replicas[0]
     with replica.client() as c:
-        assert sum(c.xlen(Store(Connection(url, namespace)).queue_keys("t", q).log) for q in range(2)) == 2
+        assert sum(c.xlen(owned(Store(Connection(url, namespace))).queue_keys("t", q).log) for q in range(2)) == 2
     admin.close()
 
 
 def test_sync_replicas_with_the_replica_stopped_returns_flush_slave_timeout(sentinel: SentinelProcs, namespace: str) -> None:
     url = sentinel.url
-    Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("t", read_queues=1, write_queues=1)
     with Producer("p", url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=300) as producer:
         assert producer.send(Message("t", b"a")).status is SendStatus.SEND_OK
         sentinel.replicas[0].stop()
@@ -123,7 +125,7 @@ def test_sync_replicas_with_the_replica_stopped_returns_flush_slave_timeout(sent
         assert 0.3 <= took < 0.3 + 1.0, took  # waited for the timeout, not longer (and no retry)
         future = producer.send_async(Message("t", b"c"))
         assert future.result(5).status is SendStatus.FLUSH_SLAVE_TIMEOUT
-        stored = Store(Connection(url, namespace)).read("t", 0, 0, 10)
+        stored = owned(Store(Connection(url, namespace))).read("t", 0, 0, 10)
         assert [m.body for m in stored] == [b"a", b"b", b"c"]  # stored once each on the master
     with Producer("p0", url, namespace=namespace) as plain:  # sync_replicas=0 does not wait
         assert plain.send(Message("t", b"d")).status is SendStatus.SEND_OK
@@ -131,7 +133,7 @@ def test_sync_replicas_with_the_replica_stopped_returns_flush_slave_timeout(sent
 
 def test_transaction_half_not_confirmed_is_rolled_back(sentinel: SentinelProcs, namespace: str) -> None:
     url = sentinel.url
-    Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("t", read_queues=1, write_queues=1)
     ran: list[bool] = []
 
     def executor(msg, arg):  # type: ignore[no-untyped-def]
@@ -152,7 +154,7 @@ def test_transaction_half_not_confirmed_is_rolled_back(sentinel: SentinelProcs, 
         bad = tp.send_message_in_transaction(Message("t", b"unconfirmed"), executor)
     assert bad.status is SendStatus.FLUSH_SLAVE_TIMEOUT
     assert bad.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE and ran == [True]
-    assert [m.body for m in Store(Connection(url, namespace)).read("t", 0, 0, 10)] == [b"ok"]
+    assert [m.body for m in owned(Store(Connection(url, namespace))).read("t", 0, 0, 10)] == [b"ok"]
 
 
 def _send_through(producer: Producer, topic: str, seconds: float, on_result: Callable[[str, float], None]) -> None:
@@ -191,7 +193,7 @@ def _fail_over_under_load(
 
 def test_sentinel_failover_sends_never_hang_and_everything_works_after(sentinel: SentinelProcs, namespace: str) -> None:
     url = sentinel.url
-    Admin(url, namespace).create_topic("t", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("t", read_queues=2, write_queues=2)
     seen: list[bytes] = []
     with _collecting_consumer(url, namespace, "t", seen), Producer("p", url, namespace=namespace) as producer:
         producer.send(Message("t", b"before"))
@@ -210,7 +212,7 @@ def test_sentinel_failover_sends_never_hang_and_everything_works_after(sentinel:
 
 
 def _queues_by_node(url: str, ns: str, topic: str, queues: int) -> dict[str, list[int]]:
-    conn = Connection(url, ns)
+    conn = owned(Connection(url, ns))
     store = Store(conn)
     out: dict[str, list[int]] = {}
     for q in range(queues):
@@ -220,14 +222,18 @@ def _queues_by_node(url: str, ns: str, topic: str, queues: int) -> dict[str, lis
 
 
 @pytest.mark.cluster
-def test_cluster_wait_reaches_the_node_that_served_the_write(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
+@pytest.mark.parametrize("replicas", [1, "all"])
+def test_cluster_wait_reaches_the_node_that_served_the_write(
+    replicated_cluster: RedisClusterProcs, namespace: str, replicas: int | str
+) -> None:
+    """Each node's writes wait for that node's replicas ("all": counted per node, D73)."""
     cluster = replicated_cluster
     url = cluster.url
-    Admin(url, namespace).create_topic("t", read_queues=12, write_queues=12)
+    admin_once(url, namespace).create_topic("t", read_queues=12, write_queues=12)
     by_node = _queues_by_node(url, namespace, "t", 12)
     assert len(by_node) == 3
 
-    with Producer("p", url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=300) as producer:
+    with Producer("p", url, namespace=namespace, sync_replicas=replicas, sync_replicas_timeout_ms=300) as producer:  # type: ignore[arg-type]
         for qids in by_node.values():
             r = producer.send(Message("t", b"x"), queue=MessageQueue("t", "broker-a", qids[0]))
             assert r.status is SendStatus.SEND_OK
@@ -249,7 +255,7 @@ def test_cluster_wait_reaches_the_node_that_served_the_write(replicated_cluster:
 @pytest.mark.cluster
 def test_round_trip_through_replicated_cluster_with_broker(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
     url = replicated_cluster.url
-    Admin(url, namespace).create_topic("t", read_queues=6, write_queues=6)
+    admin_once(url, namespace).create_topic("t", read_queues=6, write_queues=6)
     seen: list[bytes] = []
     config = BrokerConfig(sync_replicas=1, message_delay_level="100ms 200ms")
     checker = lambda m: LocalTransactionState.COMMIT_MESSAGE  # noqa: E731
@@ -275,7 +281,7 @@ def test_round_trip_through_replicated_cluster_with_broker(replicated_cluster: R
 def test_cluster_failover_is_followed_without_restart(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
     cluster = replicated_cluster
     url = cluster.url
-    Admin(url, namespace).create_topic("t", read_queues=6, write_queues=6)
+    admin_once(url, namespace).create_topic("t", read_queues=6, write_queues=6)
     seen: list[bytes] = []
     with (
         _collecting_consumer(url, namespace, "t", seen),
@@ -329,7 +335,7 @@ def test_orderly_lock_through_the_store_is_trusted_only_when_a_replica_has_it(se
     from mq.errors import ReplicaAckTimeout
     from mq.store.replication import SyncReplicas
 
-    store = Store(Connection(sentinel.url, namespace))
+    store = owned(Store(Connection(sentinel.url, namespace)))
     lock = store.queue_keys("t", 0).lock("g")
     call = ("lock-queue", [lock], ["client-a", 12_000])
     sync = SyncReplicas(1, 200)
@@ -353,7 +359,7 @@ def test_orderly_lock_through_the_store_is_trusted_only_when_a_replica_has_it(se
 def test_sync_send_is_one_round_trip(sentinel: SentinelProcs, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import redis.connection
 
-    Admin(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    admin_once(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
     with Producer("p", sentinel.url, namespace=namespace, sync_replicas=1) as producer:
         producer.send(Message("t", b"warm-up"))  # loads the script, opens the connection
         writes: list[bytes] = []
@@ -371,7 +377,7 @@ def test_sync_send_is_one_round_trip(sentinel: SentinelProcs, namespace: str, mo
 
 
 def test_unconfirmed_send_counts_as_a_fault_of_its_node(sentinel: SentinelProcs, namespace: str) -> None:
-    Admin(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    admin_once(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
     with Producer(
         "p", sentinel.url, namespace=namespace, sync_replicas=1, sync_replicas_timeout_ms=100, send_latency_fault_enable=True
     ) as producer:
@@ -399,7 +405,7 @@ def test_an_orderly_consumer_with_sync_replicas_trusts_only_confirmed_locks(sent
     from tests.procs import wait_for
 
     url = sentinel.url
-    Admin(url, namespace).create_topic("o", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("o", read_queues=2, write_queues=2)
     got: list[bytes] = []
 
     def consumer(group: str) -> PushConsumer:

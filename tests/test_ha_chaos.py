@@ -25,5 +25,7 @@ def test_master_killed_under_load(topology: str, tmp_path: pathlib.Path) -> None
     # the killed master's queues take sends again once the replica is promoted (and, for
     # sync_replicas=1, once a replica of the new master is back), within seconds
     assert all(0 < w < report.failover_s + 20 for w in report.killed_node_window_s.values()), report
-    # sync_replicas=0: the loss is measured, not asserted to be 0
-    assert report.lost["C0"] >= 0
+    # sync_replicas=0: the loss is measured, not asserted to be 0 (docs/benchmarks.md), but it is bounded:
+    # an acknowledged write can vanish only inside the replication delay before the kill (well under
+    # a millisecond on loopback), so more than one second of C0's sends (rate=100/s) lost is a fault
+    assert report.lost["C0"] <= 100, report

@@ -25,6 +25,7 @@ from mq.store.ops import operation
 from mq.store.store import StoreOps
 from mq.validation import MAX_DELAY_MS, MAX_KEYS, MAX_PROPERTIES, MAX_USER_PROPERTY_SIZE
 from tests.helpers import raw_client, snapshot
+from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer
 
@@ -42,7 +43,7 @@ def _close_opened() -> Any:
 def _store(url: str, ns: str, topic: str = "h", queues: int = 1) -> Store:
     with Admin(url, ns) as admin:
         admin.create_topic(topic, read_queues=queues, write_queues=queues)
-    store = Store(Connection(url, ns))
+    store = owned(Store(Connection(url, ns)))
     _OPENED.append(store.conn)
     return store
 
@@ -171,7 +172,7 @@ SCRIPT_FAILURES = {
     "deliver-due": (lambda k, s: k.deliver(), [10**15, 10]),
     "end-transaction": (lambda k, s: k.end_transaction(), ["commit", "HALF"]),
     "check-halves": (lambda k, s: k.check_halves(), [1, "x", 1, 1, 10]),
-    "trim-queue": (lambda k, s: [k.log, k.ids, k.keys], [10**15, "many"]),
+    "trim-queue": (lambda k, s: k.trim(), [10**15, "many"]),
     "search-offset": (lambda k, s: k.read(), ["nan"]),
     "queue-stats": (lambda k, s: [k.meta, s.keys.topics], []),
     "remove-dead-clients": (lambda k, s: [s.keys.group("g").clients, s.keys.group("g").info], ["soon"]),
@@ -345,20 +346,26 @@ def test_resend_dlq_resends_each_letter_once_and_skips_letters_whose_topic_is_go
         assert admin.resend_dlq("g") == 1  # skipped letters stay unmarked: resent once the topic is back
 
 
+def _put_call_counts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The message count of each put script call made from now on in this test."""
+    counts: list[int] = []
+
+    class Spy(scripts.Eval):
+        def __init__(self, name: str, keys: Any, argv: Any) -> None:
+            if name == "put-messages":
+                counts.append(int(argv[0]))
+            super().__init__(name, keys, argv)
+
+    monkeypatch.setattr(scripts, "Eval", Spy)
+    return counts
+
+
 def test_a_big_batch_goes_out_in_bounded_script_calls(
     redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = redis_server.url
     store = _store(url, namespace)
-    sizes: list[int] = []
-
-    class Spy(scripts.Eval):
-        def __init__(self, name: str, keys: Any, argv: Any) -> None:
-            if name == "put-messages":
-                sizes.append(int(argv[0]))
-            super().__init__(name, keys, argv)
-
-    monkeypatch.setattr(scripts, "Eval", Spy)
+    sizes = _put_call_counts(monkeypatch)
     n = 100_000
     with Producer("p", url, namespace=namespace) as producer:
         result = producer.send_batch([Message("h", b"%d" % i) for i in range(n)])
@@ -366,6 +373,51 @@ def test_a_big_batch_goes_out_in_bounded_script_calls(
     assert result.queue_offset == 0 and len(result.msg_ids) == n
     stored = store.read("h", 0, n - 3, 5)
     assert [m.body for m in stored] == [b"%d" % i for i in range(n - 3, n)]
+
+
+@pytest.mark.parametrize(
+    ("count", "body_size", "keys", "bound"),
+    [
+        (12, 100 * 1024, 0, "bytes"),  # 1.2 MiB: over one call's 1 MiB, within the batch's 4 MiB
+        (40, 8, 64, "keys"),  # 2 560 keys: over one call's 2 048
+    ],
+)
+def test_a_batch_over_one_calls_bytes_or_keys_goes_out_in_bounded_calls(
+    redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch, count: int, body_size: int, keys: int, bound: str
+) -> None:
+    """docs/security.md: one put script call stores at most 512 messages, 1 MiB and 2 048 keys; a batch
+    over the bytes or the keys (not the count) is split too, every message stored once, in order."""
+    url = redis_server.url
+    store = _store(url, namespace)
+    calls = _put_call_counts(monkeypatch)
+    batch = [Message("h", b"%08d" % i + b"x" * (body_size - 8), keys=[f"k{i}-{k}" for k in range(keys)]) for i in range(count)]
+    with Producer("p", url, namespace=namespace) as producer:
+        result = producer.send_batch(batch)
+    assert sum(calls) == count and len(calls) >= 2, calls
+    if bound == "bytes":
+        assert max(calls) * body_size <= send_request.PUT_CALL_MAX_BYTES, calls
+    else:
+        assert max(calls) * keys <= send_request.PUT_CALL_MAX_KEYS, calls
+    assert result.queue_offset == 0 and len(result.msg_ids) == count
+    assert [m.body[:8] for m in store.read("h", 0, 0, count)] == [b"%08d" % i for i in range(count)]
+
+
+@pytest.mark.parametrize(("count", "body_size", "keys", "most"), [(5, 300 * 1024, 0, 3), (40, 8, 64, 32)])
+def test_a_timer_move_stops_at_one_calls_bytes_or_keys(
+    redis_server: RedisServer, namespace: str, count: int, body_size: int, keys: int, most: int
+) -> None:
+    """docs/security.md: one ``deliver-due`` call moves at most 1 MiB and 2 048 keys (then the next call
+    moves the rest): five 300 KiB messages due at once go 3 then 2, forty of 64 keys go 32 then 8."""
+    store = _store(redis_server.url, namespace)
+    due = int(time.time() * 1000) + 60_000
+    with Producer("p", redis_server.url, namespace=namespace) as producer:
+        for i in range(count):
+            body = b"%08d" % i + b"x" * (body_size - 8)
+            producer.send(Message("h", body, keys=[f"k{i}-{k}" for k in range(keys)], deliver_time_ms=due))
+    [first] = store.deliver_due([("h", 0)], due, 1000)
+    [second] = store.deliver_due([("h", 0)], due, 1000)
+    assert (first.moved, second.moved) == (most, count - most), (first, second)
+    assert [m.body[:8] for m in store.read("h", 0, 0, count)] == [b"%08d" % i for i in range(count)]
 
 
 def test_a_full_store_still_lets_the_retry_topic_step_pass_and_names_oom_to_producers(
@@ -424,6 +476,33 @@ def test_filter_expressions_are_bounded_when_the_selector_is_built() -> None:
     for expression in at_limits:
         assert len(expression) <= limits.MAX_EXPRESSION_LENGTH
         MessageSelector.by_sql(expression)
+
+
+def _over_one_filter_bound() -> list[tuple[str, str, str]]:
+    """``(kind, expression, message)``: each expression over exactly one bound of mq/filter/limits.py
+    (the cases above cross several, so one bound removed would still be refused by another)."""
+    from mq.filter import limits
+
+    return [
+        ("sql", "a = 1" + " " * limits.MAX_EXPRESSION_LENGTH, "characters; the limit is"),
+        ("sql", " OR ".join(f"a = {i}" for i in range(limits.MAX_NODES // 3 + 1)), "terms; the limit is"),
+        ("sql", "NOT " * limits.MAX_DEPTH + "a = 1", "nested deeper than"),
+        ("sql", "a IN (" + ",".join(f"'{i}'" for i in range(limits.MAX_IN_ITEMS + 1)) + ")", "an IN list of"),
+        ("sql", "big = '" + "x" * (limits.MAX_LITERAL_LENGTH + 1) + "'", "a string literal of"),
+        ("sql", " OR ".join(f"big CONTAINS 'ab{i}'" for i in range(limits.MAX_TEXT_TESTS + 1)), "STARTSWITH/ENDSWITH tests"),
+        ("sql", "big CONTAINS '" + "x" * 100 + "' OR big ENDSWITH '" + "y" * (limits.MAX_PATTERN_CHARS - 99) + "'", "together"),
+        ("tag", " || ".join(f"t{i}" for i in range(limits.MAX_IN_ITEMS + 1)), "tags; the limit is"),
+        ("tag", "x" * (limits.MAX_LITERAL_LENGTH + 1), "a tag of"),
+    ]
+
+
+@pytest.mark.parametrize(("kind", "expression", "message"), _over_one_filter_bound(), ids=lambda v: str(v)[:24])
+def test_each_filter_bound_is_enforced_on_its_own(kind: str, expression: str, message: str) -> None:
+    from mq.errors import FilterExpressionError
+    from mq.filter import MessageSelector
+
+    with pytest.raises(FilterExpressionError, match=message):
+        (MessageSelector.by_sql if kind == "sql" else MessageSelector.by_tag)(expression)
 
 
 def test_the_scripts_and_the_producer_agree_on_the_bounds() -> None:

@@ -11,8 +11,11 @@ import pytest
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue, Producer, PushConsumer
 from mq.connection import Connection
 from mq.consumer import puller, steps
-from mq.consumer.long_poll import LONG_POLL_BLOCK_MS, WAIT_COMMIT_LOOKS, CommitPacer
+from mq.consumer.long_poll import CLOSE_WAIT_S, LONG_POLL_BLOCK_MS, WAIT_COMMIT_LOOKS, CommitPacer, LongPoller
+from mq.consumer.process_queue import ProcessQueue
 from mq.store import Store
+from tests.helpers import admin_once, blocked_readers
+from tests.leaks import open_sockets, owned
 from tests.procs import wait_for
 from tests.servers import RedisServer
 
@@ -72,7 +75,7 @@ def test_an_idle_queues_offset_is_stored_soon_after_its_last_message_is_consumed
     still being consumed: the store stayed one message behind until the 5 s commit."""
     monkeypatch.setattr(steps, "PERSIST_INTERVAL_S", 60.0)  # only the waiter commits in this test
     url = redis_server.url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("IQ", read_queues=1, write_queues=1)
     consumed = threading.Event()
 
@@ -85,7 +88,7 @@ def test_an_idle_queues_offset_is_stored_soon_after_its_last_message_is_consumed
     consumer.subscribe("IQ")
     consumer.register_message_listener(listener)
     with consumer, Producer("p", url, namespace=namespace) as producer:
-        time.sleep(1.5)  # the queue claimed and caught up: its waiter blocks in XREAD
+        wait_for(lambda: blocked_readers(url) >= 2, 10, "IQ's waiter (and the retry topic's) blocked in XREAD")
         producer.send(Message("IQ", b"one"))
         assert consumed.wait(10)
         wait_for(lambda: admin.consumer_progress("iq", "IQ")[0].consumer_offset == 1, 2, "offset 1 stored")
@@ -95,17 +98,17 @@ def test_an_idle_queues_offset_is_stored_soon_after_its_last_message_is_consumed
 def test_a_held_connection_keeps_one_pooled_connection_for_its_thread_and_gives_it_back(
     redis_server: RedisServer, namespace: str
 ) -> None:
-    conn = Connection(redis_server.url, namespace)
+    conn = owned(Connection(redis_server.url, namespace))
     held = conn.held()
     assert held is not conn and held.client is not conn.client
     assert held.client.connection is not None and held.client.connection_pool is conn.client.connection_pool
-    Admin(redis_server.url, namespace).create_topic("HC", read_queues=1, write_queues=1)
+    admin_once(redis_server.url, namespace).create_topic("HC", read_queues=1, write_queues=1)
     queue = MessageQueue("HC", "broker-a", 0)
     assert Store(held).wait_for_messages(queue, 0, 1, 1, group="g") == (None, None)  # nothing there: the block ran out
     held.release_held()
     assert held.client.connection is None
     conn.close()
-    memory = Connection("memory://held", namespace)
+    memory = owned(Connection("memory://held", namespace))
     assert memory.held() is memory  # cluster and memory clients are shared as they are
 
 
@@ -116,7 +119,7 @@ def test_a_waiter_connects_only_when_its_queue_is_caught_up(
     (before: every waiter connected when it started, ~1.5 ms of GIL-holding connection set-up each,
     which delayed a drain's first message by ~25 ms); a queue that catches up gets its connection."""
     url = redis_server.url
-    Admin(url, namespace).create_topic("BL", read_queues=4, write_queues=4)
+    admin_once(url, namespace).create_topic("BL", read_queues=4, write_queues=4)
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(40):
             producer.send(Message("BL", b"%d" % i))
@@ -152,3 +155,51 @@ def test_a_waiter_connects_only_when_its_queue_is_caught_up(
         wait_for(
             lambda: len([n for n in held_for if n.startswith("mq-poll-BL")]) == 4, 5, "the caught-up queues' waiters connected"
         )
+
+
+def test_a_waiter_that_passed_its_stop_check_leaves_no_connection_open_after_close(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """A waiter past its ``stopped`` check when the consumer stops sends its next wait after
+    ``close()``; redis-py connects the closed connection again for it. Before, ``close()`` did not wait
+    for the waiters, and that socket was given back to the pool open and stayed open for good (the
+    leak check found it after quick start/stop cycles, e.g. ``tests/test_aio_admin.py``)."""
+    with Admin(redis_server.url, namespace) as admin:
+        admin.create_topic("LC", read_queues=1, write_queues=1)
+    in_check, go_on, stopped = threading.Event(), threading.Event(), threading.Event()
+
+    def may_wait(pq: ProcessQueue) -> bool:
+        in_check.set()
+        go_on.wait(10)  # the waiter is past its stop check while the consumer stops
+        return True
+
+    poller = LongPoller(
+        redis_server.url,
+        namespace,
+        on_news=lambda *news: None,
+        commit_due=None,
+        before_wait=lambda pq: None,
+        may_wait=may_wait,
+        batch=4,
+        stopped=stopped,
+    )
+    pq = ProcessQueue(MessageQueue("LC", "broker-a", 0), 0)
+    pq.idle.set()
+    poller.watch(pq)
+    assert in_check.wait(10)
+    closed_once, close_connection = threading.Event(), poller._conn.close
+
+    def close_and_tell() -> None:
+        close_connection()
+        closed_once.set()
+
+    poller._conn.close = close_and_tell  # type: ignore[method-assign]
+    stopped.set()
+    closing = threading.Thread(target=poller.close)
+    closing.start()
+    assert closed_once.wait(5)  # the connection closed while the waiter is past its stop check
+    go_on.set()
+    closing.join(CLOSE_WAIT_S + 5)
+    waiters = [t for t in threading.enumerate() if t.name == "mq-poll-LC-0"]
+    wait_for(lambda: not any(t.is_alive() for t in waiters), 3, "the waiter to end")
+    assert open_sockets(poller._conn) == 0

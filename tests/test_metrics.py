@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import urllib.request
 
+import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -23,6 +24,8 @@ from mq.metrics import enable_client_metrics
 from mq.store import Store
 from scheduler import BrokerConfig, BrokerService
 from scheduler.metrics import serve_metrics
+from tests.helpers import admin_once
+from tests.leaks import open_sockets, owned
 from tests.procs import wait_for
 from tests.servers import free_port
 
@@ -34,13 +37,13 @@ def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> None:
     url = redis_server.url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("M", read_queues=2, write_queues=2)
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(10):
             producer.send(Message("M", b"%d" % i), queue=MessageQueue("M", "broker-a", i % 2))
         producer.send(Message("M", b"later", deliver_time_ms=int(time.time() * 1000) + 3_600_000))  # timer backlog 1
-    Store(Connection(url, namespace)).commit_offsets(
+    owned(Store(Connection(url, namespace))).commit_offsets(
         "lagging", {MessageQueue("M", "broker-a", 0): 2, MessageQueue("M", "broker-a", 1): 5}
     )
     failing = PushConsumer("dead-letters", url, namespace=namespace, max_reconsume_times=0)
@@ -56,8 +59,8 @@ def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> N
         )
         wait_for(lambda: len(admin.dlq_messages("dead-letters")) == 1, 10, "the forced dead letter")
         port = free_port()
-        serve_metrics(port, url, namespace)
-        m = _scrape(port)
+        with serve_metrics(port, url, namespace):
+            m = _scrape(port)
     assert m[("rocketredis_topic_messages", (("topic", "M"),))] == 11
     assert m[("rocketredis_group_lag", (("group", "lagging"), ("queue", "0"), ("topic", "M")))] == 6 - 2  # 5 + poison on queue 0
     assert m[("rocketredis_group_lag", (("group", "lagging"), ("queue", "1"), ("topic", "M")))] == 5 - 5
@@ -70,7 +73,7 @@ def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> N
 def test_group_lag_follows_a_real_consumer(redis_server, namespace: str) -> None:
     """The lag series after a push consumer consumed and committed (0), then after 3 more sends (3)."""
     url = redis_server.url
-    Admin(url, namespace).create_topic("L", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("L", read_queues=2, write_queues=2)
     got: list[bytes] = []
     consumer = PushConsumer("readers", url, namespace=namespace)
     consumer.subscribe("L", "*")
@@ -81,13 +84,13 @@ def test_group_lag_follows_a_real_consumer(redis_server, namespace: str) -> None
 
     consumer.register_message_listener(listener)
     port = free_port()
-    serve_metrics(port, url, namespace)
+    server = serve_metrics(port, url, namespace)
 
     def lag() -> float:
         series = _scrape(port).items()
         return sum(v for (name, labels), v in series if name == "rocketredis_group_lag" and ("group", "readers") in labels)
 
-    with Producer("p", url, namespace=namespace) as producer:
+    with server, Producer("p", url, namespace=namespace) as producer:
         with consumer:
             time.sleep(0.5)
             for i in range(10):
@@ -96,7 +99,7 @@ def test_group_lag_follows_a_real_consumer(redis_server, namespace: str) -> None
         assert lag() == 0  # committed at shutdown
         for i in range(3):
             producer.send(Message("L", b"more-%d" % i))
-    assert lag() == 3
+        assert lag() == 3
 
 
 def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, namespace: str) -> None:
@@ -108,7 +111,7 @@ def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, na
         port = free_port()
         enable_client_metrics(port, registry=registry)
         url = redis_server.url
-        Admin(url, namespace).create_topic("C", read_queues=2, write_queues=2)
+        admin_once(url, namespace).create_topic("C", read_queues=2, write_queues=2)
         got: list[bytes] = []
         consumer = PushConsumer("cg", url, namespace=namespace)
         consumer.subscribe("C", "*")
@@ -130,16 +133,29 @@ def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, na
 
 def test_broker_stats_snapshot_for_admins(redis_server, namespace: str) -> None:
     url = redis_server.url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("St", read_queues=2, write_queues=2)
     assert admin.broker_stats() is None
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(4):
             producer.send(Message("St", b"%d" % i))
-    Store(Connection(url, namespace)).commit_offsets("g", {MessageQueue("St", "broker-a", 0): 0})
+    owned(Store(Connection(url, namespace))).commit_offsets("g", {MessageQueue("St", "broker-a", 0): 0})
     with BrokerService(url, namespace, BrokerConfig(stats_interval_s=0.5)) as service:
         wait_for(lambda: admin.broker_stats() is not None, 5, "a stats snapshot")
     stats = admin.broker_stats()
     assert stats is not None
     assert stats["by"] == service.id and stats["topic_messages"] == {"St": 4}
     assert stats["group_lag"] == {"g/St": 2} and stats["timer_backlog"] == 0
+
+
+def test_closing_the_metrics_server_stops_it_and_closes_its_connection(redis_server, namespace: str) -> None:
+    """serve_metrics used to return only the registry: its HTTP server and store connection lived until
+    the process ended (the leak check found the connection open after each metrics test)."""
+    port = free_port()
+    server = serve_metrics(port, redis_server.url, namespace)
+    assert ("rocketredis_timer_backlog", ()) in _scrape(port)
+    assert open_sockets(server._store.conn) == 1
+    server.close()
+    assert open_sockets(server._store.conn) == 0
+    with pytest.raises(OSError):
+        _scrape(port)

@@ -23,6 +23,8 @@ from mq.errors import MQClientError, TopicNotFoundError
 from mq.rates import rates_over
 from mq.times import format_ms
 from scheduler import BrokerConfig, BrokerService
+from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import wait_for
 from tests.test_cli import run_mq
 
@@ -98,12 +100,12 @@ def test_topic_create_says_created_then_updated(redis_server, namespace: str, ca
 
 
 def test_a_property_without_equals_is_refused_before_anything_is_sent(redis_server, namespace: str) -> None:
-    Admin(redis_server.url, namespace).create_topic("pp", read_queues=1, write_queues=1)
+    admin_once(redis_server.url, namespace).create_topic("pp", read_queues=1, write_queues=1)
     result = run_mq("send", "pp", "x", "-p", "badprop", "--url", redis_server.url, "--namespace", namespace)
     assert result.returncode == 2
     assert "expected NAME=VALUE, got 'badprop'" in result.stderr
-    assert Admin(redis_server.url, namespace).topic_status("pp")  # exists ...
-    assert sum(s.max_offset for s in Admin(redis_server.url, namespace).topic_status("pp").values()) == 0  # ... empty
+    assert admin_once(redis_server.url, namespace).topic_status("pp")  # exists ...
+    assert sum(s.max_offset for s in admin_once(redis_server.url, namespace).topic_status("pp").values()) == 0  # ... empty
 
 
 def _sent_at(redis_url: str, namespace: str, topic: str, count: int) -> list[int]:
@@ -119,7 +121,7 @@ def _sent_at(redis_url: str, namespace: str, topic: str, count: int) -> list[int
 
 def test_reset_offset_takes_an_iso_time(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
     url, common = redis_server.url, ["--url", redis_server.url, "--namespace", namespace]
-    Admin(url, namespace).create_topic("ri", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("ri", read_queues=1, write_queues=1)
     stored = _sent_at(url, namespace, "ri", 10)
     assert len(set(stored)) > 1
     when = format_ms(stored[6])  # as `mq topic status` prints times
@@ -141,12 +143,12 @@ def test_reset_offset_takes_an_iso_time(redis_server, namespace: str, capsys: py
 
 def test_query_by_key_takes_iso_bounds(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
     url, common = redis_server.url, ["--url", redis_server.url, "--namespace", namespace]
-    Admin(url, namespace).create_topic("qb", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("qb", read_queues=1, write_queues=1)
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(6):
             producer.send(Message("qb", b"%d" % i, keys=["k"]))
             time.sleep(0.02)
-    stored = [m.store_timestamp_ms for m in Admin(url, namespace).messages("qb", 0, 0)]
+    stored = [m.store_timestamp_ms for m in admin_once(url, namespace).messages("qb", 0, 0)]
     begin, end = format_ms(stored[2]), datetime.fromtimestamp(stored[4] / 1000).isoformat(timespec="milliseconds")
     assert main(["query", "qb", "--key", "k", "--begin", begin, "--end", end, *common]) == 0
     bodies = [json.loads(line)["body"] for line in capsys.readouterr().out.splitlines()]
@@ -155,7 +157,7 @@ def test_query_by_key_takes_iso_bounds(redis_server, namespace: str, capsys: pyt
 
 def test_status_and_connections_print_readable_times(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
     url, common = redis_server.url, ["--url", redis_server.url, "--namespace", namespace]
-    Admin(url, namespace).create_topic("rt", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("rt", read_queues=1, write_queues=1)
     stored = _sent_at(url, namespace, "rt", 2)
     assert main(["topic", "status", "rt", *common]) == 0
     header, row = capsys.readouterr().out.splitlines()
@@ -182,7 +184,7 @@ def test_status_and_connections_print_readable_times(redis_server, namespace: st
 
 def test_msg_prints_a_half_open_offset_range(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
     url, common = redis_server.url, ["--url", redis_server.url, "--namespace", namespace]
-    Admin(url, namespace).create_topic("mr", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("mr", read_queues=2, write_queues=2)
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(12):
             producer.send(Message("mr", b"m%d" % i), selector=lambda queues, msg, arg: queues[arg % 2], arg=i)
@@ -223,7 +225,7 @@ def test_msg_finds_an_id_in_every_topic(redis_server, namespace: str, capsys: py
         for name in ("fa", "fc"):
             producer.send(Message(name, b"other"))
         sent = producer.send(Message("fb", b"dead soon"))
-        wait_for(lambda: bool(Admin(url, namespace).dlq_messages("fg")), 15, "the dead letter")
+        wait_for(lambda: bool(admin_once(url, namespace).dlq_messages("fg")), 15, "the dead letter")
     assert main(["msg", "--id", sent.msg_id, *common]) == 0
     copies = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert copies[0]["topic"] == "fb" and copies[0]["queue_offset"] == sent.queue_offset
@@ -265,7 +267,7 @@ def test_rates_come_from_two_snapshots_a_window_apart() -> None:
 
 def test_stats_rates_with_a_real_broker_service(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
     url, common = redis_server.url, ["--url", redis_server.url, "--namespace", namespace]
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("st", read_queues=2, write_queues=2)
     assert admin.stats() is None  # no broker service yet
     assert main(["stats", *common]) == 1
@@ -352,7 +354,7 @@ def test_a_resent_dead_letter_reaches_only_its_group_once_with_a_link(backend_ur
     from scheduler import BrokerConfig, BrokerService
 
     url = backend_url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("DL", read_queues=1, write_queues=1)
     got: dict[str, list] = {"A": [], "B": []}
     lock = threading.Lock()

@@ -8,6 +8,7 @@ import pytest
 
 from mq import Admin, Message, MessageQueue, Producer, SendStatus
 from mq.errors import MQClientError
+from tests.helpers import admin_once
 
 
 @pytest.fixture
@@ -113,7 +114,7 @@ def test_async_oneway_and_batch(admin: Admin, producer: Producer) -> None:
 
 
 def test_send_before_start_is_refused(backend_url: str, namespace: str) -> None:
-    Admin(backend_url, namespace).create_topic("idle", read_queues=1, write_queues=1)
+    admin_once(backend_url, namespace).create_topic("idle", read_queues=1, write_queues=1)
     p = Producer("pg", backend_url, namespace=namespace)
     with pytest.raises(MQClientError, match="not started"):
         p.send(Message("idle", b"x"))

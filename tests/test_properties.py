@@ -23,6 +23,7 @@ from mq.store import Store
 from mq.store.store import PullRequest
 from mq.validation import RESERVED_PROPERTIES
 from tests.helpers import snapshot
+from tests.leaks import owned
 from tests.procs import wait_for
 from tests.servers import RedisServer
 
@@ -75,7 +76,7 @@ def _same(stored: Any, sent: Message) -> bool:
 def test_messages_are_refused_unchanged_or_stored_and_read_back_identical(server: RedisServer) -> None:
     ns = "prop-msg"
     url = server.url
-    admin = Admin(url, ns)
+    admin = owned(Admin(url, ns))
     admin.create_topic("pt", read_queues=1, write_queues=1)
     counter = itertools.count()
     accepted: list[tuple[str, Message]] = []
@@ -213,7 +214,7 @@ def test_filter_expressions_are_refused_or_filter_in_the_store_as_locally(server
     with Admin(url, ns) as admin, Producer("p", url, namespace=ns) as producer:
         admin.create_topic("F", read_queues=1, write_queues=1)
         ids = [producer.send(Message("F", b"m", tags, properties=p)).msg_id for tags, p in MESSAGES]
-    store = Store(Connection(url, ns))
+    store = owned(Store(Connection(url, ns)))
     parsed: list[str] = []
 
     @SETTINGS

@@ -27,6 +27,7 @@ from mq.proxy.tracing import Receipt
 from mq.queue import MessageQueue
 from mq.store import Store, codec
 from tests.helpers import snapshot
+from tests.leaks import owned
 from tests.servers import RedisServer
 from tests.test_cli import leaves
 
@@ -224,7 +225,7 @@ async def test_invisibility_is_on_the_stores_clock_not_the_endpoints_host(
         status, again = await _receive(r.stub, "G", "T", poll_s=0)
         assert again == [] and status.code == Code.Value("MESSAGE_NOT_FOUND")  # still invisible
     monkeypatch.undo()
-    conn = Connection(url, namespace)
+    conn = owned(Connection(url, namespace))
     server_ms = Store(conn).server_time_ms()
     conn.close()
     visible_at = Receipt.parse(got.system_properties.receipt_handle).visible_at_ms
@@ -369,7 +370,7 @@ def test_fifo_receive_hands_out_a_message_group_only_after_its_previous_message_
     namespace = f"pf{uuid.uuid4().hex[:8]}"
     with contextlib.closing(Admin(redis_server.url, namespace)) as admin:
         admin.create_topic("T", read_queues=1, write_queues=1)
-    conn = Connection(redis_server.url, namespace)
+    conn = owned(Connection(redis_server.url, namespace))
     store = Store(conn)
     for i, group in enumerate(["a", "a", "b", "a", "b"]):
         store.put("T", 0, [codec.encode(Message("T", b"%d" % i), f"id{i}", system_properties={"__SHARDINGKEY": group})])

@@ -12,6 +12,7 @@ import pytest
 
 from mq import Admin
 from mq.consumer.types import ConsumeFromWhere
+from tests.leaks import owned
 from tests.proxy_clients import ProxyProcess, example, run_node
 from tests.servers import RedisServer
 
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 @pytest.fixture
 def proxy(redis_server: RedisServer, tmp_path: pytest.TempPathFactory) -> Iterator[tuple[ProxyProcess, Admin]]:
     namespace = f"pn{uuid.uuid4().hex[:8]}"
-    admin = Admin(redis_server.url, namespace)
+    admin = owned(Admin(redis_server.url, namespace))
     proc = ProxyProcess(redis_server.url, namespace, tmp_path / "proxy.log")  # type: ignore[operator]
     try:
         yield proc, admin

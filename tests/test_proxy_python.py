@@ -21,6 +21,7 @@ from mq.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mq.consumer.types import ConsumeFromWhere
 from scheduler import BrokerService
 from scheduler.config import BrokerConfig
+from tests.leaks import owned
 from tests.procs import wait_for
 from tests.proxy_clients import ProxyProcess, example, json_lines, rr_client, run_python, start_rr_client
 from tests.servers import RedisServer
@@ -55,7 +56,7 @@ class Env:
 def env(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     namespace = f"px{uuid.uuid4().hex[:8]}"
     workdir = tmp_path_factory.mktemp("proxy-python")
-    admin = Admin(redis_server.url, namespace)
+    admin = owned(Admin(redis_server.url, namespace))
     config = BrokerConfig(transaction_timeout_s=1.0, transaction_check_interval_s=1.0)
     with BrokerService(redis_server.url, namespace, config):
         proxy = ProxyProcess(redis_server.url, namespace, workdir / "proxy.log")

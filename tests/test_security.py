@@ -27,13 +27,15 @@ from mq.connection import Connection
 from mq.errors import MQBrokerError
 from mq.security import CHECK_COMMANDS, SCRIPT_COMMANDS, acl_setuser_args
 from mq.store import Store
+from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer, free_port
 
 
 def _round_trip(url: str, ns: str) -> list[bytes]:
     """Create a topic, send 5 messages and consume them with a push consumer; returns the bodies."""
-    Admin(url, ns).create_topic("sec", read_queues=2, write_queues=2)
+    admin_once(url, ns).create_topic("sec", read_queues=2, write_queues=2)
     got: list[bytes] = []
     lock = threading.Lock()
 
@@ -72,7 +74,7 @@ def test_least_privilege_acl_works_and_a_missing_permission_is_named(redis_serve
         assert _round_trip(url, namespace) == [b"%d" % i for i in range(5)]
 
         weak = f"redis://weak-{namespace}:weak-secret@127.0.0.1:{port}/0"
-        Admin(url, namespace).create_topic("weak", read_queues=1, write_queues=1)
+        admin_once(url, namespace).create_topic("weak", read_queues=1, write_queues=1)
         with Producer("p", weak, namespace=namespace) as producer, pytest.raises(MQBrokerError) as info:
             producer.send(Message("weak", b"x"))
         assert "permission" in str(info.value) and "evalsha" in str(info.value)
@@ -80,7 +82,7 @@ def test_least_privilege_acl_works_and_a_missing_permission_is_named(redis_serve
 
         other = f"redis://other-{namespace}:o@127.0.0.1:{port}/0"  # another namespace's user: no access here
         with pytest.raises(MQBrokerError, match="permission"):
-            Admin(other, namespace).topics()
+            admin_once(other, namespace).topics()
     finally:
         for user in ("app", "weak", "other"):
             admin_conn.execute_command("ACL", "DELUSER", f"{user}-{namespace}")
@@ -119,7 +121,7 @@ def test_every_feature_runs_under_the_client_role(redis_server, namespace: str) 
             return {b for b, _ in got[topic]}
 
     try:
-        admin = Admin(url, namespace)
+        admin = owned(Admin(url, namespace))
         admin.create_topic("A", read_queues=2, write_queues=2)
         admin.create_topic("O", read_queues=2, write_queues=2, order=True)
         admin.create_topic("S", read_queues=1, write_queues=1)
@@ -165,7 +167,7 @@ def test_every_feature_runs_under_the_client_role(redis_server, namespace: str) 
             simple.change_invisible_duration(received[1], 20)
             assert admin.resend_dlq("ga") == 1
             wait_for(lambda: admin.broker_stats() is not None, 10, "the broker service's stats snapshot")
-            names = {m.name for m in StoreCollector(Store(Connection(url, namespace)), 10.0).collect()}
+            names = {m.name for m in StoreCollector(owned(Store(Connection(url, namespace))), 10.0).collect()}
             assert "rocketredis_group_lag" in names and "rocketredis_brokers_healthy" in names
             queue = next(iter(admin.topic_status("A")))
             admin.search_offset(queue, int(time.time() * 1000))
@@ -235,7 +237,7 @@ def test_tls_round_trip(tls_server, namespace: str) -> None:
     assert _round_trip(url, namespace) == [b"%d" % i for i in range(5)]
     untrusted = f"rediss://:tls-pass@127.0.0.1:{tls_port}/0?socket_connect_timeout=2"  # the self-signed cert is not trusted
     with pytest.raises(MQBrokerError) as info:
-        Admin(untrusted, namespace).topics()
+        admin_once(untrusted, namespace).topics()
     assert "tls-pass" not in str(info.value)
 
 
@@ -303,7 +305,7 @@ def test_the_client_role_cannot_delete_or_rewrite_topic_configs(redis_server: Re
                 admin.update_topic("keep", write_queues=4, perm="r")  # rewriting a config needs the admin role
             assert admin.topic_config("keep").write_queues == 1
             assert redis.Redis.from_url(url).hgetall(f"{{{namespace}:keep:0}}:q") == flags_before  # refused before any write
-            store = Store(Connection(url, namespace))
+            store = owned(Store(Connection(url, namespace)))
             assert [m.body for m in store.read("keep", 0, 0, 5)] == [b"x"]
             store.conn.close()
         raw = redis.Redis.from_url(url)
@@ -341,7 +343,7 @@ def test_a_resource_user_reaches_only_its_topics_and_groups(redis_server: RedisS
     from mq.queue import MessageQueue
     from mq.security import resource_acl_args
 
-    admin = Admin(redis_server.url, namespace)
+    admin = owned(Admin(redis_server.url, namespace))
     for topic in ("mine", "theirs"):
         admin.create_topic(topic, read_queues=1, write_queues=1)
     with Producer("p", redis_server.url, namespace=namespace) as producer:
@@ -387,7 +389,7 @@ def test_a_client_losing_the_race_to_create_a_retry_topic_is_not_refused(redis_s
     user = f"race-{namespace}"
     url = _acl_user(redis_server, user, acl_setuser_args(namespace, "client", "pw"))
     try:
-        store = Store(Connection(url, namespace))
+        store = owned(Store(Connection(url, namespace)))
         first = TopicConfig("%RETRY%g", read_queues=1, write_queues=1)
         store.ensure_topic(first)
         stale_read = store.topic

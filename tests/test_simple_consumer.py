@@ -9,11 +9,13 @@ import pytest
 
 from mq import Admin, Message, MessageSelector, Producer, SimpleConsumer
 from mq.errors import MQClientError
+from tests.helpers import admin_once
+from tests.leaks import owned
 
 
 @pytest.mark.slow
 def test_invisibility_ack_extend_shorten_and_dead_letter(backend_url: str, namespace: str) -> None:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("S", read_queues=2, write_queues=2)
     sc = SimpleConsumer(
         "gs", backend_url, namespace=namespace, subscriptions={"S": "*"}, await_duration_s=0.5, max_delivery_attempts=2
@@ -46,7 +48,7 @@ def test_invisibility_ack_extend_shorten_and_dead_letter(backend_url: str, names
 
 
 def test_two_receivers_never_hold_one_message_at_once(backend_url: str, namespace: str) -> None:
-    Admin(backend_url, namespace).create_topic("S2", read_queues=4, write_queues=4)
+    admin_once(backend_url, namespace).create_topic("S2", read_queues=4, write_queues=4)
     held: dict[bytes, str] = {}
     seen: list[bytes] = []
     overlap: list[bytes] = []
@@ -89,7 +91,7 @@ def test_two_receivers_never_hold_one_message_at_once(backend_url: str, namespac
 
 
 def test_filters_and_bad_arguments(redis_server, namespace: str) -> None:
-    Admin(redis_server.url, namespace).create_topic("S3", read_queues=1, write_queues=1)
+    admin_once(redis_server.url, namespace).create_topic("S3", read_queues=1, write_queues=1)
     sc = SimpleConsumer(
         "g3", redis_server.url, namespace=namespace, await_duration_s=0.2, subscriptions={"S3": MessageSelector.by_sql("n > 5")}
     )
@@ -107,15 +109,17 @@ def test_filters_and_bad_arguments(redis_server, namespace: str) -> None:
 
 
 def test_receive_waits_for_a_message_without_spinning(redis_server, namespace: str) -> None:
-    Admin(redis_server.url, namespace).create_topic("S4", read_queues=2, write_queues=2)
+    admin_once(redis_server.url, namespace).create_topic("S4", read_queues=2, write_queues=2)
     with (
         SimpleConsumer("g4", redis_server.url, namespace=namespace, subscriptions={"S4": "*"}, await_duration_s=5) as sc,
         Producer("p", redis_server.url, namespace=namespace) as producer,
     ):
-        threading.Timer(0.5, lambda: producer.send(Message("S4", b"later"))).start()
+        sender = threading.Timer(0.5, lambda: producer.send(Message("S4", b"later")))
+        sender.start()
         started = time.monotonic()
         views = sc.receive(max_messages=1, invisible_duration_s=10)
         took = time.monotonic() - started
+        sender.join(10)  # its send may still be reading the reply: the producer is closed after it
     assert [v.body for v in views] == [b"later"]
     assert 0.4 <= took <= 1.5
 
@@ -129,7 +133,7 @@ def test_queues_added_to_a_topic_are_read_from_their_start(
     from mq.queue import MessageQueue
 
     monkeypatch.setattr(simple, "QUEUE_REFRESH_S", 0.2)
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("G", read_queues=2, write_queues=2)
 
     def drain(sc: SimpleConsumer, want: set[bytes]) -> set[bytes]:
@@ -168,7 +172,7 @@ def test_invisibility_is_on_the_stores_clock_not_a_skewed_host(
     from mq.consumer.simple_core import parse_receipt
     from mq.store import Store
 
-    Admin(backend_url, namespace).create_topic("SK", read_queues=1, write_queues=1)
+    admin_once(backend_url, namespace).create_topic("SK", read_queues=1, write_queues=1)
     real_time = time.time
     monkeypatch.setattr(time, "time", lambda: real_time() - 3600)
     skewed = SimpleConsumer("gk", backend_url, namespace=namespace, subscriptions={"SK": "*"}, await_duration_s=2)
@@ -177,7 +181,7 @@ def test_invisibility_is_on_the_stores_clock_not_a_skewed_host(
         [view] = skewed.receive(max_messages=1, invisible_duration_s=30)
         changed = skewed.change_invisible_duration(view, 40)
     monkeypatch.undo()
-    conn = Connection(backend_url, namespace)
+    conn = owned(Connection(backend_url, namespace))
     server_ms = Store(conn).server_time_ms()
     conn.close()
     for handle, seconds in ((view.receipt_handle, 30), (changed.receipt_handle, 40)):

@@ -19,6 +19,8 @@ import mq.consumer.simple_core as simple_core
 from mq import Admin, Message
 from mq.errors import MQClientError
 from tests.apis import Api
+from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import wait_for
 
 INVISIBLE_S = 0.6
@@ -39,7 +41,7 @@ def simple_consumer(api: Api, url: str, namespace: str, trace: bool | None) -> A
 def scenario(api: Api, url: str, namespace: str, trace: bool | None) -> dict[bytes, str]:
     """Send ``acked`` and ``dropped`` (a producer traced as ``trace`` says); receive both, ack ``acked``,
     let ``dropped`` run out of its two deliveries into the DLQ. Returns the msg id of each body."""
-    Admin(url, namespace).create_topic("ST", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("ST", read_queues=1, write_queues=1)
     consumer = simple_consumer(api, url, namespace, trace)  # a new group starts at the queue's end
     with api.producer("p", url, namespace=namespace, trace=trace) as producer:
         ids = {body: producer.send(Message("ST", body)).msg_id for body in (b"acked", b"dropped")}
@@ -52,14 +54,14 @@ def scenario(api: Api, url: str, namespace: str, trace: bool | None) -> dict[byt
     time.sleep(INVISIBLE_S + 0.2)
     assert consumer.receive(4, INVISIBLE_S) == []  # its third delivery would be past max_delivery_attempts=2: dead
     consumer.shutdown()  # writes the events left
-    assert [m.msg_id for m in Admin(url, namespace).dlq_messages("gs")] == [ids[b"dropped"]]
+    assert [m.msg_id for m in admin_once(url, namespace).dlq_messages("gs")] == [ids[b"dropped"]]
     return ids
 
 
 def test_acks_timeouts_and_dead_letters_are_traced(api: Api, backend_url: str, namespace: str) -> None:
     began_ms = int(time.time() * 1000)
     ids = scenario(api, backend_url, namespace, True)
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     acked = admin.message_trace("ST", ids[b"acked"])
     assert [(e.kind, e.group, e.status, e.attempt) for e in acked] == [("send", "p", "SEND_OK", 1), ("consume", "gs", "ACK", 1)]
     send, ack = acked
@@ -77,7 +79,7 @@ def test_acks_timeouts_and_dead_letters_are_traced(api: Api, backend_url: str, n
 
 def test_nothing_is_traced_when_tracing_is_off(api: Api, redis_server: Any, namespace: str) -> None:
     ids = scenario(api, redis_server.url, namespace, None)  # the namespace setting is off by default
-    admin = Admin(redis_server.url, namespace)
+    admin = owned(Admin(redis_server.url, namespace))
     assert all(admin.message_trace("ST", msg_id) == [] for msg_id in ids.values())
 
 
@@ -86,7 +88,7 @@ def test_resent_dead_letters_come_back_to_the_groups_simple_consumers(api: Api, 
     from its first message, shows the original topic, and its receipts (ack, change) name the retry queue."""
     ids = scenario(api, backend_url, namespace, False)
     consumer = simple_consumer(api, backend_url, namespace, False)
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     assert admin.resend_dlq("gs") == 1
     got: list[Any] = []
     wait_for(lambda: bool(got.extend(consumer.receive(4, INVISIBLE_S)) or got), 10, "the resent letter")

@@ -31,7 +31,8 @@ from mq.msgid import new_msg_id
 from spark import MQDataSource, parse_options
 from spark.plan import ReadPartition, cap, plan
 from spark.schema import MESSAGES
-from tests.helpers import raw_client
+from tests.helpers import admin_once, raw_client
+from tests.leaks import owned
 from tests.spark_data import Filled, commit, fill, put_dead_letters
 
 pytestmark = [pytest.mark.spark]
@@ -197,7 +198,7 @@ def test_messages_trimmed_after_planning_are_skipped(redis_server: Any, namespac
     data = fill(redis_server.url, namespace, "Trim", 1200, 2)
     parts = plan_direct(data.options())
     client = raw_client(redis_server.url)
-    client.xtrim(Connection(redis_server.url, namespace).keys.queue("Trim", 0).log, minid="0-101", approximate=False)
+    client.xtrim(owned(Connection(redis_server.url, namespace)).keys.queue("Trim", 0).log, minid="0-101", approximate=False)
     client.close()
     rows = read_direct(data.options(), parts)
     assert len(rows) == 1100
@@ -263,7 +264,7 @@ def test_offsets_table_shows_commit_and_lag(spark_session: SparkSession, big: Fi
 @pytest.mark.cluster
 def test_cluster_counts(spark_session: SparkSession, redis_cluster: Any, namespace: str) -> None:
     data = fill(redis_cluster.url, namespace, "Orders", 6000, 6)
-    conn = Connection(redis_cluster.url, namespace)
+    conn = owned(Connection(redis_cluster.url, namespace))
     assert len({conn.node_of(conn.keys.queue("Orders", q).log) for q in range(6)}) > 1  # queues on several masters
     df = load(spark_session, data.options())
     assert df.count() == 6000
@@ -381,10 +382,7 @@ def test_streaming_sees_new_messages_once_across_restart(
 def test_streaming_available_now_reads_what_was_there_then_stops(
     spark_session: SparkSession, redis_server: Any, namespace: str, tmp_path: pathlib.Path
 ) -> None:
-    from pyspark.sql.streaming import datasource
-
-    if not hasattr(datasource, "SupportsTriggerAvailableNow"):
-        pytest.skip("this pyspark offers no Trigger.AvailableNow to Python sources")
+    # pyspark>=4.2 (the pyproject's floor) offers Trigger.AvailableNow to Python sources: no skip
     url = redis_server.url
     there = fill(url, namespace, "Nightly", 300, 3)
     batches: list[list[str]] = []
@@ -504,8 +502,8 @@ def test_rows_decoded_in_bulk_equal_message_by_message_decoding(
     from spark import columns
     from spark.schema import arrow_schema
 
-    Admin(redis_server.url, namespace).create_topic("Mixed", read_queues=1, write_queues=1)
-    store = Store(Connection(redis_server.url, namespace))
+    admin_once(redis_server.url, namespace).create_topic("Mixed", read_queues=1, write_queues=1)
+    store = owned(Store(Connection(redis_server.url, namespace)))
     sent = _varied_messages("Mixed")
     for msg, reconsume, system in sent:
         store.put("Mixed", 0, [codec.encode(msg, new_msg_id(), reconsume_times=reconsume, system_properties=system)])
@@ -575,7 +573,7 @@ def test_foreign_entries_are_skipped_with_one_logged_error_each(
     redis_server: Any, namespace: str, spark_session: SparkSession, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = redis_server.url
-    Admin(url, namespace).create_topic("F", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("F", read_queues=1, write_queues=1)
     good = [Message("F", b"%d" % i, tags="t", properties={"n": str(i)}) for i in range(10)]
     with Producer("p", url, namespace=namespace) as producer:
         producer.send_batch(good[:5], queue=MessageQueue("F", "broker-a", 0))
@@ -590,7 +588,7 @@ def test_foreign_entries_are_skipped_with_one_logged_error_each(
         {**message, "p": "{"},  # broken JSON
     ]
     client = raw_client(url)
-    keys = Connection(url, namespace).keys.queue("F", 0)
+    keys = owned(Connection(url, namespace)).keys.queue("F", 0)
     seq = int(client.hget(keys.meta, "seq"))
     for j, fields in enumerate(foreign):
         client.xadd(keys.log, fields, id=f"0-{seq + j + 1}")

@@ -19,13 +19,14 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.types import StructType
 
-from mq import Admin, Message, MessageQueue, MQClientError, Producer
+from mq import Message, MessageQueue, MQClientError, Producer
 from mq.connection import Connection
 from mq.msgid import new_msg_id
 from mq.store import Store, codec
 from spark import MQDataSource, schema_of
 from spark.schema import MESSAGES, arrow_schema
-from tests.helpers import raw_client
+from tests.helpers import admin_once, raw_client
+from tests.leaks import owned
 from tests.spark_data import Filled, fill
 from tests.test_spark import _varied_messages, load
 
@@ -66,8 +67,8 @@ def plain(rows: list[Row]) -> list[tuple[Any, ...]]:
 def put_varied(url: str, namespace: str, topic: str) -> int:
     """Store messages with every field in every form (see ``_varied_messages``), and keys holding
     separators of other systems; returns how many."""
-    Admin(url, namespace).create_topic(topic, read_queues=1, write_queues=1)
-    store = Store(Connection(url, namespace))
+    admin_once(url, namespace).create_topic(topic, read_queues=1, write_queues=1)
+    store = owned(Store(Connection(url, namespace)))
     sent = [
         *_varied_messages(topic),
         (Message(topic, "ünï €".encode(), keys=["a b", "c,d", "e;f|g"], properties={"k": "v w"}), 0, None),
@@ -183,7 +184,7 @@ def test_foreign_entries_in_a_subset_read(redis_server: Any, namespace: str, cap
     from spark import columns
 
     url = redis_server.url
-    Admin(url, namespace).create_topic("F", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("F", read_queues=1, write_queues=1)
     with Producer("p", url, namespace=namespace) as producer:
         producer.send_batch(
             [Message("F", b"%d" % i, tags="t", properties={"n": str(i)}) for i in range(40)],
@@ -197,14 +198,14 @@ def test_foreign_entries_in_a_subset_read(redis_server: Any, namespace: str, cap
         43: {**message, "bt": "12a"},  # a born time that is not a number
     }
     client = raw_client(url)
-    keys = Connection(url, namespace).keys.queue("F", 0)
+    keys = owned(Connection(url, namespace)).keys.queue("F", 0)
     for offset, fields in foreign.items():
         client.xadd(keys.log, fields, id=f"0-{offset + 1}")
     client.hset(keys.meta, "seq", 44)
     client.close()
     with Producer("p", url, namespace=namespace) as producer:
         producer.send_batch([Message("F", b"late")] * 5, queue=MessageQueue("F", "broker-a", 0))
-    entries = Store(Connection(url, namespace)).read_page_entries("F", 0, [(0, 48)])
+    entries = owned(Store(Connection(url, namespace))).read_page_entries("F", 0, [(0, 48)])
     cases = {  # columns: the foreign offsets that are rows
         ("queue_offset", "body"): {40, 42, 43},
         ("queue_offset", "properties"): {42, 43},

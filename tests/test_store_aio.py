@@ -19,6 +19,7 @@ from mq.store.aio import AsyncStore
 from mq.store.groups import PullRequest
 from mq.store.replication import SyncReplicas
 from mq.topic import TopicConfig
+from tests.leaks import owned
 
 
 @pytest.fixture(params=["memory", "standalone", pytest.param("cluster", marks=pytest.mark.cluster)])
@@ -92,13 +93,13 @@ def _comparable(value: Any, ns: str) -> Any:
 
 def test_the_async_store_gives_what_the_sync_store_gives(any_url: str, namespace: str) -> None:
     sync_ns, async_ns = f"{namespace}s", f"{namespace}a"
-    conn = Connection(any_url, sync_ns)
+    conn = owned(Connection(any_url, sync_ns))
     store = Store(conn)
     sync_results = [_comparable(getattr(store, name)(*a, **kw), sync_ns) for name, a, kw in _steps(sync_ns)]
     conn.close()
 
     async def run_async() -> list[Any]:
-        aconn = Connection(any_url, async_ns)
+        aconn = owned(Connection(any_url, async_ns))
         astore = AsyncStore(aconn)
         try:
             return [_comparable(await getattr(astore, name)(*a, **kw), async_ns) for name, a, kw in _steps(async_ns)]
@@ -119,7 +120,7 @@ def test_async_writes_wait_for_replicas_on_the_node_that_served_them(any_url: st
     :class:`ReplicaAckTimeout` carrying the stored result (on a cluster, per node)."""
 
     async def run() -> list[Any]:
-        conn = Connection(any_url, namespace)
+        conn = owned(Connection(any_url, namespace))
         store = AsyncStore(conn, sync=SyncReplicas(replicas=1, timeout_ms=50))
         try:
             await store.save_topic(TopicConfig("t", 4, 4))
@@ -139,7 +140,7 @@ def test_async_writes_wait_for_replicas_on_the_node_that_served_them(any_url: st
 
 def test_async_store_errors_are_the_library_errors(namespace: str) -> None:
     async def run() -> None:
-        conn = Connection("redis://127.0.0.1:1/0?socket_connect_timeout=0.2", namespace)
+        conn = owned(Connection("redis://127.0.0.1:1/0?socket_connect_timeout=0.2", namespace))
         try:
             await AsyncStore(conn).topic("t")
         finally:
@@ -153,7 +154,7 @@ def test_the_async_store_starts_no_thread(redis_server: Any, namespace: str) -> 
     before = threading.active_count()
 
     async def run() -> None:
-        conn = Connection(redis_server.url, namespace)
+        conn = owned(Connection(redis_server.url, namespace))
         store = AsyncStore(conn)
         await store.save_topic(TopicConfig("t", 1, 1))
         await store.put("t", 0, [codec.encode(Message("t", b"x"), "i", 1)])
@@ -166,7 +167,7 @@ def test_the_async_store_starts_no_thread(redis_server: Any, namespace: str) -> 
 
 
 def test_commit_and_wait_commits_as_the_owner_and_reads_in_one_round_trip(any_url: str, namespace: str) -> None:
-    store = Store(Connection(any_url, namespace))
+    store = owned(Store(Connection(any_url, namespace)))
     q = MessageQueue("t", "b", 0)
     store.save_topic(TopicConfig("t", 1, 1))
     store.put("t", 0, [codec.encode(Message("t", b"m%d" % i), f"id{i}", 1) for i in range(3)])
@@ -183,3 +184,4 @@ def test_commit_and_wait_commits_as_the_owner_and_reads_in_one_round_trip(any_ur
     assert store.commit_and_wait("g", q, 3, 2, 5, 10, guard="owner", client_id="c1")[0] is True
     assert store.commit_offsets("g", {q: 4}, guard="owner", client_id="c1") == {q: True}
     assert store.read_offsets("g", [q]) == {q: 1}
+    store.conn.close()

@@ -16,7 +16,8 @@ from mq import Admin, Message, Producer, SendStatus, aio
 from mq.connection import Connection
 from mq.errors import MQBrokerError, MQClientError
 from mq.store import lane
-from tests.helpers import raw_client
+from tests.helpers import admin_once, raw_client
+from tests.leaks import owned
 from tests.servers import RedisServer
 
 
@@ -45,8 +46,8 @@ def test_sync_script_calls_go_over_one_kept_connection(redis_server: RedisServer
 
 
 def test_no_lane_for_a_cluster_or_the_embedded_store(redis_cluster: Any) -> None:
-    cluster = Connection(redis_cluster.url, "lane")
-    memory = Connection("memory://lane-test", "lane")
+    cluster = owned(Connection(redis_cluster.url, "lane"))
+    memory = owned(Connection("memory://lane-test", "lane"))
     try:
         assert lane.lane_of(cluster.client) is None
         assert lane.lane_of(memory.client) is None
@@ -257,7 +258,7 @@ def test_async_sends_go_one_round_at_a_time_when_the_pipeline_cannot_be_made(
 
 @pytest.mark.anyio
 async def test_an_aio_pipe_lane_reads_each_round_its_own_replies(redis_server: RedisServer, namespace: str) -> None:
-    conn = Connection(redis_server.url, namespace)
+    conn = owned(Connection(redis_server.url, namespace))
     pipe = lane.pipe_lane_of(conn.async_client)
     assert isinstance(pipe, lane.AioPipeLane)
     key = f"{namespace}:aiopipe"
@@ -275,7 +276,7 @@ async def test_an_aio_pipe_lane_reads_each_round_its_own_replies(redis_server: R
 
 @pytest.mark.anyio
 async def test_a_lost_aio_pipe_lane_connection_fails_every_unread_round(redis_server: RedisServer, namespace: str) -> None:
-    conn = Connection(redis_server.url, namespace)
+    conn = owned(Connection(redis_server.url, namespace))
     killer = raw_client(redis_server.url)
     pipe = lane.pipe_lane_of(conn.async_client)
     assert isinstance(pipe, lane.AioPipeLane)
@@ -298,7 +299,7 @@ async def test_a_lost_aio_pipe_lane_connection_fails_every_unread_round(redis_se
 
 @pytest.mark.anyio
 async def test_cancelling_an_aio_pipe_lane_read_drops_its_connection(redis_server: RedisServer, namespace: str) -> None:
-    conn = Connection(redis_server.url, namespace)
+    conn = owned(Connection(redis_server.url, namespace))
     client = conn.async_client
     pipe = lane.pipe_lane_of(client)
     assert isinstance(pipe, lane.AioPipeLane)
@@ -321,7 +322,7 @@ async def test_cancelling_an_aio_pipe_lane_read_drops_its_connection(redis_serve
 @pytest.mark.anyio
 async def test_aio_sends_survive_a_killed_pipeline_connection(redis_server: RedisServer, namespace: str) -> None:
     killer = raw_client(redis_server.url)
-    Admin(redis_server.url, namespace).create_topic("aiopiped", read_queues=4, write_queues=4)
+    admin_once(redis_server.url, namespace).create_topic("aiopiped", read_queues=4, write_queues=4)
     async with aio.Producer("pg", redis_server.url, namespace=namespace) as producer:
         await asyncio.gather(*(producer.send(Message("aiopiped", b"a%d" % i)) for i in range(300)))
         killer.client_kill_filter(_type="normal", skipme=True)
@@ -334,7 +335,7 @@ async def test_aio_sends_survive_a_killed_pipeline_connection(redis_server: Redi
 @pytest.mark.anyio
 async def test_aio_pipelined_sends_load_a_flushed_script_again(redis_server: RedisServer, namespace: str) -> None:
     client = raw_client(redis_server.url)
-    Admin(redis_server.url, namespace).create_topic("aioflushed", read_queues=2, write_queues=2)
+    admin_once(redis_server.url, namespace).create_topic("aioflushed", read_queues=2, write_queues=2)
     async with aio.Producer("pg", redis_server.url, namespace=namespace) as producer:
         await producer.send(Message("aioflushed", b"first"))
         client.script_flush()  # the next round's EVALSHA gets NOSCRIPT (nothing stored): run again after loading
@@ -349,7 +350,7 @@ async def test_shutdown_cancelling_the_aio_sender_mid_read_drops_the_connection(
     redis_server: RedisServer, namespace: str
 ) -> None:
     client = raw_client(redis_server.url)
-    Admin(redis_server.url, namespace).create_topic("aiopaused", read_queues=1, write_queues=1)
+    admin_once(redis_server.url, namespace).create_topic("aiopaused", read_queues=1, write_queues=1)
     producer = aio.Producer("pg", redis_server.url, namespace=namespace)
     await producer.start()
     await producer.send(Message("aiopaused", b"first"))
@@ -380,9 +381,9 @@ async def test_no_aio_pipe_lane_for_a_cluster_the_embedded_store_or_replicas(
     from mq.store.aio import AsyncStore
     from mq.store.replication import SyncReplicas
 
-    cluster = Connection(redis_cluster.url, "lane")
-    memory = Connection("memory://lane-test", "lane")
-    plain = Connection(redis_server.url, "lane")
+    cluster = owned(Connection(redis_cluster.url, "lane"))
+    memory = owned(Connection("memory://lane-test", "lane"))
+    plain = owned(Connection(redis_server.url, "lane"))
     try:
         assert lane.pipe_lane_of(cluster.async_client) is None
         assert lane.pipe_lane_of(memory.async_client) is None
@@ -390,7 +391,7 @@ async def test_no_aio_pipe_lane_for_a_cluster_the_embedded_store_or_replicas(
         assert AsyncStore(plain, sync=SyncReplicas(replicas=1)).put_pipeline() is None  # WAIT needs the pool's path
         assert AsyncStore(plain).put_pipeline() is not None
         async with aio.Producer("pg", redis_cluster.url, namespace="lane") as producer:  # the rounds of put_many
-            Admin(redis_cluster.url, "lane").create_topic("fallback", read_queues=4, write_queues=4)
+            admin_once(redis_cluster.url, "lane").create_topic("fallback", read_queues=4, write_queues=4)
             results = await asyncio.gather(*(producer.send(Message("fallback", b"m%d" % i)) for i in range(100)))
             assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 100
     finally:
@@ -402,7 +403,7 @@ async def test_no_aio_pipe_lane_for_a_cluster_the_embedded_store_or_replicas(
 @pytest.mark.anyio
 async def test_aio_pipelined_sends_follow_a_sentinel_failover(sentinel: Any, namespace: str) -> None:
     url = sentinel.url
-    Admin(url, namespace).create_topic("aiofailover", read_queues=2, write_queues=2)
+    admin_once(url, namespace).create_topic("aiofailover", read_queues=2, write_queues=2)
     async with aio.Producer("pg", url, namespace=namespace) as producer:
         await asyncio.gather(*(producer.send(Message("aiofailover", b"a%d" % i)) for i in range(20)))
         old = sentinel.master.port

@@ -13,6 +13,8 @@ import pytest
 
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
 from mq.cli import main
+from tests.helpers import admin_once
+from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer
 
@@ -28,7 +30,7 @@ def test_trace_shows_the_send_both_groups_and_the_retry(backend_url: str, namesp
     from scheduler import BrokerConfig, BrokerService
 
     url = backend_url
-    admin = Admin(url, namespace)
+    admin = owned(Admin(url, namespace))
     admin.create_topic("TR", read_queues=2, write_queues=2)
     admin.set_trace(True)  # the namespace switch: every client below follows it
     with Producer("tp", url, namespace=namespace) as producer:
@@ -78,7 +80,7 @@ def test_with_tracing_off_nothing_extra_is_written(namespace: str) -> None:
     trace_shas = {SCRIPTS["trace-append"].sha.encode(), SCRIPTS["trace-append"].flagged_sha.encode()}
     with RedisServer() as server:
         url = server.url
-        Admin(url, namespace).create_topic("TR", read_queues=1, write_queues=1)
+        admin_once(url, namespace).create_topic("TR", read_queues=1, write_queues=1)
         got: list[bytes] = []
         commands: list[bytes] = []
         stop = threading.Event()
@@ -147,7 +149,7 @@ def test_a_consumers_process_span_is_a_child_of_the_producers_send_span_across_p
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     url = redis_server.url
-    Admin(url, namespace).create_topic("OT", read_queues=1, write_queues=1)
+    admin_once(url, namespace).create_topic("OT", read_queues=1, write_queues=1)
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))

@@ -25,7 +25,8 @@ from mq import (
 from mq.errors import MQClientError, TopicNotFoundError
 from mq.keys import Keys
 from scheduler import BrokerConfig, BrokerService
-from tests.helpers import raw_client, snapshot
+from tests.helpers import admin_once, raw_client, snapshot
+from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 
 COMMIT, ROLLBACK, UNKNOW = (
@@ -58,7 +59,7 @@ class Inbox:
 
 @pytest.fixture
 def env(backend_url: str, namespace: str) -> Iterator[tuple[str, str, Admin, Inbox]]:
-    admin = Admin(backend_url, namespace)
+    admin = owned(Admin(backend_url, namespace))
     admin.create_topic("T", read_queues=4, write_queues=4)
     inbox = Inbox(backend_url, namespace)
     with inbox.consumer:
@@ -183,7 +184,7 @@ def test_two_broker_services_check_once_per_interval_and_commit_once(env) -> Non
 
 
 def test_bad_input_is_refused_before_anything_is_stored(backend_url: str, namespace: str) -> None:
-    Admin(backend_url, namespace).create_topic("T", read_queues=2, write_queues=2)
+    admin_once(backend_url, namespace).create_topic("T", read_queues=2, write_queues=2)
     with TransactionProducer("txg", backend_url, namespace=namespace, checker=lambda m: COMMIT) as tp:
         before = snapshot(backend_url, namespace)
         with pytest.raises(MQClientError, match="delayed"):
@@ -201,9 +202,9 @@ def test_bad_input_is_refused_before_anything_is_stored(backend_url: str, namesp
 def test_a_commit_after_a_check_back_rollback_is_reported_as_rolled_back(backend_url: str, namespace: str) -> None:
     """The check-back decided first (rolled back); the local transaction then returns COMMIT: the
     result says what really happened, and the message never reaches consumers."""
-    from mq import Admin, LocalTransactionState, Message, TransactionProducer
+    from mq import LocalTransactionState, Message, TransactionProducer
 
-    Admin(backend_url, namespace).create_topic("TXR", read_queues=1, write_queues=1)
+    admin_once(backend_url, namespace).create_topic("TXR", read_queues=1, write_queues=1)
     tp = TransactionProducer("txr", backend_url, namespace=namespace, checker=lambda m: LocalTransactionState.UNKNOW)
     with tp:
         real_end = tp._tx._end
@@ -219,4 +220,4 @@ def test_a_commit_after_a_check_back_rollback_is_reported_as_rolled_back(backend
         tp._tx._end = real_end  # type: ignore[method-assign]
         ok = tp.send_message_in_transaction(Message("TXR", b"y"), lambda m, a: LocalTransactionState.COMMIT_MESSAGE)
         assert ok.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE and ok.queue_offset == 0
-    assert [m.body for m in Admin(backend_url, namespace).messages("TXR", 0, 0)] == [b"y"]
+    assert [m.body for m in admin_once(backend_url, namespace).messages("TXR", 0, 0)] == [b"y"]

@@ -64,6 +64,7 @@ class Producer(ProducerSettings):
     async def start(self) -> Producer:
         """Start the producer (idempotent; on the running loop). Returns self."""
         if self._sender is None:
+            await self._store.check_writes()  # a server that cannot confirm as asked is refused before any write
             self._sender = PipelineSender(self._store, self._core, self._send)
             self._sender.start()
         return self

@@ -42,6 +42,7 @@ from mq.consumer.types import (
 from mq.filter import MessageSelector
 from mq.message import MessageExt
 from mq.store.ops import arun
+from mq.store.store import StoreOps
 
 log = logging.getLogger("mq.consumer")
 
@@ -107,6 +108,8 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         check_startable(self._listener, self._orderly_listener, self._subscriptions)
         if self._started:
             return self
+        # a server that cannot confirm as asked is refused before any write
+        await arun(self._conn.async_client, StoreOps.check_writes.op(self._store))
         orderly = self._consumes_orderly()
         if (
             self.message_model is MessageModel.CLUSTERING

@@ -31,7 +31,9 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         commands, "group", "consumer groups: list, progress (lag), connections, reset offsets, configs (create … show)"
     )
     add_leaf(actions, "list", _list, "list the groups and their live member counts", common)
-    progress = add_leaf(actions, "progress", _progress, "broker offset, consumer offset and lag per queue", common)
+    progress = add_leaf(
+        actions, "progress", _progress, "broker offset, consumer offset, lag and messages lost to retention per queue", common
+    )
     progress.add_argument("group", help="consumer group")
     progress.add_argument("--topic", default=None, help="only this topic (default: every topic of the group)")
     connections = add_leaf(actions, "connections", _connections, "the group's live members and their subscriptions", common)
@@ -155,10 +157,13 @@ def _progress(args: argparse.Namespace) -> int:
     with admin(args) as a:
         rows = a.consumer_progress(args.group, args.topic)
     print_table(
-        ("TOPIC", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG"),
-        [(r.message_queue.topic, r.message_queue.queue_id, r.broker_offset, r.consumer_offset, r.lag) for r in rows],
+        ("TOPIC", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG", "EXPIRED"),
+        [(r.message_queue.topic, r.message_queue.queue_id, r.broker_offset, r.consumer_offset, r.lag, r.expired) for r in rows],
     )
     print(f"total lag: {sum(r.lag for r in rows)}")
+    expired = sum(r.expired for r in rows)
+    if expired:
+        print(f"expired: {expired} messages removed by retention before the group consumed them (lost to it)")
     return 0
 
 

@@ -264,7 +264,9 @@ async def _messages(request: Request, console: Console) -> Any:
 
 
 async def _message(request: Request, console: Console) -> Any:
-    return await _call(service.message_detail, console, request.path_params["topic"], request.path_params["msg_id"])
+    # the id is the rest of the path, percent-encoded (it may hold "/"), or ?id= for "." and ".."
+    msg_id = request.path_params["msg_id"] or _q(request, "id", "")
+    return await _call(service.message_detail, console, request.path_params["topic"], msg_id)
 
 
 async def _discarded(request: Request, console: Console) -> Any:
@@ -294,7 +296,7 @@ ROUTES: list[tuple[str, str, Callable[[Request, Console], Awaitable[Any]], int]]
     ("POST", "/api/topics/{topic}/update", _update_topic, 200),
     ("POST", "/api/topics/{topic}/delete", _delete_topic, 200),
     ("POST", "/api/topics/{topic}/send", _send, 201),
-    ("GET", "/api/topics/{topic}/messages/{msg_id}", _message, 200),
+    ("GET", "/api/topics/{topic}/messages/{msg_id:path}", _message, 200),
     ("GET", "/api/groups", _groups, 200),
     ("GET", "/api/groups/{group}", _group, 200),
     ("POST", "/api/groups/{group}/reset", _reset, 200),

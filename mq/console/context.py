@@ -5,11 +5,13 @@ the settings), the errors a view raises before writing anything (the API maps th
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC
+from typing import Any, TypeVar
 
 from mq.admin import Admin
 from mq.admin_views import QueueState
-from mq.connection import mask_url, resolve_url, url_passwords
+from mq.connection import mask_url, resolve_url
 from mq.errors import InvalidNameError, MQClientError, TopicNotFoundError
 from mq.producer import Producer
 from mq.times import iso_ms
@@ -20,6 +22,8 @@ from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic
 DEFAULT_PER_PAGE, MAX_PER_PAGE = 50, 500
 #: Producer group of the test messages the console sends.
 PRODUCER_GROUP = "mq-console"
+
+T = TypeVar("T")
 
 
 class BadInput(MQClientError):
@@ -57,6 +61,9 @@ class Console:
         self.token = token
         self._producer: Producer | None = None
         self._lock = threading.Lock()
+        self._cache: dict[str, tuple[object, Any]] = {}
+        self._cache_lock = threading.Lock()
+        self._changes = 0
 
     def __repr__(self) -> str:
         return f"Console({self.masked_url!r}, namespace={self.namespace!r}, read_only={self.read_only})"
@@ -68,13 +75,30 @@ class Console:
 
     @property
     def masked_url(self) -> str:
-        """The store URL with its password replaced by ``***``."""
+        """The store URL with its passwords (user info, ``?password=``, ``?ssl_password=``) replaced by ``***``."""
         return mask_url(self._url)
 
-    @property
-    def secrets(self) -> list[str]:
-        """Texts no response may contain: the store URL's password, and the access token."""
-        return [*url_passwords(self._url), *([self.token] if self.token else [])]
+    def cached(self, name: str, key: object, compute: Callable[[], T]) -> T:
+        """The value of ``name`` computed for ``key`` (with this console's changes since), computed now
+        when ``key`` differs from the last one. Concurrent callers wait for one computation, so many
+        open tabs cost one. A None ``key`` means "do not cache": computed every time."""
+        if key is None:
+            return compute()
+        full = (key, self._changes)
+        with self._cache_lock:
+            hit = self._cache.get(name)
+            if hit is not None and hit[0] == full:
+                value: T = hit[1]
+                return value
+            value = compute()
+            self._cache[name] = (full, value)
+            return value
+
+    def changed(self) -> None:
+        """Note a change this console made (a topic created, updated or deleted): cached views are
+        computed again at their next call instead of at the broker's next snapshot."""
+        with self._cache_lock:
+            self._changes += 1
 
     def producer(self) -> Producer:
         """The console's producer (group :data:`PRODUCER_GROUP`), started on first use."""

@@ -26,6 +26,12 @@ from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 
 #: Bytes of a body shown as text, JSON or hex (the size is always given).
 BODY_CAP = 64 * 1024
+#: Deepest nesting of arrays and objects a body is pretty-printed with (deeper: shown as text only;
+#: parsing it would exhaust the interpreter's recursion limit).
+JSON_MAX_DEPTH = 64
+#: Most characters of a pretty-printed body (indentation can make it far larger than the body: longer
+#: ones are shown as text only).
+JSON_MAX_CHARS = 4 * BODY_CAP
 
 
 def search_messages(
@@ -121,19 +127,50 @@ def message_detail(console: Console, topic: str, msg_id: str) -> MessageDetail:
 
 
 def body_view(body: bytes) -> Body:
-    """A body for display: text, pretty JSON and hex of its first :data:`BODY_CAP` bytes."""
+    """A body for display: text, pretty JSON (when the whole body is JSON nested at most
+    :data:`JSON_MAX_DEPTH` deep and its pretty form is at most :data:`JSON_MAX_CHARS` long; else
+    ``json_note`` says why not) and hex of its first :data:`BODY_CAP` bytes."""
     shown = body[:BODY_CAP]
     try:
         text: str | None = shown.decode()
     except UnicodeDecodeError:
         text = shown.decode(errors="ignore") if len(body) > BODY_CAP and _cut_utf8(shown) else None
-    pretty = None
+    pretty: str | None = None
+    note: str | None = None
     if text is not None and len(body) <= BODY_CAP:
-        try:
-            pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-        except ValueError:
-            pretty = None
-    return Body(len(body), len(body) > BODY_CAP, text, pretty, shown.hex())
+        if text.lstrip()[:1] in ("[", "{") and json_depth(text) > JSON_MAX_DEPTH:
+            note = f"nested deeper than {JSON_MAX_DEPTH} levels"
+        else:
+            try:
+                pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            except ValueError:
+                pretty = None
+            if pretty is not None and len(pretty) > JSON_MAX_CHARS:
+                note = f"{len(pretty):,} characters long pretty-printed (over {JSON_MAX_CHARS:,})"
+                pretty = None
+    return Body(len(body), len(body) > BODY_CAP, text, pretty, shown.hex(), note)
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of ``[`` and ``{`` in ``text``, outside JSON strings (one pass, no parsing)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for c in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
 
 
 def dlq(console: Console, group: str, *, page: object = 1, per_page: object = DEFAULT_PER_PAGE) -> Page[Letter]:

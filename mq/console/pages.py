@@ -252,7 +252,9 @@ async def messages(request: Request) -> Response:
 
 @page("/messages")
 async def message(request: Request) -> Response:
-    detail = await _call(request, service.message_detail, request.path_params["topic"], request.path_params["msg_id"])
+    # the id is the rest of the path (it may hold "/"), or ?id= for "." and ".." (see templating.message_url)
+    msg_id = request.path_params["msg_id"] or _query(request, "id")
+    detail = await _call(request, service.message_detail, request.path_params["topic"], msg_id)
     return render(request, "message.html", nav="/messages", detail=detail, view=_query(request, "view", "text"))
 
 
@@ -313,7 +315,7 @@ routes: list[BaseRoute] = [
     Route("/groups/{group}/resume", pause_group, methods=["POST"], name="resume_group"),
     Route("/groups/{group}/reset", reset_offset, methods=["POST"], name="reset_offset"),
     Route("/messages", messages, name="messages"),
-    Route("/messages/{topic}/{msg_id}", message, name="message"),
+    Route("/messages/{topic}/{msg_id:path}", message, name="message"),
     Route("/dlq", dlq_index, name="dlq_index"),
     Route("/dlq/{group}", dlq, name="dlq"),
     Route("/dlq/{group}/resend", resend, methods=["POST"], name="resend"),

@@ -16,6 +16,7 @@ never 0 or −1. Times are epoch milliseconds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -100,8 +101,30 @@ def info(console: Console) -> Info:
 def overview(console: Console) -> Overview:
     """Counts, rates, total lag, dead letters, backlogs and broker health of the namespace. Lag, dead
     letters and backlogs come from the broker service's last stats snapshot when it is at most
-    :data:`FRESH_SNAPSHOT_S` old (``lag_as_of_ms`` says when), else from the store now (every queue)."""
-    return overview_of(console, console.admin.topics(), recent_rates(console.admin))
+    :data:`FRESH_SNAPSHOT_S` old (``lag_as_of_ms`` says when), else from the store now (every queue).
+
+    With such a snapshot the figures that grow with the number of topics (topic count, rates, lag)
+    are computed once per snapshot and kept (:func:`snapshot_key`): a call between two snapshots reads
+    the snapshot's time, the group set and the broker beats only, however many topics there are."""
+    found = console.cached(
+        "overview", snapshot_key(console), lambda: overview_of(console, console.admin.topics(), recent_rates(console.admin))
+    )
+    return refreshed(console, found)
+
+
+def snapshot_key(console: Console) -> int | None:
+    """What the cached overview figures depend on: the time of the broker service's last stats
+    snapshot when it is fresh (see :func:`fresh_snapshot`), else None (no caching: read now)."""
+    snap = fresh_snapshot(console)
+    return None if snap is None else int(snap["taken_at_ms"])
+
+
+def refreshed(console: Console, found: Overview) -> Overview:
+    """``found`` (perhaps kept since the last snapshot) with the parts that are cheap and change between
+    snapshots read now: the group count, the broker services' health and the time."""
+    return dataclasses.replace(
+        found, groups=len(console.admin.groups()), brokers=brokers(console), taken_at_ms=int(time.time() * 1000)
+    )
 
 
 def overview_of(console: Console, configs: Sequence[TopicConfig], rates: Rates | None) -> Overview:
@@ -181,6 +204,10 @@ def series(console: Console, topic: str | None = None) -> list[SeriesPoint]:
     """
     if topic is not None:
         require_topic(console, topic)
+    return console.cached(f"series {topic}", snapshot_key(console), lambda: _series(console, topic))
+
+
+def _series(console: Console, topic: str | None) -> list[SeriesPoint]:
     history = console.admin.stats_history()
     points: list[SeriesPoint] = []
     previous: tuple[int, int] | None = None
@@ -288,6 +315,7 @@ def create_topic(
     if console.admin.topic_exists(name):
         raise Conflict(f"topic {name!r} exists already: update it instead")
     console.admin.create_topic(name, read_queues=r, write_queues=w, perm=str(perm), order=order)
+    console.changed()
     return _read_topic_row(console, name)
 
 
@@ -308,6 +336,7 @@ def update_topic(
     if perm is not None and perm not in PERMS:
         raise BadInput(f"perm must be one of {', '.join(PERMS)}, got {perm!r}")
     console.admin.update_topic(config.name, read_queues=r, write_queues=w, perm=None if perm is None else str(perm))
+    console.changed()
     return _read_topic_row(console, config.name)
 
 
@@ -320,6 +349,7 @@ def delete_topic(console: Console, topic: str) -> str:
     check_writable(console)
     config = require_topic(console, topic)
     console.admin.delete_topic(config.name)
+    console.changed()
     name: str = config.name
     return name
 
@@ -409,7 +439,7 @@ def _group_detail(console: Console, g: str) -> GroupDetail:
     existing = {c.name for c in configs}
     subscribed = {t for m in members for t in m.subscriptions}
     topics_of = sorted(admin.topics_with_offsets(g, configs) | (subscribed & existing))
-    states = admin.queue_states(topics_of, owners=True)  # three pipelined round trips for every topic at once
+    states = admin.queue_states(topics_of, owners=True, expired=True)  # four pipelined round trips for every topic at once
     progress: list[Progress] = []
     for t in topics_of:
         for s in states[t]:
@@ -417,7 +447,8 @@ def _group_detail(console: Console, g: str) -> GroupDetail:
                 continue
             offset = s.offsets.get(g)
             q = s.message_queue.queue_id
-            progress.append(Progress(t, q, s.stats.max_offset, offset, queue_lags(s).get(g), s.owners.get(g)))
+            lost = s.expired.get(g, 0)
+            progress.append(Progress(t, q, s.stats.max_offset, offset, queue_lags(s).get(g), s.owners.get(g), lost))
     known = [p.lag for p in progress if p.lag is not None]
     config = _config(console, g)
     dlq = admin.queue_states([dlq_topic(g)], offsets=False) if dlq_topic(g) in existing else {}
@@ -430,6 +461,7 @@ def _group_detail(console: Console, g: str) -> GroupDetail:
         progress,
         sum(known) if known else None,
         dlq_size,
+        sum(p.expired for p in progress),
     )
 
 
@@ -575,6 +607,7 @@ __all__ = [
     "queue_lags",
     "readers",
     "recent_rates",
+    "refreshed",
     "require_group",
     "require_topic",
     "resend_dlq",
@@ -583,6 +616,7 @@ __all__ = [
     "send_test_message",
     "series",
     "set_consume_enable",
+    "snapshot_key",
     "timer_backlog",
     "to_jsonable",
     "topic_detail",

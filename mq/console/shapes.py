@@ -202,7 +202,8 @@ class Member:
 @dataclass(frozen=True)
 class Progress:
     """A group's position on one queue: ``consumer_offset`` and ``lag`` are None when it has no committed
-    offset there; ``owner`` is the member consuming the queue now (None: nobody holds it)."""
+    offset there; ``owner`` is the member consuming the queue now (None: nobody holds it); ``expired``
+    counts the messages retention removed before the group consumed them (lost to it)."""
 
     topic: str
     queue_id: int
@@ -210,6 +211,7 @@ class Progress:
     consumer_offset: int | None
     lag: int | None
     owner: str | None
+    expired: int = 0
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,7 @@ class GroupDetail:
     progress: list[Progress]
     total_lag: int | None
     dlq_size: int
+    total_expired: int = 0
 
 
 @dataclass(frozen=True)
@@ -242,13 +245,15 @@ class MessageRow:
 @dataclass(frozen=True)
 class Body:
     """A message body for display, capped at :data:`BODY_CAP` bytes: ``text`` when it is UTF-8, ``json``
-    pretty-printed when it parses as JSON, ``hex`` always; ``truncated`` when the body was longer."""
+    pretty-printed when it parses as JSON (not too deep, not too long: ``json_note`` says why it is
+    None for a JSON body), ``hex`` always; ``truncated`` when the body was longer."""
 
     size: int
     truncated: bool
     text: str | None
     json: str | None
     hex: str
+    json_note: str | None = None
 
 
 @dataclass(frozen=True)

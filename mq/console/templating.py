@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 from starlette.templating import Jinja2Templates
 
@@ -47,11 +48,21 @@ def format_bytes(size: int) -> str:
     return f"{size / 1024 / 1024:.1f} MiB"
 
 
+def message_url(topic: str, msg_id: str) -> str:
+    """The path of a message's page, every character of the id that means something in a URL (``/``,
+    ``?``, ``#``, ``%``, …) percent-encoded; in the query (``/messages/TOPIC/?id=..``) when the id is
+    ``.`` or ``..``, which a browser would resolve as a path step however it is encoded."""
+    if msg_id in (".", ".."):
+        return f"/messages/{quote(topic, safe='')}/?" + urlencode({"id": msg_id})
+    return f"/messages/{quote(topic, safe='')}/{quote(msg_id, safe='')}"
+
+
 def make_templates() -> Jinja2Templates:
     """The console's templates with its filters registered."""
     templates = Jinja2Templates(directory=str(TEMPLATE_DIR))
     env = templates.env
     env.filters.update(ms=format_ms, iso=iso_ms, lag=format_lag, rate=format_rate, size=format_bytes)
+    env.globals["message_url"] = message_url
     env.trim_blocks = True
     env.lstrip_blocks = True
     return templates

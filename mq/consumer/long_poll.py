@@ -35,6 +35,8 @@ log = logging.getLogger("mq.consumer")
 LONG_POLL_BLOCK_MS = 10_000
 #: Seconds a waiter pauses after a failed wait.
 RETRY_PAUSE_S = 1.0
+#: Seconds :meth:`LongPoller.close` waits for the waiters to end (they end at once once stopped).
+CLOSE_WAIT_S = 2.0
 #: Seconds a commit a waiter found due may wait for a quiet moment (or half a pull batch of lag)
 #: before the waiter makes it; while one waits, the waiter's ``XREAD BLOCK`` lasts no longer (D55).
 WAIT_COMMIT_DELAY_S = 0.05
@@ -183,14 +185,32 @@ class LongPoller:
         self._may_wait = may_wait
         self._batch = batch
         self._stopped = stopped
+        self._threads: list[threading.Thread] = []
 
     def watch(self, pq: ProcessQueue) -> None:
         """Start the waiter of ``pq``; it ends when the queue is dropped or the consumer stops."""
-        threading.Thread(target=self._run, args=(pq,), name=f"mq-poll-{pq.queue.topic}-{pq.queue.queue_id}", daemon=True).start()
+        self._threads = [t for t in self._threads if t.is_alive()]
+        thread = threading.Thread(target=self._run, args=(pq,), name=f"mq-poll-{pq.queue.topic}-{pq.queue.queue_id}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
 
     def close(self) -> None:
-        """Close the waiters' connection (blocked calls end with an error the waiters ignore)."""
-        self._conn.close()
+        """Close the waiters' connections and wait (up to ``CLOSE_WAIT_S``) for the waiters to end.
+
+        Closed until every waiter has ended, not once: a waiter past its ``stopped`` check when the
+        consumer stopped sends its next wait after the first close, and redis-py connects the closed
+        connection again for it; the waiter then gave it back to the pool open, and it stayed open for
+        good (a socket leaked by each such shutdown). Blocked calls end with an error the waiters ignore."""
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        while True:
+            alive = [t for t in self._threads if t.is_alive()]  # looked at first: one that ends now has given its connection back
+            self._conn.close()
+            if not alive:
+                return
+            if time.monotonic() > deadline:
+                log.warning("%d long-poll waiter(s) still running %s s after the consumer stopped", len(alive), CLOSE_WAIT_S)
+                return
+            alive[0].join(0.05)
 
     def _run(self, pq: ProcessQueue) -> None:
         # Each waiter holds a connection of its own (the pool's checkout per wait cost ~10 µs of CPU

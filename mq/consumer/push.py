@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from mq import otel
 from mq.consumer.allocate import AllocateMessageQueueStrategy
@@ -105,8 +105,9 @@ class PushBase(QueueConsumerBase[CoreT]):
         consume_timeout_min: float = DEFAULT_CONSUME_TIMEOUT_MIN,
         suspend_current_queue_time_ms: int = DEFAULT_SUSPEND_MS,
         trace: bool | None = None,
-        sync_replicas: int = 0,
+        sync_replicas: int | Literal["all"] = 0,
         sync_replicas_timeout_ms: int = 1000,
+        sync_flush: bool = False,
     ) -> None:
         check_push_options(
             consume_timeout_min=consume_timeout_min,
@@ -127,7 +128,7 @@ class PushBase(QueueConsumerBase[CoreT]):
             pull_batch_size=pull_batch_size,
             client_id=client_id,
             kind="push",
-            sync=SyncReplicas(sync_replicas, sync_replicas_timeout_ms),
+            sync=SyncReplicas(sync_replicas, sync_replicas_timeout_ms, sync_flush),
         )
         self.consume_thread_max = consume_thread_max
         self.consume_message_batch_max_size = consume_message_batch_max_size
@@ -234,9 +235,12 @@ class PushConsumer(PushBase[ConsumerCore]):
             None follows the namespace (``Admin.set_trace``), off by default.
         sync_replicas: replicas that must confirm this consumer's writes that matter across a
             failover: messages sent back to the retry topic or DLQ, and orderly queue locks (a lock is
-            trusted only once confirmed) [RocketMQ ``SYNC_MASTER``]; 0 waits for none. With 1 and no
-            replica, orderly consumption does not start.
+            trusted only once confirmed) [RocketMQ ``SYNC_MASTER``]; 0 waits for none, ``"all"`` for
+            every replica the master has. With 1 and no replica, orderly consumption does not start.
         sync_replicas_timeout_ms: how long such a write waits for its replicas, milliseconds.
+        sync_flush: such a write also waits until it is fsynced to the master's AOF (and to the
+            replicas' when ``sync_replicas`` asks for some): ``WAITAOF``, Redis ≥ 7.2 with
+            ``appendonly yes``; ``start()`` refuses other servers [RocketMQ ``SYNC_FLUSH``].
 
     Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
     """
@@ -277,6 +281,7 @@ class PushConsumer(PushBase[ConsumerCore]):
         check_startable(self._listener, self._orderly_listener, self._subscriptions)
         if self._executor is not None:
             return self
+        self._store.check_writes()  # a server that cannot confirm as asked is refused before any write
         orderly = self._consumes_orderly()
         if (
             self.message_model is MessageModel.CLUSTERING

@@ -172,3 +172,65 @@ def to_json(node: Node) -> list[Any]:
         case TextTest(op, value, pattern):
             return [neg + op, to_json(value), pattern]
     raise TypeError(f"not a filter node: {node!r}")
+
+
+_TEXT_OPS = ("contains", "starts_with", "ends_with")
+
+
+def from_json(tree: list[Any]) -> Node:
+    """The node a :func:`to_json` tree describes (its inverse): how a filter that reached the store as
+    JSON is evaluated in Python where Lua cannot run it (a tier segment's messages).
+
+    Raises:
+        ValueError: ``tree`` is not a node of the format above.
+    """
+    kind, args = tree[0], tree[1:]
+    negated = kind.startswith("not_")
+    base = kind.removeprefix("not_")
+    match base:
+        case "prop":
+            return Prop(str(args[0]))
+        case "tags":
+            return Tags()
+        case "null":
+            return Null()
+        case "int":
+            return Int(int(args[0]))
+        case "str":
+            return Str(str(args[0]))
+        case "float":
+            return Float(float(args[0]))
+        case "bool":
+            return Bool(bool(args[0]))
+        case "and" | "or":
+            operands = tuple(_condition(a) for a in args)
+            return And(operands) if base == "and" else Or(operands)
+        case "not" if kind == "not":
+            return Not(_condition(args[0]))
+        case "cmp":
+            return Compare(str(args[0]), _value(args[1]), _value(args[2]))
+        case "between":
+            return Between(_value(args[0]), _value(args[1]), _value(args[2]), negated)
+        case "in":
+            return In(_value(args[0]), tuple(str(o) for o in args[1]), negated)
+        case "is_null":
+            return IsNull(_value(args[0]))
+        case "is_not_null" if kind == "is_not_null":
+            return IsNull(_value(args[0]), True)
+        case _ if base in _TEXT_OPS:
+            return TextTest(base, _value(args[0]), str(args[1]), negated)
+    raise ValueError(f"not a filter node: {tree!r}")
+
+
+def _condition(tree: list[Any]) -> Condition:
+    node = from_json(tree)
+    if not isinstance(node, CONDITION_TYPES):
+        raise ValueError(f"expected a condition, got {tree!r}")
+    return node
+
+
+def _value(tree: list[Any]) -> Value:
+    node = from_json(tree)
+    if not isinstance(node, VALUE_TYPES):
+        raise ValueError(f"expected a value, got {tree!r}")
+    return node

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from mq import metrics
 from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory
@@ -351,12 +351,13 @@ class ProducerSettings:
         send_latency_fault_enable: bool = False,
         retry_times_when_send_failed: int = DEFAULT_RETRY_TIMES,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-        sync_replicas: int = 0,
+        sync_replicas: int | Literal["all"] = 0,
         sync_replicas_timeout_ms: int = 1000,
         trace: bool | None = None,
+        sync_flush: bool = False,
     ) -> None:
         self.group = check_group(group)
-        self.sync = SyncReplicas(sync_replicas, sync_replicas_timeout_ms)
+        self.sync = SyncReplicas(sync_replicas, sync_replicas_timeout_ms, sync_flush)
         self.send_latency_fault_enable = send_latency_fault_enable
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.max_message_size = max_message_size
@@ -472,6 +473,7 @@ def check_timeout(timeout_s: float) -> None:
 
 
 def sync_socket_timeout_s(sync: SyncReplicas) -> float | None:
-    """A reply timeout long enough for ``WAIT`` (its timeout plus a second), or None for the default."""
-    needed = sync.timeout_ms / 1000 + 1.0
+    """A reply timeout long enough for ``WAIT`` and ``WAITAOF`` (their timeouts plus a second), or None
+    for the default."""
+    needed = sync.timeout_ms / 1000 * (2 if sync.flush else 1) + 1.0
     return needed if sync.enabled and needed > DEFAULT_SOCKET_TIMEOUT_S else None

@@ -49,10 +49,16 @@ class Producer(ProducerSettings):
         sync_replicas: replicas that must confirm each send before it counts as sent [RocketMQ
             ``SYNC_MASTER`` when ≥ 1]; ``WAIT`` goes in the same round trip as the write. When fewer
             confirm in time the send returns ``SendStatus.FLUSH_SLAVE_TIMEOUT``: stored on the master,
-            not retried, and counted as a fault of that node, not as a sent message.
-        sync_replicas_timeout_ms: how long a send waits for those replicas, milliseconds.
+            not retried, and counted as a fault of that node, not as a sent message. ``"all"``: every
+            replica the master has (counted with ``ROLE``; a replica that went away still counts for
+            a minute, so sends report the shortfall rather than quietly asking for fewer).
+        sync_replicas_timeout_ms: how long a send waits for those replicas (and disks), milliseconds.
         trace: record each send in the message trace (``Admin.message_trace``); None follows the
             namespace (``Admin.set_trace``), off by default.
+        sync_flush: a send also waits until it is fsynced to the master's AOF (and to the replicas'
+            when ``sync_replicas`` asks for some) [RocketMQ ``SYNC_FLUSH``]: ``WAITAOF``, Redis ≥ 7.2
+            with ``appendonly yes``; :meth:`start` refuses other servers with :class:`MQClientError`
+            before anything is written. A send not fsynced in time returns ``FLUSH_SLAVE_TIMEOUT``.
 
     Sends are traced with OpenTelemetry when the ``otel`` extra is installed and a tracer provider is
     set (:mod:`mq.otel`): a ``send`` span whose context travels in the message to its consumers.
@@ -76,6 +82,7 @@ class Producer(ProducerSettings):
     def start(self) -> Producer:
         """Start the producer (idempotent). Returns self."""
         if self._sender is None:
+            self._store.check_writes()  # a server that cannot confirm as asked is refused before any write
             self._sender = AsyncSender(self._store, self._core.pipelined_queue, self._core.send, self._futures)
             self._sender.start()
         return self

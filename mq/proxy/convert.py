@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,19 @@ BORN_HOST = "BORN_HOST"
 TRACE_CONTEXT = "TRACE_CONTEXT"
 #: Longest client message id, characters.
 MAX_MESSAGE_ID = 128
+#: What a client message id may hold: letters, digits, ``_ . : -``, starting with a letter or digit —
+#: no ``/``, ``%``, ``?``, ``#``, ``\\`` or space, so an id is one safe path segment in every URL
+#: (the console's, the API's) and never ``.`` or ``..``. The official clients send hex ids.
+MESSAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
+#: Longest message group, characters [RocketMQ proxy ``maxMessageGroupSize`` 64].
+MAX_MESSAGE_GROUP = 64
+#: Longest trace context, characters (a W3C ``traceparent`` is 55; RocketMQ sets no limit of its own).
+MAX_TRACE_CONTEXT = 1024
+#: Longest born host, characters (a DNS name is at most 253; RocketMQ sets no limit of its own).
+MAX_BORN_HOST = 255
+#: The born timestamps taken, epoch ms: 1970 to 9999-12-31 (protobuf cannot represent later ones, and the
+#: endpoint hands them back as Timestamps).
+BORN_MS_RANGE = (0, 253_402_300_799_999)
 MESSAGE_TYPES = definition.MessageType
 #: The message types the endpoint takes (and announces in routes), as ``MessageType`` numbers.
 SUPPORTED_TYPES = [MESSAGE_TYPES.Value(n) for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")]
@@ -60,8 +74,12 @@ def incoming(m: Any, *, max_body_size: int, max_delay_ms: int, now_ms: int) -> I
     except MQClientError as e:
         raise ProxyError("ILLEGAL_TOPIC", str(e)) from None
     msg_id = sp.message_id
-    if not msg_id or len(msg_id) > MAX_MESSAGE_ID or not msg_id.isprintable():
-        raise ProxyError("ILLEGAL_MESSAGE_ID", f"message id {msg_id!r} is empty, longer than {MAX_MESSAGE_ID} or not printable")
+    if len(msg_id) > MAX_MESSAGE_ID or not MESSAGE_ID.fullmatch(msg_id):
+        raise ProxyError(
+            "ILLEGAL_MESSAGE_ID",
+            f"message id {msg_id[:MAX_MESSAGE_ID]!r} must be 1..{MAX_MESSAGE_ID} letters, digits and _ . : - "
+            "(starting with a letter or digit)",
+        )
     body = bytes(m.body)
     if sp.body_encoding == definition.GZIP:
         try:
@@ -77,6 +95,7 @@ def incoming(m: Any, *, max_body_size: int, max_delay_ms: int, now_ms: int) -> I
             raise ProxyError("ILLEGAL_MESSAGE_PROPERTY_KEY", f"property name {name!r} is reserved by the system")
     kind = sp.message_type
     group = sp.message_group if sp.HasField("message_group") and sp.message_group else None
+    _check_system_fields(sp, group, msg_id)
     due_ms = _delivery_ms(sp) if sp.HasField("delivery_timestamp") else None
     if due_ms is not None and due_ms > now_ms + max_delay_ms:
         raise ProxyError(
@@ -102,8 +121,52 @@ def incoming(m: Any, *, max_body_size: int, max_delay_ms: int, now_ms: int) -> I
         raise ProxyError("MESSAGE_PROPERTIES_TOO_LARGE", str(e)) from None
     except MQClientError as e:
         raise ProxyError("BAD_REQUEST", f"message {msg_id}: {e}") from None
-    born_ms = sp.born_timestamp.ToMilliseconds() if sp.HasField("born_timestamp") else now_ms
+    born_ms = _born_ms(sp, msg_id) if sp.HasField("born_timestamp") else now_ms
     return Incoming(message, msg_id, kind, born_ms, system, due_ms if due_ms is not None and due_ms > now_ms else None, group)
+
+
+def _check_system_fields(sp: Any, group: str | None, msg_id: str) -> None:
+    """Bound the system fields a client sets that have no limit of their own in the message checks:
+    stored as system properties, they would otherwise bypass the properties and size limits (a 1-byte
+    message with a 4 MiB trace context). Text must be printable: the console shows it.
+
+    Raises:
+        ProxyError: ``ILLEGAL_MESSAGE_TAG``, ``ILLEGAL_MESSAGE_KEY``, ``ILLEGAL_MESSAGE_GROUP`` or
+            ``BAD_REQUEST`` naming the field and its limit.
+    """
+    if sp.HasField("tag") and not sp.tag.isprintable():
+        raise ProxyError("ILLEGAL_MESSAGE_TAG", f"message {msg_id}: the tag holds a control character")  # as RocketMQ
+    if not all(key.isprintable() for key in sp.keys):
+        raise ProxyError("ILLEGAL_MESSAGE_KEY", f"message {msg_id}: a key holds a control character")  # as RocketMQ
+    if group is not None and (len(group) > MAX_MESSAGE_GROUP or not group.isprintable()):
+        raise ProxyError(
+            "ILLEGAL_MESSAGE_GROUP",
+            f"message {msg_id}: the message group must be at most {MAX_MESSAGE_GROUP} printable characters, got {len(group)}",
+        )
+    for name, value, limit in (
+        ("trace_context", sp.trace_context, MAX_TRACE_CONTEXT),
+        ("born_host", sp.born_host, MAX_BORN_HOST),
+    ):
+        if len(value) > limit or not value.isprintable():
+            raise ProxyError(
+                "BAD_REQUEST", f"message {msg_id}: {name} must be at most {limit} printable characters, got {len(value)}"
+            )
+
+
+def _born_ms(sp: Any, msg_id: str) -> int:
+    """The born time, ms, when protobuf can represent it (it is handed back to consumers as a Timestamp).
+
+    Raises:
+        ProxyError: ``BAD_REQUEST`` for a time before 1970 or after 9999 or nanos outside 0..999 999 999.
+    """
+    ts = sp.born_timestamp
+    born_ms = int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
+    if not 0 <= ts.nanos <= 999_999_999 or not BORN_MS_RANGE[0] <= born_ms <= BORN_MS_RANGE[1]:
+        raise ProxyError(
+            "BAD_REQUEST",
+            f"message {msg_id}: born_timestamp {ts.seconds} s {ts.nanos} ns is not a valid time (1970..9999)",
+        )
+    return born_ms
 
 
 def _delivery_ms(sp: Any) -> int:

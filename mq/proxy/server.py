@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 
 from mq.aio.tasks import cancel_and_wait
+from mq.errors import MQBrokerError, MQClientError
 from mq.msgid import new_client_id
 from mq.proxy.auth import Credentials
 from mq.proxy.backend import Backend
@@ -54,6 +55,14 @@ class ProxyConfig:
     limits: Limits = field(default_factory=Limits)
     max_delay_ms: int = MAX_DELAY_MS
 
+    def __post_init__(self) -> None:
+        for name in ("port", "tls_port"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 65535:
+                raise MQClientError(f"ProxyConfig.{name} must be a port number 0..65535, got {value!r}")
+        if not (isinstance(self.max_delay_ms, int) and self.max_delay_ms > 0):
+            raise MQClientError(f"ProxyConfig.max_delay_ms must be a positive whole number of ms, got {self.max_delay_ms!r}")
+
 
 class ProxyServer:
     """A running endpoint: :meth:`start`, then :meth:`stop` (or ``async with``)."""
@@ -81,8 +90,17 @@ class ProxyServer:
         self.tls_port: int | None = None
 
     async def start(self) -> None:
-        """Bind the ports and start serving."""
+        """Check that the store answers, bind the ports and start serving.
+
+        Raises:
+            MQBrokerError: the store does not answer (nothing is bound).
+        """
         c = self.config
+        try:
+            await self.backend.check()
+        except MQBrokerError:
+            await self.backend.close()
+            raise
         self.port = self._server.add_insecure_port(f"{c.host}:{c.port}")
         if c.tls_port is not None:
             if c.tls_cert is None or c.tls_key is None:

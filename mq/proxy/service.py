@@ -21,19 +21,20 @@ from mq.consumer.retry import retry_topic
 from mq.consumer.simple import MAX_INVISIBLE_S, MAX_RECEIVE, MIN_INVISIBLE_S, MessageView, received_view
 from mq.consumer.simple_core import EVERY_TAG, dead_letter_op, receive_round_op, seed_cursors_op
 from mq.consumer.types import ConsumeFromWhere
-from mq.errors import MQClientError
+from mq.errors import MQBrokerError, MQClientError
 from mq.filter import MessageSelector
 from mq.group import GroupConfig
 from mq.message import MessageExt
+from mq.producer.request import split_puts
 from mq.producer.selectors import consistent_hash, java_hash
 from mq.producer.tx_core import PGROUP, transaction_id, transaction_timeout_ms
 from mq.proxy import convert
 from mq.proxy.auth import Credentials
-from mq.proxy.backend import Backend
-from mq.proxy.codes import ProxyError, code_of, status
+from mq.proxy.backend import Backend, is_outage
+from mq.proxy.codes import OK, ProxyError, code_of, status
 from mq.proxy.metrics import ProxyMetrics
 from mq.proxy.pb import definition, service
-from mq.proxy.settings import Limits, client_info, reply
+from mq.proxy.settings import Limits, check_client_settings, client_info, reply
 from mq.proxy.telemetry import Sessions
 from mq.proxy.tracing import EndpointTrace, Receipt, receipt_of
 from mq.queue import MessageQueue
@@ -60,6 +61,22 @@ GROUP_CONFIG_TTL_S = 2.0
 POLL_FIRST_S, POLL_MAX_S = 0.05, 0.5
 #: Seconds kept from a ReceiveMessage's gRPC deadline to send the answer.
 DEADLINE_MARGIN_S = 0.5
+
+
+@dataclass
+class _Write:
+    """One store call of a SendMessage request: messages ``indexes`` (of the request) into one queue."""
+
+    topic: str
+    queue_id: int
+    indexes: list[int]
+    encoded: list[Any]
+    call: str
+
+
+def _encoded(item: convert.Incoming, extra: dict[str, str] | None = None) -> Any:
+    system = {**item.system, **(extra or {})}
+    return codec.encode(item.message, item.msg_id, item.born_ms, system_properties=system or None)
 
 
 @dataclass
@@ -143,6 +160,8 @@ class MessagingService:
             self.metrics.errors.labels(rpc, code).inc()
         if isinstance(error, ProxyError | MQClientError):
             log.info("%s refused: %s %s", rpc, code, message)
+        elif is_outage(error):
+            self.backend.report_down(f"serving {rpc}", error)  # one line per outage, not a traceback per request
         else:
             log.error("%s failed: %s", rpc, message, exc_info=error)
         return status(code, message)
@@ -285,6 +304,7 @@ class MessagingService:
 
     async def _settings_command(self, req: Request, settings: Any) -> Any:
         try:
+            check_client_settings(settings)
             is_consumer = settings.WhichOneof("pub_sub") == "subscription"
             fifo, attempts = False, self.limits.max_delivery_attempts
             if is_consumer:
@@ -344,39 +364,100 @@ class MessagingService:
                 for m in request.messages
             ]
             configs = {t: await self._topic(t) for t in {c.message.topic for c in checked}}
-            out = service.SendMessageResponse(status=status())
-            for item in checked:
-                out.entries.append(await self._store_one(item, configs[item.message.topic]))
-            return out
+            writes = self._plan(checked, configs)  # every refusal of the request's own is raised here, before a write
+            return await self._write(checked, writes)
 
         return await self._unary("SendMessage", context, service.SendMessageResponse, body)
 
-    async def _store_one(self, item: convert.Incoming, config: TopicConfig) -> Any:
-        topic = item.message.topic
-        writable = [q.queue_id for q in config.writable_queues()]
-        if not writable:
-            raise ProxyError("FORBIDDEN", f"topic {topic!r} has no writable queue")
-        if item.group is not None:
-            qid = writable[consistent_hash(java_hash(item.group), len(writable))]  # as RocketMQ 5's proxy
-        else:
-            qid = writable[next(self._turns.setdefault(topic, itertools.count())) % len(writable)]
-        entry = service.SendResultEntry(status=status(), message_id=item.msg_id)
-        if item.kind == definition.MessageType.Value("TRANSACTION"):
-            system = {**item.system, PGROUP: PROXY_PRODUCER_GROUP}
-            encoded = codec.encode(item.message, item.msg_id, item.born_ms, system_properties=system)
+    def _plan(self, checked: list[convert.Incoming], configs: dict[str, TopicConfig]) -> list[_Write]:
+        """The store calls that write ``checked``, in order (D87): the normal messages of one queue in
+        one put call (one script: all or nothing; split only past a call's bounds), each delayed or
+        transactional message in a call of its own. The queue of every message is chosen and every
+        message encoded here, so a topic without a writable queue refuses the request before anything
+        is written.
+
+        Raises:
+            ProxyError: ``FORBIDDEN`` when a message's topic has no writable queue.
+        """
+        normal, transaction = definition.MessageType.Value("NORMAL"), definition.MessageType.Value("TRANSACTION")
+        puts: dict[tuple[str, int], list[int]] = {}
+        writes: list[_Write] = []
+        batch_queue: dict[str, int] = {}
+        for index, item in enumerate(checked):
+            topic = item.message.topic
+            writable = [q.queue_id for q in configs[topic].writable_queues()]
+            if not writable:
+                raise ProxyError("FORBIDDEN", f"topic {topic!r} has no writable queue: nothing of the request was stored")
+            if item.group is not None:
+                qid = writable[consistent_hash(java_hash(item.group), len(writable))]  # as RocketMQ 5's proxy
+            elif item.kind == normal and topic in batch_queue:
+                qid = batch_queue[topic]  # a request's normal messages of a topic go to one queue, as a batch
+            else:
+                qid = writable[next(self._turns.setdefault(topic, itertools.count())) % len(writable)]
+                if item.kind == normal:
+                    batch_queue[topic] = qid
+            if item.kind == transaction:
+                writes.append(_Write(topic, qid, [index], [_encoded(item, {PGROUP: PROXY_PRODUCER_GROUP})], "put_half"))
+            elif item.due_ms is not None:
+                writes.append(_Write(topic, qid, [index], [_encoded(item)], "put_delayed"))
+            else:
+                puts.setdefault((topic, qid), []).append(index)
+        for (topic, qid), indexes in puts.items():
+            start = 0
+            for chunk in split_puts([_encoded(checked[i]) for i in indexes]):
+                writes.append(_Write(topic, qid, indexes[start : start + len(chunk)], chunk, "put"))
+                start += len(chunk)
+        return writes
+
+    async def _write(self, checked: list[convert.Incoming], writes: list[_Write]) -> Any:
+        """Run ``writes`` in order, stopping at the first that fails. The answer has an entry per
+        message: its offset (or transaction id) when stored, else the error — ``MULTIPLE_RESULTS``
+        when only some messages were stored; the error alone when none was.
+
+        Raises:
+            the first write's error, when it failed (nothing was stored).
+        """
+        entries: list[Any] = [None] * len(checked)
+        for n, write in enumerate(writes):
+            try:
+                for index, entry in zip(write.indexes, await self._store(checked, write), strict=True):
+                    entries[index] = entry
+            except (ProxyError, MQClientError, MQBrokerError) as e:
+                if n == 0:
+                    raise
+                code, message = code_of(e)
+                self._failed("SendMessage", e)
+                for later in writes[n:]:
+                    note = "" if later is write else " (not tried: an earlier part of the request failed)"
+                    for index in later.indexes:
+                        entries[index] = service.SendResultEntry(
+                            status=status(code, f"not stored: {message}{note}"), message_id=checked[index].msg_id
+                        )
+                stored = sum(1 for e in entries if e.status.code == OK)
+                return service.SendMessageResponse(
+                    status=status("MULTIPLE_RESULTS", f"{stored} of {len(checked)} messages stored: see each entry's status"),
+                    entries=entries,
+                )
+        return service.SendMessageResponse(status=status(), entries=entries)
+
+    async def _store(self, checked: list[convert.Incoming], write: _Write) -> list[Any]:
+        """One store call of :meth:`_plan`: the entries of its messages."""
+        topic, qid = write.topic, write.queue_id
+        if write.call == "put":
+            offset, _ = await self.backend.call("put", topic, qid, write.encoded)
+            return [
+                service.SendResultEntry(status=status(), message_id=checked[i].msg_id, offset=offset + n)
+                for n, i in enumerate(write.indexes)
+            ]
+        item = checked[write.indexes[0]]
+        entry = service.SendResultEntry(status=status(), message_id=item.msg_id, offset=-1)
+        if write.call == "put_half":
             first_check = await self._now_ms() + await self._transaction_timeout_ms()
-            half_id = await self.backend.call("put_half", topic, qid, encoded, first_check)
+            half_id = await self.backend.call("put_half", topic, qid, write.encoded[0], first_check)
             entry.transaction_id = transaction_id(topic, qid, half_id)
-            entry.offset = -1
-            return entry
-        encoded = codec.encode(item.message, item.msg_id, item.born_ms, system_properties=item.system or None)
-        if item.due_ms is not None:
-            await self.backend.call("put_delayed", topic, qid, encoded, item.due_ms)
-            entry.offset = -1
         else:
-            offset, _ = await self.backend.call("put", topic, qid, [encoded])
-            entry.offset = offset
-        return entry
+            await self.backend.call("put_delayed", topic, qid, write.encoded[0], item.due_ms)
+        return [entry]
 
     async def _transaction_timeout_ms(self) -> int:
         if self._tx_timeout_ms is None:

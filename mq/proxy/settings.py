@@ -9,11 +9,19 @@ long-polling timeout. Unknown fields a newer client sends are kept by protobuf a
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from mq.consumer.registry import ClientInfo
+from mq.errors import MQClientError
+from mq.proxy.codes import ProxyError
 from mq.proxy.pb import definition
+
+#: Largest settings a client may send, serialized bytes (kept in the store for an hour per client).
+MAX_SETTINGS_BYTES = 64 * 1024
+#: Longest user-agent fields a client sends, characters (shown by ``mq group clients`` and the console).
+MAX_USER_AGENT = {"version": 64, "platform": 256, "hostname": 255}
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,28 @@ class Limits:
     request_timeout_s: int = 3
     long_polling_s: int = 30
     receive_batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not (math.isfinite(value) and value > 0):  # nan and inf would start an endpoint that refuses all
+                raise MQClientError(f"Limits.{name} must be a positive finite number, got {value!r}")
+        if self.backoff_multiplier < 1 or self.backoff_initial_ms > self.backoff_max_ms:
+            raise MQClientError("Limits: backoff_multiplier must be at least 1 and backoff_initial_ms at most backoff_max_ms")
+
+
+def check_client_settings(settings: Any) -> None:
+    """Bound what a client's settings put into the store and the group registry.
+
+    Raises:
+        ProxyError: ``BAD_REQUEST`` naming the field and its limit.
+    """
+    size = settings.ByteSize()
+    if size > MAX_SETTINGS_BYTES:
+        raise ProxyError("BAD_REQUEST", f"client settings of {size} bytes exceed the limit of {MAX_SETTINGS_BYTES}")
+    for name, limit in MAX_USER_AGENT.items():
+        value = getattr(settings.user_agent, name)
+        if len(value) > limit or not value.isprintable():
+            raise ProxyError("BAD_REQUEST", f"user_agent.{name} must be at most {limit} printable characters, got {len(value)}")
 
 
 def reply(client: Any, *, limits: Limits, fifo: bool, max_attempts: int) -> Any:

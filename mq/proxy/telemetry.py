@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from mq.producer.tx_core import CheckRequest, transaction_id
 from mq.proxy import convert
+from mq.proxy.backend import is_outage
 from mq.proxy.pb import service
 
 if TYPE_CHECKING:
@@ -111,16 +112,25 @@ async def pump_checks(backend: Backend, sessions: Sessions, group: str, consumer
     service) and push each to a producer of the half message's topic connected here. A request no
     producer here can take is acknowledged all the same: the broker asks again at its next check.
     The stream's reader group must exist (``join_checks``)."""
+    rejoin = False
     while not stop.is_set():
         try:
+            if rejoin:  # the store came back, perhaps without the stream's reader group (a restart without persistence)
+                await backend.call("join_checks", group)
             entries = await backend.blocking("read_checks", group, consumer, CHECK_BATCH, CHECK_BLOCK_MS)
+            rejoin = False
+            backend.report_up()
             for entry_id, fields in entries:
                 await _push_check(backend, sessions, fields)
                 await backend.call("ack_check", group, entry_id)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("reading transaction check-backs failed; trying again in 1 s")
+        except Exception as e:
+            if is_outage(e):
+                backend.report_down("reading transaction check-backs", e)  # once, not every second until it is back
+                rejoin = True
+            else:
+                log.exception("reading transaction check-backs failed; trying again in 1 s")
             await asyncio.sleep(1.0)
 
 

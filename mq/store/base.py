@@ -3,6 +3,7 @@ pipelined batches with one way of handling a failed slot."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -15,7 +16,7 @@ from mq.errors import MQBrokerError, ReplicaAckTimeout
 from mq.keys import QueueKeys
 from mq.store import scripts
 from mq.store.ops import Cmd, Op, Pipe, operation
-from mq.store.replication import SyncReplicas, run_synced
+from mq.store.replication import SyncReplicas, check_first, run_synced
 from mq.topic import QueueStats
 
 #: One script call of a pipelined batch: ``(script name, keys, argv)``.
@@ -101,8 +102,8 @@ class StoreBase:
     def write_scripts(self, calls: Sequence[ScriptCall], *, sync: SyncReplicas | None = None) -> Op[list[Any]]:
         """Run write scripts ``(name, keys, argv)`` in one pipeline (one per node on a cluster).
 
-        With replicas to wait for (``sync``, default the store's own), ``WAIT`` goes in the same
-        pipeline, and a result that fewer replicas confirmed in time comes back as a
+        With replicas (or disks) to wait for (``sync``, default the store's own), ``WAIT`` (``WAITAOF``)
+        goes in the same pipeline, and a result that fewer replicas confirmed in time comes back as a
         :class:`ReplicaAckTimeout` carrying it. Each slot holds the result or the exception (redis-py's,
         as :func:`scripts.call_many` gives them); a pipeline that failed as a whole raises redis-py's error.
         """
@@ -110,19 +111,29 @@ class StoreBase:
         if not sync.enabled:
             return (yield from scripts.call_many(calls))
         out: list[Any] = []
-        for result, acked in (yield from run_synced(calls, sync, kind=self.conn.kind)):
-            if isinstance(result, Exception) or acked >= sync.replicas:
+        for result, confirmed in (yield from run_synced(calls, sync, kind=self.conn.kind)):
+            if isinstance(result, Exception) or not confirmed.short:
                 out.append(result)
             else:
                 out.append(
                     ReplicaAckTimeout(
-                        f"stored on the master, but {acked} of {sync.replicas} replica(s) confirmed within {sync.timeout_ms} ms",
-                        result=result,
-                        acked=acked,
-                        wanted=sync.replicas,
+                        confirmed.describe(sync.timeout_ms), result=result, acked=confirmed.replicas, wanted=confirmed.wanted
                     )
                 )
         return out
+
+    @operation
+    def check_writes(self) -> Op[None]:
+        """Check, before anything is written, that the store can confirm writes as :attr:`sync` asks
+        (``sync_flush``: Redis ≥ 7.2 with ``appendonly yes``), and count the master's replicas for
+        ``sync_replicas="all"``; one round trip, nothing when writes wait for nothing.
+
+        Raises:
+            MQClientError: the server cannot do what ``sync_flush`` asks (saying why and what to do).
+            MQBrokerError: the store could not be reached.
+        """
+        with self._errors("checking how the store confirms writes"):
+            yield from check_first(self.keys.config, self.sync, kind=self.conn.kind)
 
     def _write(self, name: str, keys: Sequence[str], argv: Sequence[Any]) -> Op[Any]:
         """One write script; raises its error, or :class:`ReplicaAckTimeout` (see :meth:`write_scripts`)."""
@@ -163,11 +174,16 @@ class StoreBase:
 
     def _queue_stats(self, queues: Sequence[tuple[str, int]], doing: str) -> Op[list[QueueStats]]:
         """Min/max offset and last store time of each ``(topic, queue_id)`` (the ``queue-stats`` script,
-        pipelined, :data:`QUEUE_BATCH` queues a round trip)."""
+        pipelined, :data:`QUEUE_BATCH` queues a round trip); with a tier, ``min_offset`` is its first offset."""
         out: list[QueueStats] = []
         for part in chunks(queues, QUEUE_BATCH):
-            calls: list[ScriptCall] = [("queue-stats", self.queue_keys(t, q).read(), []) for t, q in part]
-            out += [QueueStats(int(r[0]), int(r[1]), int(r[2])) for r in all_or_raise((yield from self._scripts(calls, doing)))]
+            keys = [self.queue_keys(t, q) for t, q in part]
+            calls: list[ScriptCall] = [("queue-stats", k.read(), []) for k in keys]
+            # the first tier segment's start (score) after the scripts: min_offset is the first of either tier
+            replies = all_or_raise((yield from self._scripts(calls, doing, functools.partial(_first_segments, keys))))
+            for r, tiered in zip(replies, replies[len(calls) :]):
+                low = int(r[0]) if not tiered else min(int(r[0]), int(tiered[0][1]))
+                out.append(QueueStats(low, int(r[1]), int(r[2])))
         return out
 
     def _slot(self, reply: Any, doing: str) -> Any:
@@ -181,6 +197,12 @@ class StoreBase:
             return e
         except Exception as e:  # not a redis error: still the store's failure for this slot
             return MQBrokerError(f"store error while {doing}: {e!r}")
+
+
+def _first_segments(keys: Sequence[QueueKeys], pipe: Any) -> None:
+    """Queue the first tier segment (with its start offset as score) of each queue."""
+    for k in keys:
+        pipe.zrange(k.segments, 0, 0, withscores=True)
 
 
 def all_or_raise(replies: Sequence[Any]) -> list[Any]:

@@ -209,6 +209,39 @@ def _message(
 _new = MessageExt.__new__
 
 
+def message_of(
+    topic: str,
+    queue_id: int,
+    *,
+    offset: int,
+    msg_id: str,
+    tags: str | None,
+    keys: tuple[str, ...],
+    properties: dict[str, str] | None,
+    body: bytes,
+    born_timestamp_ms: int,
+    store_timestamp_ms: int,
+    reconsume_times: int,
+    system_properties: dict[str, str] | None,
+) -> MessageExt:
+    """A stored message read from somewhere other than its stream entry (a tier segment), built as
+    :func:`decode` builds one (None properties: none)."""
+    return _message(
+        topic,
+        body,
+        tags,
+        keys,
+        properties,
+        msg_id,
+        queue_id,
+        offset,
+        born_timestamp_ms,
+        store_timestamp_ms,
+        reconsume_times,
+        system_properties,
+    )
+
+
 def _column(values: Sequence[bytes | None], convert: Callable[[bytes], T], absent: T) -> Iterable[T]:
     """``convert`` of each value of an optional field's column, ``absent`` where an entry lacks it; a
     column no entry has costs nothing per entry."""

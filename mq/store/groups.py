@@ -518,7 +518,17 @@ class GroupOps(StoreBase):
             else:
                 msgs = codec.decode_entries(p.topic, p.queue_id, reply[4:])  # each entry an [id, fields] pair
                 out.append(PullResult(msgs, int(reply[0]), int(reply[1]), True, _text(reply[3])))
-        return out
+        through = yield from self.read_through(pulls, out)
+        # a rewound pull read nothing and must not be read from the tier at its stale offset (D70)
+        return [o if isinstance(o, PullResult) and o.rewound else t for o, t in zip(out, through)]
+
+    def read_through(
+        self, pulls: Sequence[PullRequest], results: list[PullResult | MQBrokerError]
+    ) -> Op[list[PullResult | MQBrokerError]]:
+        """The pulls' results with those that landed below what Redis holds read from the tier instead
+        (:class:`mq.store.tier.TierOps` does it; a store without tier operations keeps them)."""
+        return results
+        yield  # an operation (a generator) like the override
 
     @operation
     def wait_for_messages(

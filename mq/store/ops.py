@@ -21,6 +21,8 @@ Requests:
   ``WAIT`` must follow the writes on their own node's connection).
 - :class:`Scan` — every key matching ``pattern`` (``SCAN``; every master of a cluster).
 - :class:`Refresh` — read a cluster's slot map again (best effort).
+- :class:`Blocking` — ``fn()``: blocking I/O that is not Redis (a tier segment read); the asyncio
+  driver runs it in a worker thread, so the event loop and the consumer's other queues go on.
 """
 
 from __future__ import annotations
@@ -143,6 +145,24 @@ class Refresh(Request):
         if _cluster(client):
             with contextlib.suppress(*REDIS_ERRORS):
                 await client.nodes_manager.initialize()
+
+
+class Blocking(Request):
+    """``fn()``, blocking I/O outside Redis: called at once by the sync driver, in a worker thread by the
+    asyncio one (``asyncio.to_thread``)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+    def do(self, client: Any) -> Any:
+        return self.fn()
+
+    async def ado(self, client: Any) -> Any:
+        import asyncio
+
+        return await asyncio.to_thread(self.fn)
 
 
 T = TypeVar("T")

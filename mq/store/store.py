@@ -11,7 +11,7 @@ import functools
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import NoScriptError
@@ -27,6 +27,7 @@ from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
 from mq.store.ops import Cmd, Op, SyncRunner, operation
 from mq.store.proxy import ProxyOps
+from mq.store.tier import TierOps
 from mq.store.trace import TraceOps
 from mq.store.transactions import TransactionOps
 from mq.store.views import ViewOps
@@ -37,7 +38,7 @@ log = logging.getLogger("mq.store")
 #: A field of the topics hash no topic can have (":" is not allowed in names): the permission probe.
 TOPICS_PROBE_FIELD = ":permission-probe"
 
-__all__ = ["MessageOps", "PullRequest", "PullResult", "Store", "StoreOps", "check_put_result", "decode_half", "pairs"]
+__all__ = ["MessageOps", "PullRequest", "PullResult", "Store", "StoreOps", "Trimmed", "check_put_result", "decode_half", "pairs"]
 
 
 class MessageOps(StoreBase):
@@ -318,15 +319,38 @@ class MessageOps(StoreBase):
         return out
 
     @operation
-    def trim(self, topic: str, queue_id: int, cutoff_ms: int, limit: int = 1000) -> Op[int]:
-        """Remove messages of a queue stored before ``cutoff_ms`` and their index entries; returns how many."""
+    def trim(
+        self,
+        topic: str,
+        queue_id: int,
+        cutoff_ms: int,
+        limit: int = 1000,
+        *,
+        count_unconsumed: bool = True,
+        before_offset: int | None = None,
+        once: bool = False,
+    ) -> Op[Trimmed]:
+        """Remove messages of a queue stored before ``cutoff_ms`` and their index entries, ``limit`` a call.
+
+        Args:
+            count_unconsumed: count per group (in the store, with the removal) the removed messages it had
+                not consumed: retention does; an admin's explicit purge does not (nor the tier uploader:
+                what it removes is in the tier).
+            before_offset: no offset at or past it is removed (with a tier, the manifest's end).
+            once: one call of at most ``limit`` messages (the caller repeats while it removed ``limit``).
+        """
         keys = self.queue_keys(topic, queue_id)
-        removed, argv, doing = 0, [int(cutoff_ms), int(limit)], f"trimming {topic!r} queue {queue_id}"
+        bound = "" if before_offset is None else int(before_offset)
+        argv = [int(cutoff_ms), int(limit), "1" if count_unconsumed else "", bound]
+        trimmed, doing = Trimmed(), f"trimming {topic!r} queue {queue_id}"
         while True:
-            count, more = yield from self._script("trim-queue", [keys.log, keys.ids, keys.keys], argv, doing)
-            removed += int(count)
-            if not more:
-                return removed
+            reply = yield from self._script("trim-queue", keys.trim(), argv, doing)
+            trimmed.removed += int(reply[0])
+            for group, lost in zip(reply[2::2], reply[3::2]):
+                name = group.decode() if isinstance(group, bytes) else str(group)
+                trimmed.expired_unconsumed[name] = trimmed.expired_unconsumed.get(name, 0) + int(lost)
+            if not int(reply[1]) or once:
+                return trimmed
 
     @operation
     def ensure_topic(self, config: TopicConfig) -> Op[TopicConfig]:
@@ -400,14 +424,20 @@ class MessageOps(StoreBase):
         """Offset of the first message stored at or after ``timestamp_ms`` (max offset if none)."""
         keys = self.queue_keys(topic, queue_id).read()
         result = yield from self._script("search-offset", keys, [int(timestamp_ms)], f"searching {topic!r} queue {queue_id}")
-        return _searched(topic, queue_id, result)
+        return (yield from self.search_tier(topic, {queue_id: _searched(topic, queue_id, result)}, timestamp_ms))[queue_id]
 
     @operation
     def search_offsets(self, topic: str, queue_ids: Sequence[int], timestamp_ms: int) -> Op[dict[int, int]]:
         """:meth:`search_offset` of each of ``queue_ids``, in one pipeline."""
         calls: list[ScriptCall] = [("search-offset", self.queue_keys(topic, q).read(), [int(timestamp_ms)]) for q in queue_ids]
         results = all_or_raise((yield from self._scripts(calls, f"searching {topic!r}")))
-        return {q: _searched(topic, q, r) for q, r in zip(queue_ids, results)}
+        return (yield from self.search_tier(topic, {q: _searched(topic, q, r) for q, r in zip(queue_ids, results)}, timestamp_ms))
+
+    def search_tier(self, topic: str, found: dict[int, int], timestamp_ms: int) -> Op[dict[int, int]]:
+        """What Redis's search ``found`` per queue, corrected where the time lies in the tier
+        (:class:`mq.store.tier.TierOps` does it; a store without tier operations keeps it)."""
+        return found
+        yield  # an operation (a generator) like the override
 
 
 def _searched(topic: str, queue_id: int, result: Any) -> int:
@@ -420,6 +450,20 @@ def _searched(topic: str, queue_id: int, result: Any) -> int:
 
 #: ``end-transaction``'s code for a half message discarded because the log could not take it.
 END_DISCARDED = -3
+
+
+@dataclass
+class Trimmed:
+    """What retention removed from one queue (:meth:`MessageOps.trim`).
+
+    Attributes:
+        removed: messages removed.
+        expired_unconsumed: group → removed messages at or after its committed offset (it never consumed
+            them); only groups that lost some.
+    """
+
+    removed: int = 0
+    expired_unconsumed: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -478,7 +522,7 @@ def _config_from_stored(raw: bytes | str) -> tuple[TopicConfig, int]:
     return config, max(span, config.queue_count)
 
 
-class StoreOps(MessageOps, GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps, ViewOps, ProxyOps):
+class StoreOps(TierOps, MessageOps, GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps, ViewOps, ProxyOps):
     """Every store operation as a generator (see :mod:`mq.store.ops`): what :class:`Store` runs at
     once and :class:`mq.store.aio.AsyncStore` awaits."""
 

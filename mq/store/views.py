@@ -45,6 +45,13 @@ class ViewOps(StoreBase):
         return [{_text(g): _text(c) for g, c in r.items()} for r in replies]
 
     @operation
+    def expired_unconsumed(self, queues: Sequence[tuple[str, int]]) -> Op[list[dict[str, int]]]:
+        """For each ``(topic, queue_id)``: group → messages retention removed before the group consumed
+        them (the counters ``trim-queue`` keeps; groups that never lost one are absent)."""
+        replies = yield from self._each_queue(queues, lambda p, k: p.hgetall(k.expired), "reading expired counts")
+        return [{_text(g): int(n) for g, n in r.items()} for r in replies]
+
+    @operation
     def key_counts(self, topic: str, queue_ids: Sequence[int], key: str) -> Op[list[int]]:
         """How many messages of each queue are indexed under business key ``key`` (``ZLEXCOUNT``)."""
         low, high = key_index_range(key)
