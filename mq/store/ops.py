@@ -21,13 +21,16 @@ Requests:
   ``WAIT`` must follow the writes on their own node's connection).
 - :class:`Scan` — every key matching ``pattern`` (``SCAN``; every master of a cluster).
 - :class:`Refresh` — read a cluster's slot map again (best effort).
+- :class:`Sleep` — a pause between retries (``time.sleep`` or ``asyncio.sleep``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import inspect
+import time
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
@@ -120,6 +123,22 @@ class Scan(Request):
 
     async def ado(self, client: Any) -> Any:
         return [key async for key in client.scan_iter(match=self.pattern, count=self.count)]
+
+
+class Sleep(Request):
+    """Wait ``seconds`` (``time.sleep``, or ``asyncio.sleep`` on an event loop); the reply is None. An
+    operation's pause between retries, without holding a client."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def do(self, client: Any) -> Any:
+        time.sleep(self.seconds)
+
+    async def ado(self, client: Any) -> Any:
+        await asyncio.sleep(self.seconds)
 
 
 class Refresh(Request):

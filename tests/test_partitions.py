@@ -1,0 +1,94 @@
+"""The partition suite in CI (root only): short runs of ``tests/partitions.py``'s scenarios with
+``sync_replicas=1``, every message accounted for. Longer runs: ``python -m tests.partitions``
+(figures in docs/benchmarks.md).
+
+What is asserted is what this branch guarantees: no SEND_OK lost after a master crash or a cut of the
+master alone, and no stored message left undelivered or read dirty after a crash; each run really
+failed over (the cut was real) and the producer had SEND_OKs again after it. The other figures (the
+loss when a replica is cut off with the master, messages never delivered after a cut, positions
+above a queue's end, the windows) are printed and recorded, not asserted: other work fixes them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import asdict
+
+import pytest
+
+from tests import netns
+from tests.partitions import Figures, run_scenario
+
+pytestmark = [pytest.mark.fault, pytest.mark.ha, pytest.mark.slow]
+
+_WHY_NOT = netns.unavailable()
+needs_netns = pytest.mark.skipif(_WHY_NOT is not None, reason=_WHY_NOT or "")
+#: How long each fault lasts in CI, seconds (a failover takes about 3 s here).
+FAULT_S = 5.0
+
+
+def _report(figures: Figures, record_property: pytest.RecordProperty) -> None:
+    print(json.dumps(asdict(figures)))
+    for name, value in asdict(figures).items():
+        record_property(name, value)
+
+
+def _our_namespaces() -> list[str]:
+    mine = f"{netns.PREFIX}{__import__('os').getpid()}x"
+    return [line.split(" ")[0] for line in netns.ip("netns", "list").splitlines() if line.startswith(mine)]
+
+
+@needs_netns
+def test_network_is_removed_on_error_and_stale_ones_by_prefix() -> None:
+    with pytest.raises(RuntimeError, match="inside"), netns.Network(["a", "b"]) as net:
+        assert len(_our_namespaces()) == 3  # the switch and two hosts
+        net.partition(["a"])
+        raise RuntimeError("inside")
+    assert _our_namespaces() == []
+    stale = f"{netns.PREFIX}4194304x0000zz"  # above any pid Linux gives: its run is gone
+    netns.ip("netns", "add", stale)
+    assert stale in netns.remove_stale()
+    assert stale not in netns.ip("netns", "list")
+
+
+@needs_netns
+def test_a_cut_drops_traffic_across_it_and_heal_restores_it() -> None:
+    with netns.Network(["a", "b", "c"]) as net:
+
+        def reaches(src: str, dst: str) -> bool:
+            argv = net.command(src, ["ping", "-c", "1", "-W", "1", net.addresses[dst]])
+            return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
+
+        if subprocess.run(net.command("a", ["ping", "-c", "1", "-W", "1", "127.0.0.1"]), capture_output=True).returncode:
+            pytest.skip("ping cannot run here")
+        assert reaches("a", "b") and reaches("b", "c")
+        net.partition(["a", "b"])
+        assert reaches("a", "b") and not reaches("a", "c") and not reaches("c", "b")
+        net.heal()
+        assert reaches("a", "c")
+
+
+@needs_netns
+def test_master_crash_loses_nothing_confirmed(record_property: pytest.RecordProperty) -> None:
+    figures = run_scenario("crash", sync_replicas=1, fault_s=FAULT_S)
+    _report(figures, record_property)
+    assert figures.failover_s > 0 and figures.send_ok > 0
+    assert figures.send_ok_lost == 0
+    assert figures.never_delivered == {"g1": 0, "g2": 0} and figures.dirty_reads == {"g1": 0, "g2": 0}
+
+
+@needs_netns
+def test_master_cut_off_alone_with_the_producer_loses_nothing_confirmed(record_property: pytest.RecordProperty) -> None:
+    figures = run_scenario("cut-master", sync_replicas=1, fault_s=FAULT_S)
+    _report(figures, record_property)
+    assert figures.failover_s > 0 and figures.send_ok > 0
+    assert figures.send_ok_lost == 0
+
+
+@needs_netns
+def test_master_cut_off_with_a_replica_is_measured(record_property: pytest.RecordProperty) -> None:
+    figures = run_scenario("cut-master-replica", sync_replicas=1, fault_s=FAULT_S)
+    _report(figures, record_property)
+    assert figures.failover_s > 0 and figures.send_ok > 0
+    assert figures.stored > 0 and figures.sent >= figures.send_ok
