@@ -40,6 +40,8 @@ log = logging.getLogger("mq.sentinel")
 
 #: Seconds between two readings of every sentinel's view.
 VIEW_INTERVAL_S = 0.5
+#: Shortest time between two readings when connections fail (each failure asks for one at once), seconds.
+VIEW_MIN_GAP_S = 0.05
 #: Longest wait for one sentinel's answer (or connection) when reading the view, seconds.
 VIEW_TIMEOUT_S = 0.5
 #: Seconds after the last answer of any sentinel from which the view is not trusted.
@@ -73,7 +75,7 @@ class SentinelView:
         self._pools: weakref.WeakSet[Any] = weakref.WeakSet()  # sync pools whose stale connections are dropped
         self._users = 0
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
+        self._wake = threading.Event()  # a connection to the master failed: read the view now
         self._thread: threading.Thread | None = None
 
     @property
@@ -98,15 +100,11 @@ class SentinelView:
         """One client fewer; the thread ends within one interval after the last one."""
         with self._lock:
             self._users = max(0, self._users - 1)
-            self._changed.notify_all()
+        self._wake.set()
 
-    def wait_master(self, other_than: tuple[str, int] | None, timeout_s: float) -> tuple[str, int] | None:
-        """Wait up to ``timeout_s`` for the view to name a master other than ``other_than``; the master then."""
-        deadline = time.monotonic() + timeout_s
-        with self._lock:
-            while (self.master is None or self.master == other_than) and time.monotonic() < deadline:
-                self._changed.wait(min(VIEW_INTERVAL_S, max(0.0, deadline - time.monotonic())))
-            return self.master
+    def wake(self) -> None:
+        """Read the sentinels' view now (a connection to the master failed: a failover may be under way)."""
+        self._wake.set()
 
     def _run(self) -> None:
         while True:
@@ -118,8 +116,9 @@ class SentinelView:
                 self.refresh()
             except Exception:  # never die silently: a bad answer is logged and the next round tries again
                 log.exception("reading the sentinels' view of %r failed; trying again in %s s", self.master_name, VIEW_INTERVAL_S)
-            with self._lock:
-                self._changed.wait(VIEW_INTERVAL_S)
+            time.sleep(VIEW_MIN_GAP_S)  # woken by every failed connection: at most one round a gap
+            self._wake.wait(VIEW_INTERVAL_S)
+            self._wake.clear()
         for client in self._clients:
             with contextlib.suppress(redis.RedisError, OSError):
                 client.close()
@@ -147,7 +146,6 @@ class SentinelView:
                 return
             self._master = master
             pools = list(self._pools)
-            self._changed.notify_all()
         if old is not None:
             log.warning(
                 "the sentinels name %s:%d as master of %r now (config epoch %d), not %s:%d: leaving the old one",
@@ -204,6 +202,12 @@ def _stale(conn: Any, view: SentinelView | None, connected: bool) -> bool:
     return master is not None and (conn.host, conn.port) != master
 
 
+def _wake(manager: Any) -> None:
+    view = getattr(manager, "view", None)
+    if view is not None:
+        view.wake()
+
+
 class FollowingSentinel(Sentinel):
     """redis-py's sync ``Sentinel`` whose master is the view's, when it has one."""
 
@@ -217,11 +221,18 @@ class FollowingSentinel(Sentinel):
 class FollowingConnection(SentinelManagedConnection):
     """A sync Sentinel connection that leaves a master the view no longer names, before each send."""
 
+    def connect(self) -> None:
+        try:
+            super().connect()  # type: ignore[no-untyped-call]
+        except redis.ConnectionError:
+            _wake(self.connection_pool.sentinel_manager)
+            raise
+
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         view = getattr(self.connection_pool.sentinel_manager, "view", None)
         if _stale(self, view, self._sock is not None):
             self.disconnect()  # type: ignore[no-untyped-call]
-            self.connect()  # type: ignore[no-untyped-call]  # through the view: to the master it names
+            self.connect()  # through the view: to the master it names
         super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
 
 
@@ -242,11 +253,18 @@ class AsyncFollowingSentinel(redis.asyncio.sentinel.Sentinel):
 class AsyncFollowingConnection(redis.asyncio.sentinel.SentinelManagedConnection):
     """An asyncio Sentinel connection that leaves a master the view no longer names, before each send."""
 
+    async def connect(self) -> None:
+        try:
+            await super().connect()  # type: ignore[no-untyped-call]
+        except redis.ConnectionError:
+            _wake(self.connection_pool.sentinel_manager)
+            raise
+
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         view = getattr(self.connection_pool.sentinel_manager, "view", None)
         if _stale(self, view, self.is_connected):
             await self.disconnect()
-            await self.connect()  # type: ignore[no-untyped-call]
+            await self.connect()
         await super().send_packed_command(command, check_health)
 
 

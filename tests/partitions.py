@@ -19,7 +19,8 @@ Faults (``n1`` is the master when the fault starts):
 
 After the fault ends the producer keeps sending for ``after_s``, stops, the consumers get a quiet
 period to catch up, stop cleanly (committing), and the store the sentinels name is read back. The
-figures (:class:`Figures`): SEND_OK messages missing from the store, stored messages never delivered
+figures (:class:`Figures`): sends that raised, SEND_OK messages missing from the store (and when
+they were sent, seconds from the fault), stored messages never delivered
 and delivered twice per group, dirty reads (delivered, not in the final store), committed positions
 above a queue's end, the longest time without a SEND_OK, and the stale-master window after the heal
 (how long after it the producer's sends still landed on a node whose writes were then discarded).
@@ -68,8 +69,10 @@ class Figures:
     fault_s: float
     sent: int = 0
     send_ok: int = 0
+    send_errors: int = 0
     stored: int = 0
     send_ok_lost: int = 0
+    lost_sent_s: tuple[float, float] | None = None
     never_delivered: dict[str, int] = field(default_factory=dict)
     delivered_twice: dict[str, int] = field(default_factory=dict)
     dirty_reads: dict[str, int] = field(default_factory=dict)
@@ -187,9 +190,17 @@ def _lines(path: pathlib.Path) -> list[str]:
 
 
 def run_scenario(
-    fault: str, *, sync_replicas: int = 1, fault_s: float = 5.0, warmup_s: float = 2.0, after_s: float = 4.0, rate: float = 200
+    fault: str,
+    *,
+    sync_replicas: int = 1,
+    fault_s: float = 5.0,
+    warmup_s: float = 2.0,
+    after_s: float = 4.0,
+    rate: float = 200,
+    keep: bool = False,
 ) -> Figures:
-    """One run of ``fault`` lasting ``fault_s`` (see the module's docstring); its figures."""
+    """One run of ``fault`` lasting ``fault_s`` (see the module's docstring); its figures. ``keep``: leave
+    the run's directory (logs, the final store as JSON) and print its path."""
     if fault not in FAULTS:
         raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
     began = time.monotonic()
@@ -223,6 +234,11 @@ def run_scenario(
                 )
                 for g in GROUPS
             }
+            _wait(
+                lambda: all(any(line.startswith("registered") for line in _lines(logs / f"{g}.log")) for g in GROUPS),
+                30,
+                "the consumers to start",
+            )
             time.sleep(warmup_s)
             if producer.poll() is not None:
                 raise RuntimeError(f"the producer exited with {producer.returncode}")
@@ -273,7 +289,10 @@ def run_scenario(
             figures.run_s = round(time.monotonic() - began, 1)
             return figures
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if keep:
+            print(f"kept {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def account(
@@ -294,7 +313,10 @@ def account(
     f.sent, f.stored = len(sends), len(in_store)
     ok = [(f"m{seq}", float(t)) for outcome, seq, _, _, t in sends if outcome == "ok"]
     f.send_ok = len(ok)
-    f.send_ok_lost = sum(body not in in_store for body, _ in ok)
+    f.send_errors = sum(outcome == "error" for outcome, *_ in sends)
+    lost = [t - fault_at for body, t in ok if body not in in_store]
+    f.send_ok_lost = len(lost)
+    f.lost_sent_s = (round(min(lost), 2), round(max(lost), 2)) if lost else None
     for group, path in delivered.items():
         got = Counter(line.split(" ")[3] for line in _lines(path) if line.startswith("consume "))
         f.never_delivered[group] = len(in_store - set(got))
@@ -322,12 +344,15 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="how long the fault lasts")
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--rate", type=float, default=200)
+    p.add_argument("--keep", action="store_true", help="keep each run's logs and print where")
     args = p.parse_args()
     for fault in args.fault or FAULTS:
         for replicas in args.sync_replicas or (0, 1):
             for _ in range(args.runs):
                 print(
-                    json.dumps(asdict(run_scenario(fault, sync_replicas=replicas, fault_s=args.seconds, rate=args.rate))),
+                    json.dumps(
+                        asdict(run_scenario(fault, sync_replicas=replicas, fault_s=args.seconds, rate=args.rate, keep=args.keep))
+                    ),
                     flush=True,
                 )
 

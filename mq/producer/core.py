@@ -44,7 +44,7 @@ DEFAULT_RETRY_TIMES = 2
 #: First pause of a send while no master is known through Sentinel, seconds (doubled at each failure).
 FAILOVER_BACKOFF_S = 0.05
 #: Longest such pause, seconds.
-FAILOVER_BACKOFF_MAX_S = 0.5
+FAILOVER_BACKOFF_MAX_S = 0.25
 #: Most sends one pipeline carries.
 MAX_PIPELINE = 128
 
