@@ -25,6 +25,7 @@ import contextlib
 import copy
 import os
 import threading
+from asyncio import get_running_loop as asyncio_loop  # `asyncio` names a flag of the client makers
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -542,7 +543,14 @@ def _sentinel_client(parsed: SentinelURL, common: dict[str, Any], *, asyncio: bo
     else:
         following = FollowingSSLConnection if parsed.tls else FollowingConnection
     client = sentinel.master_for(parsed.master_name, db=parsed.db, health_check_interval=30, connection_class=following)
-    sentinel.view.attach(None if asyncio else client.connection_pool)
+    if asyncio:
+        try:  # made on first use inside a coroutine: its connections live in that event loop
+            loop = asyncio_loop()
+        except RuntimeError:
+            loop = None
+        sentinel.view.attach(client.connection_pool if loop is not None else None, loop)
+    else:
+        sentinel.view.attach(client.connection_pool)
     return client
 
 

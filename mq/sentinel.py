@@ -22,6 +22,7 @@ sentinels itself, as before).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import socket
@@ -73,6 +74,7 @@ class SentinelView:
         self._master: tuple[str, int] | None = None
         self._answered_at = 0.0
         self._pools: weakref.WeakSet[Any] = weakref.WeakSet()  # sync pools whose stale connections are dropped
+        self._async_pools: weakref.WeakKeyDictionary[Any, asyncio.AbstractEventLoop] = weakref.WeakKeyDictionary()
         self._users = 0
         self._lock = threading.Lock()
         self._wake = threading.Event()  # a connection to the master failed: read the view now
@@ -85,12 +87,14 @@ class SentinelView:
             return None
         return self._master
 
-    def attach(self, pool: Any = None) -> None:
-        """Count one more client of this view (and drop ``pool``'s stale connections on a change);
-        starts the thread on first use."""
+    def attach(self, pool: Any = None, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Count one more client of this view (and drop ``pool``'s stale connections on a change: a sync
+        pool from the thread, an asyncio one in its event ``loop``); starts the thread on first use."""
         with self._lock:
             self._users += 1
-            if pool is not None:
+            if pool is not None and loop is not None:
+                self._async_pools[pool] = loop
+            elif pool is not None:
                 self._pools.add(pool)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name=f"mq-sentinel-view-{self.master_name}", daemon=True)
@@ -146,6 +150,7 @@ class SentinelView:
                 return
             self._master = master
             pools = list(self._pools)
+            async_pools = list(self._async_pools.items())
         if old is not None:
             log.warning(
                 "the sentinels name %s:%d as master of %r now (config epoch %d), not %s:%d: leaving the old one",
@@ -156,14 +161,17 @@ class SentinelView:
             )
         for pool in pools:
             _drop_stale(pool, master)
+        for pool, loop in async_pools:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: its connections are gone with it
+                loop.call_soon_threadsafe(_adrop_stale, pool, master)
 
 
 def _drop_stale(pool: Any, master: tuple[str, int]) -> None:
     """Drop ``pool``'s idle connections to another node than ``master`` and wake those in use
     (their socket is shut down: a blocked read fails at once and its thread reconnects)."""
     with pool._lock:
-        idle = [c for c in pool._available_connections if (c.host, c.port) != master]
-        busy = [c for c in pool._in_use_connections if (c.host, c.port) != master]
+        idle = [c for c in pool._get_free_connections() if (c.host, c.port) != master]
+        busy = [c for c in pool._get_in_use_connections() if (c.host, c.port) != master]
     for conn in idle:
         conn.disconnect()
     for conn in busy:
@@ -171,6 +179,15 @@ def _drop_stale(pool: Any, master: tuple[str, int]) -> None:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+def _adrop_stale(pool: Any, master: tuple[str, int]) -> None:
+    """:func:`_drop_stale` for an asyncio pool, run in its event loop: idle connections to another node
+    are disconnected, those in use have their transport aborted (a blocked read fails at once)."""
+    for conn in [*pool._get_free_connections(), *pool._get_in_use_connections()]:
+        writer = getattr(conn, "_writer", None)
+        if writer is not None and (conn.host, conn.port) != master:
+            writer.transport.abort()
 
 
 def _pairs(state: Any) -> dict[str, str]:

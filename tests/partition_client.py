@@ -69,6 +69,10 @@ def dump(args: argparse.Namespace) -> None:
         json.dump({"stored": stored, "ends": ends, "committed": committed}, out)
 
 
+def _replicas(text: str) -> int | str:
+    return int(text) if text.isdigit() else text
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -76,7 +80,7 @@ def main() -> None:
     for name in ("url", "namespace", "topic", "out"):
         pr.add_argument(name)
     pr.add_argument("--rate", type=float, default=200)
-    pr.add_argument("--sync-replicas", type=int, default=0)
+    pr.add_argument("--sync-replicas", type=_replicas, default=0, help="a number, or a mode name such as all")
     pr.add_argument("--stop-file", required=True)
     pr.add_argument("--queues", type=int, default=4, help="queues of the topic when it is created")
     du = sub.add_parser("dump")

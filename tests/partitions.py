@@ -65,7 +65,7 @@ class Figures:
     """What one run of a scenario measured (counts of messages; times in seconds)."""
 
     fault: str
-    sync_replicas: int
+    sync_replicas: int | str
     fault_s: float
     sent: int = 0
     send_ok: int = 0
@@ -192,7 +192,7 @@ def _lines(path: pathlib.Path) -> list[str]:
 def run_scenario(
     fault: str,
     *,
-    sync_replicas: int = 1,
+    sync_replicas: int | str = 1,
     fault_s: float = 5.0,
     warmup_s: float = 2.0,
     after_s: float = 4.0,
@@ -297,7 +297,7 @@ def run_scenario(
 
 def account(
     fault: str,
-    sync_replicas: int,
+    sync_replicas: int | str,
     fault_s: float,
     produced: pathlib.Path,
     delivered: dict[str, pathlib.Path],
@@ -340,7 +340,12 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run still removes its namespaces
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--fault", choices=FAULTS, action="append", help="repeatable; default: all")
-    p.add_argument("--sync-replicas", type=int, action="append", help="repeatable; default: 0 and 1")
+    p.add_argument(
+        "--sync-replicas",
+        type=lambda text: int(text) if text.isdigit() else text,
+        action="append",
+        help="repeatable, a number or a mode name the producer takes; default: 0 and 1",
+    )
     p.add_argument("--seconds", type=float, default=10.0, help="how long the fault lasts")
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--rate", type=float, default=200)

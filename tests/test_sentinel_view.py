@@ -9,8 +9,10 @@ Sentinel demotes it — so nothing but the sentinels' answer tells the clients t
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -123,3 +125,83 @@ def test_send_rides_out_a_crash_failover_within_its_budget(sentinel: SentinelPro
         assert result.status is SendStatus.SEND_OK
         new = sentinel.wait_failover(old.port)
     assert _stored(new.url, namespace)[-1] == b"during"
+
+
+def test_asyncio_consumer_follows_the_master_the_sentinels_name(
+    sentinel: SentinelProcs, other: RedisServer, namespace: str
+) -> None:
+    from mq import aio
+
+    for url in (sentinel.url, other.url):
+        Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+
+    async def go() -> None:
+        seen: list[bytes] = []
+
+        async def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+            seen.extend(m.body for m in msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = aio.PushConsumer("g", sentinel.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+        consumer.subscribe("t")
+        consumer.register_message_listener(listener)
+        await consumer.start()
+        try:
+            with Producer("p", sentinel.url, namespace=namespace) as producer:
+                producer.send(Message("t", b"on-old"))
+            deadline = time.monotonic() + 15
+            while b"on-old" not in seen and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert b"on-old" in seen
+            await asyncio.sleep(0.5)  # the waiter is blocked in its long poll on the old master now
+            _repoint(sentinel, other.port)
+            with Producer("p", other.url, namespace=namespace) as direct:
+                for i in range(3):
+                    direct.send(Message("t", b"on-new-%d" % i))
+            deadline = time.monotonic() + 15
+            while b"on-new-2" not in seen and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert b"on-new-2" in seen
+        finally:
+            await consumer.shutdown()
+
+    asyncio.run(go())
+
+
+def test_a_blocked_read_moves_to_the_new_master(sentinel: SentinelProcs, other: RedisServer) -> None:
+    """A read blocked on the old master is woken by the view and, retried, waits on the new one: a
+    value pushed there answers it (on its own it would block for its 20 s)."""
+    conn = Connection(sentinel.url, "ns", socket_timeout_s=30)
+    held = conn.held()
+    try:
+        result: list[Any] = []
+        blocked = threading.Thread(target=lambda: result.append(held.client.blpop(["wake"], timeout=20)))
+        blocked.start()
+        time.sleep(0.3)
+        _repoint(sentinel, other.port)
+        time.sleep(2)  # a few rounds of the view
+        with other.client() as new:
+            new.rpush("wake", "on-new")
+        blocked.join(10)
+        assert result == [(b"wake", b"on-new")]
+    finally:
+        held.release_held()
+        conn.close()
+
+
+def test_an_asyncio_blocked_read_moves_to_the_new_master(sentinel: SentinelProcs, other: RedisServer) -> None:
+    async def go() -> None:
+        conn = Connection(sentinel.url, "ns", socket_timeout_s=30)
+        try:
+            await conn.async_client.ping()
+            blocked = asyncio.ensure_future(conn.async_client.blpop(["wake"], timeout=20))
+            await asyncio.sleep(0.3)
+            _repoint(sentinel, other.port)
+            await asyncio.sleep(2)
+            with other.client() as new:
+                new.rpush("wake", "on-new")
+            assert tuple(await asyncio.wait_for(blocked, 10)) == (b"wake", b"on-new")
+        finally:
+            await conn.aclose()
+
+    asyncio.run(go())
