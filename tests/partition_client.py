@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import sys
 import time
 
 from mq import Admin, Message, Producer, SendStatus
@@ -24,6 +26,7 @@ from mq.errors import MQError
 
 
 def produce(args: argparse.Namespace) -> None:
+    logging.basicConfig(format="%(created).4f %(name)s %(levelname)s %(message)s")  # wall time, as the servers' logs
     period = 1.0 / args.rate
     with Admin(args.url, args.namespace) as admin:
         if not admin.topic_exists(args.topic):
@@ -39,8 +42,9 @@ def produce(args: argparse.Namespace) -> None:
                 result = p.send(Message(args.topic, b"m%d" % seq))
                 outcome = "ok" if result.status is SendStatus.SEND_OK else "unconfirmed"
                 qid, offset = result.message_queue.queue_id, result.queue_offset
-            except MQError:
+            except MQError as e:
                 outcome, qid, offset = "error", -1, -1
+                print(f"{time.time():.4f} send {seq} raised: {e}", file=sys.stderr, flush=True)
             out.write(f"{outcome} {seq} {qid} {offset} {time.monotonic():.4f}\n")
             seq += 1
             next_at = max(next_at + period, time.monotonic() - 1.0)  # catch up after a stall, not in a burst
