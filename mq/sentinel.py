@@ -45,8 +45,10 @@ VIEW_INTERVAL_S = 0.5
 VIEW_MIN_GAP_S = 0.05
 #: Longest wait for one sentinel's answer (or connection) when reading the view, seconds.
 VIEW_TIMEOUT_S = 0.5
-#: Seconds after the last answer of any sentinel from which the view is not trusted.
-VIEW_STALE_S = 5.0
+#: Seconds after the last answer of any sentinel from which the view is not trusted: redis-py's own
+#: discovery (1 s timeouts, the first sentinel with a master not flagged down) is used instead, so a
+#: view whose rounds time out on a starved machine does not keep naming a dead master.
+VIEW_STALE_S = 2.0
 
 _views: dict[tuple[Any, ...], SentinelView] = {}
 _views_lock = threading.Lock()
