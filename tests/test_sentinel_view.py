@@ -205,3 +205,20 @@ def test_an_asyncio_blocked_read_moves_to_the_new_master(sentinel: SentinelProcs
             await conn.aclose()
 
     asyncio.run(go())
+
+
+def test_asyncio_send_rides_out_a_crash_failover_within_its_budget(sentinel: SentinelProcs, namespace: str) -> None:
+    from mq import aio
+
+    Admin(sentinel.url, namespace).create_topic("t", read_queues=1, write_queues=1)
+
+    async def go() -> None:
+        async with aio.Producer("p", sentinel.url, namespace=namespace) as producer:
+            await producer.send(Message("t", b"before"))
+            old = sentinel.kill_master()
+            result = await producer.send(Message("t", b"during"), timeout_s=30)  # its retries pause in the loop
+            assert result.status is SendStatus.SEND_OK
+            new = await asyncio.to_thread(sentinel.wait_failover, old.port)
+            assert _stored(new.url, namespace)[-1] == b"during"
+
+    asyncio.run(go())
