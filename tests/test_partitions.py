@@ -12,6 +12,7 @@ asserted: a failover can still reuse offsets a consumer read (issue 27 item 1, o
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 from dataclasses import asdict
@@ -42,7 +43,7 @@ def _run(fault: str, record_property: pytest.RecordProperty) -> Figures:
 
 
 def _our_namespaces() -> list[str]:
-    mine = f"{netns.PREFIX}{__import__('os').getpid()}x"
+    mine = f"{netns.PREFIX}{os.getpid()}x"
     return [line.split(" ")[0] for line in netns.ip("netns", "list").splitlines() if line.startswith(mine)]
 
 
