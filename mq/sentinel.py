@@ -29,6 +29,7 @@ import socket
 import threading
 import time
 import weakref
+from collections import Counter
 from typing import Any
 
 import redis
@@ -130,8 +131,11 @@ class SentinelView:
                 client.close()
 
     def refresh(self) -> None:
-        """Ask every sentinel once; adopt the master given with the highest config epoch."""
-        best: tuple[int, tuple[str, int]] | None = None
+        """Ask every sentinel once; adopt the master given with the highest config epoch, by most of
+        those that give it, leaving out answers that flag their master as down (a failover's leader
+        names the old master, flagged ``o_down``, until its failover ends — up to a second after the
+        other sentinels switched)."""
+        votes: Counter[tuple[int, tuple[str, int]]] = Counter()
         for client in self._clients:
             try:
                 state = client.execute_command("SENTINEL", "MASTER", self.master_name)  # type: ignore[no-untyped-call]
@@ -140,9 +144,10 @@ class SentinelView:
             fields = _pairs(state)
             if "ip" not in fields or "port" not in fields:
                 continue
-            candidate = (int(fields.get("config-epoch", "0")), (fields["ip"], int(fields["port"])))
-            if best is None or candidate[0] > best[0]:
-                best = candidate
+            if {"s_down", "o_down"} & set(fields.get("flags", "").split(",")):
+                continue
+            votes[(int(fields.get("config-epoch", "0")), (fields["ip"], int(fields["port"])))] += 1
+        best = max(votes, key=lambda answer: (answer[0], votes[answer]), default=None)
         if best is None:
             return
         epoch, master = best
