@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench stack chaos redis-server chromium clean
+.PHONY: demo test lint bench stack chaos redis-server iproute2 chromium clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +21,16 @@ redis-server:             ## the tests start their own redis-server processes: m
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
 	  else echo "redis-server is missing: install it (apt-get install redis-server) and rerun" >&2; exit 1; fi; }
 
+iproute2:                 ## the partition suite (tests/test_partitions.py) makes network namespaces with `ip` (root only)
+	@command -v ip >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; }
+
 chromium:                 ## the console's browser tests drive Debian's chromium through Playwright (which never downloads a browser)
 	@test -x /usr/bin/chromium || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "/usr/bin/chromium is missing: install it (apt-get install chromium) and rerun" >&2; exit 1; fi; }
 
-test: $(STAMP) redis-server chromium  ## the whole suite (real redis-server processes on free loopback ports, headless chromium)
+test: $(STAMP) redis-server iproute2 chromium  ## the whole suite (real redis-server processes on free loopback ports, headless chromium)
 	$(PY) -m pytest
 
 lint: $(STAMP)           ## ruff (format and lint) and mypy --strict

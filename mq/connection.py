@@ -26,6 +26,7 @@ import copy
 import os
 import re
 import threading
+from asyncio import get_running_loop as asyncio_loop  # `asyncio` names a flag of the client makers
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,7 +42,6 @@ from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import HiredisRespSerializer
 from redis.retry import Retry
-from redis.sentinel import Sentinel
 from redis.utils import HIREDIS_AVAILABLE
 
 if HIREDIS_AVAILABLE:
@@ -49,6 +49,15 @@ if HIREDIS_AVAILABLE:
 
 from mq.errors import MQBrokerError, MQClientError
 from mq.keys import Keys
+from mq.sentinel import (
+    AsyncFollowingConnection,
+    AsyncFollowingSentinel,
+    AsyncFollowingSSLConnection,
+    FollowingConnection,
+    FollowingSentinel,
+    FollowingSSLConnection,
+    view_of,
+)
 
 #: Environment variable consulted when no URL is given.
 URL_ENV = "MQ_URL"
@@ -134,6 +143,17 @@ def is_out_of_memory(error: BaseException) -> bool:
     while seen is not None:
         text = str(seen)
         if isinstance(seen, redis.exceptions.OutOfMemoryError) or text.startswith("OOM") or "> 'maxmemory'" in text:
+            return True
+        seen = seen.__cause__
+    return False
+
+
+def is_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` (or what it wraps) is a node that could not be reached or answered in time
+    (through Sentinel also: no master known, or a master demoted under the connection)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
             return True
         seen = seen.__cause__
     return False
@@ -255,6 +275,8 @@ class Connection:
             self.client.close()
             for sentinel in _sentinels_of(self.client):
                 sentinel.close()
+        if not self._held:  # a held copy shares its parent's pool, sentinels and view
+            _leave_view(self.client)
 
     async def aclose(self) -> None:
         """Close every connection of the asyncio client, if one was made (and the sync client's)."""
@@ -267,6 +289,7 @@ class Connection:
                 await client.aclose()
                 for sentinel in _sentinels_of(client):
                     await sentinel.aclose()
+            _leave_view(client)
             await _disconnect_cluster_nodes(client)
         self.close()
 
@@ -281,6 +304,15 @@ async def _disconnect_cluster_nodes(client: Any) -> None:
         return
     nodes = {id(n): n for n in [*manager.nodes_cache.values(), *manager.startup_nodes.values()]}
     await asyncio.gather(*(node.disconnect() for node in nodes.values()), return_exceptions=True)
+
+
+def _leave_view(client: Any) -> None:
+    """Stop following the sentinels' view for ``client`` (once; its thread ends with its last client)."""
+    manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+    view = getattr(manager, "view", None)
+    if manager is not None and view is not None:
+        manager.view = None
+        view.detach()
 
 
 def _sentinels_of(client: Any) -> list[Any]:
@@ -491,7 +523,8 @@ def parse_sentinel_url(url: str) -> SentinelURL:
 
 def _sentinel_client(parsed: SentinelURL, common: dict[str, Any], *, asyncio: bool = False) -> Any:
     """A client of the master the sentinels name: redis-py asks them again after a failed connection,
-    so a failover is followed without a restart (the call that met the dead master fails)."""
+    and the process's :class:`~mq.sentinel.SentinelView` makes every connection leave a node the
+    sentinels no longer name (also one that still answers: an old master after a partition heals)."""
     tls: dict[str, Any] = {k: v for k, v in parsed.options.items() if k in _CLUSTER_TLS_OPTIONS}
     auth = {"username": parsed.username, "password": parsed.password}
     sentinel_kwargs: dict[str, Any] = {
@@ -502,7 +535,7 @@ def _sentinel_client(parsed: SentinelURL, common: dict[str, Any], *, asyncio: bo
     }
     if parsed.options.get("sentinel_auth", "").lower() in ("1", "yes", "true"):
         sentinel_kwargs |= auth
-    sentinel = (redis.asyncio.sentinel.Sentinel if asyncio else Sentinel)(
+    sentinel = (AsyncFollowingSentinel if asyncio else FollowingSentinel)(
         parsed.sentinels,
         sentinel_kwargs=sentinel_kwargs,
         ssl=parsed.tls,
@@ -510,7 +543,22 @@ def _sentinel_client(parsed: SentinelURL, common: dict[str, Any], *, asyncio: bo
         **auth,
         **common,
     )
-    return sentinel.master_for(parsed.master_name, db=parsed.db, health_check_interval=30)
+    # every connection checks, before it sends, that the sentinels still name its node (D76)
+    sentinel.view = view_of(parsed.sentinels, parsed.master_name, sentinel_kwargs)
+    if asyncio:
+        following: type[Any] = AsyncFollowingSSLConnection if parsed.tls else AsyncFollowingConnection
+    else:
+        following = FollowingSSLConnection if parsed.tls else FollowingConnection
+    client = sentinel.master_for(parsed.master_name, db=parsed.db, health_check_interval=30, connection_class=following)
+    if asyncio:
+        try:  # made on first use inside a coroutine: its connections live in that event loop
+            loop = asyncio_loop()
+        except RuntimeError:
+            loop = None
+        sentinel.view.attach(client.connection_pool if loop is not None else None, loop)
+    else:
+        sentinel.view.attach(client.connection_pool)
+    return client
 
 
 def _seed(hostport: str, *, asyncio: bool = False) -> Any:

@@ -200,7 +200,9 @@ def test_sentinel_failover_sends_never_hang_and_everything_works_after(sentinel:
         wait_for(lambda: b"before" in seen, 15, "the first message consumed")
         old = sentinel.master.port
         outcomes, killed_at = _fail_over_under_load(producer, "t", lambda: (sentinel.kill_master(), sentinel.wait_failover(old)))
-        assert any(what == "error" for what, _, at in outcomes if at > killed_at)  # the failover was felt
+        # the failover was felt: no master answers for at least down-after (1 s), so a send failed or
+        # waited for the promotion within its budget (D77)
+        assert any(what == "error" or took >= 1.0 for what, took, at in outcomes if at > killed_at)
         first_ok = min(at for what, _, at in outcomes if what == "ok" and at > killed_at)
         assert first_ok - killed_at < 15
         # after the failover, without a restart: send and consume

@@ -5,7 +5,8 @@ nodes, big batches in bounded put calls, and the results of pipelined sends.
 
 :class:`SendCore`'s methods marked :class:`~mq.store.ops.operation` are generators of store requests
 (:mod:`mq.store.ops`): :class:`SyncSendCore` runs them at once, :class:`AsyncSendCore` awaits them.
-Nothing here opens a connection, starts a thread or sleeps.
+Nothing here opens a connection or starts a thread; a pause between retries is a :class:`~mq.store.ops.Sleep`
+request its driver carries out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from mq import metrics
-from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory
+from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory, is_unreachable
 from mq.errors import MQBrokerError, MQClientError, MQError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
 from mq.message import Message, SendResult, SendStatus
 from mq.msgid import new_msg_id
@@ -27,7 +28,7 @@ from mq.producer.selectors import MessageQueueSelector
 from mq.queue import MessageQueue
 from mq.store import codec
 from mq.store.clock import ClockOffset
-from mq.store.ops import AsyncRunner, Op, SyncRunner, operation
+from mq.store.ops import AsyncRunner, Op, Sleep, SyncRunner, operation
 from mq.store.replication import SyncReplicas
 from mq.store.store import StoreOps
 from mq.timer import DelayLevels, due_time_ms
@@ -40,6 +41,10 @@ log = logging.getLogger("mq.producer")
 DEFAULT_SEND_TIMEOUT_S = 3.0
 #: Extra attempts after a failed sync send [RocketMQ ``retryTimesWhenSendFailed``].
 DEFAULT_RETRY_TIMES = 2
+#: First pause of a send while no master is known through Sentinel, seconds (doubled at each failure).
+FAILOVER_BACKOFF_S = 0.05
+#: Longest such pause, seconds.
+FAILOVER_BACKOFF_MAX_S = 0.25
 #: Most sends one pipeline carries.
 MAX_PIPELINE = 128
 
@@ -253,7 +258,9 @@ class SendCore:
         attempts = 1 if fixed is not None and pinned is None else 1 + self.retry_times_when_send_failed
         last_node: str | None = None
         error: Exception | None = None
-        for attempt in range(attempts):
+        attempt, waits = -1, 0
+        while attempt + 1 < attempts:
+            attempt += 1
             if attempt and time.monotonic() >= request.deadline:
                 break
             mq = fixed or self.select_default(route, last_node)
@@ -280,6 +287,11 @@ class SendCore:
                 log.debug("send to %s failed on attempt %d: %s", mq, attempt + 1, e)
                 if is_out_of_memory(e):
                     break  # a full store stays full for the next attempt: say so at once
+                pause = self.failover_pause(e, waits, request.deadline)
+                if pause:  # no master known through Sentinel: wait for the failover, not an attempt spent (D77)
+                    waits += 1
+                    attempt -= 1
+                    yield Sleep(pause)
                 continue
             if self.send_latency_fault_enable:
                 self.record(self._node(route, mq), started)
@@ -287,6 +299,17 @@ class SendCore:
                 metrics.CLIENT_METRICS.send_latency.labels(topic).observe(time.monotonic() - started)
             return mq, offset, True
         raise MQBrokerError(f"sending to topic {topic!r} failed after {attempt + 1} attempt(s): {error}") from error
+
+    def failover_pause(self, error: Exception, waits: int, deadline: float) -> float:
+        """Seconds to wait before trying ``error``'s send again without spending an attempt (0: do not wait):
+        through Sentinel, a master that cannot be reached is being failed over (or the sentinels name
+        none yet), so the send backs off — :data:`FAILOVER_BACKOFF_S` doubling up to
+        :data:`FAILOVER_BACKOFF_MAX_S` — within its time budget (``deadline``, monotonic s) instead of
+        spending every attempt on it at once."""
+        if self.store.conn.kind != "sentinel" or not is_unreachable(error):
+            return 0.0
+        left = deadline - time.monotonic()
+        return max(0.0, min(FAILOVER_BACKOFF_S * 2.0**waits, FAILOVER_BACKOFF_MAX_S, left))
 
     def _node(self, route: TopicRoute, mq: MessageQueue) -> str:
         """The node serving ``mq`` (looked up only when a send's outcome is recorded against it)."""

@@ -23,13 +23,16 @@ Requests:
 - :class:`Refresh` — read a cluster's slot map again (best effort).
 - :class:`Blocking` — ``fn()``: blocking I/O that is not Redis (a tier segment read); the asyncio
   driver runs it in a worker thread, so the event loop and the consumer's other queues go on.
+- :class:`Sleep` — a pause between retries (``time.sleep`` or ``asyncio.sleep``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import inspect
+import time
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
@@ -131,6 +134,22 @@ class Scan(Request):
         return [key async for key in client.scan_iter(match=self.pattern, count=self.count)]
 
 
+class Sleep(Request):
+    """Wait ``seconds`` (``time.sleep``, or ``asyncio.sleep`` on an event loop); the reply is None. An
+    operation's pause between retries, without holding a client."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def do(self, client: Any) -> Any:
+        time.sleep(self.seconds)
+
+    async def ado(self, client: Any) -> Any:
+        await asyncio.sleep(self.seconds)
+
+
 class Refresh(Request):
     """Read a cluster's slot map again (no-op elsewhere; failures are ignored)."""
 
@@ -160,8 +179,6 @@ class Blocking(Request):
         return self.fn()
 
     async def ado(self, client: Any) -> Any:
-        import asyncio
-
         return await asyncio.to_thread(self.fn)
 
 
