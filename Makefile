@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed-dev
+# pytest-xdist workers for `make test` (each starts its own servers, Spark session and browser; files
+# are not split across workers). 2 uses both cores of the CI machine; `make test WORKERS=0` runs in one process.
+WORKERS ?= 2
 
 .PHONY: demo test lint bench stack chaos redis-server iproute2 chromium clean
 
@@ -31,7 +34,7 @@ chromium:                 ## the console's browser tests drive Debian's chromium
 	  else echo "/usr/bin/chromium is missing: install it (apt-get install chromium) and rerun" >&2; exit 1; fi; }
 
 test: $(STAMP) redis-server iproute2 chromium  ## the whole suite (real redis-server processes on free loopback ports, headless chromium)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(WORKERS) --dist loadfile
 
 lint: $(STAMP)           ## ruff (format and lint) and mypy --strict
 	$(VENV)/bin/ruff format --check mq scheduler spark tests bench examples scripts
