@@ -34,7 +34,7 @@ from scheduler import BrokerService
 from tests.leaks import owned
 from tests.tier_helpers import body_number, send_numbered, tier_config
 
-pytestmark = pytest.mark.filterwarnings("default::ResourceWarning")
+
 
 TOPIC = "tiered"
 

@@ -21,7 +21,7 @@ from tests.leaks import owned
 from tests.procs import ROOT
 from tests.tier_helpers import body_number, read_from_first, send_numbered, tier_config
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("default::ResourceWarning")]
+pytestmark = [pytest.mark.slow]
 
 TOPIC = "crashy"
 N = 2500

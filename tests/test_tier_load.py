@@ -21,7 +21,7 @@ from tests.helpers import admin_once
 from tests.servers import RedisServer
 from tests.tier_helpers import read_from_first
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.filterwarnings("default::ResourceWarning")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 MAXMEMORY = 8 * 1024 * 1024
 TOPIC = "big"

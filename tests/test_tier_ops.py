@@ -21,7 +21,7 @@ from tests.leaks import owned
 from tests.servers import free_port
 from tests.tier_helpers import body_number, send_numbered, tier_config
 
-pytestmark = pytest.mark.filterwarnings("default::ResourceWarning")
+
 
 TOPIC = "ops"
 

@@ -17,7 +17,7 @@ from tests.leaks import owned
 from tests.s3_server import MotoServer
 from tests.tier_helpers import body_number, read_from_first, send_numbered, tier_config
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("default::ResourceWarning")]
+pytestmark = [pytest.mark.slow]
 
 TOPIC = "s3tiered"
 BUCKET = "tier-bucket"

@@ -16,7 +16,7 @@ from mq import Admin
 from scheduler import BrokerService
 from tests.tier_helpers import send_numbered, tier_config
 
-pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("default::ResourceWarning")]
+pytestmark = [pytest.mark.spark]
 
 TOPIC = "halfhot"
 
