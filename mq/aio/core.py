@@ -263,19 +263,14 @@ class AsyncConsumerCore(CoreSteps):
         idle = pq.idle
         if not (await idle.wait_for(1.0) if isinstance(idle, LoopFlag) else idle.is_set()):
             return
-        start, last_entry = pq.position()
+        start = pq.next_offset
         client, batch = self._poll_conn.async_client, self.settings.pull_batch_size
         commit = self.wait_commit(pq)
         if commit is None:
-            rewound, news = await arun(
-                client,
-                StoreOps.wait_for_messages.op(
-                    self.store, pq.queue, start, batch, LONG_POLL_BLOCK_MS, group=self.group, last_entry=last_entry
-                ),
-            )
+            news = await arun(client, StoreOps.wait_for_messages.op(self.store, pq.queue, start, batch, LONG_POLL_BLOCK_MS))
         else:
             # what was consumed since the last wake is committed in the wait's own round trip
-            held, rewound, news = await arun(
+            held, news = await arun(
                 client,
                 StoreOps.commit_and_wait.op(
                     self.store,
@@ -287,14 +282,11 @@ class AsyncConsumerCore(CoreSteps):
                     LONG_POLL_BLOCK_MS,
                     guard=self.ownership.guard,
                     client_id=self.client_id,
-                    last_entry=last_entry,
                 ),
             )
             if isinstance(held, MQBrokerError):  # not committed: the next wake or the periodic commit does it
                 log.warning("committing the offset of %s failed: %s", pq.queue, held)
             else:
                 self.wait_committed(pq, commit, held=held)
-        if rewound is not None:
-            self.puller.rewind(pq, start, rewound)
-        elif news is not None:
+        if news is not None:
             await self.run(self.puller.take_op(pq, start, *news))
