@@ -34,8 +34,6 @@ from scheduler import BrokerService
 from tests.leaks import owned
 from tests.tier_helpers import body_number, send_numbered, tier_config
 
-
-
 TOPIC = "tiered"
 
 

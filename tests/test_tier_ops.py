@@ -21,8 +21,6 @@ from tests.leaks import owned
 from tests.servers import free_port
 from tests.tier_helpers import body_number, send_numbered, tier_config
 
-
-
 TOPIC = "ops"
 
 

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from mq import Admin
 from scheduler import BrokerService
+from spark import register
 from tests.tier_helpers import send_numbered, tier_config
 
 pytestmark = [pytest.mark.spark]
@@ -25,6 +26,9 @@ def test_spark_reads_a_half_tiered_topic_once(
     spark_session: SparkSession, redis_server, namespace, tmp_path: pathlib.Path
 ) -> None:  # type: ignore[no-untyped-def]
     url, tier_url = redis_server.url, f"file://{tmp_path}/tier"
+    # Again on the shared session: in one two-worker run the format was not found on it (cause not
+    # found; registering is idempotent, and a missing format fails the read rather than passing it).
+    register(spark_session)
     with Admin(url, namespace=namespace) as admin:
         admin.create_topic(TOPIC, read_queues=2, write_queues=2)
         ids = send_numbered(url, namespace, TOPIC, 0, range(0, 130))
