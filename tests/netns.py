@@ -132,9 +132,9 @@ class Network:
 
     def popen(self, host: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         """Start ``argv`` inside ``host``; it is killed by :meth:`close` if still running then."""
-        from tests.servers import _die_with_parent  # SIGKILLed if this process dies first
+        from tests.servers import spawn_dying_with_parent  # SIGKILLed if this process dies first
 
-        proc = subprocess.Popen(self.command(host, argv), stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, **kwargs)
+        proc = spawn_dying_with_parent(self.command(host, argv), stdin=subprocess.DEVNULL, **kwargs)
         self.procs.append(proc)
         return proc
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import urllib.request
 
-from tests.servers import _die_with_parent, free_port, wait_until
+from tests.servers import free_port, spawn_dying_with_parent, wait_until
 
 #: The environment a client of the server needs (moto accepts any credentials; these are fakes).
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
@@ -33,11 +33,10 @@ class MotoServer:
         return {**FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": self.endpoint}
 
     def start(self) -> MotoServer:
-        self.proc = subprocess.Popen(
+        self.proc = spawn_dying_with_parent(  # the server must not outlive the test run
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,  # the server must not outlive the test run
         )
         wait_until(self._answers, 30, f"moto server on port {self.port}")
         return self

@@ -65,6 +65,23 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
         _PRCTL(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
+_SETPRIV = shutil.which("setpriv")
+
+
+def spawn_dying_with_parent(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``Popen(argv, **kwargs)`` whose process Linux SIGKILLs when the spawning thread dies.
+
+    Through util-linux's ``setpriv --pdeathsig KILL`` (it sets the signal, then execs ``argv``: same
+    pid), not a ``preexec_fn``: a ``preexec_fn`` makes Python fork instead of vfork, and a fork runs the
+    at-fork handlers of every library loaded — gRPC's (the endpoint's tests run in the same process,
+    and with two test workers in any order) restarted its poller in the child, which then killed the
+    new redis-server before it served ("epoll_wait error: Bad file descriptor", two failed runs).
+    Without ``setpriv`` (not Linux), the ``preexec_fn``."""
+    if _SETPRIV is not None:
+        return subprocess.Popen([_SETPRIV, "--pdeathsig", "KILL", "--", *argv], **kwargs)
+    return subprocess.Popen(list(argv), preexec_fn=_die_with_parent, **kwargs)
+
+
 def free_port(*, with_bus: bool = False) -> int:
     """A free loopback port; with ``with_bus``, one whose cluster bus port (port + 10000) is free too."""
     for _ in range(100):
@@ -186,9 +203,7 @@ class RedisServer:
         if self.running:
             raise RuntimeError(f"redis-server on port {self._port} is already running")
         with open(os.path.join(self.workdir, "redis.out"), "wb") as out:  # config errors go to stderr, not the log
-            self.proc = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=out, preexec_fn=_die_with_parent
-            )
+            self.proc = spawn_dying_with_parent(self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         _live.add(self.proc)
 
     def start(self) -> RedisServer:
