@@ -209,7 +209,7 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
 
         Messages fetched but not handed to the listener yet are not started: they stay uncommitted and
         are delivered again (to this group's next owner of their queue), so a shutdown waits for the
-        calls in progress only, never for the whole cache (D99). The same holds when the task in
+        calls in progress only, never for the whole cache (D98). The same holds when the task in
         ``async with`` is cancelled (``__aexit__`` shuts down).
 
         Returns False when listener calls were still running at the bound: they are cancelled, their
@@ -265,7 +265,7 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
                     if pq.dropped:
                         return  # taken over after a failure: the new owner consumes the rest
                     if not self._started:
-                        return  # shutting down: only calls in progress finish, the rest is delivered again (D99)
+                        return  # shutting down: only calls in progress finish, the rest is delivered again (D98)
                     try:
                         # one listener call; the messages it consumed go to ``consumed``, the others are sent back
                         ctx = ConsumeConcurrentlyContext.of(queue)
