@@ -529,6 +529,6 @@ async def test_a_plain_listener_that_blocks_the_loop_is_reported_once_per_interv
 
     quiet = PushConsumer("gb", redis_server.url, namespace=namespace, slow_listener_warn_s=None)
     assert quiet._slow is None
-    for bad in (0, -1, float("nan"), float("inf"), "0.1"):
+    for bad in (0, -1, float("nan"), float("inf"), "0.1", True):
         with pytest.raises(MQClientError, match="slow_listener_warn_s"):
             PushConsumer("gb", redis_server.url, namespace=namespace, slow_listener_warn_s=bad)  # type: ignore[arg-type]

@@ -126,7 +126,10 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
             MQClientError: ``slow_listener_warn_s`` is not a positive finite number or None.
         """
         if slow_listener_warn_s is not None and not (
-            isinstance(slow_listener_warn_s, int | float) and math.isfinite(slow_listener_warn_s) and slow_listener_warn_s > 0
+            isinstance(slow_listener_warn_s, int | float)
+            and not isinstance(slow_listener_warn_s, bool)
+            and math.isfinite(slow_listener_warn_s)
+            and slow_listener_warn_s > 0
         ):
             raise MQClientError(
                 f"slow_listener_warn_s must be a positive number of seconds or None (never warn), not {slow_listener_warn_s!r}"
