@@ -31,6 +31,7 @@ from mq.connection import Connection
 from mq.errors import MQClientError
 from mq.store import Store
 from scheduler import BrokerConfig, BrokerService
+from tests.helpers import QUIET_PERIOD_S
 from tests.leaks import owned
 
 pytestmark = pytest.mark.anyio
@@ -253,7 +254,7 @@ async def test_shutdown_with_messages_in_flight_commits_only_finished_ones(env) 
     finished: list[int] = []
 
     async def slow(msgs, ctx):  # type: ignore[no-untyped-def]
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2 if len(finished) < 4 else 30)  # the calls in progress at shutdown outlast its bound
         finished.extend(m.queue_offset for m in msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
@@ -263,7 +264,7 @@ async def test_shutdown_with_messages_in_flight_commits_only_finished_ones(env) 
     await c.start()
     await until(lambda: len(finished) >= 4, 10, "a few finished")
     clean = await c.shutdown(timeout_s=0.3)
-    assert clean is False  # 20 messages at 2 × 5/s cannot all finish
+    assert clean is False  # the calls in progress were cancelled at the bound
     assert len(finished) < 20
     committed = _committed(url, ns, "gs", "S", 1)[0]
     # the committed offset is the first unfinished one: everything below it finished, nothing above it counted
@@ -357,3 +358,177 @@ async def test_bad_settings_fail_before_start(redis_server) -> None:  # type: ig
         await c.start()  # no listener, no subscription
     with pytest.raises(MQClientError):
         PullConsumer("g", redis_server.url, auto_commit="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("orderly", [False, True], ids=["concurrently", "orderly"])
+async def test_a_listeners_own_cancelled_error_is_a_failure_and_the_message_is_tried_again(
+    backend_url: str, namespace: str, orderly: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The listener awaits a future something else cancels: the CancelledError is the listener's, not the
+    # consumer's (its task is not being cancelled). It must count as a failure: the message is tried
+    # again, the rest of the queue goes on, the committed offset reaches the end, and it is logged.
+    admin = owned(Admin(backend_url, namespace))
+    admin.create_topic("C", read_queues=1, write_queues=1)
+    tries: dict[bytes, list[int]] = {}
+
+    async def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        for m in msgs:
+            tries.setdefault(m.body, []).append(m.reconsume_times)
+        if msgs[0].body == b"3" and len(tries[b"3"]) == 1:
+            other = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(other.cancel)  # something else cancels what it awaits
+            await other
+        return ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "gx", backend_url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, suspend_current_queue_time_ms=10
+    )
+    consumer.subscribe("C")
+    if orderly:
+        consumer.register_orderly_listener(listener)
+    else:
+        consumer.register_message_listener(listener)
+    with (
+        caplog.at_level("WARNING", logger="mq.consumer"),
+        BrokerService(backend_url, namespace, BrokerConfig(message_delay_level=FAST_LEVELS)),
+        Producer("p", backend_url, namespace=namespace) as producer,
+    ):
+        for i in range(10):
+            producer.send(Message("C", b"%d" % i))
+        async with consumer:
+            await until(lambda: len(tries) == 10 and len(tries[b"3"]) >= 2, 20, "every message, and message 3 again")
+            await consumer._core.persist_offsets()  # type: ignore[union-attr]
+            await until(lambda: _committed(backend_url, namespace, "gx", "C", 1)[0] == 10, 10, "the offset committed past it")
+            delivered = sum(len(t) for t in tries.values())
+            quiet_until = time.monotonic() + QUIET_PERIOD_S  # nothing more arrives: no duplicate, no late redelivery
+            while time.monotonic() < quiet_until:
+                assert sum(len(t) for t in tries.values()) == delivered, tries
+                await asyncio.sleep(0.05)
+    assert tries[b"3"][:2] == [0, 1]  # tried again, as for any raised exception
+    assert all(t == [0] for body, t in tries.items() if body != b"3")
+    assert any("CancelledError" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+    admin.close()
+
+
+async def test_shutdown_finishes_only_the_calls_in_progress_and_leaves_the_cache_uncommitted(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, admin, producer = env
+    admin.create_topic("S2", read_queues=1, write_queues=1)
+    for i in range(100):
+        producer.send(Message("S2", b"%d" % i))
+    started: list[int] = []
+    finished: list[int] = []
+    shutting_down = asyncio.Event()
+    started_after_shutdown: list[int] = []
+
+    async def slow(msgs, ctx):  # type: ignore[no-untyped-def]
+        if shutting_down.is_set():
+            started_after_shutdown.extend(m.queue_offset for m in msgs)
+        started.extend(m.queue_offset for m in msgs)
+        await asyncio.sleep(0.05)
+        finished.extend(m.queue_offset for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    c = PushConsumer("gs2", url, namespace=ns, consume_thread_max=2, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    c.subscribe("S2")
+    c.register_message_listener(slow)
+    await c.start()
+    await until(lambda: len(finished) >= 4, 10, "a few finished")
+    await until(lambda: c._core.process_queues and sum(pq.count for pq in c._core.process_queues.values()) > 20, 10, "a cache")  # type: ignore[union-attr]
+    shutting_down.set()
+    in_progress = set(started) - set(finished)
+    clean = await c.shutdown(timeout_s=30)
+    assert clean is True  # the calls in progress finished well within the bound
+    assert started_after_shutdown == []  # no cached message was started by the shutdown
+    assert set(finished) == set(started) and in_progress <= set(finished)
+    committed = _committed(url, ns, "gs2", "S2", 1)[0]
+    # the committed offset is the first unfinished one: everything below it finished, nothing above it counted
+    assert committed == next(o for o in range(101) if o not in finished)
+    assert len(finished) < 100
+
+    again = Got()  # what was cached and not started is delivered again
+    c2 = PushConsumer("gs2", url, namespace=ns)
+    c2.subscribe("S2")
+    c2.register_message_listener(again)
+    async with c2:
+        await until(lambda: {m.queue_offset for m in again.messages} >= set(range(committed, 100)), 15, "the rest")
+    assert min(m.queue_offset for m in again.messages) == committed
+
+
+async def test_cancelling_the_task_in_async_with_does_not_start_the_cache(env) -> None:  # type: ignore[no-untyped-def]
+    url, ns, admin, producer = env
+    admin.create_topic("S3", read_queues=1, write_queues=1)
+    for i in range(100):
+        producer.send(Message("S3", b"%d" % i))
+    calls = 0
+    cancelled_at: list[int] = []
+
+    async def slow(msgs, ctx):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.05)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    c = PushConsumer("gs3", url, namespace=ns, consume_thread_max=1, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    c.subscribe("S3")
+    c.register_message_listener(slow)
+
+    async def run() -> None:
+        async with c:
+            await asyncio.Event().wait()  # until cancelled
+
+    task = asyncio.create_task(run())
+    await until(
+        lambda: calls >= 3 and c._core is not None and sum(pq.count for pq in c._core.process_queues.values()) > 20, 10, "a cache"
+    )
+    task.cancel()
+    cancelled_at.append(calls)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    # the call in progress when cancelled finishes; at most one more may start before the cancelled task
+    # runs its __aexit__ (the loop runs other tasks first); none of the cache's ~100 messages is started
+    assert calls <= cancelled_at[0] + 1
+    assert _committed(url, ns, "gs3", "S3", 1)[0] < 100
+
+
+async def test_a_plain_listener_that_blocks_the_loop_is_reported_once_per_interval(
+    redis_server: Any, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Admin(redis_server.url, namespace) as admin:
+        admin.create_topic("B", read_queues=1, write_queues=1)
+    with Producer("p", redis_server.url, namespace=namespace) as producer:
+        for i in range(3):
+            producer.send(Message("B", b"%d" % i))
+    got: list[bytes] = []
+
+    def blocking(msgs, ctx):  # type: ignore[no-untyped-def]  # a plain listener doing blocking I/O
+        time.sleep(0.3)
+        got.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async def awaiting(msgs, ctx):  # type: ignore[no-untyped-def]  # as long, but the loop runs meanwhile
+        await asyncio.sleep(0.3)
+        got.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def blocked_warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "blocked the event loop" in r.getMessage() and r.levelname == "WARNING"]
+
+    with caplog.at_level("WARNING", logger="mq.consumer"):
+        for group, listener in (("gb-await", awaiting), ("gb-block", blocking)):
+            got.clear()
+            c = PushConsumer(group, redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+            c.subscribe("B")
+            c.register_message_listener(listener)
+            async with c:
+                await until(lambda: len(got) == 3, 15, "the messages")
+            if group == "gb-await":
+                assert blocked_warnings() == [] and c._slow is not None and c._slow.slow_calls == 0
+    [warning] = blocked_warnings()  # three slow calls, one warning: rate-limited
+    assert "gb-block" in warning and "1 call(s) longer than 0.100 s" in warning
+    assert c._slow is not None and c._slow.slow_calls == 3
+
+    quiet = PushConsumer("gb", redis_server.url, namespace=namespace, slow_listener_warn_s=None)
+    assert quiet._slow is None
+    for bad in (0, -1, float("nan"), float("inf"), "0.1", True):
+        with pytest.raises(MQClientError, match="slow_listener_warn_s"):
+            PushConsumer("gb", redis_server.url, namespace=namespace, slow_listener_warn_s=bad)  # type: ignore[arg-type]

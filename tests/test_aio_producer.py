@@ -444,3 +444,37 @@ async def test_shutdown_sends_what_is_pending_then_refuses(admin: Admin, backend
     assert sum(s.max_offset for s in admin.topic_status("T").values()) == 301
     with pytest.raises(MQClientError, match="not started"):
         await producer.send(Message("T", b"late"))
+
+
+async def test_shutdown_with_sends_in_flight_fails_them_with_mq_client_error_never_cancelled_error(
+    admin: Admin, backend_url: str, namespace: str
+) -> None:
+    # A fresh producer has not read the namespace's trace setting yet, so its first sends each run as
+    # a task of their own (the setting is read in it); a shutdown that ends them must fail their
+    # callers' awaits with the documented MQClientError (or let them complete), never a
+    # CancelledError: a web handler awaiting a send is not being cancelled.
+    producer = await aio.Producer("pg", backend_url, namespace=namespace).start()
+    outcomes: list[object] = []
+
+    async def caller(i: int) -> None:
+        try:
+            outcomes.append(await producer.send(Message("T", b"s%d" % i, keys="inflight")))
+        except BaseException as e:  # what the caller sees is the point of the test
+            outcomes.append(e)
+
+    tasks = [asyncio.create_task(caller(i)) for i in range(500)]
+    while not outcomes:  # the first send is stored: the others are under way, in the store or behind it
+        await asyncio.sleep(0)
+    await producer.shutdown(timeout_s=0)
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)  # none is left waiting
+    assert len(outcomes) == 500
+    cancelled = [o for o in outcomes if isinstance(o, asyncio.CancelledError)]
+    assert cancelled == []
+    failed = [o for o in outcomes if isinstance(o, BaseException)]
+    assert all(isinstance(e, MQClientError) for e in failed), {repr(e) for e in failed}
+    assert failed, "the shutdown cut no send: the test did not exercise it"
+    ok = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert all(r.status is SendStatus.SEND_OK for r in ok)  # type: ignore[attr-defined]
+    stored = sum(s.max_offset for s in admin.topic_status("T").values())
+    assert len(ok) <= stored <= 500  # what was acknowledged is stored; what failed may have been
+    assert not tasks[0].cancelled()

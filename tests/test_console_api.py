@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import httpx2 as httpx
 import pytest
@@ -1036,3 +1038,106 @@ def test_mq_console_accepts_the_allowed_host_of_a_proxy_and_refuses_others(still
     finally:
         proc.terminate()
         proc.communicate(timeout=20)
+
+
+def test_long_client_fields_are_cut_on_the_page_and_in_the_api_and_download_whole(still: tuple[str, str, Admin]) -> None:
+    """Finding 12 (the console's part): a message whose client-set fields are long (a 4 MiB trace context,
+    as stored before the endpoint's limits, D88) made a 4 MB page and API answer. Every field is shown
+    cut at FIELD_CAP characters with "… (N bytes more)", and downloads whole from a link."""
+    import dataclasses
+
+    from mq.connection import Connection
+    from mq.store import Store, codec
+    from mq.trace import TraceEvent
+
+    trace = "00-" + "t" * (4 * 1024 * 1024)
+    group, host, prop, key, tags = "g" * 100_000, "h" * 70_000, "ü" * 50_000, "k" * 5_000, "T" * 3_000
+    conn = Connection(url := still[0], ns := still[1])
+    try:
+        msg = Message("S", b"small body", tags=tags, keys=[key, "short"], properties={"big": prop, "small": "v"})
+        system = {"TRACE_CONTEXT": trace, "__SHARDINGKEY": group, "BORN_HOST": host}
+        Store(conn).put("S", 1, [codec.encode(msg, "long-fields-1", int(time.time() * 1000), system_properties=system)])
+        event = TraceEvent("send", 1, "pg", "c" * 12_000, host, 1.0, "SEND_OK", 1, "S", 1, 0)  # what a client recorded
+        Store(conn).append_trace([("S", 1, "long-fields-1", json.dumps(dataclasses.asdict(event)))])
+    finally:
+        conn.close()
+    c = client(url, ns)
+
+    answer = c.get("/api/topics/S/messages/long-fields-1")
+    detail = ok(answer)
+    assert len(answer.content) < 64 * 1024, len(answer.content)  # was over 4 MiB
+    from mq.console.messages import FIELD_CAP, cut_mark
+
+    expected = {
+        "system:TRACE_CONTEXT": trace,
+        "system:__SHARDINGKEY": group,
+        "system:BORN_HOST": host,
+        "property:big": prop,
+        "key:0": key,
+        "tags": tags,
+    }
+    assert detail["cut"] == {name: len(value.encode()) for name, value in expected.items()}
+    shown = detail["system_properties"]["TRACE_CONTEXT"]
+    assert shown == trace[:FIELD_CAP] + cut_mark(len(trace) - FIELD_CAP) and shown.endswith(" bytes more)")
+    assert detail["properties"] == {"big": prop[:FIELD_CAP] + cut_mark(2 * (len(prop) - FIELD_CAP)), "small": "v"}
+    assert detail["keys"] == [key[:FIELD_CAP] + cut_mark(len(key) - FIELD_CAP), "short"]
+    assert detail["tags"].startswith("T" * FIELD_CAP) and detail["body"]["text"] == "small body"
+    [recorded] = detail["trace"]
+    assert recorded["host"] == host[:FIELD_CAP] + cut_mark(len(host) - FIELD_CAP) and recorded["client_id"].startswith(
+        "c" * FIELD_CAP
+    )
+    assert (recorded["group"], recorded["status"], recorded["topic"]) == ("pg", "SEND_OK", "S")  # short ones whole
+
+    page = c.get("/messages/S/long-fields-1")
+    assert page.status_code == 200 and len(page.content) < 128 * 1024, len(page.content)
+    assert f"({len(trace) - FIELD_CAP:,} bytes more)" in page.text
+    links = dict(
+        (name, link.replace("&amp;", "&"))
+        for link, name in re.findall(
+            r'<a class="download" href="(/api/topics/S/messages/long-fields-1\?field=([^"&]+))"', page.text
+        )
+    )
+    assert {unquote(n) for n in links} == set(expected)
+    for name, link in links.items():  # each downloads whole, as a file the browser does not render
+        raw = c.get(link)
+        assert raw.status_code == 200 and raw.content == expected[unquote(name)].encode()
+        assert raw.headers["content-type"].startswith("text/plain") and raw.headers["content-disposition"].startswith(
+            "attachment"
+        )
+    assert c.get("/api/topics/S/messages/long-fields-1", params={"field": "property:small"}).text == "v"
+    assert c.get("/api/topics/S/messages/long-fields-1", params={"field": "system:NOPE"}).status_code == 404
+    assert c.get("/api/topics/S/messages/long-fields-1", params={"field": "key:7"}).status_code == 404
+    assert "unknown field" in ok(c.get("/api/topics/S/messages/long-fields-1", params={"field": "body"}), 400)["error"]
+    short = ok(c.get("/api/topics/S/messages/" + still[2].messages("S", 0, 0)[0].msg_id))
+    assert short["cut"] == {} and short["keys"] == ["k"]  # fields within the cap are shown whole, as before
+
+
+def test_a_members_long_self_description_is_cut_on_the_group_page_and_in_the_api(still: tuple[str, str, Admin]) -> None:
+    """Finding 12 (the console's part): what a member says of itself (its host name: through the endpoint,
+    the RocketMQ 5 client's user agent) is shown cut at FIELD_CAP characters, as a message's fields are."""
+    from mq.connection import Connection
+    from mq.consumer.registry import ClientInfo, Registry
+    from mq.store import Store
+    from mq.store.ops import run
+
+    url, ns, _ = still
+    host, client_id, expression = "h" * 70_000, "c" * 9_000, "x" * 30_000
+    conn = Connection(url, ns)
+    try:
+        registry = Registry(Store(conn), "g", ClientInfo(client_id, host, 1, {"S": expression}))
+        run(conn.client, registry.heartbeat())
+        c = client(url, ns)
+        answer = c.get("/api/groups/g")
+        page = c.get("/groups/g")
+        run(conn.client, registry.unregister())
+    finally:
+        conn.close()
+    assert len(answer.content) < 32 * 1024, len(answer.content)  # was over 100 KiB
+    assert page.status_code == 200 and len(page.content) < 64 * 1024, len(page.content)
+    from mq.console.messages import FIELD_CAP, cut_mark
+
+    [member] = ok(answer)["members"]
+    assert member["host"] == host[:FIELD_CAP] + cut_mark(len(host) - FIELD_CAP)
+    assert member["client_id"] == client_id[:FIELD_CAP] + cut_mark(len(client_id) - FIELD_CAP)
+    assert member["subscriptions"] == {"S": expression[:FIELD_CAP] + cut_mark(len(expression) - FIELD_CAP)}
+    assert f"({len(host) - FIELD_CAP:,} bytes more)" in page.text

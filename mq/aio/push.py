@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import Any
 
 from mq import otel
 from mq.aio.core import AsyncConsumerCore
@@ -39,6 +41,7 @@ from mq.consumer.types import (
     ConsumeOrderlyStatus,
     MessageModel,
 )
+from mq.errors import MQClientError
 from mq.filter import MessageSelector
 from mq.message import MessageExt
 from mq.store.ops import arun
@@ -54,6 +57,50 @@ Listener = Callable[
 OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext], Awaitable[ConsumeOrderlyStatus] | ConsumeOrderlyStatus]
 #: What a failed concurrent listener call counts as.
 _LATER = ConsumeConcurrentlyStatus.RECONSUME_LATER
+#: Seconds a plain (not ``async``) listener call may hold the event loop before it is reported
+#: (asyncio's own ``slow_callback_duration`` in debug mode is 0.1 s too).
+DEFAULT_SLOW_LISTENER_WARN_S = 0.1
+#: At most one "a plain listener blocked the event loop" warning per this many seconds per consumer
+#: (the next one says how many calls were slow meanwhile): a listener that always blocks must not
+#: flood the log.
+SLOW_LISTENER_WARN_EVERY_S = 30.0
+
+
+class SlowListenerWarner:
+    """Reports plain listener calls that held the event loop longer than ``threshold_s`` seconds: a
+    logging WARNING, at most one per ``every_s`` seconds, counting the slow calls since the last one."""
+
+    def __init__(self, group: str, threshold_s: float, every_s: float = SLOW_LISTENER_WARN_EVERY_S) -> None:
+        self.group = group
+        self.threshold_s = threshold_s
+        self.every_s = every_s
+        #: slow calls seen so far (all of them, reported or not)
+        self.slow_calls = 0
+        self._unreported = 0
+        self._longest_s = 0.0
+        self._last_warned = -math.inf
+
+    def __call__(self, seconds: float) -> None:
+        """A plain listener call held the loop for ``seconds``."""
+        if seconds <= self.threshold_s:
+            return
+        self.slow_calls += 1
+        self._unreported += 1
+        self._longest_s = max(self._longest_s, seconds)
+        now = time.monotonic()
+        if now - self._last_warned < self.every_s:
+            return
+        log.warning(
+            "a plain (not async) listener of %s blocked the event loop: %d call(s) longer than %.3f s, the longest "
+            "%.3f s (nothing else on the loop ran meanwhile): make it an async def that awaits its I/O, or run the "
+            "blocking part with asyncio.to_thread (next report in %.0f s at the earliest)",
+            self.group,
+            self._unreported,
+            self.threshold_s,
+            self._longest_s,
+            self.every_s,
+        )
+        self._last_warned, self._unreported, self._longest_s = now, 0, 0.0
 
 
 class PushConsumer(PushBase[AsyncConsumerCore]):
@@ -65,8 +112,30 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
     bounded; at most ``consume_thread_max`` listener calls run at once. ``trace=True`` is not
     supported yet (the trace writer is a thread): use the sync consumer to record traces.
 
+    A plain (not ``async``) listener is called in the event loop's thread, so it must not block:
+    a call that holds the loop longer than ``slow_listener_warn_s`` seconds (default 0.1; None: never)
+    is reported as a logging WARNING, at most one every :data:`SLOW_LISTENER_WARN_EVERY_S` seconds.
+
     Use ``async with``, or ``await start()`` and ``await shutdown()``. No thread is started.
     """
+
+    def __init__(self, *args: Any, slow_listener_warn_s: float | None = DEFAULT_SLOW_LISTENER_WARN_S, **kwargs: Any) -> None:
+        """As :class:`mq.PushConsumer`, plus ``slow_listener_warn_s`` (seconds, see the class docstring).
+
+        Raises:
+            MQClientError: ``slow_listener_warn_s`` is not a positive finite number or None.
+        """
+        if slow_listener_warn_s is not None and not (
+            isinstance(slow_listener_warn_s, int | float)
+            and not isinstance(slow_listener_warn_s, bool)
+            and math.isfinite(slow_listener_warn_s)
+            and slow_listener_warn_s > 0
+        ):
+            raise MQClientError(
+                f"slow_listener_warn_s must be a positive number of seconds or None (never warn), not {slow_listener_warn_s!r}"
+            )
+        self.slow_listener_warn_s = slow_listener_warn_s
+        super().__init__(*args, **kwargs)
 
     _core_type = AsyncConsumerCore
     _no_trace = "trace=True is not supported by mq.aio.PushConsumer yet: use mq.PushConsumer to record traces"
@@ -81,14 +150,18 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         self._drained = asyncio.Event()
         self._drained.set()
         self._started = False
+        warn_s = self.slow_listener_warn_s
+        self._slow: SlowListenerWarner | None = SlowListenerWarner(self.group, warn_s) if warn_s is not None else None
 
     # -- configuration --------------------------------------------------------------------------
 
     def register_message_listener(self, listener: Listener) -> None:
         """Set the concurrent listener: ``async def listener(msgs, ctx) -> ConsumeConcurrentlyStatus``.
 
-        A plain function is called in the event loop's thread: it must not block. A listener that
-        raises counts as RECONSUME_LATER.
+        A plain function is called in the event loop's thread: it must not block (a call longer than
+        ``slow_listener_warn_s`` is logged). A listener that raises counts as RECONSUME_LATER — a
+        ``CancelledError`` of its own too (one it got from a future something else cancelled); only the
+        consumer's own cancellation (its shutdown) stops a call without counting as a failure.
         """
         self._listener = listener
 
@@ -96,8 +169,9 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         """Set an orderly listener: ``async def listener(msgs, ctx) -> ConsumeOrderlyStatus``.
 
         Each queue is consumed by one task at a time, in offset order, and in clustering mode only
-        while this client holds the queue's lock in the store. A plain function must not block. A
-        listener that raises counts as SUSPEND_CURRENT_QUEUE_A_MOMENT.
+        while this client holds the queue's lock in the store. A plain function must not block (a call
+        longer than ``slow_listener_warn_s`` is logged). A listener that raises (its own
+        ``CancelledError`` too) counts as SUSPEND_CURRENT_QUEUE_A_MOMENT.
         """
         self._orderly_listener = listener
 
@@ -133,8 +207,13 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         return self
 
     async def shutdown(self, *, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> bool:
-        """Stop fetching, let in-flight messages finish within ``timeout_s`` seconds, commit the offsets
-        of finished ones, release queues and leave the group.
+        """Stop fetching, let the listener calls in progress finish within ``timeout_s`` seconds, commit
+        the offsets of finished messages, release queues and leave the group.
+
+        Messages fetched but not handed to the listener yet are not started: they stay uncommitted and
+        are delivered again (to this group's next owner of their queue), so a shutdown waits for the
+        calls in progress only, never for the whole cache (D98). The same holds when the task in
+        ``async with`` is cancelled (``__aexit__`` shuts down).
 
         Returns False when listener calls were still running at the bound: they are cancelled, their
         messages are not committed (they are delivered again), and a warning says how many.
@@ -182,12 +261,14 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         spans = otel.enabled()
         broadcasting = self.message_model is MessageModel.BROADCASTING
         group, hooks, listener, queue = self.group, self._hooks, self._listener or no_listener, pq.queue
-        namespace, consuming = self._conn.namespace, pq.consuming
+        namespace, consuming, slow = self._conn.namespace, pq.consuming, self._slow
         try:
             async with self._slots:
                 for msgs in batches:
                     if pq.dropped:
                         return  # taken over after a failure: the new owner consumes the rest
+                    if not self._started:
+                        return  # shutting down: only calls in progress finish, the rest is delivered again (D98)
                     try:
                         # one listener call; the messages it consumed go to ``consumed``, the others are sent back
                         ctx = ConsumeConcurrentlyContext.of(queue)
@@ -196,7 +277,7 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
                             consuming[m.queue_offset] = began
                         try:
                             status = await ainvoke(
-                                group, hooks, listener, queue, msgs, ctx, _LATER, namespace=namespace, spans=spans
+                                group, hooks, listener, queue, msgs, ctx, _LATER, namespace=namespace, spans=spans, blocked=slow
                             )
                         finally:
                             for m in msgs:
@@ -228,6 +309,7 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
             ctx,
             ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
             namespace=self._conn.namespace,
+            blocked=self._slow,
         )
 
     async def _reconsume_later(self, pq: ProcessQueue, msgs: list[MessageExt], delay_level: int) -> None:

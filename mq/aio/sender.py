@@ -78,6 +78,13 @@ Unprepared = tuple[Message, MessageQueue | None, Selector | None, Any, float, "S
 Futures = dict[int, "asyncio.Future[Any] | None"]
 
 
+#: What a send still under way when the producer's shutdown ended it fails with.
+SHUT_DOWN_MID_SEND = (
+    "the producer shut down before this send completed (it may have been stored): send it again with a started "
+    "producer if it must go out (a consumer sees a duplicate at worst), or shut down with a longer timeout_s"
+)
+
+
 class SendFuture(asyncio.Future[SendResult]):
     """What :meth:`mq.aio.Producer.send` returns: the future of one send — awaiting it gives the
     :class:`SendResult` or raises the send's error — that is also a coroutine object.
@@ -108,9 +115,15 @@ class SendFuture(asyncio.Future[SendResult]):
 
 
 def _settle_from(future: SendFuture, task: asyncio.Task[SendResult]) -> None:
-    """Complete ``future`` as ``task`` ended (its exception retrieved even when its caller gave up)."""
+    """Complete ``future`` as ``task`` ended (its exception retrieved even when its caller gave up).
+
+    A task cancelled while its future is still pending was not cancelled by the future's caller
+    (that cancels the future first, see :func:`_cancel_task`) but by :meth:`PipelineSender.stop`: the
+    caller gets the documented :class:`MQClientError`, never a ``CancelledError`` that is not its own
+    (a web handler awaiting the send would count as cancelled, D98)."""
     if task.cancelled():
-        future.cancel()
+        if not future.done():
+            future.set_exception(MQClientError(SHUT_DOWN_MID_SEND))
         return
     error = task.exception()
     if future.done():
@@ -412,14 +425,20 @@ class PipelineSender:
             task.add_done_callback(self._retries.discard)
 
     async def _retry(self, retries: list[tuple[SendRequest, asyncio.Future[Any] | None]]) -> None:
-        for request, future in retries:
-            if future is not None and future.done():
-                continue  # its caller gave up
-            try:
-                result: SendResult | BaseException = await self._core.send(request)
-            except Exception as e:
-                result = e
-            self._settle(request, future, result)
+        try:
+            for request, future in retries:
+                if future is not None and future.done():
+                    continue  # its caller gave up
+                try:
+                    result: SendResult | BaseException = await self._core.send(request)
+                except Exception as e:
+                    result = e
+                self._settle(request, future, result)
+        finally:  # cancelled by stop(): the sends not retried yet fail as documented, none waits forever
+            error = MQClientError(SHUT_DOWN_MID_SEND)
+            for request, future in retries:
+                if future is not None and not future.done():
+                    self._settle(request, future, error)
 
     @staticmethod
     def _settle(request: SendRequest, future: asyncio.Future[Any] | None, outcome: SendResult | BaseException) -> None:

@@ -60,6 +60,8 @@ def _endpoint(view: Callable[[Request, Console], Awaitable[Any]], *, status: int
             if isinstance(e, MQBrokerError):
                 log.warning("%s %s: %s", request.method, request.url.path, e)
             return JSONResponse({"error": str(e)}, status_of(e))
+        if isinstance(result, Response):  # a download (a message field's whole value)
+            return result
         return JSONResponse(service.to_jsonable(result), status)
 
     return endpoint
@@ -266,7 +268,17 @@ async def _messages(request: Request, console: Console) -> Any:
 async def _message(request: Request, console: Console) -> Any:
     # the id is the rest of the path, percent-encoded (it may hold "/"), or ?id= for "." and ".."
     msg_id = request.path_params["msg_id"] or _q(request, "id", "")
-    return await _call(service.message_detail, console, request.path_params["topic"], msg_id)
+    name = _q(request, "field")
+    if name is None:
+        return await _call(service.message_detail, console, request.path_params["topic"], msg_id)
+    # one field's whole value (the page cuts long ones, D99): a download, never rendered by the browser
+    value = await _call(service.message_field, console, request.path_params["topic"], msg_id, name)
+    filename = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{msg_id}-{name}")[:120] + ".txt"
+    return Response(
+        value.encode(errors="surrogatepass"),
+        media_type="text/plain; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"', "X-Content-Type-Options": "nosniff"},
+    )
 
 
 async def _discarded(request: Request, console: Console) -> Any:

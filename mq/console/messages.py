@@ -3,6 +3,7 @@ each group did, trace), dead letters (browse, resend) and discarded half message
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from mq.console.context import (
@@ -23,6 +24,7 @@ from mq.console.shapes import Body, Discarded, Letter, MessageDetail, MessageRow
 from mq.consumer.retry import dlq_topic, original_topic
 from mq.message import MessageExt
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.trace import TraceEvent
 
 #: Bytes of a body shown as text, JSON or hex (the size is always given).
 BODY_CAP = 64 * 1024
@@ -32,6 +34,27 @@ JSON_MAX_DEPTH = 64
 #: Most characters of a pretty-printed body (indentation can make it far larger than the body: longer
 #: ones are shown as text only).
 JSON_MAX_CHARS = 4 * BODY_CAP
+#: Most characters of one field (a property, a system property such as a message group, trace context
+#: or born host, the tags, a key, a trace event's client or host) a message's page and API show; a
+#: longer value is cut and ends with :func:`cut_mark`, its whole value downloaded by
+#: :func:`message_field` (D99). Above every limit the endpoint sets on a single field (trace context 1 024
+#: characters), so only values stored before those limits, or written by hand, are cut.
+FIELD_CAP = 2048
+
+
+def cut_mark(more_bytes: int) -> str:
+    """What ends a value cut at :data:`FIELD_CAP` characters: how many bytes (UTF-8) were left out."""
+    return f"… ({more_bytes:,} bytes more)"
+
+
+def bounded(value: str) -> tuple[str, int]:
+    """``value`` as shown: whole, or its first :data:`FIELD_CAP` characters and :func:`cut_mark`; and
+    the whole value's size in bytes (UTF-8) when it was cut, else 0."""
+    if len(value) <= FIELD_CAP:
+        return value, 0
+    shown = value[:FIELD_CAP]
+    size = len(value.encode(errors="surrogatepass"))
+    return shown + cut_mark(size - len(shown.encode(errors="surrogatepass"))), size
 
 
 def search_messages(
@@ -108,22 +131,80 @@ def message_detail(console: Console, topic: str, msg_id: str) -> MessageDetail:
     group_names = readers(console, config)
     states = console.admin.message_states(m, group_names) if not is_system(config.name) else {}
     trace = console.admin.message_trace(config.name, m.msg_id)
+    cut: dict[str, int] = {}  # the fields shown cut: field name (as message_field takes it) -> whole size in bytes
+
+    def show(name: str, value: str) -> str:
+        shown, size = bounded(value)
+        if size:
+            cut[name] = size
+        return shown
+
+    tags = show("tags", m.tags) if m.tags is not None else None
+    keys = [show(f"key:{i}", k) for i, k in enumerate(m.keys)]
+    properties = {show_name(k): show(f"property:{k}", v) for k, v in m.properties.items()}
+    system = {show_name(k): show(f"system:{k}", v) for k, v in m.system_properties.items()}
     return MessageDetail(
         m.msg_id,
         m.topic,
         m.queue_id,
         m.queue_offset,
-        m.tags,
-        list(m.keys),
-        dict(m.properties),
-        dict(m.system_properties),
+        tags,
+        keys,
+        properties,
+        system,
         m.born_timestamp_ms,
         m.store_timestamp_ms,
         m.reconsume_times,
         body_view(m.body),
         states,
-        trace,
+        [_bounded_event(e) for e in trace],
+        cut,
     )
+
+
+def show_name(name: str) -> str:
+    """A property's name as shown: names are not downloadable, so a long one is only cut (a name over
+    :data:`FIELD_CAP` characters can only have been written by hand)."""
+    return bounded(name)[0]
+
+
+def message_field(console: Console, topic: str, msg_id: str, name: object) -> str:
+    """The whole value of one field of a message, as a message's page cuts it (D99): ``tags``,
+    ``key:N`` (the N-th key, from 0), ``property:NAME`` or ``system:NAME``.
+
+    Raises:
+        NotFound: no such topic, message or field. BadInput: a malformed id or field name.
+    """
+    if not isinstance(name, str) or not name:
+        raise BadInput("name the field: tags, key:N, property:NAME or system:NAME")
+    config = require_topic(console, topic)
+    found = console.admin.find_message(msg_id_arg(msg_id), config.name)
+    if not found:
+        raise NotFound(f"message {msg_id!r} is not stored in topic {config.name!r} (removed by retention, or a wrong id)")
+    m = found[0]
+    kind, _, rest = name.partition(":")
+    value: str | None = None
+    if name == "tags":
+        value = m.tags
+    elif kind == "key" and rest.isdigit():
+        value = m.keys[int(rest)] if int(rest) < len(m.keys) else None
+    elif kind == "property" and rest:
+        value = m.properties.get(rest)
+    elif kind == "system" and rest:
+        value = m.system_properties.get(rest)
+    else:
+        raise BadInput(f"unknown field {name[:64]!r}: expected tags, key:N, property:NAME or system:NAME")
+    if value is None:
+        raise NotFound(f"message {msg_id!r} has no field {name[:64]!r}")
+    return value
+
+
+def _bounded_event(e: TraceEvent) -> TraceEvent:
+    """A trace event with its client-written text fields cut at :data:`FIELD_CAP` characters."""
+    group, client_id, host, status, topic = (bounded(v)[0] for v in (e.group, e.client_id, e.host, e.status, e.topic))
+    if (group, client_id, host, status, topic) == (e.group, e.client_id, e.host, e.status, e.topic):
+        return e
+    return dataclasses.replace(e, group=group, client_id=client_id, host=host, status=status, topic=topic)
 
 
 def body_view(body: bytes) -> Body:

@@ -44,7 +44,18 @@ from mq.console.context import (
     require_group,
     require_topic,
 )
-from mq.console.messages import BODY_CAP, body_view, discarded, dlq, message_detail, resend_dlq, search_messages
+from mq.console.messages import (
+    BODY_CAP,
+    FIELD_CAP,
+    body_view,
+    bounded,
+    discarded,
+    dlq,
+    message_detail,
+    message_field,
+    resend_dlq,
+    search_messages,
+)
 from mq.console.shapes import (
     BacklogRow,
     Body,
@@ -432,7 +443,15 @@ def _group_detail(console: Console, g: str) -> GroupDetail:
     on (one pipelined ``HGET`` per queue of the namespace) or a live member subscribes to."""
     admin = console.admin
     members = [
-        Member(c.client_id, c.host, c.pid, c.kind, dict(c.subscriptions), c.last_heartbeat_ms)
+        # what a client wrote about itself (its user agent's host name through the endpoint) is cut at FIELD_CAP
+        Member(
+            bounded(c.client_id)[0],
+            bounded(c.host)[0],
+            c.pid,
+            c.kind,
+            {bounded(t)[0]: bounded(e)[0] for t, e in c.subscriptions.items()},
+            c.last_heartbeat_ms,
+        )
         for c in admin.consumer_connections(g)
     ]
     configs = admin.topics()
@@ -549,6 +568,7 @@ __all__ = [
     "BROKER_HEALTHY_S",
     "DEFAULT_PER_PAGE",
     "DEFAULT_QUEUE_NUMS",
+    "FIELD_CAP",
     "FRESH_SNAPSHOT_S",
     "MAX_PER_PAGE",
     "PRODUCER_GROUP",
@@ -583,6 +603,7 @@ __all__ = [
     "TopicDetail",
     "TopicRow",
     "body_view",
+    "bounded",
     "brokers",
     "check_writable",
     "create_topic",
@@ -600,6 +621,7 @@ __all__ = [
     "keys_arg",
     "lag_table",
     "message_detail",
+    "message_field",
     "overview",
     "overview_of",
     "page_args",

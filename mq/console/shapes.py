@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from mq.trace import TraceEvent
@@ -275,6 +275,9 @@ class MessageDetail:
     body: Body
     groups: dict[str, str]
     trace: list[TraceEvent]
+    #: the fields shown cut at ``FIELD_CAP`` characters (their value ends with "… (N bytes more)"): the
+    #: field's name as ``GET …/messages/{msg_id}?field=NAME`` takes it -> its whole size in bytes
+    cut: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

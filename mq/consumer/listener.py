@@ -72,31 +72,59 @@ async def ainvoke(
     *,
     namespace: str = "",
     spans: bool | None = None,
+    blocked: Callable[[float], None] | None = None,
 ) -> S:
     """:func:`invoke` for the asyncio consumer: an ``async def`` listener is awaited, a plain one called
-    in place. Cancelling the caller cancels the listener and is not a failure: it propagates (the
-    messages stay uncommitted). Without hooks, metrics or spans the listener is called straight away,
-    as by :func:`invoke`."""
+    in place. Without hooks, metrics or spans the listener is called straight away, as by :func:`invoke`.
+
+    Cancelling the calling task (the consumer's shutdown after its grace period) cancels the listener
+    and is not a failure: it propagates (the messages stay uncommitted and are delivered again). A
+    ``CancelledError`` the listener raises while its task is *not* being cancelled is its own (it
+    awaited a future something else cancelled): a failure like any other exception, so its messages
+    are tried again instead of being left in flight (:func:`cancelled_here`, D98).
+
+    ``blocked(seconds)``, when given, is told how long a plain (not ``async``) listener's call held the
+    event loop."""
     if _direct(hooks, spans):
         try:
+            began = time.perf_counter()
             answer = listener(msgs, ctx)
-            return _status_of(await answer if inspect.isawaitable(answer) else answer, failure)
-        except asyncio.CancelledError:
-            raise
+            if inspect.isawaitable(answer):
+                answer = await answer
+            elif blocked is not None:
+                blocked(time.perf_counter() - began)
+            return _status_of(answer, failure)
+        except asyncio.CancelledError as e:
+            if cancelled_here():
+                raise
+            return _failed(group, mq, msgs, failure, e)
         except BaseException as e:  # as in _hooked: a listener's failure means "later", never a lost message
             return _failed(group, mq, msgs, failure, e)
     calling = _calling(group, hooks, listener, mq, msgs, ctx, failure, namespace, spans)
     call = next(calling)
     try:
+        began = time.perf_counter()
         answer = call()
         if inspect.isawaitable(answer):
             answer = await answer
-    except asyncio.CancelledError:
-        calling.close()
-        raise
+        elif blocked is not None:
+            blocked(time.perf_counter() - began)
+    except asyncio.CancelledError as e:
+        if cancelled_here():
+            calling.close()
+            raise
+        return _finish(calling, error=e)
     except BaseException as e:
         return _finish(calling, error=e)
     return _finish(calling, answer=answer)
+
+
+def cancelled_here() -> bool:
+    """Whether the running task is being cancelled (``Task.cancelling()``): a ``CancelledError`` seen
+    now is the task's own cancellation, to propagate; otherwise it came out of an awaited future that
+    something else cancelled, and is an ordinary failure of the code that awaited it."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _finish(calling: Generator[Call, Any, S], *, answer: Any = None, error: BaseException | None = None) -> S:
