@@ -24,7 +24,7 @@ from dataclasses import asdict
 import pytest
 
 from tests import netns
-from tests.partitions import FAULTS, Figures, run_scenario
+from tests.partitions import FAULTS, Figures, account, run_scenario
 from tests.procs import wait_for
 
 pytestmark = [pytest.mark.fault, pytest.mark.ha, pytest.mark.slow]
@@ -129,3 +129,27 @@ def test_replicated_cluster_with_sync_replicas_all_loses_nothing_confirmed(
     figures = _run(fault, "all", record_property, topology="cluster")
     assert figures.send_ok_lost == 0
     _every_stored_message_delivered(figures)
+
+
+def test_accounting_finds_loss_skips_duplicates_dirty_reads_and_reused_offsets(tmp_path: pathlib.Path) -> None:
+    """The figures of a made-up run (no namespaces needed): m0–m3 SEND_OK, m4 raised; the store lost
+    m2, and a failover gave its offset to m3 (queue 0, offset 2); g1 read m2 (dirty, at the reused
+    offset) and never m3, and read m0 twice; g2 read everything stored once; g2's committed position
+    is above queue 0's end."""
+    produced = tmp_path / "produced.log"
+    produced.write_text(
+        "ok 0 0 0 100.0\nok 1 0 1 100.5\nok 2 0 2 101.0\nok 3 0 2 104.0\nerror 4 -1 -1 104.5\n"  # m3 reuses offset 2
+    )
+    (tmp_path / "g1.log").write_text("registered\nconsume 0 0 m0\nconsume 0 1 m1\nconsume 0 2 m2\nconsume 0 0 m0\n")
+    (tmp_path / "g2.log").write_text("consume 0 0 m0\nconsume 0 1 m1\nconsume 0 2 m3\n")
+    dumped = tmp_path / "store.json"
+    stored = [[0, 0, "m0"], [0, 1, "m1"], [0, 2, "m3"]]
+    dumped.write_text(json.dumps({"stored": stored, "ends": {"0": 3}, "committed": {"g1": {"0": 3}, "g2": {"0": 4}}}))
+    logs = {"g1": tmp_path / "g1.log", "g2": tmp_path / "g2.log"}
+    f = account("crash", "0", 5.0, produced, logs, dumped, fault_at=101.5, healed_at=106.5)
+    assert (f.sent, f.send_ok, f.send_errors, f.stored) == (5, 4, 1, 3)
+    assert f.send_ok_lost == 1 and f.lost_sent_s == (-0.5, -0.5)
+    assert f.never_delivered == {"g1": 1, "g2": 0} and f.offsets_reused == {"g1": 1, "g2": 0}
+    assert f.delivered_twice == {"g1": 1, "g2": 0} and f.dirty_reads == {"g1": 1, "g2": 0}
+    assert f.positions_above_end == 1
+    assert f.no_send_ok_s == 3.0  # m2 at 101.0 → m3 at 104.0 (gaps counted from 1 s before the fault)
