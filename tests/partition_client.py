@@ -33,7 +33,9 @@ def produce(args: argparse.Namespace) -> None:
             admin.create_topic(args.topic, read_queues=args.queues, write_queues=args.queues)
     with (
         open(args.out, "a", buffering=1) as out,
-        Producer("partition", args.url, namespace=args.namespace, sync_replicas=args.sync_replicas) as p,
+        Producer(
+            "partition", args.url, namespace=args.namespace, sync_replicas=args.sync_replicas, sync_flush=args.sync_flush
+        ) as p,
     ):
         seq = 0
         next_at = time.monotonic()
@@ -85,6 +87,7 @@ def main() -> None:
         pr.add_argument(name)
     pr.add_argument("--rate", type=float, default=200)
     pr.add_argument("--sync-replicas", type=_replicas, default=0, help="a number, or a mode name such as all")
+    pr.add_argument("--sync-flush", action="store_true", help="WAITAOF: sends wait for the AOF fsync (Redis >= 7.2)")
     pr.add_argument("--stop-file", required=True)
     pr.add_argument("--queues", type=int, default=4, help="queues of the topic when it is created")
     du = sub.add_parser("dump")
