@@ -19,8 +19,9 @@ from typing import Any, cast
 from mq.errors import MQBrokerError
 from mq.keys import offset_of
 from mq.message import MessageExt
+from mq.queue import MessageQueue
 from mq.store.base import StoreBase, all_or_raise
-from mq.store.groups import PullRequest, PullResult
+from mq.store.groups import PullRequest, PullResult, SimpleDelivery
 from mq.store.ops import Blocking, Cmd, Op, operation
 from mq.tier.segment import Segment
 
@@ -245,6 +246,64 @@ class TierOps(StoreBase):
             log.warning("reading the tier for %r queue %d at offset %d failed: %s", p.topic, p.queue_id, offset, e)
             return MQBrokerError(f"reading the tier for {p.topic!r} queue {p.queue_id} at offset {offset} failed: {e}")
         return PullResult(read.messages, read.next_offset, max(max_offset, read.next_offset))
+
+    def receive_from_tier(
+        self,
+        group: str,
+        queue: MessageQueue,
+        again: list[SimpleDelivery],
+        cursor: int | None,
+        visible_at_ms: int,
+        want: int,
+        scan: tuple[str, str, int],
+    ) -> Op[list[SimpleDelivery]]:
+        """The tier's part of a simple-consumer receive (see ``receive-simple-6.lua``): the messages
+        handed out ``again`` whose entries are in the tier only, read there by offset, and, with a
+        ``cursor`` below what Redis holds, up to ``want`` new messages from the tier that pass the
+        group's filter (``scan``: filter type, filter data, most rows scanned), handed out by
+        ``claim-tiered-3.lua`` only if no other receiver moved the cursor meanwhile.
+
+        A tier that cannot be read hands out nothing: the messages again stay invisible until their
+        time passes once more, the cursor does not move (logged at WARNING).
+        """
+        from mq.tier.reader import matcher
+
+        reader = yield from self._tier_reader()
+        if reader is None:
+            log.warning("%s: the group's cursor is in the tier, but this store sees no tier_url yet", queue)
+            return []
+        topic, qid = queue.topic, queue.queue_id
+        segs = yield from TierOps.segments.op(self, topic, qid)
+        out: list[SimpleDelivery] = []
+        try:
+            for d in again:
+                read = yield Blocking(functools.partial(reader.read, topic, qid, segs, d.offset, 1, 1, lambda m: True))
+                found = [m for m in read.messages if m.queue_offset == d.offset]
+                if found:
+                    out.append(SimpleDelivery(d.offset, d.attempt, d.visible_at_ms, d.dead, found[0]))
+                else:  # gone from the tier too (its retention): nothing to hand out any more
+                    out.append(SimpleDelivery(d.offset, d.attempt, d.visible_at_ms, d.dead, None))
+            if cursor is None or want <= len(out):
+                return out
+            ftype, fdata, max_scan = scan
+            read = yield Blocking(
+                functools.partial(reader.read, topic, qid, segs, cursor, want - len(out), max_scan, matcher(ftype, fdata))
+            )
+        except Exception as e:  # pyarrow raises OSError subclasses and ArrowException: nothing handed out from the tier
+            log.warning("reading the tier for %s (simple group %r) failed: %s", queue, group, e)
+            return out
+        if read.next_offset <= cursor:
+            return out
+        k = self.queue_keys(topic, qid).simple(group)
+        claimed = yield from self._script(
+            "claim-tiered",
+            k[2:5],
+            [group, cursor, read.next_offset, visible_at_ms, *(m.queue_offset for m in read.messages)],
+            f"handing out tiered messages of {queue}",
+        )
+        if int(claimed) == 1:
+            out += [SimpleDelivery(m.queue_offset, 1, visible_at_ms, False, m) for m in read.messages]
+        return out
 
     def search_tier(self, topic: str, found: dict[int, int], timestamp_ms: int) -> Op[dict[int, int]]:
         """Correct Redis's answers to "the first offset stored at or after ``timestamp_ms``" where the
