@@ -581,6 +581,7 @@ class AdminOps:
     ) -> Op[list[MessageExt]]:
         """The messages of one queue at offsets ``[start, end)`` (half-open), oldest first
         [mqadmin ``queryMsgByOffset`` / ``printMsg``]. Offsets already removed by retention are skipped.
+        With a tier, the offsets it holds are read from its segments (one manifest read more).
 
         Args:
             end: None reads to the queue's max offset (the next message's).
@@ -605,9 +606,14 @@ class AdminOps:
             raise MQClientError(f"max_num must be in 1..{MAX_RANGE_READ}, got {max_num!r}")
         if start == end:
             return []
-        return (yield from StoreOps.read.op(self._store, topic, queue_id, start, min(end - start, max_num)))[
-            : min(end - start, max_num)
-        ]
+        want = min(end - start, max_num)
+        # offsets the tier holds come from there (below Redis's first offset they are nowhere else)
+        tiered, start = yield from StoreOps.read_tiered.op(self._store, topic, queue_id, start, want)
+        tiered = [m for m in tiered if m.queue_offset < end]
+        if len(tiered) >= want or start >= end:
+            return tiered[:want]
+        hot = yield from StoreOps.read.op(self._store, topic, queue_id, start, want - len(tiered))
+        return (tiered + [m for m in hot if m.queue_offset < end])[:want]
 
     @operation
     def find_message(self, msg_id: str, topic: str | None = None) -> Op[list[MessageExt]]:

@@ -40,6 +40,11 @@ RECORD_REFUSALS = {
 }
 
 
+def _every(message: MessageExt) -> bool:
+    """The matcher of unfiltered reads."""
+    return True
+
+
 class SegmentRefused(MQBrokerError):
     """``record-segment`` refused a segment (nothing changed; the uploaded file is an orphan)."""
 
@@ -304,6 +309,36 @@ class TierOps(StoreBase):
         if int(claimed) == 1:
             out += [SimpleDelivery(m.queue_offset, 1, visible_at_ms, False, m) for m in read.messages]
         return out
+
+    @operation
+    def read_tiered(self, topic: str, queue_id: int, offset: int, count: int) -> Op[tuple[list[MessageExt], int]]:
+        """Up to ``count`` messages of the queue from ``offset`` on that the tier holds (an offset below
+        the tier's start moves up to it: retention removed those), and the offset Redis takes over
+        from (``offset`` itself when the tier holds nothing there). Costs a manifest read, and the row
+        groups read; nothing more without a tier.
+
+        Raises:
+            MQBrokerError: the tier could not be read.
+        """
+        reader = yield from self._tier_reader()
+        if reader is None or count <= 0:
+            return [], offset
+        segs = yield from TierOps.segments.op(self, topic, queue_id)
+        if not segs or offset >= segs[-1].end:
+            return [], offset
+        at, out = max(offset, segs[0].start), list[MessageExt]()
+        while len(out) < count and at < segs[-1].end:
+            try:
+                read = yield Blocking(
+                    functools.partial(reader.read, topic, queue_id, segs, at, count - len(out), count - len(out), _every)
+                )
+            except Exception as e:  # pyarrow's OSError subclasses and ArrowException
+                raise MQBrokerError(f"reading the tier of {topic!r} queue {queue_id} at offset {at} failed: {e}") from e
+            out += read.messages
+            if read.next_offset <= at:  # a hole no segment covers: Redis from there
+                break
+            at = read.next_offset
+        return out, at
 
     def search_tier(self, topic: str, found: dict[int, int], timestamp_ms: int) -> Op[dict[int, int]]:
         """Correct Redis's answers to "the first offset stored at or after ``timestamp_ms``" where the
