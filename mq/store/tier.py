@@ -9,6 +9,7 @@ that tier the first time a pull lands below what Redis holds.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -101,13 +102,24 @@ class TierOps(StoreBase):
         return code
 
     @operation
-    def forget_segments(self, topic: str, queue_id: int, segments: Sequence[Segment]) -> Op[int]:
-        """Remove segments from the front of the manifest (the tier's retention); returns how many went."""
-        key, members = self.queue_keys(topic, queue_id).segments, [s.to_member() for s in segments]
+    def forget_segments(self, topic: str, queue_id: int, segments: Sequence[Segment]) -> Op[dict[str, int] | None]:
+        """Remove segments from the front of the manifest (the tier's retention) and count, per group,
+        the removed messages it had not consumed (``forget-segments-3.lua``, with the removal: the
+        same counter as Redis's retention, D83); returns group → messages lost in this call, or None
+        when ``segments`` are not the manifest's first ones any more (nothing changed)."""
+        members = [s.to_member() for s in segments]
         if not members:
-            return 0
-        with self._errors(f"removing tier segments of {topic!r} queue {queue_id}"):
-            return int((yield Cmd(lambda c: c.zrem(key, *members))))
+            return {}
+        k = self.queue_keys(topic, queue_id)
+        reply = yield from self._script(
+            "forget-segments",
+            [k.segments, k.offsets, k.expired],
+            members,
+            f"removing tier segments of {topic!r} queue {queue_id}",
+        )
+        if int(reply[0]) < 0:
+            return None
+        return {(g.decode() if isinstance(g, bytes) else str(g)): int(n) for g, n in zip(reply[1::2], reply[2::2])}
 
     # -- the upload lease -----------------------------------------------------------------------
 
@@ -339,6 +351,33 @@ class TierOps(StoreBase):
                 break
             at = read.next_offset
         return out, at
+
+    @operation
+    def delete_tier_files(self, topic: str) -> Op[str | None]:
+        """Delete every file the tier holds of ``topic`` (its folder: segments, orphans, uploads in
+        progress); returns the folder's URL-free path, or None without a tier. For a topic already
+        deleted from Redis: no manifest lists those files any more, and nothing else would remove them
+        (the sweep walks the topics that exist).
+
+        Raises:
+            MQBrokerError: the tier refused (the files stay; nothing else changed).
+        """
+        reader = yield from self._tier_reader()
+        if reader is None:
+            return None
+        location = reader.location
+        folder: str = location.topic_dir(self.keys.namespace, topic)
+
+        def delete() -> None:
+            location.fs.delete_dir_contents(folder, missing_dir_ok=True)
+            with contextlib.suppress(FileNotFoundError):  # an object store has no folders; a disk had none for this topic
+                location.fs.delete_dir(folder)
+
+        try:
+            yield Blocking(delete)
+        except Exception as e:  # pyarrow's OSError subclasses and ArrowException
+            raise MQBrokerError(f"the tier's files of topic {topic!r} under {folder} could not be removed: {e}") from e
+        return folder  # cached footers and row groups are keyed by file names no upload reuses
 
     def search_tier(self, topic: str, found: dict[int, int], timestamp_ms: int) -> Op[dict[int, int]]:
         """Correct Redis's answers to "the first offset stored at or after ``timestamp_ms``" where the
