@@ -19,6 +19,7 @@
   Flags: allow-oom (it removes; its counter write is a few bytes, and refusing it at maxmemory would
   stop the tier's retention)
 ]]
+--@include expired
 local first = redis.call('ZRANGE', KEYS[1], 0, #ARGV - 1)
 if #first ~= #ARGV or #ARGV == 0 then return {-1} end
 for i, m in ipairs(first) do
@@ -35,16 +36,8 @@ for j = 1, #committed, 2 do
     lost_counts[#lost_counts + 1] = finish - math.max(at, start)
   end
 end
-local totals = {}
-if #lost_groups > 0 then
-  local before = redis.call('HMGET', KEYS[3], unpack(lost_groups))
-  for i, n in ipairs(lost_counts) do
-    local so_far = tonumber(before[i] or '0')
-    if so_far == nil then return redis.error_reply('expired count of group ' .. lost_groups[i] .. ' is not a number') end
-    totals[#totals + 1] = lost_groups[i]
-    totals[#totals + 1] = so_far + n
-  end
-end
+local totals, bad = expired_totals(KEYS[3], lost_groups, lost_counts)
+if totals == nil then return bad end
 redis.call('ZREM', KEYS[1], unpack(ARGV))
 if #totals > 0 then redis.call('HSET', KEYS[3], unpack(totals)) end
 local result = {#ARGV}
