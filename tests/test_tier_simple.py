@@ -137,3 +137,51 @@ async def test_the_endpoints_receive_reads_the_tier_then_redis_with_an_sql_filte
         status, more = await _receive(r.stub, "simple-proxy", TOPIC, batch_size=7, poll_s=0, sql="TAGS = 'even'")
         assert status.code == definition.Code.Value("MESSAGE_NOT_FOUND") and more == []
     _check([body_number(m.body) for m in got], [m.system_properties.queue_offset for m in got])
+
+
+def test_a_fifo_group_reads_the_tier_one_message_a_group_then_redis(redis_server, namespace: str, tmp_path: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+    """``receive-fifo-6.lua`` over a half-tiered queue: message groups a a b a b in the tier only, then
+    b c in Redis — the same batches as on Redis alone (tests/test_proxy.py's FIFO case), the message
+    not acked in time handed out again from the tier."""
+    from mq import Message
+    from mq.store import codec
+
+    url, tier_url = redis_server.url, f"file://{tmp_path}/tier"
+    with Admin(url, namespace=namespace) as admin:
+        admin.create_topic(TOPIC, read_queues=1, write_queues=1)
+    store = owned(Store(Connection(url, namespace)))
+
+    def put(first: int, groups: str) -> None:
+        for i, group in enumerate(groups, first):
+            message = codec.encode(Message(TOPIC, b"%d" % i), f"id{i}", system_properties={"__SHARDINGKEY": group})
+            store.put(TOPIC, 0, [message])
+
+    put(0, "aabab")
+    service = BrokerService(url, namespace, tier_config(tier_url, hot_retention_s=0.001))
+    assert service.tier is not None
+    service.tier.run()
+    service._store.publish_settings({"tier_url": tier_url})
+    put(5, "bc")
+    assert [(s.start, s.end) for s in store.segments(TOPIC, 0)] == [(0, 5)] and store.hot_queue(TOPIC, 0).first == 5
+    queue = MessageQueue(TOPIC, "broker-a", 0)
+    store.seed_offsets("F", {queue: 0})
+
+    def receive(now_ms: int) -> list[tuple[int, int, bytes]]:
+        got = store.receive_simple(
+            "F", queue, now_ms=now_ms, invisible_ms=10_000, max_messages=8, max_attempts=5,
+            filter_type="", filter_data="", max_scan=64, fifo=True,
+        )  # fmt: skip
+        return [(d.offset, d.attempt, d.message.body if d.message else b"") for d in got]
+
+    now = store.server_time_ms()
+    assert receive(now) == [(0, 1, b"0")]  # stops at the second "a": one message per group per batch
+    assert receive(now) == []  # the queue waits while a message is in flight
+    assert receive(now + 11_000) == [(0, 2, b"0")]  # not acked in time: again, read from the tier
+    assert store.ack_simple("F", queue, 0, now + 11_000 + 10_000, None)
+    assert receive(now + 12_000) == [(1, 1, b"1"), (2, 1, b"2")]  # the next "a" and the first "b"
+    assert store.ack_simple("F", queue, 1, now + 22_000, None) and store.ack_simple("F", queue, 2, now + 22_000, None)
+    assert receive(now + 13_000) == [(3, 1, b"3"), (4, 1, b"4")]  # the tier's last two
+    assert store.ack_simple("F", queue, 3, now + 23_000, None) and store.ack_simple("F", queue, 4, now + 23_000, None)
+    assert receive(now + 14_000) == [(5, 1, b"5"), (6, 1, b"6")]  # then Redis, no gap
+    store.conn.close()
+    service.shutdown()

@@ -560,8 +560,7 @@ class GroupOps(StoreBase):
             filter_data,
             int(max_scan),
         ]
-        if not fifo:
-            keys = [*keys, self.queue_keys(queue.topic, queue.queue_id).segments]
+        keys = [*keys, self.queue_keys(queue.topic, queue.queue_id).segments]
         reply = yield from self._script("receive-fifo" if fifo else "receive-simple", keys, argv, f"receiving from {queue}")
         out, tiered, cursor = [], [], None
         for kind, offset, attempt, visible_at, fields in reply:
@@ -576,7 +575,7 @@ class GroupOps(StoreBase):
         if tiered or cursor is not None:
             out += yield from self.receive_from_tier(
                 group, queue, tiered, cursor, int(now_ms) + int(invisible_ms), int(max_messages) - len(out),
-                (filter_type, filter_data, int(max_scan)),
+                (filter_type, filter_data, int(max_scan)), fifo,
             )  # fmt: skip
         return out
 
@@ -589,6 +588,7 @@ class GroupOps(StoreBase):
         visible_at_ms: int,
         want: int,
         scan: tuple[str, str, int],
+        fifo: bool = False,
     ) -> Op[list[SimpleDelivery]]:
         """The tier's part of :meth:`receive_simple` (:class:`mq.store.tier.TierOps` does it; a store
         without tier operations hands out nothing from a tier)."""

@@ -46,6 +46,21 @@ def _every(message: MessageExt) -> bool:
     return True
 
 
+def one_per_message_group(messages: Sequence[MessageExt], next_offset: int) -> tuple[list[MessageExt], int]:
+    """A FIFO batch of ``messages`` (in offset order, read up to ``next_offset``): up to the first
+    message whose message group (system property ``__SHARDINGKEY``; a message without one is a group
+    of its own) is already in the batch, and where the group's cursor goes (that message's offset, or
+    ``next_offset``) — ``receive-fifo-6.lua``'s rule."""
+    taken: set[str] = set()
+    for i, m in enumerate(messages):
+        group = m.system_properties.get("__SHARDINGKEY")
+        key = f"g{group}" if isinstance(group, str) else f"o{m.queue_offset}"
+        if key in taken:
+            return list(messages[:i]), m.queue_offset
+        taken.add(key)
+    return list(messages), next_offset
+
+
 class SegmentRefused(MQBrokerError):
     """``record-segment`` refused a segment (nothing changed; the uploaded file is an orphan)."""
 
@@ -273,12 +288,15 @@ class TierOps(StoreBase):
         visible_at_ms: int,
         want: int,
         scan: tuple[str, str, int],
+        fifo: bool = False,
     ) -> Op[list[SimpleDelivery]]:
         """The tier's part of a simple-consumer receive (see ``receive-simple-6.lua``): the messages
         handed out ``again`` whose entries are in the tier only, read there by offset, and, with a
         ``cursor`` below what Redis holds, up to ``want`` new messages from the tier that pass the
         group's filter (``scan``: filter type, filter data, most rows scanned), handed out by
-        ``claim-tiered-3.lua`` only if no other receiver moved the cursor meanwhile.
+        ``claim-tiered-3.lua`` only if no other receiver moved the cursor meanwhile. With ``fifo``
+        (``receive-fifo-6.lua``), at most one message a message group: the batch ends before the
+        first message whose group it already holds, and the cursor stays there.
 
         A tier that cannot be read hands out nothing: the messages again stay invisible until their
         time passes once more, the cursor does not move (logged at WARNING).
@@ -309,17 +327,20 @@ class TierOps(StoreBase):
         except Exception as e:  # pyarrow raises OSError subclasses and ArrowException: nothing handed out from the tier
             log.warning("reading the tier for %s (simple group %r) failed: %s", queue, group, e)
             return out
-        if read.next_offset <= cursor:
+        handed, next_offset = read.messages, read.next_offset
+        if fifo:
+            handed, next_offset = one_per_message_group(read.messages, read.next_offset)
+        if next_offset <= cursor:
             return out
         k = self.queue_keys(topic, qid).simple(group)
         claimed = yield from self._script(
             "claim-tiered",
             k[2:5],
-            [group, cursor, read.next_offset, visible_at_ms, *(m.queue_offset for m in read.messages)],
+            [group, cursor, next_offset, visible_at_ms, *(m.queue_offset for m in handed)],
             f"handing out tiered messages of {queue}",
         )
         if int(claimed) == 1:
-            out += [SimpleDelivery(m.queue_offset, 1, visible_at_ms, False, m) for m in read.messages]
+            out += [SimpleDelivery(m.queue_offset, 1, visible_at_ms, False, m) for m in handed]
         return out
 
     @operation

@@ -9,16 +9,21 @@
   handed out only after the previous one is acked (or dead-lettered). Messages whose invisible time
   passed are handed out again (attempt + 1, lowest offset first) before any new message.
 
-  KEYS and ARGV as receive-simple-5.lua (the same keys: acks go through ack-simple-2.lua):
+  KEYS and ARGV as receive-simple-6.lua (the same keys: acks go through ack-simple-2.lua):
   KEYS[1] queue meta hash, KEYS[2] queue log stream, KEYS[3] queue offsets hash (group -> cursor),
-  KEYS[4] group's invisible zset for this queue, KEYS[5] group's attempts hash for this queue
+  KEYS[4] group's invisible zset for this queue, KEYS[5] group's attempts hash for this queue,
+  KEYS[6] queue's tier manifest zset (empty without a tier)
   ARGV[1] group, ARGV[2] now (ms), ARGV[3] invisible duration (ms), ARGV[4] most messages,
   ARGV[5] most delivery attempts, ARGV[6]/ARGV[7] filter type and data, ARGV[8] most entries to scan
 
   The message group is the system property __SHARDINGKEY (field "s", a JSON object); a message
   without one is a group of its own.
 
-  Returns a list of {kind, offset, attempt, visible_at, fields} like receive-simple.
+  Returns a list of {kind, offset, attempt, visible_at, fields} like receive-simple, with its tier
+  answers too (D94): a message handed out again whose entry is only in the tier has fields nil; a
+  cursor below the log's first offset that the tier holds is answered {"t", cursor, 0, 0, nil} with
+  nothing handed out (the caller reads the tier, keeps one message a group, and claims with
+  claim-tiered).
 
   Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
@@ -27,6 +32,13 @@ local now, invisible, want = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV
 local max_attempts = tonumber(ARGV[5])
 local out = {}
 local visible_at = now + invisible
+
+-- the tier's range [start, end) (end 0: nothing tiered)
+local function tier_range()
+  local lowest = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
+  if #lowest == 0 then return 0, 0 end
+  return tonumber(lowest[2]), cjson.decode(redis.call('ZRANGE', KEYS[6], -1, -1)[1])['e']
+end
 
 -- 1. a message handed out and still invisible: the queue waits for it
 if #redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'LIMIT', 0, 1) > 0 then return out end
@@ -42,15 +54,22 @@ if #expired > 0 then
     local raw = tostring(offset)
     local e = redis.call('XRANGE', KEYS[2], '0-' .. (offset + 1), '0-' .. (offset + 1))
     local attempt = redis.call('HINCRBY', KEYS[5], raw, 1)
-    if #e == 0 then
+    local fields = nil
+    if #e > 0 then
+      fields = e[1][2]
+    else
+      local lo, hi = tier_range()
+      if offset >= lo and offset < hi then fields = false end  -- in the tier: the caller reads it there
+    end
+    if fields == nil then
       redis.call('ZREM', KEYS[4], raw)
       redis.call('HDEL', KEYS[5], raw)
     else
       redis.call('ZADD', KEYS[4], visible_at, raw)
       if attempt > max_attempts then
-        out[#out + 1] = {'d', offset, attempt - 1, visible_at, e[1][2]}
+        out[#out + 1] = {'d', offset, attempt - 1, visible_at, fields}
       else
-        out[#out + 1] = {'m', offset, attempt, visible_at, e[1][2]}
+        out[#out + 1] = {'m', offset, attempt, visible_at, fields}
       end
     end
   end
@@ -75,6 +94,18 @@ local max_offset = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 local cursor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or max_offset)
 local scan = tonumber(ARGV[8])
 if cursor < max_offset then
+  local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
+  local log_first = max_offset
+  if #first > 0 then log_first = tonumber(string.match(first[1][1], '-(%d+)$')) - 1 end
+  if cursor < log_first then
+    local lo, hi = tier_range()
+    if hi > 0 and cursor < lo then cursor = lo end
+    if cursor < hi then
+      redis.call('HSET', KEYS[3], ARGV[1], cursor)
+      out[#out + 1] = {'t', cursor, 0, 0, false}
+      return out
+    end
+  end
   local entries = redis.call('XRANGE', KEYS[2], '0-' .. (cursor + 1), '+', 'COUNT', scan)
   local taken, stopped = {}, false
   for _, e in ipairs(entries) do
