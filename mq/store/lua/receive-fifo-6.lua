@@ -28,17 +28,11 @@
   Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 --@include filter
+--@include tier
 local now, invisible, want = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_attempts = tonumber(ARGV[5])
 local out = {}
 local visible_at = now + invisible
-
--- the tier's range [start, end) (end 0: nothing tiered)
-local function tier_range()
-  local lowest = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
-  if #lowest == 0 then return 0, 0 end
-  return tonumber(lowest[2]), cjson.decode(redis.call('ZRANGE', KEYS[6], -1, -1)[1])['e']
-end
 
 -- 1. a message handed out and still invisible: the queue waits for it
 if #redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'LIMIT', 0, 1) > 0 then return out end
@@ -58,7 +52,7 @@ if #expired > 0 then
     if #e > 0 then
       fields = e[1][2]
     else
-      local lo, hi = tier_range()
+      local lo, hi = tier_range(KEYS[6])
       if offset >= lo and offset < hi then fields = false end  -- in the tier: the caller reads it there
     end
     if fields == nil then
@@ -94,17 +88,12 @@ local max_offset = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 local cursor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or max_offset)
 local scan = tonumber(ARGV[8])
 if cursor < max_offset then
-  local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
-  local log_first = max_offset
-  if #first > 0 then log_first = tonumber(string.match(first[1][1], '-(%d+)$')) - 1 end
-  if cursor < log_first then
-    local lo, hi = tier_range()
-    if hi > 0 and cursor < lo then cursor = lo end
-    if cursor < hi then
-      redis.call('HSET', KEYS[3], ARGV[1], cursor)
-      out[#out + 1] = {'t', cursor, 0, 0, false}
-      return out
-    end
+  local in_tier
+  cursor, in_tier = tier_cursor(KEYS[2], KEYS[6], cursor, max_offset)
+  if in_tier then
+    redis.call('HSET', KEYS[3], ARGV[1], cursor)
+    out[#out + 1] = {'t', cursor, 0, 0, false}
+    return out
   end
   local entries = redis.call('XRANGE', KEYS[2], '0-' .. (cursor + 1), '+', 'COUNT', scan)
   local taken, stopped = {}, false

@@ -36,6 +36,7 @@
   Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 --@include filter
+--@include tier
 local now, invisible, want = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_attempts = tonumber(ARGV[5])
 local out, found = {}, 0
@@ -47,20 +48,6 @@ local function entry_at(offset)
   return e[1][2]
 end
 
--- the tier's range [start, end) (end 0: nothing tiered), read once and only when needed
-local tier_start, tier_end
-local function tier_range()
-  if tier_end == nil then
-    tier_start, tier_end = 0, 0
-    local lowest = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
-    if #lowest > 0 then
-      tier_start = tonumber(lowest[2])
-      tier_end = cjson.decode(redis.call('ZRANGE', KEYS[6], -1, -1)[1])['e']
-    end
-  end
-  return tier_start, tier_end
-end
-
 -- 1. invisible time over: hand out again
 local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, want)
 for _, raw in ipairs(expired) do
@@ -68,7 +55,7 @@ for _, raw in ipairs(expired) do
   local fields = entry_at(offset)
   local attempt = redis.call('HINCRBY', KEYS[5], raw, 1)
   if fields == nil then
-    local lo, hi = tier_range()
+    local lo, hi = tier_range(KEYS[6])
     if offset >= lo and offset < hi then fields = false end  -- in the tier: the caller reads it there
   end
   if fields == nil then
@@ -90,17 +77,12 @@ local max_offset = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 local cursor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or max_offset)
 local scan = tonumber(ARGV[8])
 if found < want and cursor < max_offset then
-  local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
-  local log_first = max_offset
-  if #first > 0 then log_first = tonumber(string.match(first[1][1], '-(%d+)$')) - 1 end
-  if cursor < log_first then
-    local lo, hi = tier_range()
-    if hi > 0 and cursor < lo then cursor = lo end
-    if cursor < hi then
-      redis.call('HSET', KEYS[3], ARGV[1], cursor)
-      out[#out + 1] = {'t', cursor, 0, 0, false}
-      return out
-    end
+  local in_tier
+  cursor, in_tier = tier_cursor(KEYS[2], KEYS[6], cursor, max_offset)
+  if in_tier then
+    redis.call('HSET', KEYS[3], ARGV[1], cursor)
+    out[#out + 1] = {'t', cursor, 0, 0, false}
+    return out
   end
   local entries = redis.call('XRANGE', KEYS[2], '0-' .. (cursor + 1), '+', 'COUNT', scan)
   for _, e in ipairs(entries) do
