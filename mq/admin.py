@@ -17,7 +17,7 @@ from mq.consumer import registry
 from mq.consumer.registry import ClientInfo, parse_group_config
 from mq.consumer.retry import dlq_topic, original_topic, retry_topic
 from mq.consumer.types import ConsumeFromWhere
-from mq.errors import MQClientError, TopicNotFoundError
+from mq.errors import MQBrokerError, MQClientError, TopicNotFoundError
 from mq.group import GroupConfig
 from mq.message import Message, MessageExt
 from mq.msgid import msgid_time_ms
@@ -124,13 +124,20 @@ class AdminOps:
 
     @operation
     def delete_topic(self, topic: str) -> Op[None]:
-        """Delete ``topic`` and every message it stores.
+        """Delete ``topic`` and every message it stores — with a tier, its files there too (after Redis:
+        once the manifest is gone nobody reads them).
 
         Raises:
             TopicNotFoundError: the topic does not exist.
+            MQBrokerError: the store failed; or the topic was deleted but the tier refused to remove
+                its files (the error names their folder: remove it by hand).
         """
         if not (yield from StoreOps.delete_topic.op(self._store, check_topic(topic))):
             raise TopicNotFoundError(f"topic {topic!r} does not exist")
+        try:
+            yield from StoreOps.delete_tier_files.op(self._store, topic)
+        except MQBrokerError as e:
+            raise MQBrokerError(f"topic {topic!r} was deleted, but not its tier files (remove them by hand): {e}") from e
 
     @operation
     def topics(self) -> Op[list[TopicConfig]]:
@@ -581,6 +588,7 @@ class AdminOps:
     ) -> Op[list[MessageExt]]:
         """The messages of one queue at offsets ``[start, end)`` (half-open), oldest first
         [mqadmin ``queryMsgByOffset`` / ``printMsg``]. Offsets already removed by retention are skipped.
+        With a tier, the offsets it holds are read from its segments (one manifest read more).
 
         Args:
             end: None reads to the queue's max offset (the next message's).
@@ -605,9 +613,14 @@ class AdminOps:
             raise MQClientError(f"max_num must be in 1..{MAX_RANGE_READ}, got {max_num!r}")
         if start == end:
             return []
-        return (yield from StoreOps.read.op(self._store, topic, queue_id, start, min(end - start, max_num)))[
-            : min(end - start, max_num)
-        ]
+        want = min(end - start, max_num)
+        # offsets the tier holds come from there (below Redis's first offset they are nowhere else)
+        tiered, start = yield from StoreOps.read_tiered.op(self._store, topic, queue_id, start, want)
+        tiered = [m for m in tiered if m.queue_offset < end]
+        if len(tiered) >= want or start >= end:
+            return tiered[:want]
+        hot = yield from StoreOps.read.op(self._store, topic, queue_id, start, want - len(tiered))
+        return (tiered + [m for m in hot if m.queue_offset < end])[:want]
 
     @operation
     def find_message(self, msg_id: str, topic: str | None = None) -> Op[list[MessageExt]]:

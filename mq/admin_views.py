@@ -26,6 +26,11 @@ MAX_TIMER_SCAN = 10_000
 CONSUMED, RETRYING, DEAD_LETTERED, PENDING, UNKNOWN = "consumed", "retrying", "dead_lettered", "pending", "unknown"
 
 
+#: Most tiered matches of a business key counted and paged per queue by the views (each lookup reads the
+#: ``keys`` column of the queue's whole tier; the matches are held in memory to page through them).
+MAX_TIER_KEY_MATCHES = 10_000
+
+
 @dataclass(frozen=True)
 class QueueState:
     """One queue with every group's committed offset.
@@ -122,32 +127,57 @@ class AdminViews:
         return dict(enumerate(owners))
 
     def count_messages_by_key(self, topic: str, key: str) -> int:
-        """How many stored messages of ``topic`` carry business key ``key`` (no cap)."""
+        """How many stored messages of ``topic`` carry business key ``key`` (no cap; with a tier, its
+        matches too, at most :data:`MAX_TIER_KEY_MATCHES` a queue)."""
         config = self._require(topic)
-        return sum(self._store.key_counts(config.name, range(config.queue_count), _check_key(key)))
+        queue_ids = range(config.queue_count)
+        tiered = self._tiered_by_key(config.name, queue_ids, _check_key(key))
+        return sum(self._store.key_counts(config.name, queue_ids, key)) + sum(len(t) for t in tiered.values())
 
     def messages_by_key(self, topic: str, key: str, *, start: int, count: int) -> list[MessageExt]:
         """Messages of ``topic`` with business key ``key``, the ``start``-th to ``start + count - 1``-th
         in (queue id, offset) order: pages through every match, without :data:`mq.admin.MAX_KEY_QUERY`'s cap.
+        With a tier, a queue's tiered matches (its ``keys`` column read whole, at most
+        :data:`MAX_TIER_KEY_MATCHES`) come before the ones Redis holds.
 
         Raises:
             TopicNotFoundError / MQClientError: an unknown topic, an empty key or a bad range.
         """
         config = self._require(topic)
         _check_range(start, count)
-        counts = self._store.key_counts(config.name, range(config.queue_count), _check_key(key))
+        queue_ids = range(config.queue_count)
+        tiered = self._tiered_by_key(config.name, queue_ids, _check_key(key))
+        counts = self._store.key_counts(config.name, queue_ids, key)
         out: list[MessageExt] = []
         skip, want = start, count
         for qid, n in enumerate(counts):
+            cold = tiered.get(qid, [])
             if want == 0:
                 break
-            if skip >= n:
-                skip -= n
+            if skip >= n + len(cold):
+                skip -= n + len(cold)
                 continue
-            found = self._store.find_keys(config.name, [qid], key, want, start=skip)
-            out += self._store.read_at(config.name, found)
-            want -= len(found)
+            taken = cold[skip : skip + want]
+            out += taken
+            want -= len(taken)
+            skip = max(0, skip - len(cold))
+            if want and skip < n:
+                found = self._store.find_keys(config.name, [qid], key, want, start=skip)
+                out += self._store.read_at(config.name, found)
+                want -= len(found)
             skip = 0
+        return out
+
+    def _tiered_by_key(self, topic: str, queue_ids: Sequence[int], key: str) -> dict[int, list[MessageExt]]:
+        """Queue id → the tier's messages with business key ``key`` that Redis no longer holds (below the
+        log's first offset: those Redis holds are found by its index), in offset order."""
+        found = self._store.find_in_tier(topic, queue_ids, "keys", key, MAX_TIER_KEY_MATCHES)
+        out: dict[int, list[MessageExt]] = {}
+        for m in found:
+            out.setdefault(m.queue_id, []).append(m)
+        for qid in list(out):
+            first = self._store.hot_queue(topic, qid, memory=False).first
+            out[qid] = [m for m in out[qid] if m.queue_offset < first]
         return out
 
     def timer_backlog(self) -> list[Backlog]:

@@ -36,6 +36,7 @@ from mq.tier.segment import Segment
 from mq.tier.writer import write_segment
 from mq.topic import TopicConfig
 from scheduler.config import BrokerConfig
+from scheduler.retention import report_expired
 
 log = logging.getLogger("scheduler.tier")
 
@@ -244,8 +245,11 @@ class TierUploader:
                 break
             expired.append(seg)
         if expired:
-            store.forget_segments(topic, queue_id, expired)
+            lost = store.forget_segments(topic, queue_id, expired)
+            if lost is None:  # the manifest changed under us (another sweep): its files stay until the next sweep
+                return 0
             log.info("tier: %d segments of %r queue %d past retention removed", len(expired), topic, queue_id)
+            report_expired(topic, queue_id, lost)  # what groups never consumed: WARNING, counted in the store
         listed = {s.name for s in segments if s not in expired}
         folder = self.location.queue_dir(namespace, topic, queue_id)
         infos = self.location.fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))

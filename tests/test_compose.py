@@ -49,6 +49,13 @@ def test_the_topology_is_the_one_the_issue_asks_for() -> None:
 
     broker = services["broker"]
     assert broker["command"][:3] == ["broker", "--url", "redis://redis:6379/0"]
+    # the tier: the broker uploads to the `tier` volume; every service that reads messages mounts it
+    # at the same path and has pyarrow (the `tier` extra)
+    tier_path = broker["command"][broker["command"].index("--tier-url") + 1].removeprefix("file://")
+    assert "tier" in compose()["volumes"] and f"tier:{tier_path}" in broker["volumes"]
+    for name in ("broker", "consumer", "console", "spark", "proxy"):
+        assert "tier" in services[name]["build"]["args"]["EXTRAS"].split(","), name
+        assert any(v.startswith(f"tier:{tier_path}") for v in services[name]["volumes"]), name
     assert broker["healthcheck"]["test"][1:4] == ["mq", "broker", "--check"]
     assert broker["depends_on"]["redis"]["condition"] == "service_healthy"
 
@@ -59,7 +66,7 @@ def test_the_topology_is_the_one_the_issue_asks_for() -> None:
     spark = services["spark"]
     assert spark["profiles"] == ["spark"]
     assert spark["entrypoint"] == ["python", "-m", "spark.jobs.throughput"]
-    assert spark["build"]["args"]["EXTRAS"] == "spark"
+    assert spark["build"]["args"]["EXTRAS"] == "spark,tier"
 
     cluster = {name for name, s in services.items() if "cluster" in s.get("profiles", [])}
     nodes = sorted(n for n in cluster if services[n]["command"][0] == "redis-server")
@@ -180,7 +187,10 @@ def test_a_yaml_error_is_reported_with_its_line(tmp_path: pathlib.Path) -> None:
 
 
 def test_the_string_form_of_a_command_is_split_like_compose_does(tmp_path: pathlib.Path) -> None:
-    line = 'command: ["broker", "--url", "redis://redis:6379/0", "--namespace", "mq"]'
+    line = (
+        'command: ["broker", "--url", "redis://redis:6379/0", "--namespace", "mq", '
+        '"--tier-url", "file:///var/lib/rocketredis/tier", "--hot-retention-s", "600"]'
+    )
     assert validate(mutated(tmp_path, line, 'command: "broker --url redis://redis:6379/0"'), project_dir=DOCKER) == []
     (problem,) = validate(mutated(tmp_path, line, 'command: "broker --nope"'), project_dir=DOCKER)
     assert problem == "service 'broker': command: `mq broker --nope` is rejected by mq: mq: error: unrecognized arguments: --nope"

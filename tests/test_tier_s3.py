@@ -77,3 +77,28 @@ def test_an_s3_outage_loses_nothing_shows_the_stall_and_uploads_resume(redis_ser
     assert [m.queue_offset for m in got] == list(range(60))
     store.conn.close()
     service.shutdown()
+
+
+def test_deleting_a_topic_deletes_its_objects_on_s3(redis_server, namespace, s3) -> None:  # type: ignore[no-untyped-def]
+    from pyarrow import fs as pafs
+
+    from mq.tier.location import open_tier
+
+    url, tier_url = redis_server.url, f"s3://{BUCKET}/prefix"
+    with Admin(url, namespace=namespace) as admin:
+        admin.create_topic(TOPIC, read_queues=1, write_queues=1)
+        send_numbered(url, namespace, TOPIC, 0, range(100))
+        service = BrokerService(url, namespace, tier_config(tier_url, hot_retention_s=0.001))
+        assert service.tier is not None
+        service.tier.run()
+        service._store.publish_settings({"tier_url": tier_url})
+        location = open_tier(tier_url)
+
+        def objects() -> list[str]:
+            selector = pafs.FileSelector(location.topic_dir(namespace, TOPIC), recursive=True, allow_not_found=True)
+            return [i.path for i in location.fs.get_file_info(selector) if i.type == pafs.FileType.File]
+
+        assert len(objects()) == 3
+        admin.delete_topic(TOPIC)
+        assert objects() == []
+    service.shutdown()

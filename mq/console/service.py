@@ -285,17 +285,26 @@ def topic_detail(console: Console, topic: str) -> TopicDetail:
         per_queue = {s.message_queue.queue_id: queue_lags(s).get(g) for s in readable}
         known = [v for v in per_queue.values() if v is not None]
         groups.append(GroupOnTopic(g, sum(known) if known else None, per_queue))
-    queues = [
-        QueueRow(
-            s.message_queue.queue_id,
-            s.stats.min_offset,
-            s.stats.max_offset,
-            s.stats.last_store_timestamp_ms,
-            s.readable,
-            s.writable,
+    tier = console.admin.tier_status(config.name)  # one manifest read a queue; empty ranges without a tier
+    queues = []
+    for s in states:
+        t = tier.get(s.message_queue)
+        tiered = t is not None and t.segments > 0
+        queues.append(
+            QueueRow(
+                s.message_queue.queue_id,
+                s.stats.min_offset,
+                s.stats.max_offset,
+                s.stats.last_store_timestamp_ms,
+                s.readable,
+                s.writable,
+                t.tiered_min_offset if t is not None and tiered else s.stats.min_offset,
+                t.tiered_end_offset if t is not None and tiered else s.stats.min_offset,
+                max(t.tiered_end_offset, s.stats.min_offset) if t is not None and tiered else s.stats.min_offset,
+                t.segments if t is not None else 0,
+                t.bytes if t is not None else 0,
+            )
         )
-        for s in states
-    ]
     return TopicDetail(_topic_row(config, states), queues, groups)
 
 

@@ -144,7 +144,10 @@ class TopicRow:
 
 @dataclass(frozen=True)
 class QueueRow:
-    """One queue of a topic."""
+    """One queue of a topic. With a tier, ``[tiered_min_offset, tiered_end_offset)`` is read from its
+    segments and ``[hot_min_offset, max_offset)`` from Redis (``hot_min_offset`` is
+    ``tiered_end_offset``, or ``min_offset`` when nothing is tiered); ``tier_segments`` and
+    ``tier_bytes`` (bytes) are what the tier holds."""
 
     queue_id: int
     min_offset: int
@@ -152,6 +155,11 @@ class QueueRow:
     last_store_ms: int
     readable: bool
     writable: bool
+    tiered_min_offset: int = 0
+    tiered_end_offset: int = 0
+    hot_min_offset: int = 0
+    tier_segments: int = 0
+    tier_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -560,12 +560,40 @@ class GroupOps(StoreBase):
             filter_data,
             int(max_scan),
         ]
+        keys = [*keys, self.queue_keys(queue.topic, queue.queue_id).segments]
         reply = yield from self._script("receive-fifo" if fifo else "receive-simple", keys, argv, f"receiving from {queue}")
-        out = []
+        out, tiered, cursor = [], [], None
         for kind, offset, attempt, visible_at, fields in reply:
+            if kind == b"t":  # the cursor is below what Redis holds: read the tier from there
+                cursor = int(offset)
+                continue
+            if fields is None:  # handed out again, its entry now in the tier only
+                tiered.append(SimpleDelivery(int(offset), int(attempt), int(visible_at), kind == b"d"))
+                continue
             decoded = codec.decode_entries(queue.topic, queue.queue_id, [(stream_id(int(offset)).encode(), fields)])
             out.append(SimpleDelivery(int(offset), int(attempt), int(visible_at), kind == b"d", decoded[0] if decoded else None))
+        if tiered or cursor is not None:
+            out += yield from self.receive_from_tier(
+                group, queue, tiered, cursor, int(now_ms) + int(invisible_ms), int(max_messages) - len(out),
+                (filter_type, filter_data, int(max_scan)), fifo,
+            )  # fmt: skip
         return out
+
+    def receive_from_tier(
+        self,
+        group: str,
+        queue: MessageQueue,
+        again: list[SimpleDelivery],
+        cursor: int | None,
+        visible_at_ms: int,
+        want: int,
+        scan: tuple[str, str, int],
+        fifo: bool = False,
+    ) -> Op[list[SimpleDelivery]]:
+        """The tier's part of :meth:`receive_simple` (:class:`mq.store.tier.TierOps` does it; a store
+        without tier operations hands out nothing from a tier)."""
+        return []
+        yield  # an operation (a generator) like the override
 
     @operation
     def ack_simple(

@@ -9,6 +9,7 @@ that tier the first time a pull lands below what Redis holds.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -19,8 +20,9 @@ from typing import Any, cast
 from mq.errors import MQBrokerError
 from mq.keys import offset_of
 from mq.message import MessageExt
+from mq.queue import MessageQueue
 from mq.store.base import StoreBase, all_or_raise
-from mq.store.groups import PullRequest, PullResult
+from mq.store.groups import PullRequest, PullResult, SimpleDelivery
 from mq.store.ops import Blocking, Cmd, Op, operation
 from mq.tier.segment import Segment
 
@@ -37,6 +39,26 @@ RECORD_REFUSALS = {
     -2: "the segment is not contiguous with the manifest and the log (a gap or an overlap)",
     -3: "the segment's range is empty or reaches past the queue's next offset",
 }
+
+
+def _every(message: MessageExt) -> bool:
+    """The matcher of unfiltered reads."""
+    return True
+
+
+def one_per_message_group(messages: Sequence[MessageExt], next_offset: int) -> tuple[list[MessageExt], int]:
+    """A FIFO batch of ``messages`` (in offset order, read up to ``next_offset``): up to the first
+    message whose message group (system property ``__SHARDINGKEY``; a message without one is a group
+    of its own) is already in the batch, and where the group's cursor goes (that message's offset, or
+    ``next_offset``) — ``receive-fifo-6.lua``'s rule."""
+    taken: set[str] = set()
+    for i, m in enumerate(messages):
+        group = m.system_properties.get("__SHARDINGKEY")
+        key = f"g{group}" if isinstance(group, str) else f"o{m.queue_offset}"
+        if key in taken:
+            return list(messages[:i]), m.queue_offset
+        taken.add(key)
+    return list(messages), next_offset
 
 
 class SegmentRefused(MQBrokerError):
@@ -95,13 +117,24 @@ class TierOps(StoreBase):
         return code
 
     @operation
-    def forget_segments(self, topic: str, queue_id: int, segments: Sequence[Segment]) -> Op[int]:
-        """Remove segments from the front of the manifest (the tier's retention); returns how many went."""
-        key, members = self.queue_keys(topic, queue_id).segments, [s.to_member() for s in segments]
+    def forget_segments(self, topic: str, queue_id: int, segments: Sequence[Segment]) -> Op[dict[str, int] | None]:
+        """Remove segments from the front of the manifest (the tier's retention) and count, per group,
+        the removed messages it had not consumed (``forget-segments-3.lua``, with the removal: the
+        same counter as Redis's retention, D83); returns group → messages lost in this call, or None
+        when ``segments`` are not the manifest's first ones any more (nothing changed)."""
+        members = [s.to_member() for s in segments]
         if not members:
-            return 0
-        with self._errors(f"removing tier segments of {topic!r} queue {queue_id}"):
-            return int((yield Cmd(lambda c: c.zrem(key, *members))))
+            return {}
+        k = self.queue_keys(topic, queue_id)
+        reply = yield from self._script(
+            "forget-segments",
+            [k.segments, k.offsets, k.expired],
+            members,
+            f"removing tier segments of {topic!r} queue {queue_id}",
+        )
+        if int(reply[0]) < 0:
+            return None
+        return {(g.decode() if isinstance(g, bytes) else str(g)): int(n) for g, n in zip(reply[1::2], reply[2::2])}
 
     # -- the upload lease -----------------------------------------------------------------------
 
@@ -245,6 +278,127 @@ class TierOps(StoreBase):
             log.warning("reading the tier for %r queue %d at offset %d failed: %s", p.topic, p.queue_id, offset, e)
             return MQBrokerError(f"reading the tier for {p.topic!r} queue {p.queue_id} at offset {offset} failed: {e}")
         return PullResult(read.messages, read.next_offset, max(max_offset, read.next_offset))
+
+    def receive_from_tier(
+        self,
+        group: str,
+        queue: MessageQueue,
+        again: list[SimpleDelivery],
+        cursor: int | None,
+        visible_at_ms: int,
+        want: int,
+        scan: tuple[str, str, int],
+        fifo: bool = False,
+    ) -> Op[list[SimpleDelivery]]:
+        """The tier's part of a simple-consumer receive (see ``receive-simple-6.lua``): the messages
+        handed out ``again`` whose entries are in the tier only, read there by offset, and, with a
+        ``cursor`` below what Redis holds, up to ``want`` new messages from the tier that pass the
+        group's filter (``scan``: filter type, filter data, most rows scanned), handed out by
+        ``claim-tiered-3.lua`` only if no other receiver moved the cursor meanwhile. With ``fifo``
+        (``receive-fifo-6.lua``), at most one message a message group: the batch ends before the
+        first message whose group it already holds, and the cursor stays there.
+
+        A tier that cannot be read hands out nothing: the messages again stay invisible until their
+        time passes once more, the cursor does not move (logged at WARNING).
+        """
+        from mq.tier.reader import matcher
+
+        reader = yield from self._tier_reader()
+        if reader is None:
+            log.warning("%s: the group's cursor is in the tier, but this store sees no tier_url yet", queue)
+            return []
+        topic, qid = queue.topic, queue.queue_id
+        segs = yield from TierOps.segments.op(self, topic, qid)
+        out: list[SimpleDelivery] = []
+        try:
+            for d in again:
+                read = yield Blocking(functools.partial(reader.read, topic, qid, segs, d.offset, 1, 1, lambda m: True))
+                found = [m for m in read.messages if m.queue_offset == d.offset]
+                if found:
+                    out.append(SimpleDelivery(d.offset, d.attempt, d.visible_at_ms, d.dead, found[0]))
+                else:  # gone from the tier too (its retention): nothing to hand out any more
+                    out.append(SimpleDelivery(d.offset, d.attempt, d.visible_at_ms, d.dead, None))
+            if cursor is None or want <= len(out):
+                return out
+            ftype, fdata, max_scan = scan
+            read = yield Blocking(
+                functools.partial(reader.read, topic, qid, segs, cursor, want - len(out), max_scan, matcher(ftype, fdata))
+            )
+        except Exception as e:  # pyarrow raises OSError subclasses and ArrowException: nothing handed out from the tier
+            log.warning("reading the tier for %s (simple group %r) failed: %s", queue, group, e)
+            return out
+        handed, next_offset = read.messages, read.next_offset
+        if fifo:
+            handed, next_offset = one_per_message_group(read.messages, read.next_offset)
+        if next_offset <= cursor:
+            return out
+        k = self.queue_keys(topic, qid).simple(group)
+        claimed = yield from self._script(
+            "claim-tiered",
+            k[2:5],
+            [group, cursor, next_offset, visible_at_ms, *(m.queue_offset for m in handed)],
+            f"handing out tiered messages of {queue}",
+        )
+        if int(claimed) == 1:
+            out += [SimpleDelivery(m.queue_offset, 1, visible_at_ms, False, m) for m in handed]
+        return out
+
+    @operation
+    def read_tiered(self, topic: str, queue_id: int, offset: int, count: int) -> Op[tuple[list[MessageExt], int]]:
+        """Up to ``count`` messages of the queue from ``offset`` on that the tier holds (an offset below
+        the tier's start moves up to it: retention removed those), and the offset Redis takes over
+        from (``offset`` itself when the tier holds nothing there). Costs a manifest read, and the row
+        groups read; nothing more without a tier.
+
+        Raises:
+            MQBrokerError: the tier could not be read.
+        """
+        reader = yield from self._tier_reader()
+        if reader is None or count <= 0:
+            return [], offset
+        segs = yield from TierOps.segments.op(self, topic, queue_id)
+        if not segs or offset >= segs[-1].end:
+            return [], offset
+        at, out = max(offset, segs[0].start), list[MessageExt]()
+        while len(out) < count and at < segs[-1].end:
+            try:
+                read = yield Blocking(
+                    functools.partial(reader.read, topic, queue_id, segs, at, count - len(out), count - len(out), _every)
+                )
+            except Exception as e:  # pyarrow's OSError subclasses and ArrowException
+                raise MQBrokerError(f"reading the tier of {topic!r} queue {queue_id} at offset {at} failed: {e}") from e
+            out += read.messages
+            if read.next_offset <= at:  # a hole no segment covers: Redis from there
+                break
+            at = read.next_offset
+        return out, at
+
+    @operation
+    def delete_tier_files(self, topic: str) -> Op[str | None]:
+        """Delete every file the tier holds of ``topic`` (its folder: segments, orphans, uploads in
+        progress); returns the folder's URL-free path, or None without a tier. For a topic already
+        deleted from Redis: no manifest lists those files any more, and nothing else would remove them
+        (the sweep walks the topics that exist).
+
+        Raises:
+            MQBrokerError: the tier refused (the files stay; nothing else changed).
+        """
+        reader = yield from self._tier_reader()
+        if reader is None:
+            return None
+        location = reader.location
+        folder: str = location.topic_dir(self.keys.namespace, topic)
+
+        def delete() -> None:
+            location.fs.delete_dir_contents(folder, missing_dir_ok=True)
+            with contextlib.suppress(FileNotFoundError):  # an object store has no folders; a disk had none for this topic
+                location.fs.delete_dir(folder)
+
+        try:
+            yield Blocking(delete)
+        except Exception as e:  # pyarrow's OSError subclasses and ArrowException
+            raise MQBrokerError(f"the tier's files of topic {topic!r} under {folder} could not be removed: {e}") from e
+        return folder  # cached footers and row groups are keyed by file names no upload reuses
 
     def search_tier(self, topic: str, found: dict[int, int], timestamp_ms: int) -> Op[dict[int, int]]:
         """Correct Redis's answers to "the first offset stored at or after ``timestamp_ms``" where the

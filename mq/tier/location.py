@@ -44,9 +44,13 @@ class TierLocation:
     fs: Any
     root: str
 
+    def topic_dir(self, namespace: str, topic: str) -> str:
+        """The folder of one topic's queues."""
+        return f"{self.root}/{namespace}/{topic}"
+
     def queue_dir(self, namespace: str, topic: str, queue_id: int) -> str:
         """The folder of one queue's segments."""
-        return f"{self.root}/{namespace}/{topic}/{queue_id}"
+        return f"{self.topic_dir(namespace, topic)}/{queue_id}"
 
     def path(self, namespace: str, topic: str, queue_id: int, name: str) -> str:
         """The path of segment file ``name`` of a queue."""

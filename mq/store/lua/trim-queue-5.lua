@@ -26,6 +26,7 @@
   Returns {removed, more, group1, expired1, group2, expired2, ...}: more is 1 when the chunk was full
   and older entries may remain; each group that lost messages in this call, with how many.
 ]]
+--@include expired
 local limit = tonumber(ARGV[2])
 local cutoff = tonumber(ARGV[1])
 local bound = tonumber(ARGV[4] or '')
@@ -69,16 +70,8 @@ for j = 1, #committed, 2 do
     lost_counts[#lost_counts + 1] = removed - lo + 1
   end
 end
-local totals = {}
-if #lost_groups > 0 then
-  local before = redis.call('HMGET', KEYS[5], unpack(lost_groups))
-  for i, n in ipairs(lost_counts) do
-    local so_far = tonumber(before[i] or '0')
-    if so_far == nil then return redis.error_reply('expired count of group ' .. lost_groups[i] .. ' is not a number') end
-    totals[#totals + 1] = lost_groups[i]
-    totals[#totals + 1] = so_far + n
-  end
-end
+local totals, bad = expired_totals(KEYS[5], lost_groups, lost_counts)
+if totals == nil then return bad end
 for i = 1, #ids, 500 do redis.call('HDEL', KEYS[2], unpack(ids, i, math.min(i + 499, #ids))) end
 for i = 1, #members, 500 do redis.call('ZREM', KEYS[3], unpack(members, i, math.min(i + 499, #members))) end
 redis.call('XTRIM', KEYS[1], 'MINID', '0-' .. (last_offset + 2))

@@ -9,20 +9,26 @@
   handed out only after the previous one is acked (or dead-lettered). Messages whose invisible time
   passed are handed out again (attempt + 1, lowest offset first) before any new message.
 
-  KEYS and ARGV as receive-simple-5.lua (the same keys: acks go through ack-simple-2.lua):
+  KEYS and ARGV as receive-simple-6.lua (the same keys: acks go through ack-simple-2.lua):
   KEYS[1] queue meta hash, KEYS[2] queue log stream, KEYS[3] queue offsets hash (group -> cursor),
-  KEYS[4] group's invisible zset for this queue, KEYS[5] group's attempts hash for this queue
+  KEYS[4] group's invisible zset for this queue, KEYS[5] group's attempts hash for this queue,
+  KEYS[6] queue's tier manifest zset (empty without a tier)
   ARGV[1] group, ARGV[2] now (ms), ARGV[3] invisible duration (ms), ARGV[4] most messages,
   ARGV[5] most delivery attempts, ARGV[6]/ARGV[7] filter type and data, ARGV[8] most entries to scan
 
   The message group is the system property __SHARDINGKEY (field "s", a JSON object); a message
   without one is a group of its own.
 
-  Returns a list of {kind, offset, attempt, visible_at, fields} like receive-simple.
+  Returns a list of {kind, offset, attempt, visible_at, fields} like receive-simple, with its tier
+  answers too (D94): a message handed out again whose entry is only in the tier has fields nil; a
+  cursor below the log's first offset that the tier holds is answered {"t", cursor, 0, 0, nil} with
+  nothing handed out (the caller reads the tier, keeps one message a group, and claims with
+  claim-tiered).
 
   Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 --@include filter
+--@include tier
 local now, invisible, want = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_attempts = tonumber(ARGV[5])
 local out = {}
@@ -42,15 +48,22 @@ if #expired > 0 then
     local raw = tostring(offset)
     local e = redis.call('XRANGE', KEYS[2], '0-' .. (offset + 1), '0-' .. (offset + 1))
     local attempt = redis.call('HINCRBY', KEYS[5], raw, 1)
-    if #e == 0 then
+    local fields = nil
+    if #e > 0 then
+      fields = e[1][2]
+    else
+      local lo, hi = tier_range(KEYS[6])
+      if offset >= lo and offset < hi then fields = false end  -- in the tier: the caller reads it there
+    end
+    if fields == nil then
       redis.call('ZREM', KEYS[4], raw)
       redis.call('HDEL', KEYS[5], raw)
     else
       redis.call('ZADD', KEYS[4], visible_at, raw)
       if attempt > max_attempts then
-        out[#out + 1] = {'d', offset, attempt - 1, visible_at, e[1][2]}
+        out[#out + 1] = {'d', offset, attempt - 1, visible_at, fields}
       else
-        out[#out + 1] = {'m', offset, attempt, visible_at, e[1][2]}
+        out[#out + 1] = {'m', offset, attempt, visible_at, fields}
       end
     end
   end
@@ -75,6 +88,13 @@ local max_offset = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 local cursor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or max_offset)
 local scan = tonumber(ARGV[8])
 if cursor < max_offset then
+  local in_tier
+  cursor, in_tier = tier_cursor(KEYS[2], KEYS[6], cursor, max_offset)
+  if in_tier then
+    redis.call('HSET', KEYS[3], ARGV[1], cursor)
+    out[#out + 1] = {'t', cursor, 0, 0, false}
+    return out
+  end
   local entries = redis.call('XRANGE', KEYS[2], '0-' .. (cursor + 1), '+', 'COUNT', scan)
   local taken, stopped = {}, false
   for _, e in ipairs(entries) do

@@ -11,6 +11,7 @@
   KEYS[3] queue offsets hash (group -> cursor: the next offset never handed out)
   KEYS[4] group's invisible zset for this queue (offset -> visible again at, ms)
   KEYS[5] group's attempts hash for this queue (offset -> deliveries so far)
+  KEYS[6] queue's tier manifest zset (segment JSON -> start offset; empty without a tier)
 
   ARGV[1] group
   ARGV[2] now, epoch ms
@@ -24,9 +25,18 @@
   "d" (dead: attempts exhausted). A dead message stays invisible like any other until the caller
   has stored it in the DLQ and acked it, so a crash in between cannot lose it.
 
+  Tiered storage: Redis holds a queue's messages from its log's first offset; the tier holds those
+  below, up to the manifest's end. A message handed out again whose entry left Redis for the tier
+  comes back with fields nil (the caller reads it from the tier). A cursor below the log's first
+  offset where the tier holds it ends the list with {"t", cursor, 0, 0, nil} and moves nothing: the
+  caller reads the tier from there and hands the messages out with claim-tiered (which checks the
+  cursor did not move meanwhile). A cursor below the tier's start (the tier's retention removed
+  those) moves up to it first.
+
   Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 --@include filter
+--@include tier
 local now, invisible, want = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_attempts = tonumber(ARGV[5])
 local out, found = {}, 0
@@ -44,6 +54,10 @@ for _, raw in ipairs(expired) do
   local offset = tonumber(raw)
   local fields = entry_at(offset)
   local attempt = redis.call('HINCRBY', KEYS[5], raw, 1)
+  if fields == nil then
+    local lo, hi = tier_range(KEYS[6])
+    if offset >= lo and offset < hi then fields = false end  -- in the tier: the caller reads it there
+  end
   if fields == nil then
     redis.call('ZREM', KEYS[4], raw)
     redis.call('HDEL', KEYS[5], raw)
@@ -63,6 +77,13 @@ local max_offset = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 local cursor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or max_offset)
 local scan = tonumber(ARGV[8])
 if found < want and cursor < max_offset then
+  local in_tier
+  cursor, in_tier = tier_cursor(KEYS[2], KEYS[6], cursor, max_offset)
+  if in_tier then
+    redis.call('HSET', KEYS[3], ARGV[1], cursor)
+    out[#out + 1] = {'t', cursor, 0, 0, false}
+    return out
+  end
   local entries = redis.call('XRANGE', KEYS[2], '0-' .. (cursor + 1), '+', 'COUNT', scan)
   for _, e in ipairs(entries) do
     local offset = tonumber(string.match(e[1], '-(%d+)$')) - 1
