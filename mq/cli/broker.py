@@ -127,6 +127,7 @@ def _broker(args: argparse.Namespace) -> int:
                     health_timeout_s=service.config.health_timeout_s,
                     addr=args.metrics_addr,
                     tier=service.tier,
+                    watch=service.store_watch,
                 )
             )
             print(f"metrics on http://{args.metrics_addr}:{args.metrics_port}/metrics", flush=True)

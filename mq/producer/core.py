@@ -18,7 +18,15 @@ from typing import Any, Literal
 
 from mq import metrics
 from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory, is_unreachable
-from mq.errors import MQBrokerError, MQClientError, MQError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
+from mq.errors import (
+    MQBrokerError,
+    MQClientError,
+    MQError,
+    QueueNotWritableError,
+    ReplicaAckTimeout,
+    StoreEvictedError,
+    TopicNotFoundError,
+)
 from mq.message import Message, SendResult, SendStatus
 from mq.msgid import new_msg_id
 from mq.producer.fault import LatencyFaultTolerance
@@ -275,6 +283,9 @@ class SendCore:
                 self.record(self._node(route, mq), started, isolation=True)
                 log.warning("send of %s to %s: %s", request.msg_id, mq, e)
                 return mq, -1 if request.due_ms is not None else int(e.result[0]), False
+            except StoreEvictedError:  # another queue would only hide it: the operator must act (issue 29)
+                self.routes.invalidate(topic)
+                raise
             except (QueueNotWritableError, TopicNotFoundError) as e:
                 self.routes.invalidate(topic)  # the topic changed under us: re-read it and go on
                 if fixed is not None:

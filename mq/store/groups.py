@@ -15,7 +15,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from mq.errors import MQBrokerError, ReplicaAckTimeout
+from mq.errors import MQBrokerError, ReplicaAckTimeout, StoreEvictedError, evicted_message
 from mq.keys import offset_of, stream_id
 from mq.message import MessageExt
 from mq.queue import MessageQueue
@@ -454,7 +454,7 @@ class GroupOps(StoreBase):
         for p, reply in zip(pulls, replies):
             entries = next(read_replies) if p.read_after else None
             if isinstance(reply, MQBrokerError):
-                out.append(reply)
+                out.append(_evicted(p, reply) if EVICTED_REPLY in str(reply) else reply)
             elif isinstance(entries, MQBrokerError):
                 out.append(entries)
             elif entries is not None:
@@ -585,3 +585,16 @@ def _text(raw: Any) -> str:
 def parse_json_object(raw: str) -> dict[str, Any]:
     """A stored JSON object (an empty dict for "")."""
     return dict(json.loads(raw)) if raw else {}
+
+
+#: The error ``pull-messages`` raises for a queue whose meta Redis evicted (see pull-messages-4.lua).
+EVICTED_REPLY = "EVICTED the queue meta is gone"
+
+
+def _evicted(pull: PullRequest, reply: MQBrokerError) -> StoreEvictedError:
+    """``pull-messages``' eviction error for ``pull``'s queue, saying what to do."""
+    error = StoreEvictedError(
+        evicted_message(f"queue {pull.queue_id} of topic {pull.topic!r} has stored messages but no meta", pull.topic)
+    )
+    error.__cause__ = reply
+    return error
