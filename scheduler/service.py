@@ -177,7 +177,7 @@ class BrokerService:
         from mq.doctor import check, log_findings
 
         try:
-            log_findings(check(self._conn.url, self._conn.namespace), log, self._conn.url)
+            log_findings(check(self._conn.url, self._conn.namespace, keys=False), log, self._conn.url)
         except Exception as e:  # a check never keeps the service from starting
             log.warning("store checks could not run: %s", e)
 
