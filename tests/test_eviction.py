@@ -27,6 +27,7 @@ from mq import (
     SimpleConsumer,
     StoreEvictedError,
     TopicNotFoundError,
+    aio,
 )
 from mq.cli.main import main
 from mq.connection import Connection
@@ -83,6 +84,24 @@ def test_a_send_to_a_queue_whose_meta_was_evicted_says_what_to_do(backend_url: s
         with pytest.raises(StoreEvictedError, match=EVICTED):
             for i in range(8):
                 producer.send(Message("E", b"y%d" % i))
+        futures = [producer.send_async(Message("E", b"z%d" % i)) for i in range(8)]  # pipelined sends as well
+        errors = [f.exception(timeout=30) for f in futures]
+        assert [type(e) for e in errors].count(StoreEvictedError) == 2, errors  # queue 2's, not resent elsewhere
+        assert all(e is None or EVICTED in str(e) for e in errors)
+
+
+@pytest.mark.anyio
+async def test_asyncio_admin_recovers_and_asyncio_producer_says_what_to_do(redis_server: RedisServer, namespace: str) -> None:
+    url = redis_server.url
+    _fill(url, namespace, "A", queues=2, messages=4)
+    raw_client(url).hdel(Keys(namespace).topics, "A")
+    async with aio.Producer("pg", url, namespace=namespace) as producer:
+        with pytest.raises(StoreEvictedError, match=EVICTED):
+            await producer.send(Message("A", b"x"))
+    async with aio.Admin(url, namespace) as admin:
+        (done,) = await admin.recover_topics()
+        assert (done.topic, done.config_rebuilt) == ("A", True)
+        assert (await admin.topic_config("A")).write_queues == 2
 
 
 def test_a_send_to_a_topic_whose_config_was_evicted_says_what_to_do(backend_url: str, namespace: str) -> None:

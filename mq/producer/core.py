@@ -455,7 +455,8 @@ def outcomes(calls: Sequence[PutCall], results: Sequence[Any]) -> Iterator[tuple
     :meth:`SendCore.send` (a store failure of a send someone waits for; oneway sends are not retried)."""
     for (mq, requests), result in zip(calls, results):  # one result a put call: looked at once
         if isinstance(result, Exception) and not isinstance(result, ReplicaAckTimeout):
-            retried = isinstance(result, MQBrokerError)
+            # evicted keys are the operator's to fix: another queue would hide them (as the sync path)
+            retried = isinstance(result, MQBrokerError) and not isinstance(result, StoreEvictedError)
             for r in requests:
                 yield r, None if retried and not r.oneway else result
             continue
