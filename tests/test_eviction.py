@@ -126,15 +126,26 @@ def test_consumers_of_evicted_keys_say_what_to_do(backend_url: str, namespace: s
     raw.delete(Keys(namespace).queue("C", 1).meta)
     conn = Connection(backend_url, namespace)
     try:
-        (result,) = Store(conn).pull_many([PullRequest("C", 1, offset=5, max_messages=4, max_scan=4, group="g", commit=5)])
+        store = Store(conn)
+        (result,) = store.pull_many([PullRequest("C", 1, offset=5, max_messages=4, max_scan=4, group="g", commit=5)])
+        for fifo in (False, True):  # a simple consumer's receive: was read as empty, a new group's cursor set to 0
+            with pytest.raises(StoreEvictedError, match=EVICTED):
+                store.receive_simple(
+                    "sg", MessageQueue("C", "broker-a", 1), now_ms=int(time.time() * 1000), invisible_ms=30_000,
+                    max_messages=4, max_attempts=16, filter_type="", filter_data="", max_scan=16, fifo=fifo,
+                )  # fmt: skip
     finally:
         conn.close()
     assert isinstance(result, StoreEvictedError) and EVICTED in str(result)
-    assert raw.hget(Keys(namespace).queue("C", 1).offsets, "g") is None  # nothing committed
+    assert raw.hgetall(Keys(namespace).queue("C", 1).offsets) == {}  # nothing committed, no cursor set
 
     raw.hdel(Keys(namespace).topics, "C")
-    with pytest.raises(StoreEvictedError, match=EVICTED):
-        SimpleConsumer("sg", backend_url, namespace=namespace, subscriptions={"C": "*"}).start()
+    simple = SimpleConsumer("sg", backend_url, namespace=namespace, subscriptions={"C": "*"})
+    try:
+        with pytest.raises(StoreEvictedError, match=EVICTED):
+            simple.start()
+    finally:
+        simple.shutdown()
     consumer = PullConsumer("pcg", backend_url, namespace=namespace)
     consumer.subscribe("C", "*")
     with caplog.at_level(logging.INFO, logger="mq"), consumer:

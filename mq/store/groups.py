@@ -454,7 +454,7 @@ class GroupOps(StoreBase):
         for p, reply in zip(pulls, replies):
             entries = next(read_replies) if p.read_after else None
             if isinstance(reply, MQBrokerError):
-                out.append(_evicted(p, reply) if EVICTED_REPLY in str(reply) else reply)
+                out.append(_evicted(p.topic, p.queue_id, reply) if EVICTED_REPLY in str(reply) else reply)
             elif isinstance(entries, MQBrokerError):
                 out.append(entries)
             elif entries is not None:
@@ -560,7 +560,12 @@ class GroupOps(StoreBase):
             filter_data,
             int(max_scan),
         ]
-        reply = yield from self._script("receive-fifo" if fifo else "receive-simple", keys, argv, f"receiving from {queue}")
+        try:
+            reply = yield from self._script("receive-fifo" if fifo else "receive-simple", keys, argv, f"receiving from {queue}")
+        except MQBrokerError as e:
+            if EVICTED_REPLY in str(e):
+                raise _evicted(queue.topic, queue.queue_id, e) from e
+            raise
         out = []
         for kind, offset, attempt, visible_at, fields in reply:
             decoded = codec.decode_entries(queue.topic, queue.queue_id, [(stream_id(int(offset)).encode(), fields)])
@@ -587,14 +592,12 @@ def parse_json_object(raw: str) -> dict[str, Any]:
     return dict(json.loads(raw)) if raw else {}
 
 
-#: The error ``pull-messages`` raises for a queue whose meta Redis evicted (see pull-messages-4.lua).
+#: The error the read scripts raise for a queue whose meta Redis evicted (see lua/includes/evicted.lua).
 EVICTED_REPLY = "EVICTED the queue meta is gone"
 
 
-def _evicted(pull: PullRequest, reply: MQBrokerError) -> StoreEvictedError:
-    """``pull-messages``' eviction error for ``pull``'s queue, saying what to do."""
-    error = StoreEvictedError(
-        evicted_message(f"queue {pull.queue_id} of topic {pull.topic!r} has stored messages but no meta", pull.topic)
-    )
+def _evicted(topic: str, queue_id: int, reply: MQBrokerError) -> StoreEvictedError:
+    """The read scripts' eviction error for queue ``queue_id`` of ``topic``, saying what to do."""
+    error = StoreEvictedError(evicted_message(f"queue {queue_id} of topic {topic!r} has stored messages but no meta", topic))
     error.__cause__ = reply
     return error

@@ -34,15 +34,11 @@
   Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 --@include filter
+--@include evicted
 local guard, client = ARGV[9], ARGV[10]
 local offset = tonumber(ARGV[1])
 local seq = redis.call('HGET', KEYS[1], 'seq')
--- no seq: a queue never written to, or one whose meta Redis evicted while its log stayed (the log
--- exists only once seq was set): then refuse before anything moves, as reading it as empty would
--- move the consumer back to offset 0. One EXISTS, only on queues without a seq.
-if not seq and redis.call('EXISTS', KEYS[2]) == 1 then
-  return redis.error_reply('EVICTED the queue meta is gone while its log is stored')
-end
+if meta_evicted(seq) then return redis.error_reply(EVICTED) end
 local max_offset = tonumber(seq or '0')
 if guard == 'owner' then
   if redis.call('HGET', KEYS[4], ARGV[7]) ~= client then return {offset, max_offset, 0} end
