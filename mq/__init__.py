@@ -36,6 +36,7 @@ from mq.errors import (
     MQClientError,
     MQError,
     QueueNotWritableError,
+    StoreEvictedError,
     TopicNotFoundError,
 )
 from mq.filter import ExpressionType, MessageSelector
@@ -98,6 +99,7 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SimpleConsumer",
+    "StoreEvictedError",
     "TierStats",
     "TopicConfig",
     "TopicNotFoundError",

@@ -24,6 +24,7 @@ from mq.msgid import msgid_time_ms
 from mq.properties import DLQ_LETTER, DLQ_REASON, ORIGIN_MESSAGE_ID, RESENT, RETRY_TOPIC
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.rates import STATS_HISTORY_S, Rates, rates_over
+from mq.recovery import RecoveredTopic, rebuilt_config, restored
 from mq.store import Store, codec
 from mq.store.ops import Op, SyncRunner, operation
 from mq.store.store import StoreOps, decode_half
@@ -138,6 +139,50 @@ class AdminOps:
             yield from StoreOps.delete_tier_files.op(self._store, topic)
         except MQBrokerError as e:
             raise MQBrokerError(f"topic {topic!r} was deleted, but not its tier files (remove them by hand): {e}") from e
+
+    @operation
+    def recover_topics(self, topics: Iterable[str] | None = None) -> Op[list[RecoveredTopic]]:
+        """Rebuild what Redis evicted (``maxmemory-policy`` other than ``noeviction``) from what the
+        queue streams still hold: a missing topic config is made from the stored queue ids
+        (:func:`mq.recovery.rebuilt_config`), and every queue's seq (next offset) is raised to what its
+        log's last entry id and its groups' offsets show, never lowered (no new send reuses an
+        offset). Existing configs are kept as they are. Safe to run again, and while clients run.
+
+        Scans the whole namespace (every master of a cluster); set ``maxmemory-policy noeviction``
+        first, or Redis may evict again. A group offset Redis evicted cannot be rebuilt: such a group
+        starts where its ``consume_from_where`` says (``mq group reset-offset`` moves it back).
+
+        Args:
+            topics: the topics to recover (default: every topic the namespace stores a queue of).
+
+        Returns:
+            What was done, one :class:`~mq.recovery.RecoveredTopic` per topic looked at.
+
+        Raises:
+            TopicNotFoundError: a topic named in ``topics`` has neither a config nor a stored queue.
+        """
+        present = yield from StoreOps.queue_keys_present.op(self._store)
+        spans = yield from StoreOps.topic_spans.op(self._store)
+        names = sorted(present) if topics is None else [check_topic(t) for t in topics]
+        out: list[RecoveredTopic] = []
+        for name in names:
+            queues = present.get(name, {})
+            if name in spans:
+                config, span = spans[name]
+            elif queues:
+                config, span = rebuilt_config(name, queues), 0
+            else:
+                raise TopicNotFoundError(f"topic {name!r} has no config and no stored queue: nothing to recover")
+            span = max(span, config.queue_count, max(queues, default=-1) + 1)
+            results = yield from StoreOps.restore_queues.op(self._store, config, span)
+            if name not in spans:  # HSETNX: a config someone created meanwhile is kept
+                yield from StoreOps.save_topic.op(self._store, config, create_only=True)
+            done = RecoveredTopic(name, name not in spans, restored(results))
+            restored_ids = list(done.queues_restored)
+            if done.config_rebuilt or done.queues_restored:
+                log.warning("recovered topic %r: config rebuilt %s, queues restored %s", name, done.config_rebuilt, restored_ids)
+            out.append(done)
+        return out
 
     @operation
     def topics(self) -> Op[list[TopicConfig]]:

@@ -9,7 +9,9 @@ Checks, on the master (each cluster primary):
 - cluster: state and slot coverage → FAIL unless ok and all 16384 slots served; masters without replica;
 - the server (Redis or Valkey) and its version, and what ``sync_replicas`` and ``sync_flush`` use on it
   (``WAIT``; ``WAITAOF`` from Redis 7.2);
-- the ACL user's missing commands (``ACL DRYRUN``) against the ``client`` role of :mod:`mq.security`.
+- the ACL user's missing commands (``ACL DRYRUN``) against the ``client`` role of :mod:`mq.security`;
+- the namespace's keys: queue streams whose topic config or queue meta Redis evicted, group offsets
+  of topics without a config → FAIL, with ``mq topic recover`` to rebuild them (:mod:`mq.recovery`).
 
 A fact the user may not read (``CONFIG`` refused, as on managed services and least-privilege users)
 is reported as "unknown" with WARN, never a crash. The broker service runs the same checks at start
@@ -224,8 +226,38 @@ def _tier(conn: Connection) -> list[Finding]:
     return [Finding(OK, "tier", f"{url}: reachable and writable")]
 
 
-def check(url: str | None, namespace: str = "mq", *, acl_user: str | None = None) -> list[Finding]:
+#: Most evicted topics :func:`_evicted` names one by one (then a count of the rest).
+MAX_EVICTED_LINES = 20
+
+
+def _evicted(conn: Connection) -> list[Finding]:
+    """Bookkeeping Redis evicted from the namespace (see :mod:`mq.recovery`): queue streams without a
+    topic config or a queue meta, group offsets of topics without a config. Scans the namespace's keys."""
+    from mq.recovery import find_evicted, needs_seq
+    from mq.store import Store
+
+    store = Store(conn)
+    try:
+        present = store.queue_keys_present()
+        spans = store.topic_spans()
+        wanted = needs_seq(present, spans)
+        seqs = dict(zip(wanted, store.queue_seqs(wanted)))
+    except MQError as e:
+        return [Finding(WARN, "evicted keys", f"unknown ({e})")]
+    found = find_evicted(spans, present, seqs)
+    if not found:
+        return [Finding(OK, "evicted keys", "none: every stored queue has its topic config and queue meta")]
+    out = [Finding(FAIL, "evicted keys", f"Redis evicted rocketredis's keys: {e}") for e in found[:MAX_EVICTED_LINES]]
+    if len(found) > MAX_EVICTED_LINES:
+        out.append(Finding(FAIL, "evicted keys", f"and {len(found) - MAX_EVICTED_LINES} more topics; run `mq topic recover`"))
+    return out
+
+
+def check(url: str | None, namespace: str = "mq", *, acl_user: str | None = None, keys: bool = True) -> list[Finding]:
     """Run every check on the store at ``url``; one :class:`Finding` each.
+
+    ``keys``: also look for evicted bookkeeping (a ``SCAN`` of the namespace, admin role); the broker
+    service's start-up check and ``mq broker --check`` (a health probe) leave it out.
 
     Raises:
         MQBrokerError: the store cannot be reached at all (one FAIL line would hide nothing more).
@@ -259,6 +291,8 @@ def check(url: str | None, namespace: str = "mq", *, acl_user: str | None = None
             except REDIS_ERRORS as e:
                 out.append(Finding(WARN, "acl", f"unknown ({e})"))
             out += _tier(conn)
+            if keys:
+                out += _evicted(conn)
         return out
     finally:
         conn.close()

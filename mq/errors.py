@@ -10,6 +10,7 @@ Every error the library raises on purpose derives from :class:`MQError`::
     │   ├── QueueNotWritableError  the queue takes no new messages (write_queues shrank)
     │   └── FilterExpressionError  a TAG or SQL92 expression is malformed (has ``position``)
     ├── MQBrokerError            the store failed or cannot be reached: retrying later may help
+    │   └── StoreEvictedError    Redis evicted rocketredis's bookkeeping keys (maxmemory-policy)
     └── ReplicaAckTimeout        stored on the master, not confirmed by enough replicas in time
 
 Redis exceptions are translated where they enter the library (``raise MQBrokerError(...) from e``),
@@ -57,6 +58,21 @@ class FilterExpressionError(MQClientError):
 
 class MQBrokerError(MQError):
     """The store (Redis) failed, refused the command, or could not be reached in time."""
+
+
+class StoreEvictedError(MQBrokerError):
+    """Redis evicted keys rocketredis keeps its bookkeeping in (a topic's config, a queue's meta) while
+    the messages are still stored: ``maxmemory-policy`` is not ``noeviction``. Retrying does not help:
+    set the policy, then rebuild what was evicted with ``mq topic recover`` (``Admin.recover_topics``)."""
+
+
+def evicted_message(what: str, topic: str) -> str:
+    """The text of :class:`StoreEvictedError`: what to do first, then what is missing."""
+    return (
+        "Redis evicted rocketredis's keys: set maxmemory-policy noeviction (CONFIG SET and redis.conf), "
+        f"then run `mq topic recover {topic}` (Admin.recover_topics) to rebuild the topic config and queue "
+        f"metas from the stored messages ({what}; see docs/operations.md, Eviction)"
+    )
 
 
 class QueueNotWritableError(MQClientError):

@@ -158,6 +158,10 @@ class QueueKeys:
         """The keys of ``trim-queue``: the log, its indexes, the groups' offsets and expired counts."""
         return [self.log, self.ids, self.keys, self.offsets, self.expired]
 
+    def restore(self) -> list[str]:
+        """The keys of ``restore-queue``: the meta, the log and the groups' offsets."""
+        return [self.meta, self.log, self.offsets]
+
     def read(self) -> list[str]:
         """The keys of the read-side scripts (``queue-stats``, ``search-offset``, ``pull-messages``)."""
         return [self.meta, self.log]
@@ -214,6 +218,19 @@ class Keys:
             timerdead=f"{tag}:timerdead",
         )
 
+    def parse_queue_key(self, key: str) -> tuple[str, int, str] | None:
+        """``(topic, queue_id, kind)`` of a queue's meta (``kind`` ``"q"``), log (``"log"``) or offsets
+        (``"offsets"``) key of this namespace, else None (any other key, of this or another namespace).
+        Topic names hold no ``:`` and no braces (mq.validation), so the tag splits at its last ``:``."""
+        prefix = f"{{{self.namespace}:"
+        tag, sep, kind = key.rpartition("}:")
+        if not sep or kind not in QUEUE_KEY_KINDS or not tag.startswith(prefix):
+            return None
+        topic, _, qid = tag[len(prefix) :].rpartition(":")
+        if not topic or ":" in topic or not qid.isdigit():
+            return None
+        return topic, int(qid), kind
+
     def dlq_resent(self, group: str) -> str:
         """The set of dead-letter msg ids of ``group`` already resent (in the DLQ queue's slot)."""
         return f"{{{self.namespace}:%DLQ%{group}:0}}:resent"
@@ -233,6 +250,10 @@ class Keys:
             config=f"{tag}:config",
             resets=f"{tag}:resets",
         )
+
+
+#: The per-queue keys :meth:`Keys.parse_queue_key` recognises: what eviction checks and recovery read.
+QUEUE_KEY_KINDS = ("q", "log", "offsets")
 
 
 def stream_id(offset: int) -> str:

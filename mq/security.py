@@ -36,11 +36,13 @@ SCRIPT_COMMANDS = (
     "hincrby",
     "hmget",
     "hset",
+    "hvals",
     "set",
     "time",
     "type",
     "xadd",
     "xdel",
+    "xinfo",  # XINFO STREAM: a queue's last entry id where its seq is missing (new or evicted meta)
     "xrange",
     "xrevrange",
     "xtrim",

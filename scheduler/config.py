@@ -32,6 +32,8 @@ class BrokerConfig:
         health_timeout_s: a service silent this long counts as down (``mq broker --check``).
         cleanup_interval_s: how often dead clients are removed from group registries.
         stats_interval_s: how often the stats snapshot for ``Admin.broker_stats`` is taken.
+        store_check_interval_s: how often each master's ``maxmemory-policy``, memory use and evicted
+            keys are read (an ERROR is logged, once, when a policy lets Redis evict rocketredis's keys).
         sync_replicas: replicas that must confirm the service's own message writes (timer delivery, the
             end of a transaction) [RocketMQ ``SYNC_MASTER`` when ≥ 1]; a write they do not confirm in
             time is kept on the master and logged.
@@ -73,6 +75,7 @@ class BrokerConfig:
     health_timeout_s: float = 10.0
     cleanup_interval_s: float = 10.0
     stats_interval_s: float = 10.0
+    store_check_interval_s: float = 30.0
     sync_replicas: int | Literal["all"] = 0
     sync_replicas_timeout_ms: int = 1000
     sync_flush: bool = False
@@ -101,6 +104,7 @@ class BrokerConfig:
             "health_timeout_s",
             "cleanup_interval_s",
             "stats_interval_s",
+            "store_check_interval_s",
             "tier_interval_s",
             "tier_segment_age_s",
             "tier_lease_s",

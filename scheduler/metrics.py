@@ -13,6 +13,15 @@ value and a restart neither loses nor repeats any of it):
 - ``rocketredis_half_backlog``: transaction half messages waiting for commit, rollback or check-back;
 - ``rocketredis_brokers_healthy``: broker services that reported within the health timeout.
 
+With the broker service's store check (``watch``, its :class:`~scheduler.storewatch.StoreWatch`), as of
+its last run (every ``store_check_interval_s``), per master (label ``node``, ``host:port``):
+
+- ``rocketredis_store_misconfigured{node}``: 1 while the master's ``maxmemory-policy`` lets Redis evict
+  keys (anything but ``noeviction``), else 0; no series while the policy cannot be read;
+- ``rocketredis_store_memory_used_ratio{node}``: ``used_memory / maxmemory`` (no series without a limit);
+- ``rocketredis_store_evicted_keys_total{node}`` (counter, Redis's own ``evicted_keys``: reset by a
+  restart of that server): keys the master evicted.
+
 With a tier (the broker service's uploader passed as ``tier``):
 
 - ``rocketredis_tier_lag_messages{topic,queue}``: messages not in the tier yet (upload lag);
@@ -38,6 +47,7 @@ from mq.connection import Connection
 from mq.errors import MQError
 from mq.store import Store
 from scheduler.stats import read_figures
+from scheduler.storewatch import StoreWatch
 from scheduler.tier import TierUploader
 
 log = logging.getLogger("scheduler.metrics")
@@ -46,12 +56,17 @@ log = logging.getLogger("scheduler.metrics")
 class StoreCollector(Collector):
     """Reads the namespace's figures when Prometheus scrapes."""
 
-    def __init__(self, store: Store, health_timeout_s: float, tier: TierUploader | None = None) -> None:
+    def __init__(
+        self, store: Store, health_timeout_s: float, tier: TierUploader | None = None, watch: StoreWatch | None = None
+    ) -> None:
         self._store = store
         self._health_timeout_s = health_timeout_s
         self._tier = tier
+        self._watch = watch
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        if self._watch is not None:  # no store read: the service's last check (shown also when Redis is down)
+            yield from _store_series(self._watch)
         try:
             yield from self._collect()
         except MQError as e:  # a scrape during a Redis outage shows no series, not an exception
@@ -117,6 +132,28 @@ class StoreCollector(Collector):
         yield CounterMetricFamily("rocketredis_tier_uploaded_segments", "Segments uploaded to the tier", value=counters.segments)
 
 
+def _store_series(watch: StoreWatch) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The store check's series (see the module docstring), from ``watch``'s last readings."""
+    readings = list(watch.readings.values())
+    bad = GaugeMetricFamily(
+        "rocketredis_store_misconfigured",
+        "1 while the master's maxmemory-policy lets Redis evict rocketredis's keys (not noeviction)",
+        labels=["node"],
+    )
+    ratio = GaugeMetricFamily("rocketredis_store_memory_used_ratio", "used_memory / maxmemory of the master", labels=["node"])
+    evicted = CounterMetricFamily("rocketredis_store_evicted_keys", "Keys the master evicted since it started", labels=["node"])
+    for r in readings:
+        if r.policy is not None:
+            bad.add_metric([r.node], 1 if r.misconfigured else 0)
+        if r.used_ratio is not None:
+            ratio.add_metric([r.node], r.used_ratio)
+        if r.evicted_keys is not None:
+            evicted.add_metric([r.node], r.evicted_keys)
+    yield bad
+    yield ratio
+    yield evicted
+
+
 class MetricsServer:
     """The HTTP server :func:`serve_metrics` started: ``registry`` is what it serves; :meth:`close`
     stops the server and closes its store connection (also on leaving a ``with`` block)."""
@@ -147,13 +184,15 @@ def serve_metrics(
     health_timeout_s: float = 10.0,
     addr: str = "127.0.0.1",
     tier: TierUploader | None = None,
+    watch: StoreWatch | None = None,
 ) -> MetricsServer:
     """Serve the namespace's metrics on ``http://addr:port/metrics`` (with the tier's series when
-    ``tier``, the broker service's uploader, is given) until the returned server is closed (before,
+    ``tier``, the broker service's uploader, is given, and the store check's when ``watch``, its
+    :class:`~scheduler.storewatch.StoreWatch`, is) until the returned server is closed (before,
     the server and its store connection lived until the process ended: a caller that was done with
     them could not let them go)."""
     registry = CollectorRegistry()
     store = Store(Connection(url, namespace))
-    registry.register(StoreCollector(store, health_timeout_s, tier))
+    registry.register(StoreCollector(store, health_timeout_s, tier, watch))
     httpd, thread = start_http_server(port, addr=addr, registry=registry)
     return MetricsServer(registry, store, httpd, thread)

@@ -11,7 +11,9 @@ Jobs (each ``coalesce=True``, ``max_instances=1``):
 - a stats snapshot for ``Admin.broker_stats`` (topic totals, lag, DLQ sizes, backlogs);
 - with ``tier_url``: the tier uploader (segments, then hot retention in place of retention) and its
   sweep (unrecorded files, segments past ``file_reserved_time_h``), see :mod:`scheduler.tier`;
-- a health beat read by ``mq broker --check``.
+- a health beat read by ``mq broker --check``;
+- the store check every ``store_check_interval_s``: each master's ``maxmemory-policy``, memory use
+  and evictions, logged once per change (see :mod:`scheduler.storewatch`) and shown as metrics.
 
 Several services may run against one namespace: delivery is one atomic script per queue, retention
 and clean-up are idempotent, so replicas add availability and never deliver twice.
@@ -32,7 +34,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from mq.connection import Connection, mask_url
+from mq.connection import Connection, mask_url, translate_errors
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
 from mq.errors import MQError
 from mq.producer.producer import sync_socket_timeout_s
@@ -42,6 +44,7 @@ from mq.store.tier import TIER_URL_SETTING
 from scheduler.config import BrokerConfig
 from scheduler.retention import apply_retention
 from scheduler.stats import read_figures, save_snapshot
+from scheduler.storewatch import NodeReading, StoreWatch
 from scheduler.tier import TierUploader
 from scheduler.timers import TimerDelivery
 from scheduler.transactions import TransactionChecker
@@ -75,6 +78,8 @@ class BrokerService:
             from mq.tier.location import open_tier
 
             self.tier = TierUploader(self._store, self.config, open_tier(self.config.tier_url), self.id)
+        #: what the periodic store check saw (the metrics endpoint shows it)
+        self.store_watch = StoreWatch()
         self._scheduler: BackgroundScheduler | None = None
 
     def __repr__(self) -> str:
@@ -94,6 +99,7 @@ class BrokerService:
         self._store.publish_settings(settings)
         self._beat()
         self._check_store()
+        self._guard(self._watch_store)()  # a failed check never keeps the service from starting
         c = self.config
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
         scheduler.add_job(
@@ -118,6 +124,7 @@ class BrokerService:
             (self._guard(self._remove_dead_clients), c.cleanup_interval_s, "dead-clients"),
             (self._guard(self._snapshot), c.stats_interval_s, "stats"),
             (self._guard(self._beat), c.health_interval_s, "health"),
+            (self._guard(self._watch_store), c.store_check_interval_s, "store-check"),
         ]
         if self.tier is None:
             guarded.append(
@@ -170,9 +177,33 @@ class BrokerService:
         from mq.doctor import check, log_findings
 
         try:
-            log_findings(check(self._conn.url, self._conn.namespace), log, self._conn.url)
+            log_findings(check(self._conn.url, self._conn.namespace, keys=False), log, self._conn.url)
         except Exception as e:  # a check never keeps the service from starting
             log.warning("store checks could not run: %s", e)
+
+    def _watch_store(self) -> None:
+        """Read every master's eviction policy, memory use and eviction count; log what changed."""
+        from mq.store.health import NOT_ALLOWED, Health
+
+        if self._conn.kind == "memory":
+            return
+        health = Health(self._conn)
+        readings = []
+        with translate_errors(self._conn.url, "checking the store's eviction policy and memory"):
+            for node in health.masters():
+                policy = health.config(node, "maxmemory-policy")
+                memory, stats = health.info(node, "memory"), health.info(node, "stats")
+                readings.append(
+                    NodeReading(
+                        node.name,
+                        None if policy == NOT_ALLOWED else policy,
+                        _int_of(memory, "used_memory"),
+                        _int_of(memory, "maxmemory"),
+                        _int_of(stats, "evicted_keys"),
+                    )
+                )
+        for level, message in self.store_watch.observe(readings):
+            log.log(level, "%s", message)
 
     def _snapshot(self) -> None:
         save_snapshot(self._store, read_figures(self._store), self.id)
@@ -192,6 +223,12 @@ def healthy_brokers(url: str | None, namespace: str, timeout_s: float = BrokerCo
         return Store(conn).brokers_since(int((time.time() - timeout_s) * 1000))
     finally:
         conn.close()
+
+
+def _int_of(info: dict[str, Any] | str, field: str) -> int | None:
+    """``INFO`` field ``field`` as an int; None when the section could not be read or lacks it."""
+    value = info.get(field) if isinstance(info, dict) else None
+    return int(value) if isinstance(value, (int, float, str)) and str(value).lstrip("-").isdigit() else None
 
 
 def _grace(interval_s: float) -> int:

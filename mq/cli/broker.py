@@ -97,7 +97,7 @@ def _broker(args: argparse.Namespace) -> int:
 
         alive = healthy_brokers(args.url, args.namespace)
         print(f"healthy: {', '.join(alive)}" if alive else "no healthy broker service")
-        failed = [f for f in check(args.url, args.namespace) if f.level == FAIL]
+        failed = [f for f in check(args.url, args.namespace, keys=False) if f.level == FAIL]
         for f in failed:
             print(f)
         return 0 if alive and not failed else 1
@@ -127,6 +127,7 @@ def _broker(args: argparse.Namespace) -> int:
                     health_timeout_s=service.config.health_timeout_s,
                     addr=args.metrics_addr,
                     tier=service.tier,
+                    watch=service.store_watch,
                 )
             )
             print(f"metrics on http://{args.metrics_addr}:{args.metrics_port}/metrics", flush=True)

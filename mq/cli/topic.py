@@ -1,4 +1,4 @@
-"""``mq topic create|update|delete|list|status``."""
+"""``mq topic create|update|delete|list|status|recover``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ PERMS = ("rw", "r", "w")
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     """Add ``mq topic`` and its actions."""
-    actions = add_family(commands, "topic", "create, update, delete, list topics and show their queues")
+    actions = add_family(commands, "topic", "create, update, delete, list, recover topics and show their queues")
     create = add_leaf(actions, "create", _create, "create a topic (or update it when it exists, as mqadmin updateTopic)", common)
     create.add_argument("topic", help="topic name")
     create.add_argument(
@@ -37,6 +37,15 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     status = add_leaf(actions, "status", _status, "show each queue's offsets [MIN, MAX) (half-open) and last store time", common)
     status.add_argument("topic", help="topic name")
     add_raw_ms(status)
+    recover = add_leaf(
+        actions,
+        "recover",
+        _recover,
+        "rebuild topic configs and queue metas Redis evicted (maxmemory-policy other than noeviction) "
+        "from the stored queue streams; offsets are never lowered (see docs/operations.md, Eviction)",
+        common,
+    )
+    recover.add_argument("topic", nargs="*", help="topics to recover (default: every topic with a stored queue)")
 
 
 def _describe(verb: str, c: TopicConfig) -> None:
@@ -96,5 +105,16 @@ def _status(args: argparse.Namespace) -> int:
             )
             for mq, s in sorted(status.items())
         ],
+    )
+    return 0
+
+
+def _recover(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url, writes=True)
+    with admin(args) as a:
+        done = a.recover_topics(args.topic or None)
+    print_table(
+        ("TOPIC", "CONFIG", "QUEUES_RESTORED"),
+        [(r.topic, "rebuilt" if r.config_rebuilt else "kept", ",".join(map(str, r.queues_restored)) or "-") for r in done],
     )
     return 0

@@ -86,6 +86,8 @@ class SimpleConsumer(SimpleSettings):
 
         Raises:
             MQClientError: a subscribed topic does not exist (nothing is registered then).
+            StoreEvictedError: a subscribed topic's config is gone while its queues are stored (Redis
+                evicted it; nothing is registered then).
         """
         self._core.start()
         self._started = True

@@ -22,7 +22,7 @@ from mq.consumer.registry import HEARTBEAT_INTERVAL_S, ClientInfo, Registry
 from mq.consumer.retry import dlq_topic, original_topic, retry_topic
 from mq.consumer.start import DEFAULT_CONSUME_TIMESTAMP_AGO_MS
 from mq.consumer.types import ConsumeFromWhere
-from mq.errors import MQClientError
+from mq.errors import MQClientError, StoreEvictedError, evicted_message
 from mq.filter import MessageSelector
 from mq.group import GroupConfig
 from mq.message import Message, MessageExt
@@ -287,6 +287,8 @@ class SimpleCore:
         for topic in self.settings.subscriptions:
             config = yield from StoreOps.topic.op(self.store, topic)
             if config is None:
+                if (yield from StoreOps.topic_evicted.op(self.store, topic)):
+                    raise StoreEvictedError(evicted_message(f"topic {topic!r} has stored queues but no config", topic))
                 raise MQClientError(f"topic {topic!r} does not exist; create it with Admin.create_topic")
             queues += config.readable_queues()
         retry = yield from StoreOps.topic.op(self.store, retry_topic(self.group))

@@ -31,7 +31,7 @@ from mq.consumer.puller import MATCH_ALL, Puller
 from mq.consumer.registry import HEARTBEAT_INTERVAL_S, STATUS_INTERVAL_S, Beat, Registry
 from mq.consumer.status import StatusMeter
 from mq.consumer.types import MessageModel
-from mq.errors import MQBrokerError, MQClientError
+from mq.errors import MQBrokerError, MQClientError, evicted_message
 from mq.filter import MessageSelector
 from mq.group import GroupConfig
 from mq.queue import MessageQueue
@@ -96,6 +96,7 @@ class CoreSteps(ABC):
         self._listed = False  # whether the group is in the namespace's group list
         self._reset_seq = -1  # the group's offset-reset counter as last seen (-1: before the first heartbeat)
         self._unsettled = False
+        self._evicted_topics: set[str] = set()  # subscribed topics reported evicted (ERROR once until back)
         #: keeps the pure bookkeeping of two threads apart (re-entrant: one thread may nest steps)
         self._rebalance_lock = threading.RLock()
         self._stopped = threading.Event()
@@ -344,14 +345,25 @@ class CoreSteps(ABC):
         for topic in sorted(self.subscriptions):
             config = yield from StoreOps.topic.op(self.store, topic)
             if config is None:
-                log.info("group %s: topic %r does not exist (yet); nothing to consume from it", self.group, topic)
+                yield from self._report_missing_op(topic)
                 continue
+            self._evicted_topics.discard(topic)
             mqs = config.readable_queues()
             if self.settings.message_model is MessageModel.BROADCASTING:
                 wanted.update(mqs)
             else:
                 wanted.update(self.settings.strategy.allocate(self.group, self.client_id, mqs, self._members))
         return wanted
+
+    def _report_missing_op(self, topic: str) -> Op[None]:
+        """Say that ``topic`` has no config: at INFO when it does not exist (yet), at ERROR — once until
+        it is back — when queues of it are stored (Redis evicted its config: see StoreEvictedError)."""
+        if not (yield from StoreOps.topic_evicted.op(self.store, topic)):
+            log.info("group %s: topic %r does not exist (yet); nothing to consume from it", self.group, topic)
+        elif topic not in self._evicted_topics:
+            self._evicted_topics.add(topic)
+            message = evicted_message(f"topic {topic!r} has stored queues but no config", topic)
+            log.error("group %s: nothing is consumed from %r: %s", self.group, topic, message)
 
     def apply_op(self, wanted: Iterable[MessageQueue]) -> Op[bool]:
         """Release what is no longer wanted, claim what is new; True while a hand-over is pending."""

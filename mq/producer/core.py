@@ -18,7 +18,15 @@ from typing import Any, Literal
 
 from mq import metrics
 from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory, is_unreachable
-from mq.errors import MQBrokerError, MQClientError, MQError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
+from mq.errors import (
+    MQBrokerError,
+    MQClientError,
+    MQError,
+    QueueNotWritableError,
+    ReplicaAckTimeout,
+    StoreEvictedError,
+    TopicNotFoundError,
+)
 from mq.message import Message, SendResult, SendStatus
 from mq.msgid import new_msg_id
 from mq.producer.fault import LatencyFaultTolerance
@@ -275,6 +283,9 @@ class SendCore:
                 self.record(self._node(route, mq), started, isolation=True)
                 log.warning("send of %s to %s: %s", request.msg_id, mq, e)
                 return mq, -1 if request.due_ms is not None else int(e.result[0]), False
+            except StoreEvictedError:  # another queue would only hide it: the operator must act (issue 29)
+                self.routes.invalidate(topic)
+                raise
             except (QueueNotWritableError, TopicNotFoundError) as e:
                 self.routes.invalidate(topic)  # the topic changed under us: re-read it and go on
                 if fixed is not None:
@@ -444,7 +455,8 @@ def outcomes(calls: Sequence[PutCall], results: Sequence[Any]) -> Iterator[tuple
     :meth:`SendCore.send` (a store failure of a send someone waits for; oneway sends are not retried)."""
     for (mq, requests), result in zip(calls, results):  # one result a put call: looked at once
         if isinstance(result, Exception) and not isinstance(result, ReplicaAckTimeout):
-            retried = isinstance(result, MQBrokerError)
+            # evicted keys are the operator's to fix: another queue would hide them (as the sync path)
+            retried = isinstance(result, MQBrokerError) and not isinstance(result, StoreEvictedError)
             for r in requests:
                 yield r, None if retried and not r.oneway else result
             continue

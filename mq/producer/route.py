@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from mq.errors import MQClientError, TopicNotFoundError
+from mq.errors import MQClientError, StoreEvictedError, TopicNotFoundError, evicted_message
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store.ops import Op
 from mq.store.store import StoreOps
@@ -57,11 +57,15 @@ class RouteCache:
 
         Raises:
             TopicNotFoundError: the topic does not exist.
+            StoreEvictedError: its config is gone but queues of it are stored (Redis evicted it).
             MQClientError: the topic takes no messages (perm without ``w``).
         """
         route = self.cached(topic)
         if route is None:
-            route = self.loaded(topic, (yield from StoreOps.topic.op(self._store, topic)))
+            config = yield from StoreOps.topic.op(self._store, topic)
+            if config is None and (yield from StoreOps.topic_evicted.op(self._store, topic)):  # the error path only
+                raise StoreEvictedError(evicted_message(f"topic {topic!r} has stored queues but no config", topic))
+            route = self.loaded(topic, config)
         return route
 
     def invalidate(self, topic: str) -> None:

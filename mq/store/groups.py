@@ -15,7 +15,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from mq.errors import MQBrokerError, ReplicaAckTimeout
+from mq.errors import MQBrokerError, ReplicaAckTimeout, StoreEvictedError, evicted_message
 from mq.keys import offset_of, stream_id
 from mq.message import MessageExt
 from mq.queue import MessageQueue
@@ -454,7 +454,7 @@ class GroupOps(StoreBase):
         for p, reply in zip(pulls, replies):
             entries = next(read_replies) if p.read_after else None
             if isinstance(reply, MQBrokerError):
-                out.append(reply)
+                out.append(_evicted(p.topic, p.queue_id, reply) if EVICTED_REPLY in str(reply) else reply)
             elif isinstance(entries, MQBrokerError):
                 out.append(entries)
             elif entries is not None:
@@ -561,7 +561,12 @@ class GroupOps(StoreBase):
             int(max_scan),
         ]
         keys = [*keys, self.queue_keys(queue.topic, queue.queue_id).segments]
-        reply = yield from self._script("receive-fifo" if fifo else "receive-simple", keys, argv, f"receiving from {queue}")
+        try:
+            reply = yield from self._script("receive-fifo" if fifo else "receive-simple", keys, argv, f"receiving from {queue}")
+        except MQBrokerError as e:
+            if EVICTED_REPLY in str(e):
+                raise _evicted(queue.topic, queue.queue_id, e) from e
+            raise
         out, tiered, cursor = [], [], None
         for kind, offset, attempt, visible_at, fields in reply:
             if kind == b"t":  # the cursor is below what Redis holds: read the tier from there
@@ -613,3 +618,14 @@ def _text(raw: Any) -> str:
 def parse_json_object(raw: str) -> dict[str, Any]:
     """A stored JSON object (an empty dict for "")."""
     return dict(json.loads(raw)) if raw else {}
+
+
+#: The error the read scripts raise for a queue whose meta Redis evicted (see lua/includes/evicted.lua).
+EVICTED_REPLY = "EVICTED the queue meta is gone"
+
+
+def _evicted(topic: str, queue_id: int, reply: MQBrokerError) -> StoreEvictedError:
+    """The read scripts' eviction error for queue ``queue_id`` of ``topic``, saying what to do."""
+    error = StoreEvictedError(evicted_message(f"queue {queue_id} of topic {topic!r} has stored messages but no meta", topic))
+    error.__cause__ = reply
+    return error

@@ -17,7 +17,14 @@ from typing import Any
 from redis.exceptions import NoScriptError
 
 from mq.connection import REDIS_ERRORS
-from mq.errors import MQBrokerError, QueueNotWritableError, ReplicaAckTimeout, TopicNotFoundError
+from mq.errors import (
+    MQBrokerError,
+    QueueNotWritableError,
+    ReplicaAckTimeout,
+    StoreEvictedError,
+    TopicNotFoundError,
+    evicted_message,
+)
 from mq.keys import Keys, key_index_offset, key_index_range, stream_id, timer_member
 from mq.message import MessageExt
 from mq.store import codec, lane, scripts
@@ -27,6 +34,7 @@ from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
 from mq.store.ops import Cmd, Op, SyncRunner, operation
 from mq.store.proxy import ProxyOps
+from mq.store.recovery import RecoveryOps
 from mq.store.tier import TierOps
 from mq.store.trace import TraceOps
 from mq.store.transactions import TransactionOps
@@ -77,17 +85,23 @@ class MessageOps(StoreBase):
             if raw is not None:
                 yield from self._probe_topics_write()  # an update: refused here, before any queue flag changes
             span = max(config.queue_count, _config_from_stored(raw)[1] if raw else 0)
-
-            def set_flags(pipe: Any) -> None:
-                for qid in range(span):
-                    flags = {"w": int(config.writable(qid)), "r": int(config.readable(qid))}
-                    pipe.hset(self.queue_keys(config.name, qid).meta, mapping=flags)
-
-            all_or_raise((yield from self._pipeline(set_flags, f"saving topic {config.name!r}")))
+            yield from MessageOps.restore_queues.op(self, config, span)
             stored = json.dumps(json.loads(config.to_json()) | {"span": span}, separators=(",", ":"))
             if raw is None and ((yield Cmd(lambda c: c.hsetnx(self.keys.topics, config.name, stored))) or create_only):
                 return
             (yield Cmd(lambda c: c.hset(self.keys.topics, config.name, stored)))
+
+    @operation
+    def restore_queues(self, config: TopicConfig, span: int) -> Op[list[tuple[int, int]]]:
+        """Set the permission flags of queues ``0..span-1`` of ``config``'s topic and raise each queue's
+        seq to what its log and its groups' offsets hold (``restore-queue``: a meta Redis evicted comes
+        back with its offset, never a lower one); ``(seq before or -1, seq after)`` per queue."""
+        calls: list[ScriptCall] = [
+            ("restore-queue", self.queue_keys(config.name, q).restore(), [int(config.writable(q)), int(config.readable(q))])
+            for q in range(span)
+        ]
+        replies = all_or_raise((yield from self._scripts(calls, f"saving the queues of topic {config.name!r}")))
+        return [(int(r[0]), int(r[1])) for r in replies]
 
     def _probe_topics_write(self) -> Op[None]:
         """Fail with the caller's missing permission before an admin change writes anything: ``HDEL`` of a
@@ -208,7 +222,10 @@ class MessageOps(StoreBase):
                 )
             except ReplicaAckTimeout as e:
                 result, unconfirmed = e.result, e
-            if result in (scripts.QUEUE_MISSING, scripts.QUEUE_NOT_WRITABLE):
+            if result == scripts.QUEUE_MISSING:  # the refusal path only: is the queue's log there without it?
+                logged = yield Cmd(lambda c: c.exists(self.queue_keys(topic, queue_id).log))
+                check_put_result(topic, queue_id, scripts.QUEUE_EVICTED if logged else result)
+            if result == scripts.QUEUE_NOT_WRITABLE:
                 check_put_result(topic, queue_id, result)
         # Stored now: a failure of the index write (another slot) must not report it as not stored —
         # a retry would store a second copy. The broker's periodic sweep re-indexes the queue.
@@ -511,6 +528,8 @@ def check_put_result(topic: str, queue_id: int, result: Any) -> tuple[int, int]:
         raise TopicNotFoundError(f"topic {topic!r} has no queue {queue_id}; create the topic with Admin.create_topic")
     if result == scripts.QUEUE_NOT_WRITABLE:
         raise QueueNotWritableError(f"queue {queue_id} of topic {topic!r} is not writable")
+    if result == scripts.QUEUE_EVICTED:
+        raise StoreEvictedError(evicted_message(f"queue {queue_id} of topic {topic!r} has stored messages but no meta", topic))
     return int(result[0]), int(result[1])
 
 
@@ -522,7 +541,7 @@ def _config_from_stored(raw: bytes | str) -> tuple[TopicConfig, int]:
     return config, max(span, config.queue_count)
 
 
-class StoreOps(TierOps, MessageOps, GroupOps, BrokerOps, AdminOps, TraceOps, TransactionOps, ViewOps, ProxyOps):
+class StoreOps(TierOps, MessageOps, GroupOps, BrokerOps, AdminOps, RecoveryOps, TraceOps, TransactionOps, ViewOps, ProxyOps):
     """Every store operation as a generator (see :mod:`mq.store.ops`): what :class:`Store` runs at
     once and :class:`mq.store.aio.AsyncStore` awaits."""
 

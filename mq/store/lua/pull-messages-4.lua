@@ -28,13 +28,18 @@
   {id, {field, value, ...}} as XRANGE returns it, next_offset is where the next pull starts (one
   past the last entry scanned, matched or not; never beyond max_offset), and held is 1 when the
   guard holds. When it does not (the queue was taken over), nothing is committed or read: held 0.
+  Raises "EVICTED …" when the queue's meta has no seq but its log exists (Redis evicted the meta:
+  see mq/recovery.py); nothing is committed or read then.
 
   Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 --@include filter
+--@include evicted
 local guard, client = ARGV[9], ARGV[10]
 local offset = tonumber(ARGV[1])
-local max_offset = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
+local seq = redis.call('HGET', KEYS[1], 'seq')
+if meta_evicted(seq) then return redis.error_reply(EVICTED) end
+local max_offset = tonumber(seq or '0')
 if guard == 'owner' then
   if redis.call('HGET', KEYS[4], ARGV[7]) ~= client then return {offset, max_offset, 0} end
 elseif guard == 'lock' then

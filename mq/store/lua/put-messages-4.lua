@@ -18,13 +18,18 @@
   Returns {first_offset, store_timestamp_ms} on success, or a negative code:
     -1 the queue does not exist (unknown topic or queue id)
     -2 the queue exists but is not writable (write_queues shrank, or perm lacks "w")
+    -3 the queue's meta is gone but its log is there: Redis evicted it (maxmemory-policy is not
+       noeviction); looked at only on this refusal path (one EXISTS), never on a send that succeeds
   Raises "ERR malformed …" when ARGV does not hold N well-formed messages, or when several messages
   exceed the bounds of one call (CALL_MAX_* in includes/message.lua: bounded work); nothing is written.
 ]]
 --@include append
 local meta = redis.call('HMGET', KEYS[1], 'w', 'seq')
 local writable = meta[1]
-if not writable then return -1 end
+if not writable then
+  if redis.call('EXISTS', KEYS[2]) == 1 then return -3 end
+  return -1
+end
 if writable ~= '1' then return -2 end
 
 local n = tonumber(ARGV[1])

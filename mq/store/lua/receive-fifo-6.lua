@@ -25,10 +25,18 @@
   nothing handed out (the caller reads the tier, keeps one message a group, and claims with
   claim-tiered).
 
+  Raises "EVICTED …" when the queue's meta has no seq but its log exists (Redis evicted the meta: see
+  includes/evicted.lua); nothing is written then.
+
   Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 --@include filter
 --@include tier
+
+--@include evicted
+-- read first (no step below changes it): a meta Redis evicted is refused before any write
+local seq = redis.call('HGET', KEYS[1], 'seq')
+if meta_evicted(seq) then return redis.error_reply(EVICTED) end
 local now, invisible, want = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_attempts = tonumber(ARGV[5])
 local out = {}
@@ -84,7 +92,7 @@ local function message_group(fields, offset)
 end
 
 local matches = make_matcher(ARGV[6], ARGV[7])
-local max_offset = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
+local max_offset = tonumber(seq or '0')
 local cursor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or max_offset)
 local scan = tonumber(ARGV[8])
 if cursor < max_offset then

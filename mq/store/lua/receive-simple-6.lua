@@ -33,10 +33,18 @@
   cursor did not move meanwhile). A cursor below the tier's start (the tier's retention removed
   those) moves up to it first.
 
+  Raises "EVICTED …" when the queue's meta has no seq but its log exists (Redis evicted the meta: see
+  includes/evicted.lua); nothing is written then.
+
   Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
 --@include filter
 --@include tier
+
+--@include evicted
+-- read first (no step below changes it): a meta Redis evicted is refused before any write
+local seq = redis.call('HGET', KEYS[1], 'seq')
+if meta_evicted(seq) then return redis.error_reply(EVICTED) end
 local now, invisible, want = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_attempts = tonumber(ARGV[5])
 local out, found = {}, 0
@@ -73,7 +81,7 @@ end
 
 -- 2. new messages from the cursor
 local matches = make_matcher(ARGV[6], ARGV[7])
-local max_offset = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
+local max_offset = tonumber(seq or '0')
 local cursor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or max_offset)
 local scan = tonumber(ARGV[8])
 if found < want and cursor < max_offset then

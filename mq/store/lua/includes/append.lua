@@ -12,12 +12,15 @@
 --@include message
 
 local APPEND_CHUNK = 512
+--@include lognext
 -- the plan of appending entries {items, from, to} (each checked by append_problem): reads only.
 -- Returns a plan for append_write, or nil and a reason when the log is ahead of the queue's seq or
 -- an index key has the wrong type.
--- seq: the queue's next offset when the caller has read it (nil: read here).
+-- seq: the queue's next offset when the caller has read it (nil: read here). A meta without seq is a
+-- queue never written to, or one whose meta Redis evicted and create_topic made again: the log's last
+-- id then says where the queue is (the stream keeps it even when trimmed empty), so no offset is reused.
 local function append_plan(entries, seq)
-  local first = tonumber(seq or redis.call('HGET', KEYS[1], 'seq') or '0')
+  local first = tonumber(seq or redis.call('HGET', KEYS[1], 'seq') or log_next_offset(KEYS[2]))
   local t = redis.call('TIME')
   local now = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
   local ids, members = {}, {}
