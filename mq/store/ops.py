@@ -103,6 +103,13 @@ class NodePipe(Pipe):
         super().__init__(build)
         self.key = key
 
+    async def ado(self, client: Any) -> Any:
+        if _cluster(client):
+            # an asyncio cluster client reads its slot map at its first command, and a node's
+            # pipeline may be that first use (a long-poll waiter's first wait): a no-op afterwards
+            await client.initialize()
+        return await super().ado(client)
+
     def _pipeline(self, client: Any, *, asyncio: bool = False) -> Any:
         if not _cluster(client):
             return client.pipeline(transaction=False)
