@@ -129,10 +129,7 @@ class Reconnects:
         """Check at the next wait, and after every reconnect of ``conn``'s one connection (a held
         connection; without one, such as a cluster's, every wait checks)."""
         self.due = True
-        single = getattr(conn.client, "connection", None)
-        self.watching = single is not None
-        if single is not None:
-            single.register_connect_callback(self.reconnected)  # kept as a weak reference to this object
+        self.watching = conn.on_reconnect(self.reconnected)  # kept as a weak reference to this object
 
     def reconnected(self, connection: object) -> None:
         self.due = True
