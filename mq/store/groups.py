@@ -15,14 +15,13 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from mq.connection import REDIS_ERRORS
 from mq.errors import MQBrokerError, ReplicaAckTimeout
 from mq.keys import offset_of, stream_id
 from mq.message import MessageExt
 from mq.queue import MessageQueue
 from mq.store import codec, scripts
 from mq.store.base import QUEUE_BATCH, ScriptCall, StoreBase, all_or_raise, chunks, without_dicts
-from mq.store.ops import Cmd, NodePipe, Op, Refresh, operation
+from mq.store.ops import Cmd, Op, operation
 from mq.store.replication import SyncReplicas
 
 #: Guards a committing call can ask the store to check (see commit-offset-4.lua).
@@ -559,8 +558,8 @@ class GroupOps(StoreBase):
             return (yield from self._waited(queue, offset, last_entry, None, [offset, 0, 1, last_entry], reply, doing))
         call = _position_check(k, group, offset, last_entry)
         with self._errors(doing):
-            checked, reply = yield from _on_node(
-                scripts.EvalThen(k.log, [call], lambda p: p.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms))
+            checked, reply = yield scripts.EvalThen(
+                k.log, [call], lambda p: p.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms)
             )
         return (yield from self._waited(queue, offset, last_entry, call, checked, reply, doing))
 
@@ -612,10 +611,8 @@ class GroupOps(StoreBase):
         check = _position_check(k, group, offset, last_entry)
         doing = f"committing the offset of group {group!r} and waiting for messages of {queue}"
         with self._errors(doing):
-            committed, checked, reply = yield from _on_node(
-                scripts.EvalThen(
-                    k.log, [call, check], lambda p: p.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms)
-                )
+            committed, checked, reply = yield scripts.EvalThen(
+                k.log, [call, check], lambda p: p.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms)
             )
         if isinstance(committed, NoScriptError) and not isinstance(reply, Exception):  # not loaded yet: load, commit again
             committed = (yield from self._scripts([call], doing))[0]
@@ -677,17 +674,6 @@ class GroupOps(StoreBase):
         keys = self.queue_keys(queue.topic, queue.queue_id).simple(group)[3:]
         argv = [int(offset), int(visible_at_ms), "" if new_visible_at_ms is None else int(new_visible_at_ms)]
         return bool((yield from self._script("ack-simple", keys, argv, f"acknowledging offset {offset} of {queue}")))
-
-
-def _on_node(request: NodePipe) -> Op[Any]:
-    """The reply of a pipeline on one node; a node that cannot be reached makes a cluster's slot map
-    be read again before the error is raised, so the caller's next try goes to the promoted replica
-    (the cluster client does that by itself for its own commands, not for a node's pipeline)."""
-    try:
-        return (yield request)
-    except REDIS_ERRORS:
-        yield Refresh()
-        raise
 
 
 def _commit_argv(group: str, offset: int, guard: str, client_id: str, position: tuple[int, str] | None) -> list[Any]:
