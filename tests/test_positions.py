@@ -216,15 +216,63 @@ def _aio_push(url: str, delivered: Delivered, stop: threading.Event, ready: thre
     asyncio.run(run())
 
 
+def _endpoint(url: str, delivered: Delivered, stop: threading.Event, ready: threading.Event) -> None:
+    """The RocketMQ 5 endpoint (``mq proxy``) in process on the switched URL; its receives and acks
+    over gRPC, as a RocketMQ 5 SimpleConsumer makes them."""
+    import grpc
+
+    from mq.proxy.pb import grpc_service, service
+    from mq.proxy.server import ProxyConfig, ProxyServer
+
+    async def run() -> None:
+        with Admin(url, NS) as admin:
+            admin.create_group("g", consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+        server = ProxyServer(ProxyConfig(url=url, namespace=NS, port=0), None)
+        await server.start()
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
+        stub = grpc_service.MessagingServiceStub(channel)
+        try:
+            ready.set()
+            while not stop.is_set():
+                request = service.ReceiveMessageRequest(batch_size=16)
+                request.group.name, request.message_queue.topic.name = "g", TOPIC
+                request.invisible_duration.FromSeconds(30)
+                request.long_polling_timeout.FromSeconds(1)
+                try:
+                    got = [r.message async for r in stub.ReceiveMessage(request) if r.HasField("message")]
+                    if not got:
+                        continue
+                    delivered.add([m.body for m in got])
+                    ack = service.AckMessageRequest(
+                        entries=[
+                            service.AckMessageEntry(
+                                message_id=m.system_properties.message_id, receipt_handle=m.system_properties.receipt_handle
+                            )
+                            for m in got
+                        ]
+                    )
+                    ack.group.name, ack.topic.name = "g", TOPIC
+                    await stub.AckMessage(ack)
+                except grpc.aio.AioRpcError:  # a receive or an ack during the failover
+                    await asyncio.sleep(0.1)
+        finally:
+            await channel.close()
+            await server.stop(0)
+
+    asyncio.run(run())
+
+
 CONSUMERS = {
     "push": _push,
     "orderly": functools.partial(_push, orderly=True),
     "pull": _pull,
     "simple": _simple,
     "aio-push": _aio_push,
+    "endpoint": _endpoint,
 }
-#: The consumers that keep a position in memory (a simple consumer's lives in the store, in the same
-#: script that hands the messages out: the replica has both or neither, so it cannot skip).
+#: The consumers that keep a position in memory (a simple consumer's, and the endpoint's, lives in the
+#: store, in the same script that hands the messages out: the replica has both or neither, so it
+#: cannot skip).
 IN_MEMORY = {"push", "orderly", "pull", "aio-push"}
 
 
