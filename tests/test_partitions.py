@@ -7,10 +7,9 @@ no SEND_OK is lost after a master crash, a cut of the master alone, or a cut of 
 replica; with ``sync_replicas=1`` none after a crash or a cut of the master alone; on a replicated
 Cluster with ``"all"``, none after a crash or a cut of a master alone. In every run: it really
 failed over (where one is possible) and the producer had SEND_OKs, no committed position is above a
-queue's end, and every stored message was delivered to every group — except where a failover
-handed an offset a group had read to another message (``offsets_reused``): that skip is what
-positions that cannot skip (issue 27 item 1) remove, and until they are merged such a run is an
-expected failure, said so by name (:func:`_every_stored_message_delivered`).
+queue's end, and every stored message was delivered to every group, also where a failover handed
+an offset a group had read to another message (``offsets_reused``): positions that cannot skip (D70)
+rewind the group there (:func:`_every_stored_message_delivered`).
 """
 
 from __future__ import annotations
@@ -35,10 +34,6 @@ needs_netns = pytest.mark.skipif(_WHY_NOT is not None, reason=_WHY_NOT or "")
 FAULT_S = 5.0
 
 
-#: The reason of the one expected failure left (drop it, and the branch using it, once positions are merged).
-POSITIONS = "positions (issue 27 item 1) not merged yet"
-
-
 def _run(fault: str, mode: str, record_property: pytest.RecordProperty, *, topology: str = "sentinel") -> Figures:
     """One run of ``fault`` in ``mode``; its figures printed and recorded. The fault was real (the
     topology failed over, except a cluster master cut off with its only replica, which no other node
@@ -54,12 +49,10 @@ def _run(fault: str, mode: str, record_property: pytest.RecordProperty, *, topol
 
 
 def _every_stored_message_delivered(figures: Figures) -> None:
-    """0 stored messages never delivered to any group. A group that lost some *and* was delivered an
-    offset a failover then gave to another message skipped them through that reuse, which positions
-    that cannot skip remove: an expected failure (xfail) until they are merged; any other miss fails."""
+    """0 stored messages never delivered to any group, also a group that was delivered an offset a
+    failover then gave to another message (positions that cannot skip rewind it, D70)."""
+    assert figures.never_delivered, figures
     missed = {g: n for g, n in figures.never_delivered.items() if n}
-    if missed and all(figures.offsets_reused[g] for g in missed):
-        pytest.xfail(f"{POSITIONS}: never delivered {missed} after offsets reused {figures.offsets_reused}")
     assert not missed, f"stored messages never delivered per group: {missed}"
 
 
