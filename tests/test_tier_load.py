@@ -17,7 +17,7 @@ from mq.errors import MQBrokerError
 from mq.keys import Keys
 from mq.message import MessageExt
 from scheduler import BrokerConfig, BrokerService
-from tests.helpers import admin_once
+from tests.helpers import admin_once, stays_quiet
 from tests.servers import RedisServer
 from tests.tier_helpers import read_from_first
 
@@ -71,12 +71,12 @@ def test_ten_times_maxmemory_through_a_tier_reads_back_exactly_once(tmp_path: pa
                         )
                     except MQBrokerError:  # full: not SEND_OK, not expected back
                         refused += 1
-                        time.sleep(0.05)
+                        time.sleep(0.05)  # paces the producer while the store is full
                     else:
                         for k in range(BATCH):
                             sent[(qid, result.queue_offset + k)] = n + k
                     n += BATCH
-            time.sleep(1.0)
+            time.sleep(1.0)  # the sampler watches the uploader catch up for a second more
             stop.set()
             sampler.join()
             pulled = read_from_first(url, ns, "replay", TOPIC, len(sent), batch=256)
@@ -94,8 +94,8 @@ def test_ten_times_maxmemory_through_a_tier_reads_back_exactly_once(tmp_path: pa
             consumer.subscribe(TOPIC)
             consumer.register_message_listener(listener)
             with consumer:
-                done.wait(120)
-                time.sleep(1.0)
+                assert done.wait(120)
+                stays_quiet(lambda: len(pushed), "the deliveries")
         print(f"sent {len(sent)} messages ({len(sent) * 1024 / MAXMEMORY:.1f}x maxmemory), {refused} batches refused, "
               f"peak used_memory {peak[0]} of {MAXMEMORY}, logs' peak {logs_peak[0]}")  # fmt: skip
     assert len(sent) * 1024 >= 9 * MAXMEMORY  # the uploader kept up with a producer at full speed: few refusals
