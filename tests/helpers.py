@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -68,11 +69,35 @@ def stays_quiet(count: Callable[[], object], what: str, quiet_s: float = QUIET_P
             raise AssertionError(f"{what} changed within the quiet period of {quiet_s} s: {first!r} -> {now!r}")
 
 
-def blocked_readers(url: str) -> int:
-    """How many clients of the standalone server at ``url`` are blocked in ``XREAD BLOCK`` (long-poll
-    waiters that found their queue caught up)."""
+async def wait_for_async(predicate: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.05) -> None:
+    """``tests.procs.wait_for`` for an asyncio test: awaits ``predicate()`` (checked every ``poll_s``
+    seconds, the event loop running meanwhile), failing the test after ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(poll_s)
+
+
+async def stays_quiet_async(
+    count: Callable[[], object], what: str, quiet_s: float = QUIET_PERIOD_S, poll_s: float = 0.05
+) -> None:
+    """:func:`stays_quiet` for an asyncio test: it awaits between looks, so the consumers running in the
+    same event loop keep delivering (a blocking watch would hold them, and no duplicate could show)."""
+    first = count()
+    deadline = time.monotonic() + quiet_s
+    while time.monotonic() < deadline:
+        await asyncio.sleep(poll_s)
+        now = count()
+        if now != first:
+            raise AssertionError(f"{what} changed within the quiet period of {quiet_s} s: {first!r} -> {now!r}")
+
+
+def blocked_readers(url: str, command: str = "xread") -> int:
+    """How many clients of the standalone server at ``url`` are blocked in ``command`` (by default
+    ``XREAD BLOCK``: long-poll waiters that found their queue caught up)."""
     client = redis.Redis.from_url(url)
     try:
-        return sum(1 for c in client.client_list() if c.get("cmd") == "xread" and "b" in c.get("flags", ""))
+        return sum(1 for c in client.client_list() if c.get("cmd") == command and "b" in c.get("flags", ""))
     finally:
         client.close()

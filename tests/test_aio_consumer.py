@@ -31,7 +31,7 @@ from mq.connection import Connection
 from mq.errors import MQClientError
 from mq.store import Store
 from scheduler import BrokerConfig, BrokerService
-from tests.helpers import QUIET_PERIOD_S
+from tests.helpers import QUIET_PERIOD_S, stays_quiet_async
 from tests.leaks import owned
 
 pytestmark = pytest.mark.anyio
@@ -104,7 +104,7 @@ async def test_clustering_splits_the_queues_and_consumes_each_message_once(env) 
         assert not ca.assigned_queues() & cb.assigned_queues()
         sent = {producer.send(Message("T", b"%d" % i)).msg_id for i in range(200)}
         await until(lambda: len(a.messages) + len(b.messages) >= 200, 20, "every message")
-        await asyncio.sleep(0.3)
+        await stays_quiet_async(lambda: len(a.messages) + len(b.messages), "the deliveries")
     ids = [m.msg_id for m in a.messages + b.messages]
     assert sorted(ids) == sorted(sent)  # each once
     assert a.messages and b.messages
@@ -117,6 +117,7 @@ async def test_the_puller_tasks_share_the_queues_and_drain_a_backlog(env) -> Non
     got = Got()
     async with _push(url, ns, "gl", got, consume_from_where=ConsumeFromWhere.FIRST_OFFSET) as c:
         await until(lambda: len(got.messages) >= 800, 20, "the backlog")
+        await stays_quiet_async(lambda: len(got.messages), "the deliveries")
         core = c._core
         assert core is not None
         held = list(core.process_queues.values())  # topic T's 8 queues and the group's retry queue
@@ -148,7 +149,7 @@ async def test_a_sync_and_an_async_member_share_one_group(env) -> None:  # type:
             assert not aio_member.assigned_queues() & member.assigned_queues()
             sent = {producer.send(Message("T", b"%d" % i)).msg_id for i in range(200)}
             await until(lambda: len(got_async.messages) + len(got_sync) >= 200, 20, "every message")
-            await asyncio.sleep(0.3)
+            await stays_quiet_async(lambda: len(got_async.messages) + len(got_sync), "the deliveries")
     ids = [m.msg_id for m in got_async.messages + got_sync]
     assert sorted(ids) == sorted(sent)
     assert got_async.messages and got_sync
@@ -159,12 +160,12 @@ async def test_broadcasting_gives_every_member_everything(env, tmp_path, monkeyp
     monkeypatch.setenv("MQ_OFFSET_DIR", str(tmp_path))
     a, b = Got(), Got()
     kw = {"message_model": MessageModel.BROADCASTING}
-    async with _push(url, ns, "gb", a, **kw), _push(url, ns, "gb", b, **kw):
-        await asyncio.sleep(0.3)
+    async with _push(url, ns, "gb", a, **kw) as ca, _push(url, ns, "gb", b, **kw) as cb:
+        await until(lambda: len(_of_t(ca)) == 8 and len(_of_t(cb)) == 8, 15, "every queue at both members")
         for i in range(50):
             producer.send(Message("T", b"%d" % i))
         await until(lambda: len(a.messages) >= 50 and len(b.messages) >= 50, 20, "everything twice")
-        await asyncio.sleep(0.3)
+        await stays_quiet_async(lambda: (len(a.messages), len(b.messages)), "each member's deliveries")
     want = sorted(b"%d" % i for i in range(50))
     assert sorted(a.bodies) == want and sorted(b.bodies) == want
 
@@ -173,8 +174,8 @@ async def test_tag_and_sql_filters(env) -> None:  # type: ignore[no-untyped-def]
     url, ns, _, producer = env
     tags_got, sql_got = Got(), Got()
     sql = MessageSelector.by_sql("TAGS = 'a' AND region IN ('HZ','SH')")
-    async with _push(url, ns, "gt", tags_got, "a || c"), _push(url, ns, "gs", sql_got, sql):
-        await asyncio.sleep(0.3)
+    async with _push(url, ns, "gt", tags_got, "a || c") as ct, _push(url, ns, "gs", sql_got, sql) as cs:
+        await until(lambda: len(_of_t(ct)) == 8 and len(_of_t(cs)) == 8, 15, "every queue at both groups")
         sent = []
         for i, (tag, region) in enumerate([("a", "HZ"), ("a", "BJ"), ("b", "SH"), ("a", "SH"), ("c", "HZ")] * 20):
             producer.send(Message("T", b"%d" % i, tags=tag, properties={"region": region}))
@@ -182,7 +183,7 @@ async def test_tag_and_sql_filters(env) -> None:  # type: ignore[no-untyped-def]
         want_sql = sorted(b for b, t, r in sent if t == "a" and r in ("HZ", "SH"))
         want_tags = sorted(b for b, t, _ in sent if t in ("a", "c"))
         await until(lambda: len(sql_got.messages) >= len(want_sql) and len(tags_got.messages) >= len(want_tags), 20, "filtered")
-        await asyncio.sleep(0.3)
+        await stays_quiet_async(lambda: (len(sql_got.messages), len(tags_got.messages)), "the filtered deliveries")
     assert sorted(sql_got.bodies) == want_sql
     assert sorted(tags_got.bodies) == want_tags
 
@@ -239,7 +240,7 @@ async def test_failures_are_retried_then_dead_lettered(backend_url: str, namespa
         async with consumer:
             sent = producer.send(Message("D", b"poison", tags="bad", keys=["k9"]))
             await until(lambda: len(admin.dlq_messages("gd")) == 1, 20, "the message in the DLQ")
-            await asyncio.sleep(0.5)
+            await stays_quiet_async(lambda: len(tries), "the deliveries of the dead letter")
     assert tries == [0, 1, 2]  # delivered 3 times
     [dead] = admin.dlq_messages("gd")
     assert (dead.msg_id, dead.body, dead.system_properties["RETRY_TOPIC"]) == (sent.msg_id, b"poison", "D")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +14,7 @@ from mq import Admin, LocalTransactionState, Message, MessageQueue, SelectMessag
 from mq.errors import MQClientError, TopicNotFoundError
 from mq.producer.core import MAX_PIPELINE
 from scheduler import BrokerConfig, BrokerService
-from tests.helpers import admin_once, snapshot
+from tests.helpers import admin_once, snapshot, stays_quiet_async, wait_for_async
 from tests.leaks import owned
 
 pytestmark = pytest.mark.anyio
@@ -257,7 +256,7 @@ async def test_no_thread_is_started(admin: Admin, backend_url: str, namespace: s
         started = set(threading.enumerate()) - before
     async with aio.TransactionProducer("txg", backend_url, namespace=namespace, checker=lambda m: COMMIT) as tp:
         await tp.send_message_in_transaction(Message("T", b"tx"), lambda m, a: COMMIT)
-        await asyncio.sleep(0.2)  # the check-back task reads its stream
+        await asyncio.sleep(0.2)  # the check-back task runs meanwhile: a thread it started would be seen
         started |= set(threading.enumerate()) - before
     assert started == set(), started
 
@@ -290,10 +289,8 @@ async def test_transactions_commit_rollback_and_async_check_back(admin: Admin, b
             await tp.send_message_in_transaction(Message("T", b"x", delay_level=1), commit)
         before = set(threading.enumerate())
         with BrokerService(backend_url, namespace, config):
-            deadline = time.monotonic() + 15
-            while len(checked) < 2 and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(0.5)
+            await wait_for_async(lambda: len(checked) >= 2, 15, "both checked back")
+            await stays_quiet_async(lambda: len(checked), "the checks")  # two check intervals: no further check
         assert not {t for t in threading.enumerate() if t.name.startswith("mq-tx-check")} - before  # a task, not a thread
     assert sorted(checked) == [b"check commits", b"check rolls back"]
     assert admin.query_message("T", ok.msg_id) is not None

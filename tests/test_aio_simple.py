@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +20,7 @@ from mq import Admin, Message, Producer, SimpleConsumer, aio
 from mq.errors import MQClientError
 from mq.store.ops import Cmd, operation
 from mq.store.store import StoreOps
+from tests.helpers import QUIET_PERIOD_S
 
 pytestmark = pytest.mark.anyio
 INVISIBLE_S = 1.0
@@ -56,12 +58,12 @@ async def test_invisibility_ack_extend_redelivery_and_dead_letter(admin: Admin, 
         await sc.ack(got[b"acked"])
         extended = await sc.change_invisible_duration(got[b"extend"], 3 * INVISIBLE_S)
         assert await sc.receive(max_messages=4, invisible_duration_s=INVISIBLE_S) == []  # all invisible now
-        await asyncio.sleep(INVISIBLE_S + 0.3)
+        await asyncio.sleep(INVISIBLE_S + 0.3)  # time passes: the invisible time runs out (the behaviour under test)
         again = {v.body: v for v in await sc.receive(max_messages=4, invisible_duration_s=INVISIBLE_S)}
         assert set(again) == {b"redeliver"} and again[b"redeliver"].delivery_attempt == 2
         with pytest.raises(MQClientError, match="expired"):
             await sc.ack(got[b"redeliver"])  # the old receipt is no longer valid
-        await asyncio.sleep(2 * INVISIBLE_S + 0.3)
+        await asyncio.sleep(2 * INVISIBLE_S + 0.3)  # time passes: the extended invisible time runs out
         late = {v.body: v for v in await sc.receive(max_messages=4, invisible_duration_s=INVISIBLE_S)}
         assert set(late) == {b"extend"} and late[b"extend"].delivery_attempt == 2
         await sc.ack(late[b"extend"])
@@ -94,7 +96,7 @@ async def test_a_cancelled_receive_loses_nothing(
         with pytest.raises(asyncio.CancelledError):
             await task
         assert await sc.receive(max_messages=4, invisible_duration_s=INVISIBLE_S) == []  # invisible for now
-        await asyncio.sleep(INVISIBLE_S + 0.3)
+        await asyncio.sleep(INVISIBLE_S + 0.3)  # time passes: the invisible time runs out
         [view] = await sc.receive(max_messages=4, invisible_duration_s=INVISIBLE_S)
         assert (view.body, view.delivery_attempt) == (b"kept", 2)
         await sc.ack(view)
@@ -103,7 +105,7 @@ async def test_a_cancelled_receive_loses_nothing(
 async def test_tag_filter_and_waiting_for_a_message(admin: Admin, backend_url: str, namespace: str) -> None:
     async with consumer(backend_url, namespace, subscriptions={"S": "TagA || TagB"}, await_duration_s=5) as sc:
         waiting = asyncio.create_task(sc.receive(max_messages=8, invisible_duration_s=30))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # the receive waits first (had it not, it would find the message: no false failure)
         send(backend_url, namespace, Message("S", b"a", tags="TagA"), Message("S", b"c", tags="TagC"))
         views = await asyncio.wait_for(waiting, 10)
         send(backend_url, namespace, Message("S", b"b", tags="TagB"))
@@ -123,6 +125,10 @@ async def test_a_sync_and_an_async_member_share_the_group(admin: Admin, backend_
                     seen += [v.body for v in views]
                     for v in views:
                         await async_sc.ack(v)  # a receipt works with any member
+            quiet_until = time.monotonic() + QUIET_PERIOD_S  # then nothing more (a duplicate would come now)
+            while time.monotonic() < quiet_until:
+                seen += [v.body for v in sync_sc.receive(max_messages=3, invisible_duration_s=30)]
+                seen += [v.body for v in await async_sc.receive(3, 30)]
     assert sorted(seen) == [b"%02d" % i for i in range(20)]  # each exactly once
 
 

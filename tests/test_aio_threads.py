@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, LocalTransactionState, Message, aio
+from tests.helpers import QUIET_PERIOD_S
 
 
 async def _maybe(value: Any) -> Any:
@@ -63,11 +64,14 @@ async def transaction_producer_round_trip(url: str, ns: str, threads: Callable[[
 
 
 async def _three_received(fetch: Callable[[], Awaitable[list[bytes]]]) -> None:
-    """Call ``fetch`` until it gave the three messages ``_send`` sent (each once)."""
+    """Call ``fetch`` until it gave the three messages ``_send`` sent, then for the quiet period (each once)."""
     got: list[bytes] = []
     with anyio.fail_after(20):
         while len(got) < 3:
             got += await fetch()
+    quiet_until = time.monotonic() + QUIET_PERIOD_S  # a duplicate would come in it
+    while time.monotonic() < quiet_until:
+        got += await fetch()
     assert sorted(got) == [b"0", b"1", b"2"]
 
 
@@ -79,7 +83,7 @@ async def push_consumer_round_trip(url: str, ns: str, threads: Callable[[], None
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
     async def new_ones() -> list[bytes]:
-        await anyio.sleep(0.05)
+        await anyio.sleep(0.05)  # the poll interval of _three_received's bounded wait
         taken = got[:]
         del got[:]
         return taken
@@ -155,7 +159,10 @@ async def test_no_thread_is_started(cls: str, redis_server, namespace: str) -> N
     before = set(threading.enumerate())
     during: list[set[threading.Thread]] = []
     await ROUND_TRIPS[cls](redis_server.url, namespace, lambda: during.append(set(threading.enumerate())))
-    time.sleep(0.05)  # a thread ending at shutdown would be gone by now; one still running would not
+    # a thread ending at shutdown is gone within a moment; one still running never goes
+    deadline = time.monotonic() + 2.0
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.02)
     after = set(threading.enumerate())
     assert during, "the round trip reached its end"
     assert {t.name for t in during[0] - before} == set(), "threads started during the round trip"

@@ -18,6 +18,7 @@ from mq import Admin, MessageQueue
 from mq.cli import build_parser, main
 from mq.cli.demo import TOPIC, queue_names, split_settled
 from tests.helpers import admin_once
+from tests.procs import wait_for
 
 
 def run_mq(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -181,9 +182,7 @@ def test_group_commands(redis_server, namespace: str, capsys: pytest.CaptureFixt
         lambda msgs, ctx: (got.extend(m.queue_offset for m in msgs), ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1]
     )
     with consumer:
-        deadline = time.monotonic() + 10
-        while len(got) < 10 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: len(got) >= 10, 10, "the ten messages consumed")
         assert main(["group", "list", *common]) == 0
         assert "cli-group  1" in capsys.readouterr().out
         assert main(["group", "connections", "cli-group", *common]) == 0
@@ -211,11 +210,9 @@ def test_dlq_commands(redis_server, namespace: str, capsys: pytest.CaptureFixtur
         consumer,
         Producer("p", url, namespace=namespace) as producer,
     ):
-        time.sleep(0.5)
+        wait_for(lambda: any(q.topic == "dq" for q in consumer.assigned_queues()), 10, "the consumer's queue")
         sent = producer.send(Message("dq", b"bad order"))
-        deadline = time.monotonic() + 10
-        while not admin_once(url, namespace).dlq_messages("cli-dlq") and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: bool(admin_once(url, namespace).dlq_messages("cli-dlq")), 10, "the dead letter")
     assert main(["dlq", "list", "cli-dlq", *common]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert (listed["msg_id"], listed["body"], listed["system_properties"]["RETRY_TOPIC"]) == (sent.msg_id, "bad order", "dq")
@@ -327,17 +324,24 @@ def test_group_status_shows_each_members_queues(redis_server, namespace: str, ca
         "status-group", redis_server.url, namespace=namespace, consume_from_where=ConsumeFromWhere.FIRST_OFFSET
     )
     consumer.subscribe("gs")
-    consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    consumed: list[bytes] = []
+    consumer.register_message_listener(
+        lambda msgs, ctx: (consumed.extend(m.body for m in msgs), ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1]
+    )
     with consumer:
         assert consumer._core is not None
-        time.sleep(1.5)
+        wait_for(
+            lambda: consumed == [b"x"] and len([q for q in consumer.assigned_queues() if q.topic == "gs"]) == 2,
+            10,
+            "both queues held and the message consumed",
+        )
         consumer._core.publish_status()
         deadline = time.monotonic() + 5
         out = ""
         while "gs:1" not in out and time.monotonic() < deadline:
             assert main(["group", "status", "status-group", *common]) == 0
             out = capsys.readouterr().out
-            time.sleep(0.3)
+            time.sleep(0.3)  # the poll interval of this bounded wait (the assertion below fails it)
     assert "gs:0" in out and "gs:1" in out and "NEXT_OFFSET" in out and "msg/s consumed" in out
     assert main(["group", "reset-offset", "no-such-group", "gs", "--timestamp-ms", "0", *common]) == 1
     assert "unknown group" in capsys.readouterr().err

@@ -34,7 +34,7 @@ from mq import (
 from mq.doctor import check
 from mq.errors import MQBrokerError
 from scheduler import BrokerConfig, BrokerService
-from tests.helpers import admin_once
+from tests.helpers import admin_once, stays_quiet
 from tests.procs import wait_for
 from tests.servers import OTHER_SERVERS, RedisServer, SentinelProcs, other_server_binary
 
@@ -103,6 +103,7 @@ def test_send_and_consume(other: tuple[str, RedisServer], namespace: str) -> Non
     seen: list[MessageExt] = []
     with _collect(url, namespace, "g", "t", seen):
         wait_for(lambda: len(seen) >= 36, 20, "every message consumed")
+        stays_quiet(lambda: len(seen), "the deliveries")
     ids = [m.msg_id for m in seen]
     assert sorted(ids) == sorted([*sent, *aio_ids])  # each once
     first = next(m for m in seen if m.body == b"one")
@@ -171,7 +172,7 @@ def test_timers_and_transactions(other: tuple[str, RedisServer], namespace: str)
         want = {b"delayed", b"timer", b"commit", b"unknown"}
         wait_for(lambda: want <= {m.body for m in seen}, 30, "delayed, timer and transaction messages delivered")
         assert time.monotonic() - started >= 0.2  # the delayed ones waited
-        time.sleep(0.3)
+        stays_quiet(lambda: len(seen), "the deliveries")  # the rolled-back one never comes, nothing twice
     assert sorted(m.body for m in seen) == sorted(want)  # each once; the rolled-back one never
 
 
@@ -197,7 +198,7 @@ def test_sentinel_failover(namespace: str, other: tuple[str, RedisServer]) -> No
                 try:
                     after = producer.send(Message("f", b"after"))
                 except MQBrokerError:
-                    time.sleep(0.2)  # the first calls may meet the dead master
+                    time.sleep(0.2)  # paces the retries of this bounded loop: the first calls may meet the dead master
             assert after is not None and after.status in (SendStatus.SEND_OK, SendStatus.FLUSH_SLAVE_TIMEOUT)
         seen: list[MessageExt] = []
         with _collect(url, namespace, "gf", "f", seen):

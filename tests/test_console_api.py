@@ -760,7 +760,7 @@ def test_a_session_expires(still: tuple[str, str, Admin]) -> None:
     c = client(url, ns, token=TOKEN, session_ttl_s=1.0)
     assert _login(c, TOKEN).status_code == 303
     assert ok(c.get("/api/topics"))["total"] == 1
-    time.sleep(1.2)
+    time.sleep(1.2)  # time passes: the 1 s session runs out
     assert c.get("/api/topics").status_code == 401
 
 
@@ -781,7 +781,7 @@ def test_wrong_tokens_lock_the_address_out_for_a_growing_time(still: tuple[str, 
     from mq.console.auth import FREE_FAILURES
 
     assert free_failures == FREE_FAILURES
-    time.sleep(int(locked.headers["retry-after"]) + 0.2)
+    time.sleep(int(locked.headers["retry-after"]) + 0.2)  # time passes: the lockout runs out
     assert _login(c, TOKEN).status_code == 303  # the lockout is over; success clears the count
     for i in range(FREE_FAILURES - 1):
         assert _login(c, f"again-{i}").status_code == 401

@@ -235,7 +235,7 @@ def store() -> Iterator[Store]:
         with broker, Producer("shop", server.url, namespace=filled.namespace, trace=True) as producer:
             for i in range(40):
                 producer.send(Message(TOPIC, b"order %d" % i, tags="created", keys=[f"order-{i}"]))
-            time.sleep(0.3)
+            time.sleep(0.3)  # the clock moves on: the reset time falls between two sends' store times
             filled.reset_at_ms = int(time.time() * 1000)
             time.sleep(0.3)
             sent = producer.send(Message(TOPIC, SPECIAL_BODY, tags="created", keys=[SPECIAL_KEY], properties={"region": "HZ"}))
@@ -607,7 +607,7 @@ def test_a_topics_messages_are_browsed_by_store_time_page_by_page(tab: Tab, cons
     first = rows()
     assert len(first) == 50
     assert page.locator(".pager").inner_text().startswith("page 1 of ")
-    time.sleep(1.0)  # more messages arrive in every queue meanwhile
+    time.sleep(1.0)  # time passes on purpose: more messages arrive in every queue meanwhile
     page.get_by_role("link", name="Next →").click()
     second = rows()
     both = first + second

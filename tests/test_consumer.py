@@ -25,7 +25,7 @@ from mq.connection import Connection
 from mq.consumer.retry import SendBackOps
 from mq.errors import FilterExpressionError, MQBrokerError, MQClientError
 from mq.store import Store
-from tests.helpers import blocked_readers
+from tests.helpers import blocked_readers, stays_quiet
 from tests.leaks import owned
 from tests.procs import wait_for
 from tests.servers import RedisServer
@@ -70,6 +70,11 @@ def _consumer(
     return c
 
 
+def _of_t(consumer: PushConsumer) -> set[MessageQueue]:
+    """The queues of topic T a member holds (a clustering member also holds its group's retry topic)."""
+    return {q for q in consumer.assigned_queues() if q.topic == "T"}
+
+
 def test_push_consumer_gets_everything_once_with_hooks(env) -> None:  # type: ignore[no-untyped-def]
     url, ns, admin, producer = env
     got = Collector()
@@ -90,6 +95,7 @@ def test_push_consumer_gets_everything_once_with_hooks(env) -> None:  # type: ig
         for i in range(300):
             producer.send(Message("T", b"%d" % i))
         wait_for(lambda: len(got.messages) >= 300, 20, "300 messages")
+        stays_quiet(lambda: len(got.messages), "the deliveries")
         assert {q.topic for q in consumer.assigned_queues()} == {"T", "%RETRY%g1"}  # the retry topic comes along
         assert len([q for q in consumer.assigned_queues() if q.topic == "T"]) == 8
     assert sorted(got.bodies, key=int) == [b"%d" % i for i in range(300)]
@@ -110,7 +116,7 @@ def test_tag_and_sql_filters_end_to_end(env) -> None:  # type: ignore[no-untyped
         want_sql = sorted(b for b, t, r in sent if t == "a" and r in ("HZ", "SH"))
         want_tags = sorted(b for b, t, _ in sent if t in ("a", "c"))
         wait_for(lambda: len(sql_got.messages) >= len(want_sql) and len(tags_got.messages) >= len(want_tags), 20, "filtered")
-        time.sleep(0.3)
+        stays_quiet(lambda: (len(sql_got.messages), len(tags_got.messages)), "the filtered deliveries")
     assert sorted(sql_got.bodies) == want_sql
     assert sorted(tags_got.bodies) == want_tags
 
@@ -127,24 +133,24 @@ def test_malformed_expression_fails_at_subscribe(redis_server, namespace: str) -
 def test_consume_from_where(env) -> None:  # type: ignore[no-untyped-def]
     url, ns, _, producer = env
     old = [producer.send(Message("T", b"old%d" % i)) for i in range(40)]
-    time.sleep(0.05)
+    time.sleep(0.05)  # the clock moves on: no "old" message is stored in the mark's millisecond
     mark_ms = int(time.time() * 1000)
-    time.sleep(0.05)
+    time.sleep(0.05)  # nor a "mid" one
     middle = [producer.send(Message("T", b"mid%d" % i)) for i in range(40)]
     assert old and middle
     last, first, stamp = Collector(), Collector(), Collector()
     first_kw = {"consume_from_where": ConsumeFromWhere.FIRST_OFFSET}
     ts_kw = {"consume_from_where": ConsumeFromWhere.TIMESTAMP, "consume_timestamp_ms": mark_ms}
     with (
-        _consumer(url, ns, "g-last", last),
-        _consumer(url, ns, "g-first", first, **first_kw),
-        _consumer(url, ns, "g-ts", stamp, **ts_kw),
+        _consumer(url, ns, "g-last", last) as c_last,
+        _consumer(url, ns, "g-first", first, **first_kw) as c_first,
+        _consumer(url, ns, "g-ts", stamp, **ts_kw) as c_ts,
     ):
-        time.sleep(0.3)
+        wait_for(lambda: all(len(_of_t(c)) == 8 for c in (c_last, c_first, c_ts)), 15, "every queue at each group")
         new = [producer.send(Message("T", b"new%d" % i)) for i in range(40)]
         assert new
         wait_for(lambda: len(last.messages) >= 40 and len(first.messages) >= 120 and len(stamp.messages) >= 80, 20, "all")
-        time.sleep(0.3)
+        stays_quiet(lambda: (len(last.messages), len(first.messages), len(stamp.messages)), "each group's deliveries")
     assert sorted(last.bodies) == sorted(b"new%d" % i for i in range(40))
     assert len(first.bodies) == 120 and len(set(first.bodies)) == 120
     assert sorted(stamp.bodies) == sorted([b"mid%d" % i for i in range(40)] + [b"new%d" % i for i in range(40)])
@@ -168,6 +174,7 @@ def test_failed_message_waits_in_the_retry_topic(env) -> None:  # type: ignore[n
         timer = store.queue_keys("%RETRY%g-retry", 0).timer
         wait_for(lambda: store.conn.client.zcard(timer) == 1, 10, "the copy in the retry topic's timer")
         wait_for(lambda: sum(p.lag for p in admin.consumer_progress("g-retry", "T")) == 0, 10, "offset committed")
+        stays_quiet(lambda: len(calls), "the attempts")
     assert calls == [0]  # comes back only when the broker service delivers it (see test_broker_service)
     assert sent.msg_id
 
@@ -191,6 +198,7 @@ def test_message_is_consumed_again_locally_when_sending_back_fails(env, monkeypa
     with c:
         producer.send(Message("T", b"once"))
         wait_for(lambda: len(attempts) == 2, 10, "the local second attempt")
+        stays_quiet(lambda: len(attempts), "the attempts")
     assert attempts == [0, 1]
 
 
@@ -292,7 +300,7 @@ def test_last_offset_reads_queues_added_to_a_topic_from_their_start(env) -> None
         return {f"{tag}-{q}".encode() for q in queues}
 
     with member() as running:
-        time.sleep(0.5)
+        wait_for(lambda: any(q.topic == "Grow" for q in running.assigned_queues()), 10, "the topic's one queue held")
         admin.update_topic("Grow", read_queues=4, write_queues=4)
         wanted = send_to_queues("running", range(4))
         running._core.rebalance()  # the 20 s backstop would find the new queues too
@@ -301,6 +309,7 @@ def test_last_offset_reads_queues_added_to_a_topic_from_their_start(env) -> None
     wanted |= send_to_queues("down", range(6))
     with member():
         wait_for(lambda: wanted <= set(got.bodies), 10, "what came while the group was down")
+        stays_quiet(lambda: len(got.bodies), "the deliveries")
     assert b"history" not in got.bodies and len(got.bodies) == len(set(got.bodies)) == 10
 
 
@@ -309,11 +318,12 @@ def test_broadcasting_gets_everything_and_resumes_from_local_offsets(env, tmp_pa
     url, ns, _, producer = env
     a, b = Collector(), Collector()
     kw = {"message_model": MessageModel.BROADCASTING}
-    with _consumer(url, ns, "gb", a, client_id="A", **kw), _consumer(url, ns, "gb", b, client_id="B", **kw):
-        time.sleep(0.3)
+    with _consumer(url, ns, "gb", a, client_id="A", **kw) as ca, _consumer(url, ns, "gb", b, client_id="B", **kw) as cb:
+        wait_for(lambda: len(_of_t(ca)) == 8 and len(_of_t(cb)) == 8, 15, "every queue at both members")
         for i in range(60):
             producer.send(Message("T", b"%d" % i))
         wait_for(lambda: len(a.messages) >= 60 and len(b.messages) >= 60, 20, "both got all")
+        stays_quiet(lambda: (len(a.messages), len(b.messages)), "each member's deliveries")
     assert sorted(a.bodies) == sorted(b.bodies) == sorted(b"%d" % i for i in range(60))
     assert list(tmp_path.rglob("A.json")), "offsets persisted to a local file"
     for i in range(60, 90):
@@ -321,7 +331,7 @@ def test_broadcasting_gets_everything_and_resumes_from_local_offsets(env, tmp_pa
     again = Collector()
     with _consumer(url, ns, "gb", again, client_id="A", **kw):
         wait_for(lambda: len(again.messages) >= 30, 20, "the restarted member to catch up")
-        time.sleep(0.3)
+        stays_quiet(lambda: len(again.messages), "the restarted member's deliveries")
     assert sorted(again.bodies) == sorted(b"%d" % i for i in range(60, 90))
     store = owned(Store(Connection(url, ns)))
     stored = store.read_offsets("gb", [MessageQueue("T", "broker-a", q) for q in range(8)])

@@ -193,7 +193,7 @@ def test_a_consumer_that_lost_its_queue_never_moves_the_new_owners_offset_back(
         deadline = time.monotonic() + 6  # more than a persist interval: a stale commit would land now
         while time.monotonic() < deadline:
             seen.append(int(client.hget(store.queue_keys("L", 0).offsets, "lg")))
-            time.sleep(0.05)
+            time.sleep(0.05)  # the poll interval of the 6 s watch
         # "someone-else" is no live member, so the old owner may claim the queue back: from 70 on
         assert min(seen) >= 70, seen
     client.close()
@@ -206,7 +206,7 @@ def test_timer_retention_and_sweep_cover_queues_of_a_shrunk_topic(backend_url: s
     _fill(backend_url, namespace, "S", 3, queue=3)
     admin.update_topic("S", read_queues=2, write_queues=2)
     store = owned(Store(Connection(backend_url, namespace)))
-    time.sleep(0.01)
+    time.sleep(0.01)  # the clock moves on: the messages are older than a zero retention
     assert apply_retention(store, reserved_time_h=0) == 3  # the messages on queue 3 are trimmed too
 
 
@@ -240,7 +240,18 @@ def test_group_pause_and_resume_reach_push_pull_and_simple_consumers(backend_url
         )
         for group in ("g-push", "g-pull", "g-simple"):
             admin.update_group(group, consume_enable=False)
-        time.sleep(2.5)  # one heartbeat (1 s) and a margin
+        assert push._core is not None and pull._core is not None
+        wait_for(  # each member sees the pause at its next heartbeat (1 s; the simple consumer's, in a receive)
+            lambda: (
+                drain_pull_and_simple(),
+                not push._core.active()  # type: ignore[union-attr]
+                and not pull._core.active()  # type: ignore[union-attr]
+                and simple.group_config is not None
+                and not simple.group_config.consume_enable,
+            )[1],
+            15,
+            "every member to see its group paused",
+        )
         producer.send(Message("G", b"paused"))
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
@@ -538,7 +549,7 @@ def test_producers_reread_delay_levels_and_time_delays_on_the_stores_clock(
         producer.send(Message("DL", b"a", delay_level=1))  # default level 1: 1 s
         assert 0 <= last_due_ahead_ms() <= 1500
         store.publish_settings({"message_delay_level": "7s 8s"})  # a broker service publishes new levels
-        time.sleep(0.3)
+        time.sleep(0.3)  # time passes: the producer's cached levels are past their 0.2 s TTL
         producer.send(Message("DL", b"b", delay_level=1))
         assert 6000 <= last_due_ahead_ms() <= 7500
     client.close()

@@ -9,7 +9,7 @@ import pytest
 
 from mq import Message, Producer
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
-from tests.helpers import admin_once
+from tests.helpers import admin_once, stays_quiet
 from tests.procs import ConsumerProc, counts, wait_for
 
 pytestmark = pytest.mark.slow
@@ -49,7 +49,12 @@ class Load:
                     f.result(timeout=10)
                 self.sent.extend(range(i, i + batch))
                 i += batch
-                time.sleep(pause_s)
+                time.sleep(pause_s)  # paces the load
+
+
+def _committed(url: str, namespace: str, topic: str) -> int:
+    """How many messages of ``topic`` group g has committed (the sum of its queues' offsets)."""
+    return sum(max(0, r.consumer_offset) for r in admin_once(url, namespace).consumer_progress("g", topic))
 
 
 def _three_members(url: str, namespace: str, topic: str, tmp_path, procs: list[ConsumerProc], *extra: str) -> None:  # type: ignore[no-untyped-def]
@@ -66,7 +71,7 @@ def test_three_processes_consume_20k_exactly_once(backend_url: str, namespace: s
         futures = [producer.send_async(Message("G20k", b"%d" % i)) for i in range(20_000)]
         assert all(f.result(timeout=60) for f in futures)
     wait_for(lambda: sum(counts(procs).values()) >= 20_000, 60, "20k messages consumed", poll_s=0.2)
-    time.sleep(0.5)  # anything extra (a duplicate) would show up now
+    stays_quiet(lambda: sum(counts(procs).values()), "the deliveries", poll_s=0.2)
     seen = counts(procs)
     assert len(seen) == 20_000 and set(seen.values()) == {1}
     assert _partitioned(procs, 16)
@@ -100,9 +105,10 @@ def test_join_leave_and_crash(redis_server, namespace: str, tmp_path, procs) -> 
         rest = [procs[0], procs[3]]
         took = wait_for(lambda: _partitioned(rest, 16), HEARTBEAT_TIMEOUT_S + 10, "queues of the killed member to move")
         assert took <= HEARTBEAT_TIMEOUT_S + 2.0
-        time.sleep(1.0)
+        time.sleep(1.0)  # the load goes on for a second on the new split
     expected = {str(i) for i in load.sent}
     wait_for(lambda: expected <= set(counts(procs)), 30, "every sent message consumed", poll_s=0.2)
+    stays_quiet(lambda: sum(counts(procs).values()), "the deliveries", poll_s=0.2)
     seen = counts(procs)
     assert set(seen) == expected  # nothing lost, nothing invented
     duplicates = {b for b, n in seen.items() if n > 1}
@@ -120,7 +126,8 @@ def test_killed_consumer_restarts_from_committed_offsets(redis_server, namespace
         for i in range(3000):
             producer.send_async(Message("Gkill", b"%d" % i))
         wait_for(lambda: len(procs[0].consumed()) >= 1000, 30, "a third consumed")
-        time.sleep(5.5)  # at least one offset persist happened
+        # a commit after those: the restart must resume from it, not from the start
+        wait_for(lambda: _committed(url, namespace, "Gkill") >= 1000, 10, "the offsets of a third committed")
         procs[0].kill()  # mid-stream: messages still flowing to it
         procs.append(ConsumerProc(url, namespace, "g", "Gkill", tmp_path / "second.log"))
         for i in range(3000, 4000):
@@ -146,9 +153,10 @@ def test_killed_member_redelivers_at_most_one_pull_batch_per_queue(redis_server,
         held = victim.assigned() or set()
         victim.kill()
         wait_for(lambda: _partitioned(procs[1:], 16), HEARTBEAT_TIMEOUT_S + 10, "the victim's queues to move")
-        time.sleep(2)
+        time.sleep(2)  # the load goes on for two seconds on the new split
     expected = {str(i) for i in load.sent}
     wait_for(lambda: expected <= set(counts(procs)), 60, "every sent message consumed", poll_s=0.2)
+    stays_quiet(lambda: sum(counts(procs).values()), "the deliveries", poll_s=0.2)
     seen = counts(procs)
     assert set(seen) == expected  # nothing lost
     duplicates = [b for b, n in seen.items() if n > 1]

@@ -193,7 +193,7 @@ def test_all_forgets_a_replica_gone_longer_than_it_remembers(
             assert p.send(Message("t", b"a")).status is SendStatus.SEND_OK
             replicas[0].stop()
             assert p.send(Message("t", b"b")).status is SendStatus.FLUSH_SLAVE_TIMEOUT
-            time.sleep(0.6)
+            time.sleep(0.6)  # time passes: the missing replica is past REMEMBER_S (0.5 s here)
             with caplog.at_level(logging.WARNING, logger="mq.store"):
                 p.send(Message("t", b"c"))  # sees ROLE list no replica past REMEMBER_S
                 assert p.send(Message("t", b"d")).status is SendStatus.SEND_OK  # all = the 0 replicas left

@@ -32,7 +32,8 @@ def test_latency_fault_tolerance_avoids_a_stopped_master(fresh_cluster, namespac
         for i in range(200):
             started = time.monotonic()
             r = producer.send(Message("ft", b"%d" % i))  # must not raise
-            assert time.monotonic() - started < 3.0, "a send exceeded its 3 s budget"
+            # no speed bound: the 3 s budget plus a margin for a loaded machine; a send that ignored it fails this
+            assert time.monotonic() - started < 3.0 + 2.0, "a send exceeded its 3 s budget"
             served.append(route.nodes[r.message_queue])
         assert victim_node not in served
         assert set(served) == set(nodes) - {victim_node}
@@ -48,7 +49,7 @@ def test_unreachable_redis_fails_fast_then_recovers(aof_server, namespace: str) 
         started = time.monotonic()
         with pytest.raises(MQBrokerError):
             producer.send(Message("down", b"lost?"), timeout_s=3.0)
-        assert time.monotonic() - started < 3.5
+        assert time.monotonic() - started < 3.0 + 2.0  # its 3 s budget, a margin for load: not a reply timeout's wait
         future = producer.send_async(Message("down", b"async while down"))
         with pytest.raises(MQBrokerError):
             future.result(timeout=10)

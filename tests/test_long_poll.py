@@ -80,7 +80,7 @@ def test_an_idle_queues_offset_is_stored_soon_after_its_last_message_is_consumed
     consumed = threading.Event()
 
     def listener(msgs, ctx):  # type: ignore[no-untyped-def]
-        time.sleep(0.2)  # still running when the waiter goes back to Redis
+        time.sleep(0.2)  # slow on purpose: still running when the waiter goes back to Redis
         consumed.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
@@ -148,7 +148,14 @@ def test_a_waiter_connects_only_when_its_queue_is_caught_up(
     consumer.subscribe("BL")
     consumer.register_message_listener(listener)
     with consumer:
-        time.sleep(1.5)  # claimed, pulling one message a round, listener held
+        core = consumer._core
+        assert core is not None
+        # claimed, the caches filled while the listener is held: every queue of BL left out by flow control
+        wait_for(
+            lambda: len([pq for q, pq in list(core.process_queues.items()) if q.topic == "BL" and pq.flow_paused]) == 4,
+            10,
+            "the four queues paused by flow control",
+        )
         assert not [name for name in held_for if name.startswith("mq-poll-BL")]  # only the retry topic's waiter
         release.set()
         assert consumed.wait(20)

@@ -51,7 +51,7 @@ def test_broker_metrics_have_the_right_values(redis_server, namespace: str) -> N
     failing.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.RECONSUME_LATER)
     unsure = TransactionProducer("tx", url, namespace=namespace, checker=lambda m: LocalTransactionState.UNKNOW)
     with BrokerService(url, namespace, BrokerConfig(message_delay_level="100ms")), failing, unsure as tp:
-        time.sleep(0.5)
+        wait_for(lambda: MessageQueue("M", "broker-a", 0) in failing.assigned_queues(), 10, "the failing group's queue 0")
         with Producer("p2", url, namespace=namespace) as producer:
             producer.send(Message("M", b"poison"), queue=MessageQueue("M", "broker-a", 0))
         tp.send_message_in_transaction(
@@ -92,7 +92,7 @@ def test_group_lag_follows_a_real_consumer(redis_server, namespace: str) -> None
 
     with server, Producer("p", url, namespace=namespace) as producer:
         with consumer:
-            time.sleep(0.5)
+            wait_for(lambda: any(q.topic == "L" for q in consumer.assigned_queues()), 10, "the consumer's queues")
             for i in range(10):
                 producer.send(Message("L", b"%d" % i))
             wait_for(lambda: len(got) == 10, 10, "the consumer to get all 10")
@@ -119,7 +119,7 @@ def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, na
             lambda msgs, ctx: (got.extend(m.body for m in msgs), ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1]
         )
         with consumer, Producer("p", url, namespace=namespace) as producer:
-            time.sleep(0.5)
+            wait_for(lambda: len([q for q in consumer.assigned_queues() if q.topic == "C"]) == 2, 10, "both queues")
             for i in range(7):
                 producer.send(Message("C", b"%d" % i))
             wait_for(lambda: len(got) == 7, 10, "7 consumed")

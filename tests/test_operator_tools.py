@@ -23,7 +23,7 @@ from mq.errors import MQClientError, TopicNotFoundError
 from mq.rates import rates_over
 from mq.times import format_ms
 from scheduler import BrokerConfig, BrokerService
-from tests.helpers import admin_once
+from tests.helpers import admin_once, stays_quiet
 from tests.leaks import owned
 from tests.procs import wait_for
 from tests.test_cli import run_mq
@@ -114,7 +114,7 @@ def _sent_at(redis_url: str, namespace: str, topic: str, count: int) -> list[int
         results = []
         for i in range(count):
             results.append(producer.send(Message(topic, b"%d" % i)))
-            time.sleep(0.02)
+            time.sleep(0.02)  # the clock moves on: different store times
     with Admin(redis_url, namespace) as admin:
         return [m.store_timestamp_ms for m in admin.messages(topic, 0, 0, count)]
 
@@ -147,7 +147,7 @@ def test_query_by_key_takes_iso_bounds(redis_server, namespace: str, capsys: pyt
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(6):
             producer.send(Message("qb", b"%d" % i, keys=["k"]))
-            time.sleep(0.02)
+            time.sleep(0.02)  # the clock moves on: different store times
     stored = [m.store_timestamp_ms for m in admin_once(url, namespace).messages("qb", 0, 0)]
     begin, end = format_ms(stored[2]), datetime.fromtimestamp(stored[4] / 1000).isoformat(timespec="milliseconds")
     assert main(["query", "qb", "--key", "k", "--begin", begin, "--end", end, *common]) == 0
@@ -284,7 +284,8 @@ def test_stats_rates_with_a_real_broker_service(redis_server, namespace: str, ca
         wait_for(lambda: (admin.broker_stats() or {}).get("group_consumed", {}).get("stg/st") == 0, 15, "seeded offsets")
         assert admin.stats(window_s=60) is None  # the service has not run for a minute
         before_ms = int(time.time() * 1000)
-        time.sleep(0.3)  # a snapshot after before_ms still shows nothing sent
+        # a snapshot after before_ms still shows nothing sent
+        wait_for(lambda: int((admin.broker_stats() or {}).get("taken_at_ms", 0)) > before_ms, 10, "a snapshot after before_ms")
         with Producer("p", url, namespace=namespace) as producer:
             for i in range(30):
                 producer.send(Message("st", b"%d" % i))
@@ -387,7 +388,7 @@ def test_a_resent_dead_letter_reaches_only_its_group_once_with_a_link(backend_ur
         assert admin.resend_dlq("A") == 0  # once
         assert admin.resend_dlq("A", msg_ids=[sent.msg_id]) == 0
         wait_for(lambda: len(got["A"]) == 2, 20, "the resent copy at group A")
-        time.sleep(1.0)
+        stays_quiet(lambda: (len(got["A"]), len(got["B"])), "each group's deliveries")
     assert len(got["B"]) == 1  # group B never saw it again
     again = got["A"][1]
     assert again.topic == "DL" and again.body == b"charge" and again.msg_id == sent.msg_id

@@ -12,7 +12,7 @@ import pytest
 from mq import Admin, ConsumeFromWhere, ConsumeOrderlyStatus, Message, Producer, PushConsumer, SelectMessageQueueByHash
 from mq.consumer.locks import LOCK_TTL_S
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
-from tests.helpers import admin_once
+from tests.helpers import admin_once, stays_quiet
 from tests.leaks import owned
 from tests.procs import ConsumerProc, first_deliveries, wait_for
 
@@ -34,7 +34,7 @@ def test_order_per_key_survives_a_crash_and_a_join(redis_server, namespace: str,
                 procs[1].kill()  # mid-stream
             if seq == 20:
                 procs.append(ConsumerProc(url, namespace, "og", "O", tmp_path / "c3.log", "--orderly"))
-            time.sleep(0.05)
+            time.sleep(0.05)  # paces the stream: the crash and the join land while it flows
     expected = {f"{k}:{s}" for k in keys for s in range(40)}
     wait_for(lambda: expected <= {b for p in procs for b in p.consumed()}, 60, "every event consumed", poll_s=0.5)
     order = first_deliveries(procs)
@@ -63,7 +63,7 @@ def test_a_paused_holder_stops_before_another_takes_over(redis_server, namespace
             while not stop.is_set():
                 producer.send(Message("P", b"%d" % i))
                 i += 1
-                time.sleep(0.01)
+                time.sleep(0.01)  # paces the stream (the holder, 30 ms a message, falls behind)
 
     sender = threading.Thread(target=produce)
     sender.start()
@@ -75,7 +75,7 @@ def test_a_paused_holder_stops_before_another_takes_over(redis_server, namespace
         took_over_at = procs[1].records()[0][0]
         time.sleep(max(0.0, paused_at + LOCK_TTL_S + 2 - time.time()))  # past its lease
         holder.proc.send_signal(signal.SIGCONT)
-        time.sleep(3)
+        time.sleep(3)  # the resumed holder runs: a batch on the lease it lost would show in its records now
     finally:
         stop.set()
         sender.join()
@@ -118,15 +118,16 @@ def test_suspend_blocks_only_its_queue_then_keeps_order(redis_server, namespace:
     consumer.register_orderly_listener(listener)
     selector = SelectMessageQueueByHash()
     with consumer, Producer("p", url, namespace=namespace) as producer:
-        time.sleep(1.0)
+        wait_for(lambda: len([q for q in consumer.assigned_queues() if q.topic == "S"]) == 4, 10, "the four queues held")
         for seq in range(10):
             for key in ("k0", "k1", "k2", "k3"):
                 producer.send(Message("S", f"{key}:{seq}".encode()), selector=selector, arg=key)
         for seq in range(10, 40):  # keep the other queues busy while k1 is suspended
             for key in ("k0", "k2", "k3"):
                 producer.send(Message("S", f"{key}:{seq}".encode()), selector=selector, arg=key)
-            time.sleep(0.01)
+            time.sleep(0.01)  # paces the other keys: they keep arriving while k1 is suspended
         wait_for(lambda: len(record) >= 10 + 3 * 40, 20, "everything consumed")
+        stays_quiet(lambda: len(record), "the deliveries")
     assert len(suspended) == 3
     k1 = [b for _, b in record if b.startswith("k1:")]
     assert k1 == [f"k1:{i}" for i in range(10)]  # the suspended message first, then what was behind it
@@ -154,10 +155,11 @@ def test_poison_message_goes_to_the_dlq_after_max_reconsume_times(redis_server, 
     consumer.subscribe("X", "*")
     consumer.register_orderly_listener(listener)
     with consumer, Producer("p", url, namespace=namespace) as producer:
-        time.sleep(1.0)
+        wait_for(lambda: any(q.topic == "X" for q in consumer.assigned_queues()), 10, "the queue held")
         producer.send(Message("X", b"poison"))
         producer.send(Message("X", b"next"))
         wait_for(lambda: after == ["next"], 10, "the queue to move on")
+        stays_quiet(lambda: (len(attempts), len(after)), "the deliveries")
     assert attempts == [0, 1, 2, 3]  # 4 attempts
     assert [m.body for m in admin.dlq_messages("xg")] == [b"poison"]
 
@@ -221,6 +223,7 @@ def test_a_queue_is_handed_over_only_after_its_running_batch(redis_server, names
         leaving.start()
         with b:
             wait_for(lambda: sum(e[2] == "end" for e in record) >= 5, 30, "every message consumed")
+            stays_quiet(lambda: len(record), "the deliveries")
         leaving.join(30)
     ends = [(member, offset) for _, member, what, offset in sorted(record) if what == "end"]
     assert [offset for _, offset in ends] == [0, 1, 2, 3, 4]  # each once, in order
@@ -246,7 +249,8 @@ def test_a_queue_handed_back_before_its_release_goes_on(redis_server, namespace:
             (queue,) = [q for q in core.process_queues if q.topic == "F"]  # not the group's retry queue
             with core._rebalance_lock:
                 assert core._apply(set()) is True  # taken away: not released while the batch runs
-            time.sleep(1.5)  # the batch ends; the queue is released at the next rebalance only
+            # the batch ends; the queue is released at the next rebalance only
+            wait_for(lambda: any(e[1:] == ("C", "end", 0) for e in record), 5, "the slow batch to end")
             with core._rebalance_lock:
                 assert core._apply({queue}) is False  # handed back before that
             wait_for(lambda: sum(e[2] == "end" for e in record) >= 10, 5, "the cached messages")

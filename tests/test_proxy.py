@@ -540,7 +540,7 @@ async def _trace_scenario(r: Running, monkeypatch: pytest.MonkeyPatch) -> tuple[
     )
     fwd.group.name, fwd.topic.name = "G", "T"
     assert (await r.stub.ForwardMessageToDeadLetterQueue(fwd)).status.code == Code.Value("OK")
-    await asyncio.sleep(1.3)  # ``late`` is visible again to G, ``dying`` to D
+    await asyncio.sleep(1.3)  # time passes: ``late`` is visible again to G, ``dying`` to D (1 s invisible)
     _, [again] = await _receive(r.stub, "G", "T", invisible_s=1)
     assert (again.body, again.system_properties.delivery_attempt) == (b"late", 2)
     status, none = await _receive(r.stub, "D", "T", invisible_s=1, poll_s=0)

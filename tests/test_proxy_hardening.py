@@ -28,8 +28,8 @@ from mq.proxy.pb import definition, service
 from mq.proxy.server import ProxyConfig, ProxyServer
 from mq.proxy.settings import Limits
 from scheduler.config import BrokerConfig
-from tests.helpers import snapshot
-from tests.servers import RedisClusterProcs, RedisServer, _live, free_port
+from tests.helpers import snapshot, stays_quiet_async, wait_for_async
+from tests.servers import RedisClusterProcs, RedisServer, free_port
 from tests.test_proxy import Running, _message, running
 
 pytestmark = pytest.mark.anyio
@@ -46,21 +46,10 @@ def store_url(request: pytest.FixtureRequest) -> str:
     return cluster.url
 
 
-class SpawnedRedis(RedisServer):
-    """A redis-server started without a ``preexec_fn``, so Python spawns it with vfork and runs no
-    at-fork handler: a fork handler while gRPC's threads run (this module's endpoints) can kill the
-    child before it execs (seen: "epoll_wait error: Bad file descriptor", the server never starts)."""
-
-    def spawn(self) -> None:
-        with open(os.path.join(self.workdir, "redis.out"), "wb") as out:
-            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-        _live.add(self.proc)
-
-
 @pytest.fixture
 def own_server() -> Iterator[RedisServer]:
     """A fresh server of the test's own, that it may stop and start again."""
-    with SpawnedRedis(appendonly=True) as server:
+    with RedisServer(appendonly=True) as server:
         yield server
 
 
@@ -354,10 +343,16 @@ async def test_a_store_outage_is_logged_once_when_it_starts_and_once_when_it_end
             for _ in range(3):
                 res = await r.stub.SendMessage(service.SendMessageRequest(messages=[_message("T")]))
                 assert res.status.code == Code.Value("INTERNAL_SERVER_ERROR")
-            await _sleep(3.5)  # the check-back reader retries every second meanwhile
+            # three rounds of the check-back reader, which retries every second: logged once all the same
+            await _sleep(3.5)
             down = [rec for rec in caplog.records if rec.levelno >= logging.WARNING]
             own_server.start()
-            await _sleep(3.5)
+            await wait_for_async(
+                lambda: any(rec.getMessage() == "the store answers again" for rec in caplog.records), 15, "the recovery logged"
+            )
+            await stays_quiet_async(  # two rounds of the reader: nothing more logged
+                lambda: sum(rec.levelno >= logging.WARNING for rec in caplog.records), "the proxy's warnings"
+            )
         records = [rec for rec in caplog.records if rec.levelno >= logging.WARNING]
         assert [rec.levelname for rec in down] == ["ERROR"] and "stopped answering" in down[0].getMessage(), down
         assert not [rec for rec in records if rec.exc_info], "no traceback while the store is down"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +20,7 @@ from mq.consumer.puller import Puller
 from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store import Store
 from mq.store.groups import OWNER_GUARD, PullRequest, PullResult
-from tests.helpers import admin_once
+from tests.helpers import admin_once, stays_quiet
 from tests.leaks import owned
 
 SCENARIOS = [  # (offset, max_messages): from the start, a middle batch, past the log's end, caught up, beyond
@@ -63,9 +63,11 @@ def _consume_until(
     *,
     spied: tuple[str, Any],
     pull_batch_size: int,
+    quiet: Callable[[], object] | None = None,
 ) -> None:
     """Run a push consumer of group ``g`` from the first offset, with ``Puller.<spied[0]>`` replaced by
-    ``spied[1]``, until ``done`` is set (at most 30 s)."""
+    ``spied[1]``, until ``done`` is set (at most 30 s); then, given ``quiet`` (a count of deliveries),
+    for the quiet period in which it must not change (no duplicate)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Puller, *spied)
         consumer = PushConsumer(
@@ -75,6 +77,8 @@ def _consume_until(
         consumer.register_message_listener(listener)
         with consumer:
             assert done.wait(30)
+            if quiet is not None:
+                stays_quiet(quiet, "the deliveries")
 
 
 @pytest.fixture
@@ -164,7 +168,9 @@ def test_consumer_reads_small_messages_natively_and_large_through_the_script(red
                 done.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    _consume_until(url, namespace, "S", "*", listener, done, spied=("_request", spying), pull_batch_size=8)
+    _consume_until(
+        url, namespace, "S", "*", listener, done, spied=("_request", spying), pull_batch_size=8, quiet=lambda: len(seen)
+    )
     assert len(seen) == small + large and len(set(seen)) == small + large
     assert any(read_after for read_after, _ in asked)  # small messages: read natively
     assert not asked[0][0]  # a queue's first pull goes through the script (sizes unknown)

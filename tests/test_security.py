@@ -48,7 +48,7 @@ def _round_trip(url: str, ns: str) -> list[bytes]:
     consumer.subscribe("sec", "*")
     consumer.register_message_listener(listener)
     with consumer, Producer("sec-producer", url, namespace=ns) as producer:
-        time.sleep(0.3)
+        wait_for(lambda: any(q.topic == "sec" for q in consumer.assigned_queues()), 10, "the consumer's queues")
         for i in range(5):
             producer.send(Message("sec", b"%d" % i))
         wait_for(lambda: len(got) >= 5, 10, "5 messages over the restricted connection")
@@ -138,6 +138,7 @@ def test_every_feature_runs_under_the_client_role(redis_server, namespace: str) 
         simple = SimpleConsumer("gs", url, namespace=namespace, subscriptions={"S": "*"}, await_duration_s=0.5)
         commit = LocalTransactionState.COMMIT_MESSAGE
         transactions = TransactionProducer("gt", url, namespace=namespace, checker=lambda msg: commit)
+        held = [(concurrent, "A"), (orderly, "O"), (tx_reader, "X")]
         with (
             BrokerService(url, namespace, fast),
             concurrent,
@@ -147,7 +148,11 @@ def test_every_feature_runs_under_the_client_role(redis_server, namespace: str) 
             transactions,
             Producer("p", url, namespace=namespace) as producer,
         ):
-            time.sleep(0.5)
+            wait_for(
+                lambda: all(any(q.topic == t for q in c.assigned_queues()) for c, t in held),
+                10,
+                "each push consumer's queues",
+            )
             sent = producer.send(Message("A", b"plain", keys=["k1"]))
             producer.send(Message("A", b"later", deliver_time_ms=int(time.time() * 1000) + 300))
             producer.send(Message("A", b"poison"))

@@ -19,6 +19,7 @@ import pytest
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer, SendStatus
 from mq.connection import Connection
 from mq.store import Store
+from tests.helpers import blocked_readers, wait_for_async
 from tests.procs import wait_for
 from tests.servers import RedisServer, SentinelProcs
 
@@ -135,6 +136,8 @@ def test_asyncio_consumer_follows_the_master_the_sentinels_name(
     for url in (sentinel.url, other.url):
         Admin(url, namespace).create_topic("t", read_queues=1, write_queues=1)
 
+    old_url = sentinel.master.url
+
     async def go() -> None:
         seen: list[bytes] = []
 
@@ -153,7 +156,8 @@ def test_asyncio_consumer_follows_the_master_the_sentinels_name(
             while b"on-old" not in seen and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             assert b"on-old" in seen
-            await asyncio.sleep(0.5)  # the waiter is blocked in its long poll on the old master now
+            # the waiters (the topic's and the retry topic's) are blocked in their long polls on the old master now
+            await wait_for_async(lambda: blocked_readers(old_url) >= 2, 10, "the waiters blocked on the old master")
             _repoint(sentinel, other.port)
             with Producer("p", other.url, namespace=namespace) as direct:
                 for i in range(3):
@@ -177,9 +181,9 @@ def test_a_blocked_read_moves_to_the_new_master(sentinel: SentinelProcs, other: 
         result: list[Any] = []
         blocked = threading.Thread(target=lambda: result.append(held.client.blpop(["wake"], timeout=20)))
         blocked.start()
-        time.sleep(0.3)
+        wait_for(lambda: blocked_readers(sentinel.master.url, "blpop") == 1, 10, "the read blocked on the old master")
         _repoint(sentinel, other.port)
-        time.sleep(2)  # a few rounds of the view
+        wait_for(lambda: blocked_readers(other.url, "blpop") == 1, 10, "the read retried on the new master")
         with other.client() as new:
             new.rpush("wake", "on-new")
         blocked.join(10)
@@ -190,14 +194,16 @@ def test_a_blocked_read_moves_to_the_new_master(sentinel: SentinelProcs, other: 
 
 
 def test_an_asyncio_blocked_read_moves_to_the_new_master(sentinel: SentinelProcs, other: RedisServer) -> None:
+    old_url = sentinel.master.url
+
     async def go() -> None:
         conn = Connection(sentinel.url, "ns", socket_timeout_s=30)
         try:
             await conn.async_client.ping()
             blocked = asyncio.ensure_future(conn.async_client.blpop(["wake"], timeout=20))
-            await asyncio.sleep(0.3)
+            await wait_for_async(lambda: blocked_readers(old_url, "blpop") == 1, 10, "the read blocked on the old master")
             _repoint(sentinel, other.port)
-            await asyncio.sleep(2)
+            await wait_for_async(lambda: blocked_readers(other.url, "blpop") == 1, 10, "the read retried on the new master")
             with other.client() as new:
                 new.rpush("wake", "on-new")
             assert tuple(await asyncio.wait_for(blocked, 10)) == (b"wake", b"on-new")

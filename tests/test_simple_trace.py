@@ -48,10 +48,10 @@ def scenario(api: Api, url: str, namespace: str, trace: bool | None) -> dict[byt
     first = {v.body: v for v in consumer.receive(4, INVISIBLE_S)}
     assert set(first) == {b"acked", b"dropped"}
     consumer.ack(first[b"acked"])
-    time.sleep(INVISIBLE_S + 0.2)
+    time.sleep(INVISIBLE_S + 0.2)  # time passes: the invisible time runs out
     [again] = consumer.receive(4, INVISIBLE_S)
     assert (again.body, again.delivery_attempt) == (b"dropped", 2)
-    time.sleep(INVISIBLE_S + 0.2)
+    time.sleep(INVISIBLE_S + 0.2)  # time passes: the invisible time runs out
     assert consumer.receive(4, INVISIBLE_S) == []  # its third delivery would be past max_delivery_attempts=2: dead
     consumer.shutdown()  # writes the events left
     assert [m.msg_id for m in admin_once(url, namespace).dlq_messages("gs")] == [ids[b"dropped"]]
@@ -99,7 +99,7 @@ def test_resent_dead_letters_come_back_to_the_groups_simple_consumers(api: Api, 
     with pytest.raises(MQClientError, match="expired"):
         consumer.ack(view)  # the old receipt
     consumer.ack(changed)
-    time.sleep(INVISIBLE_S + 0.2)
+    time.sleep(INVISIBLE_S + 0.2)  # time passes: the invisible time runs out
     assert consumer.receive(4, INVISIBLE_S) == []  # acked: never handed out again
     consumer.shutdown()
     assert admin.resend_dlq("gs") == 0  # resent once only

@@ -16,7 +16,7 @@ from mq import Admin, Message, Producer, SendStatus, aio
 from mq.connection import Connection
 from mq.errors import MQBrokerError, MQClientError
 from mq.store import lane
-from tests.helpers import admin_once, raw_client
+from tests.helpers import admin_once, blocked_readers, raw_client, wait_for_async
 from tests.leaks import owned
 from tests.servers import RedisServer
 
@@ -306,7 +306,7 @@ async def test_cancelling_an_aio_pipe_lane_read_drops_its_connection(redis_serve
     key = f"{namespace}:blocked"
     ticket = await pipe.send([("BLPOP", key, 2)])
     reading = asyncio.get_running_loop().create_task(pipe.read(ticket, 1))
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # the task runs to its wait for the reply (the BLPOP blocks for 2 s: any yield is early enough)
     reading.cancel()
     with pytest.raises(asyncio.CancelledError):
         await reading
@@ -359,7 +359,8 @@ async def test_shutdown_cancelling_the_aio_sender_mid_read_drops_the_connection(
     client.execute_command("CLIENT", "PAUSE", 1500, "WRITE")  # the next round's script waits in Redis
     try:
         sending = asyncio.ensure_future(producer.send(Message("aiopaused", b"paused")))
-        await asyncio.sleep(0.2)  # written; its reply is being waited for
+        # written: its script waits in Redis (a paused client shows blocked), its reply is being waited for
+        await wait_for_async(lambda: blocked_readers(redis_server.url, "evalsha") == 1, 5, "the send paused in Redis")
         pool = producer._conn.async_client.connection_pool
         kept = list(pool._in_use_connections)  # the sender's own connection, nothing else is running
         assert len(kept) == 1 and kept[0].is_connected
@@ -415,7 +416,7 @@ async def test_aio_pipelined_sends_follow_a_sentinel_failover(sentinel: Any, nam
                 results = await asyncio.gather(*(producer.send(Message("aiofailover", b"b%d" % i)) for i in range(20)))
                 break
             except MQBrokerError:
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # paces the retries of this bounded loop
         assert len(results) == 20 and all(r.status is SendStatus.SEND_OK for r in results)
         await asyncio.gather(*(producer.send(Message("aiofailover", b"c%d" % i)) for i in range(20)))
         assert producer._sender is not None and producer._sender.pipeline is not None

@@ -31,7 +31,9 @@ from mq.tier.reader import TierReader, matcher
 from mq.tier.segment import Segment
 from mq.tier.writer import write_segment
 from scheduler import BrokerService
+from tests.helpers import QUIET_PERIOD_S, stays_quiet
 from tests.leaks import owned
+from tests.procs import wait_for
 from tests.tier_helpers import body_number, send_numbered, tier_config
 
 TOPIC = "tiered"
@@ -92,11 +94,9 @@ def _pushing(url: str, namespace: str, group: str, *, orderly: bool = False) -> 
 
 
 def _wait_for(seen: list[int], count: int, timeout_s: float = 30) -> None:
-    """Until ``seen`` holds ``count`` offsets, then half a second more (a duplicate would arrive then)."""
-    deadline = time.monotonic() + timeout_s
-    while len(seen) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)
+    """Until ``seen`` holds ``count`` offsets, then the quiet period (a duplicate would arrive in it)."""
+    wait_for(lambda: len(seen) >= count, timeout_s, f"{count} deliveries")
+    stays_quiet(lambda: len(seen), "the deliveries")
 
 
 def test_a_segment_file_gives_back_every_field(tmp_path: pathlib.Path) -> None:
@@ -221,7 +221,7 @@ def test_a_new_push_group_from_first_offset_reads_every_message_once(redis_serve
 
 def test_reset_offset_by_time_to_a_time_only_the_tier_holds(redis_server, namespace, topic, tier_url) -> None:  # type: ignore[no-untyped-def]
     send_numbered(redis_server.url, namespace, TOPIC, 0, range(50))
-    time.sleep(0.05)
+    time.sleep(0.05)  # the clock moves on: no message is stored in the reset time's millisecond
     at_ms = int(time.time() * 1000)
     time.sleep(0.05)
     service = _tiered(redis_server.url, namespace, tier_url, range(50, 100), hot_retention_s=0.001)
@@ -253,7 +253,7 @@ async def test_an_asyncio_pull_consumer_reads_across_both_tiers(redis_server, na
         deadline = time.monotonic() + 30
         while len(got) < 110 and time.monotonic() < deadline:
             got += await pc.poll(timeout_s=0.5)
-        got += await pc.poll(timeout_s=0.3)
+        got += await pc.poll(timeout_s=QUIET_PERIOD_S)  # returns at once with a duplicate, else stays quiet
     assert [m.queue_offset for m in got] == list(range(110))
     service.shutdown()
 

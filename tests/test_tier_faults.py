@@ -9,7 +9,6 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -18,7 +17,7 @@ from mq.connection import Connection
 from mq.store import Store
 from scheduler import BrokerService
 from tests.leaks import owned
-from tests.procs import ROOT
+from tests.procs import ROOT, wait_for
 from tests.tier_helpers import body_number, read_from_first, send_numbered, tier_config
 
 pytestmark = [pytest.mark.slow]
@@ -71,7 +70,8 @@ def test_kill_9_at_each_step_loses_and_duplicates_nothing(redis_server, namespac
 
     # another broker service takes over once the dead one's lease expires, finishes the work and
     # removes what the crash left in the tier
-    time.sleep(2.2)  # the lease of tests/tier_broker_proc.py: 2 s
+    lease = store.queue_keys(TOPIC, 0).tier_lease  # 2 s in tests/tier_broker_proc.py
+    wait_for(lambda: not store.conn.client.exists(lease), 10, "the dead service's tier lease to expire")
     service = BrokerService(url, namespace, tier_config(tier_url, tier_segment_messages=5000, hot_retention_s=0.001))
     assert service.tier is not None
     service.tier.run()

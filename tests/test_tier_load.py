@@ -22,7 +22,7 @@ from mq.errors import MQBrokerError
 from mq.keys import Keys
 from mq.message import MessageExt
 from scheduler import BrokerConfig, BrokerService
-from tests.helpers import admin_once
+from tests.helpers import admin_once, stays_quiet
 from tests.s3_server import MotoServer
 from tests.servers import RedisClusterProcs, RedisServer
 from tests.tier_helpers import read_from_first
@@ -148,13 +148,13 @@ def test_ten_times_maxmemory_through_a_tier_reads_back_exactly_once(
                         )
                     except MQBrokerError:  # full: not SEND_OK, not expected back
                         refused += 1
-                        time.sleep(0.05)
+                        time.sleep(0.05)  # paces the producer while the store is full
                     else:
                         for k in range(BATCH):
                             sent[(qid, result.queue_offset + k)] = n + k
                         fed[node] += BATCH * 1024
                     n += BATCH
-            time.sleep(1.0)
+            time.sleep(1.0)  # the sampler watches the uploader catch up for a second more
             stop.set()
             sampler.join()
             pulled = read_from_first(url, ns, "replay", TOPIC, len(sent), batch=256)
@@ -172,8 +172,8 @@ def test_ten_times_maxmemory_through_a_tier_reads_back_exactly_once(
             consumer.subscribe(TOPIC)
             consumer.register_message_listener(listener)
             with consumer:
-                done.wait(120)
-                time.sleep(1.0)
+                assert done.wait(120)
+                stays_quiet(lambda: len(pushed), "the deliveries")
         print(f"{kind}/{tier}: sent {len(sent)} messages over {queues} queues, per master "
               f"{[round(f / MAXMEMORY, 1) for f in fed]}x maxmemory, {refused} batches refused, "
               f"peak used_memory per master {peak} of {MAXMEMORY}")  # fmt: skip

@@ -86,7 +86,7 @@ def test_search_offset_by_store_time(admin: Admin, backend_url: str, namespace: 
     assert admin.search_offset(mq, 0) == 0  # empty queue: max offset
     with Producer("pg", backend_url, namespace=namespace) as producer:
         first = [producer.send(Message("search", b"a")) for _ in range(5)]
-        time.sleep(0.05)
+        time.sleep(0.05)  # the clock moves on: no message is stored in the middle's millisecond
         middle_ms = int(time.time() * 1000)
         time.sleep(0.05)
         second = [producer.send(Message("search", b"b")) for _ in range(5)]

@@ -13,7 +13,8 @@ import pytest
 
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
 from mq.cli import main
-from tests.helpers import admin_once
+from mq.trace import FLUSH_INTERVAL_S
+from tests.helpers import admin_once, stays_quiet
 from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 from tests.servers import RedisServer
@@ -56,7 +57,12 @@ def test_trace_shows_the_send_both_groups_and_the_retry(backend_url: str, namesp
         _consumer(url, namespace, "gb", listener_of("gb", False)),
     ):
         wait_for(lambda: seen["ga"] == [0, 1] and seen["gb"] == [0], 20, "ga retried once, gb consumed once")
-        time.sleep(0.3)
+        wait_for(lambda: len(admin.message_trace("TR", sent.msg_id)) >= 5, 10, "the five trace events written")
+        stays_quiet(
+            lambda: (len(seen["ga"]), len(seen["gb"]), len(admin.message_trace("TR", sent.msg_id))),
+            "the deliveries and their trace events",
+            poll_s=0.2,
+        )
     events = admin.message_trace("TR", sent.msg_id)
     kinds = [(e.kind, e.group, e.status, e.attempt) for e in events]
     assert kinds[0] == ("send", "tp", "SEND_OK", 1)
@@ -93,24 +99,24 @@ def test_with_tracing_off_nothing_extra_is_written(namespace: str) -> None:
                         return
 
         ok = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        probe = server.client()
         with (
             Producer("tp", url, namespace=namespace) as producer,
-            _consumer(url, namespace, "g", lambda m, c: got.extend(x.body for x in m) or ok),
+            _consumer(url, namespace, "g", lambda m, c: got.extend(x.body for x in m) or ok) as consumer,
         ):
-            time.sleep(1.0)
+            wait_for(lambda: any(q.topic == "TR" for q in consumer.assigned_queues()), 10, "the consumer's queue")
             watcher = threading.Thread(target=watch, daemon=True)
             watcher.start()
-            time.sleep(0.3)
+            wait_for(lambda: any("O" in c["flags"] for c in probe.client_list()), 10, "the MONITOR client")
             for i in range(20):
                 producer.send(Message("TR", b"%d" % i))
             wait_for(lambda: len(got) >= 20, 10, "all consumed")
-            time.sleep(0.5)
+            time.sleep(5 * FLUSH_INTERVAL_S)  # a trace written for these deliveries would be flushed by now
             stop.set()
             producer.send(Message("TR", b"last"))  # one more command wakes the watcher
             watcher.join(5)
-        client = server.client()
-        trace_keys = list(client.scan_iter(match="*:trace", count=1000))
-        client.close()
+        trace_keys = list(probe.scan_iter(match="*:trace", count=1000))
+        probe.close()
     assert len(commands) > 40, "the monitor saw the sends and the consumption"
     assert trace_keys == []
     assert not [c for c in commands if any(sha in c for sha in trace_shas) or b":trace" in c]

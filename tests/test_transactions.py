@@ -25,7 +25,7 @@ from mq import (
 from mq.errors import MQClientError, TopicNotFoundError
 from mq.keys import Keys
 from scheduler import BrokerConfig, BrokerService
-from tests.helpers import admin_once, raw_client, snapshot
+from tests.helpers import admin_once, raw_client, snapshot, stays_quiet
 from tests.leaks import owned
 from tests.procs import ROOT, wait_for
 
@@ -63,7 +63,7 @@ def env(backend_url: str, namespace: str) -> Iterator[tuple[str, str, Admin, Inb
     admin.create_topic("T", read_queues=4, write_queues=4)
     inbox = Inbox(backend_url, namespace)
     with inbox.consumer:
-        time.sleep(0.5)
+        wait_for(lambda: len([q for q in inbox.consumer.assigned_queues() if q.topic == "T"]) == 4, 10, "the inbox's queues")
         yield backend_url, namespace, admin, inbox
 
 
@@ -72,7 +72,8 @@ def test_commit_is_visible_at_once_rollback_never_half_invisible(env) -> None:  
     seen_during: list[int] = []
 
     def commit(msg, arg):  # type: ignore[no-untyped-def]
-        time.sleep(0.5)  # the half message is stored now; nobody may see it
+        # the half message is stored now: nobody may see it, however long the local transaction takes
+        stays_quiet(lambda: len(inbox.bodies()), "the inbox while the transaction is open")
         seen_during.append(len(inbox.bodies()))
         seen_during.append(sum(s.max_offset for s in admin.topic_status("T").values()))
         return COMMIT
@@ -85,7 +86,7 @@ def test_commit_is_visible_at_once_rollback_never_half_invisible(env) -> None:  
         wait_for(lambda: inbox.bodies() == [b"committed"], 5, "the committed message")
         assert admin.query_message("T", r.msg_id) is not None
     assert seen_during == [0, 0]
-    time.sleep(0.5)
+    stays_quiet(lambda: len(inbox.bodies()), "the inbox after the rollback")
     assert inbox.bodies() == [b"committed"]
     assert admin.query_message("T", rolled.msg_id) is None
 
@@ -104,7 +105,7 @@ def test_unknown_resolved_by_check_back(env) -> None:  # type: ignore[no-untyped
         r = tp.send_message_in_transaction(Message("T", b"executor raised"), raises)
         assert r.local_transaction_state is UNKNOW
         wait_for(lambda: len(inbox.bodies()) >= 2, 10, "both committed by check-back")
-        time.sleep(1.5)
+        stays_quiet(lambda: len(inbox.bodies()), "the inbox")  # two check intervals: the rolled-back one never comes
     assert sorted(inbox.bodies()) == [b"check says commit", b"executor raised"]
     arrived = dict(inbox.got)[b"check says commit"] - sent
     assert FAST.transaction_timeout_s <= arrived <= FAST.transaction_timeout_s + FAST.transaction_check_interval_s + 1
@@ -138,7 +139,7 @@ def test_unanswerable_half_is_checked_exactly_max_times_then_listed(env) -> None
     with BrokerService(url, ns, FAST), TransactionProducer("txg", url, namespace=ns, checker=never_sure) as tp:
         r = tp.send_message_in_transaction(Message("T", b"limbo", keys=["k"]), lambda m, a: UNKNOW)
         wait_for(lambda: bool(admin.discarded_transactions()), 15, "the half message to be rolled back and listed")
-        time.sleep(2.5)  # no further checks
+        stays_quiet(lambda: len(checks), "the checks")  # two check intervals: no further check
     assert checks == ["1", "2", "3"]
     [dead] = admin.discarded_transactions("T")
     assert (dead.msg_id, dead.body, dead.system_properties["TRANSACTION_CHECK_TIMES"]) == (r.msg_id, b"limbo", "3")
@@ -165,7 +166,7 @@ def test_two_broker_services_check_once_per_interval_and_commit_once(env) -> Non
         for i in range(10):
             tp.send_message_in_transaction(Message("T", b"m%d" % i), lambda m, a: UNKNOW)
         wait_for(lambda: len(inbox.bodies()) >= 10, 20, "all committed")
-        time.sleep(2.0)
+        stays_quiet(lambda: (len(inbox.bodies()), sum(map(len, checks.values()))), "the deliveries and the checks")
     assert sorted(inbox.bodies()) == sorted(b"m%d" % i for i in range(10))  # once each
     assert all(len(times) == 3 for times in checks.values()), checks
     # What the brokers asked, read where they asked it: the request stream's ids are Redis times of
