@@ -47,8 +47,9 @@ class MessagesStreamReader(RangeReader, DataSourceStreamReader, _AvailableNow):
 
         Raises:
             TopicNotFoundError: a ``topic`` entry names a topic that does not exist.
+            MQClientError: JSON ``starting_offsets`` name a topic or queue the query does not read.
         """
-        start = plan.resolve(self.options.starting_offsets or LATEST, self._stats(), missing=EARLIEST)
+        start = plan.resolve(self.options.starting_offsets or LATEST, self._stats(), missing=EARLIEST, option="starting_offsets")
         return dict(plan.to_json(start))
 
     def latestOffset(self, start: Mapping[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
