@@ -135,9 +135,18 @@ ENTRIES = st.one_of(
 )
 
 
+#: A message the store's ``queue-stats`` script can read the store time of (see :func:`_write`).
+NEWEST = [(b"i", b"newest"), (b"b", b"."), (b"bt", b"1"), (b"st", b"1")]
+
+
 def _write(url: str, namespace: str, topic: str, entries: Sequence[Sequence[tuple[bytes, bytes]]]) -> list[Any]:
-    """Create ``topic`` with one queue, put ``entries`` straight into its stream at offsets 0, 1, …,
-    and return them as the store reads them back (the reader's input)."""
+    """Create ``topic`` with one queue, put ``entries`` and then :data:`NEWEST` straight into its
+    stream at offsets 0, 1, …, and return them as the store reads them back (the reader's input).
+
+    The queue's newest entry is a message: the ``queue-stats`` script (every read's planning, and
+    ``Admin.topic_status``) fails on a newest entry whose ``st`` is not a number — a store bug outside
+    the Spark source, reported with issue 34."""
+    entries = [*entries, NEWEST]
     admin_once(url, namespace).create_topic(topic, read_queues=1, write_queues=1)
     client = raw_client(url)
     try:
@@ -236,7 +245,7 @@ def _spark_read(session: SparkSession, url: str, topic: str, names: Sequence[str
     return reader.options(url=url, namespace=_NAMESPACE, topic=topic).load()
 
 
-@pytest.mark.timeout(600)  # 20 examples of 3 Spark actions each, on a shared 2-core machine
+@pytest.mark.timeout(900)  # 20 examples of 3 Spark actions each (and the session start) on a shared 2-core machine
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @for_all(st.lists(ENTRIES, min_size=1, max_size=12))
 def test_spark_reads_every_entry_the_codec_takes(
@@ -299,7 +308,7 @@ def test_a_skipped_entry_is_logged_once(redis_server: Any, namespace: str, caplo
     )
     with caplog.at_level(logging.ERROR, logger="mq.store"):
         batch = columns.entries_batch("L", 0, stored, _ALL)
-    assert batch.column("msg_id").to_pylist() == ["a", "c"]
+    assert batch.column("msg_id").to_pylist() == ["a", "c", "newest"]
     assert [r.getMessage().split(":")[0] for r in caplog.records] == ["skipping entry 0-2 of 'L' queue 0"]
 
 
