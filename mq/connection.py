@@ -27,7 +27,7 @@ import os
 import re
 import threading
 from asyncio import get_running_loop as asyncio_loop  # `asyncio` names a flag of the client makers
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -262,6 +262,18 @@ class Connection:
         with translate_errors(self.url, "connecting"):
             held.client = redis.Redis(connection_pool=self.client.connection_pool, single_connection_client=True)
         return held
+
+    def on_reconnect(self, callback: Callable[[Any], None]) -> bool:
+        """Call ``callback(redis_connection)`` each time the one connection of a :meth:`held` copy
+        (re)connects — redis-py's retry reconnects silently, and a consumer's position check must run
+        again after it (D70). redis-py keeps the callback as a weak reference. Returns False (and
+        registers nothing) where there is no single held connection (a cluster, ``memory://``, a
+        shared pool): the caller then checks on every wait."""
+        single = getattr(self.client, "connection", None)
+        if single is None:
+            return False
+        single.register_connect_callback(callback)
+        return True
 
     def release_held(self) -> None:
         """Give the connection of a :meth:`held` copy back to its pool (nothing for a shared one)."""

@@ -142,9 +142,13 @@ class QueueKeys:
         (``"lock"``), or the offsets hash itself when nothing is checked (``""``)."""
         return self.owners if guard == "owner" else self.lock(group) if guard == "lock" else self.offsets
 
+    def commit(self, group: str, guard: str) -> list[str]:
+        """The keys of ``commit-offset``."""
+        return [self.offsets, self.guard(group, guard), self.meta, self.log]
+
     def pull(self, group: str, guard: str) -> list[str]:
         """The keys of ``pull-messages``."""
-        return [self.meta, self.log, self.offsets, self.guard(group, guard)]
+        return [self.meta, self.log, self.offsets, self.guard(group, guard), self.ids]
 
     def deliver(self) -> list[str]:
         """The keys of ``deliver-due``: the put keys, the queue's timer and its dead-letter stream."""

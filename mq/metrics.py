@@ -6,6 +6,11 @@ producers and consumers then record into the process-wide registry::
     rocketredis_send_latency_seconds{topic}          histogram of successful sends
     rocketredis_consume_latency_seconds{group,topic} histogram of listener calls
     rocketredis_rebalance_total{group}               rebalances that changed this client's queues
+    rocketredis_offset_rewinds_total{group,topic,queue}
+                                                     positions the store rewound after a failover
+                                                     lost messages a consumer had read (D70)
+    rocketredis_offset_rewound_messages_total{group,topic,queue}
+                                                     messages read again because of those rewinds
 
 Disabled (the default), the hooks cost one attribute check. Broker-side series (lag, DLQ size,
 backlogs) come from ``mq broker --metrics-port``.
@@ -28,6 +33,8 @@ class ClientMetrics:
     send_latency: Histogram
     consume_latency: Histogram
     rebalances: Counter
+    offset_rewinds: Counter
+    rewound_messages: Counter
 
 
 #: The enabled metrics, or None.
@@ -50,6 +57,18 @@ def enable_client_metrics(
                 registry=registry,
             ),
             Counter("rocketredis_rebalance_total", "Rebalances that changed the queues", ["group"], registry=registry),
+            Counter(
+                "rocketredis_offset_rewinds_total",
+                "Consumer positions rewound: beyond the queue's end or on another history after a failover",
+                ["group", "topic", "queue"],
+                registry=registry,
+            ),
+            Counter(
+                "rocketredis_offset_rewound_messages_total",
+                "Messages read again because a consumer position was rewound",
+                ["group", "topic", "queue"],
+                registry=registry,
+            ),
         )
         if port is not None:
             start_http_server(port, addr=addr, registry=registry)

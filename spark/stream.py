@@ -5,10 +5,18 @@ Spark checkpoints), so a restarted query resumes exactly where its checkpoint sa
 micro-batch reads the ranges between two such offsets: every message once per micro-batch
 sequence. Queues that appear later (a topic grew, or a pattern matched a new topic) are read from
 their start. ``commit`` records nothing in the store: consumer groups are never touched.
+
+A queue whose offset in the checkpoint is beyond its end (the store was recreated, or a failover
+discarded a tail the query had read and will give those offsets to new messages) is read again
+from its oldest entry, with a WARNING naming the queue and the gap: duplicates rather than loss,
+as a consumer group's rewind (docs/decisions.md D70). The query has no committed offset in the store
+to rewind to, so the whole retained queue is the only range known to hold every new message; a
+rewound queue shows in a batch's offsets as an end below its start.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +28,8 @@ from spark.reader import RangeReader
 
 if TYPE_CHECKING:
     from mq.topic import QueueStats
+
+log = logging.getLogger("spark.stream")
 
 try:
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
@@ -60,14 +70,29 @@ class MessagesStreamReader(RangeReader, DataSourceStreamReader, _AvailableNow):
             limit: Spark's read limit (``ReadMaxRows`` caps the batch; anything else reads all).
         """
         begin = plan.from_json(start or {})
-        end = {q: s.max_offset for q, s in self._stats().items()}
-        for queue, offset in begin.items():  # a queue never goes back, even if its topic went away
-            end[queue] = max(end.get(queue, offset), offset)
+        stats = self._stats()
+        end = {q: s.max_offset for q, s in stats.items()}
+        # where each queue's next batch reads from: a queue beyond its end is read from its start
+        reads = {q: 0 if q in end and o > end[q] else o for q, o in begin.items()}
+        for queue, offset in begin.items():
+            if queue not in end:  # its topic went away: the queue never goes back
+                end[queue] = offset
+            elif offset > end[queue]:
+                log.warning(
+                    "streaming offset %d of %s queue %d is beyond the queue's end (%d; the store was recreated, "
+                    "or a failover lost messages this query had read): the queue is read again from its oldest "
+                    "entry (%d), duplicates rather than loss",
+                    offset,
+                    queue[0],
+                    queue[1],
+                    end[queue],
+                    stats[queue].min_offset,
+                )
         if self._target is not None:  # Trigger.AvailableNow: nothing stored after the query started
-            end = {q: max(begin.get(q, 0), min(e, self._target.get(q, 0))) for q, e in end.items()}
+            end = {q: max(reads.get(q, 0), min(e, self._target.get(q, 0))) for q, e in end.items()}
         most = getattr(limit, "max_rows", None) if limit is not None else self.options.max_messages_per_trigger
         if most is not None and start is not None:
-            end = plan.cap(begin, end, int(most))
+            end = plan.cap(reads, end, int(most))
         return dict(plan.to_json(end))
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -89,7 +114,8 @@ class MessagesStreamReader(RangeReader, DataSourceStreamReader, _AvailableNow):
     def partitions(self, start: Mapping[str, Any], end: Mapping[str, Any]) -> list[InputPartition]:
         """Balanced partitions over ``[start, end)`` of every queue."""
         begin, finish = plan.from_json(start), plan.from_json(end)
-        return self.plan_ranges({q: (begin.get(q, 0), e) for q, e in finish.items()})
+        # an end below its start: the queue was beyond its end, and is read again from its start
+        return self.plan_ranges({q: (b if (b := begin.get(q, 0)) <= e else 0, e) for q, e in finish.items()})
 
     def commit(self, end: Mapping[str, Any]) -> None:
         """Nothing to do: the checkpoint holds the offsets, and consumer groups are not touched."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -22,7 +24,9 @@ from mq import (
 )
 from mq.connection import Connection, mask_url, parse_sentinel_url
 from mq.errors import MQBrokerError, MQClientError
-from mq.store import Store
+from mq.store import Store, codec
+from mq.store.aio import AsyncStore
+from mq.topic import TopicConfig
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import admin_once
 from tests.leaks import owned
@@ -425,3 +429,77 @@ def test_an_orderly_consumer_with_sync_replicas_trusts_only_confirmed_locks(sent
         producer.send(Message("o", b"unconfirmed"))
         time.sleep(3.0)
     assert got == [b"confirmed"]  # no confirmed lock, no batch
+
+
+@pytest.mark.cluster
+@pytest.mark.fault
+@pytest.mark.parametrize("driver", ["sync", "asyncio"])
+def test_a_wait_on_a_queues_node_follows_a_cluster_failover(
+    replicated_cluster: RedisClusterProcs, namespace: str, driver: str
+) -> None:
+    """A long-poll wait and a commit-and-wait run as a pipeline on the node serving the queue; after
+    its master handed the slot to its replica (and stayed up as a replica, answering MOVED), the next
+    call goes to the promoted node instead of failing on the old one for good."""
+    cluster = replicated_cluster
+    q = MessageQueue("t", "b", 0)
+    setup = owned(Store(Connection(cluster.url, namespace)))
+    setup.save_topic(TopicConfig("t", 1, 1))
+    setup.put("t", 0, [codec.encode(Message("t", b"m%d" % i), f"id{i}", 1) for i in range(3)])
+    setup.claim_queues("g", "c1", ["c1"], [q])
+    log = setup.queue_keys("t", 0).log
+    port = setup.conn.client.get_node_from_key(log).port
+    master = next(i for i, node in enumerate(cluster.nodes) if node.port == port)
+
+    def fail_over() -> None:
+        successor = cluster.replica_of(master)
+        with cluster.nodes[master].probe() as c:
+            written = int(c.info("replication")["master_repl_offset"])
+
+        def caught_up() -> bool:
+            with cluster.nodes[successor].probe() as c:
+                return int(c.info("replication").get("slave_repl_offset", -1)) >= written
+
+        wait_for(caught_up, 10, "the replica has the queue's messages")
+        with cluster.nodes[successor].probe() as c:
+            # the replica takes the slots at once; the old master stays up and turns replica (MOVED)
+            c.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+        cluster.wait_promoted(successor)
+        assert cluster.role(master) == "slave"
+
+    def check(waited: Any, committed: Any) -> None:
+        rewound, news = waited
+        assert rewound is None and news is not None and [m.body for m in news[0]] == [b"m1", b"m2"]
+        held, rewound, news = committed
+        assert held is True and rewound is None and news is not None and news[1] == 3
+
+    if driver == "sync":
+        store = owned(Store(Connection(cluster.url, namespace)))
+        check(
+            store.wait_for_messages(q, 1, 5, 10, group="g"),
+            store.commit_and_wait("g", q, 1, 1, 5, 10, guard="owner", client_id="c1"),
+        )
+        fail_over()
+        check(
+            store.wait_for_messages(q, 1, 5, 10, group="g"),
+            store.commit_and_wait("g", q, 1, 1, 5, 10, guard="owner", client_id="c1"),
+        )
+        store.conn.close()
+    else:
+
+        async def run() -> None:
+            conn = owned(Connection(cluster.url, namespace))
+            store = AsyncStore(conn)
+
+            async def both() -> None:
+                waited = await store.wait_for_messages(q, 1, 5, 10, group="g")
+                check(waited, await store.commit_and_wait("g", q, 1, 1, 5, 10, guard="owner", client_id="c1"))
+
+            try:
+                await both()
+                await asyncio.to_thread(fail_over)
+                await both()
+            finally:
+                await conn.aclose()
+
+        asyncio.run(run())
+    setup.conn.close()

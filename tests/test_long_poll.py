@@ -104,7 +104,7 @@ def test_a_held_connection_keeps_one_pooled_connection_for_its_thread_and_gives_
     assert held.client.connection is not None and held.client.connection_pool is conn.client.connection_pool
     admin_once(redis_server.url, namespace).create_topic("HC", read_queues=1, write_queues=1)
     queue = MessageQueue("HC", "broker-a", 0)
-    assert Store(held).wait_for_messages(queue, 0, 1, 1) is None  # nothing there: the block ran out
+    assert Store(held).wait_for_messages(queue, 0, 1, 1, group="g") == (None, None)  # nothing there: the block ran out
     held.release_held()
     assert held.client.connection is None
     conn.close()
@@ -176,7 +176,9 @@ def test_a_waiter_that_passed_its_stop_check_leaves_no_connection_open_after_clo
     poller = LongPoller(
         redis_server.url,
         namespace,
+        group="g",
         on_news=lambda *news: None,
+        on_rewind=lambda *rewound: None,
         commit_due=None,
         before_wait=lambda pq: None,
         may_wait=may_wait,

@@ -263,14 +263,19 @@ class AsyncConsumerCore(CoreSteps):
         idle = pq.idle
         if not (await idle.wait_for(1.0) if isinstance(idle, LoopFlag) else idle.is_set()):
             return
-        start = pq.next_offset
+        start, last_entry = pq.position()
         client, batch = self._poll_conn.async_client, self.settings.pull_batch_size
         commit = self.wait_commit(pq)
         if commit is None:
-            news = await arun(client, StoreOps.wait_for_messages.op(self.store, pq.queue, start, batch, LONG_POLL_BLOCK_MS))
+            rewound, news = await arun(
+                client,
+                StoreOps.wait_for_messages.op(
+                    self.store, pq.queue, start, batch, LONG_POLL_BLOCK_MS, group=self.group, last_entry=last_entry
+                ),
+            )
         else:
             # what was consumed since the last wake is committed in the wait's own round trip
-            held, news = await arun(
+            held, rewound, news = await arun(
                 client,
                 StoreOps.commit_and_wait.op(
                     self.store,
@@ -282,11 +287,14 @@ class AsyncConsumerCore(CoreSteps):
                     LONG_POLL_BLOCK_MS,
                     guard=self.ownership.guard,
                     client_id=self.client_id,
+                    last_entry=last_entry,
                 ),
             )
             if isinstance(held, MQBrokerError):  # not committed: the next wake or the periodic commit does it
                 log.warning("committing the offset of %s failed: %s", pq.queue, held)
             else:
                 self.wait_committed(pq, commit, held=held)
-        if news is not None:
+        if rewound is not None:
+            self.puller.rewind(pq, start, rewound)
+        elif news is not None:
             await self.run(self.puller.take_op(pq, start, *news))

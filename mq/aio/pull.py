@@ -120,7 +120,7 @@ class PullConsumer(PullBase[AsyncConsumerCore]):
             return
         positions = self._positions.to_commit()
         if positions:
-            self._positions.committed(positions, await core.run(core.offsets.commit(positions)))
+            self._positions.committed(positions, await core.run(core.offsets.commit(positions, core.positions(positions))))
 
     async def committed(self, queue: MessageQueue) -> int:
         """The committed offset of ``queue`` in the store (or local file), -1 when none."""

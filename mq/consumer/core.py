@@ -43,7 +43,9 @@ class ConsumerCore(CoreSteps):
         self.poller = LongPoller(
             self.store.conn.url,
             self.store.conn.namespace,
+            group=self.group,
             on_news=self.puller.take,
+            on_rewind=self.puller.rewind,
             commit_due=self.wait_commit if self.offsets.in_store else None,
             before_wait=self._commit_before_wait,
             may_wait=lambda pq: self.active(),

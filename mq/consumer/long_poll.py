@@ -27,6 +27,7 @@ from mq.consumer.process_queue import ProcessQueue
 from mq.errors import MQBrokerError
 from mq.message import MessageExt
 from mq.store import Store
+from mq.store.groups import PullResult
 
 log = logging.getLogger("mq.consumer")
 
@@ -45,6 +46,7 @@ WAIT_COMMIT_DELAY_S = 0.05
 WAIT_COMMIT_LOOKS = 20
 
 OnNews = Callable[[ProcessQueue, int, list[MessageExt], int], None]
+OnRewind = Callable[[ProcessQueue, int, PullResult], None]
 
 
 def wait_failed(pq: ProcessQueue, e: Exception) -> None:
@@ -111,14 +113,44 @@ class CommitPacer:
         return max(1, min(LONG_POLL_BLOCK_MS, math.ceil((self.since + self.delay_s - now_s) * 1000)))
 
 
+class Reconnects:
+    """Whether a waiter's next wait checks its position in the store first (D70): on a connection it
+    has not checked on yet, after a wait that found nothing, and whenever the connection reconnected
+    (redis-py's retry reconnects inside a call, through Sentinel to a new master, without an error
+    reaching the waiter). A steady stream of wakes on one connection then costs a plain ``XREAD``."""
+
+    __slots__ = ("__weakref__", "due", "watching")
+
+    def __init__(self) -> None:
+        self.due = True
+        self.watching = False
+
+    def watch(self, conn: Connection) -> None:
+        """Check at the next wait, and after every reconnect of ``conn``'s one connection (a held
+        connection; without one, such as a cluster's, every wait checks)."""
+        self.due = True
+        self.watching = conn.on_reconnect(self.reconnected)  # kept as a weak reference to this object
+
+    def reconnected(self, connection: object) -> None:
+        self.due = True
+
+    def take(self) -> bool:
+        """Whether this wait checks (and the next one only if something asks for it again)."""
+        due, self.due = self.due or not self.watching, False
+        return due
+
+
 class LongPoller:
     """Runs the waiters of one consumer on a client of their own (replies may take ``LONG_POLL_BLOCK_MS``),
     each waiter on one connection it holds (see :meth:`~mq.connection.Connection.held`).
 
     Args:
         url, namespace: the store.
+        group: the consumer group (each wait checks its position first, D70).
         on_news: called with ``(pq, start offset, messages read, offset after the last entry read)``
             when a wait returned entries.
+        on_rewind: called with ``(pq, start offset, rewound result)`` when the store rewound the
+            position a wait was to start from (what the wait read is then dropped).
         commit_due: the offset a waiter would commit for the queue now (None: nothing to commit); None
             when waiters never commit (offsets kept in a local file).
         before_wait: commits the queue's offset if it moved (when :class:`CommitPacer` says so).
@@ -132,7 +164,9 @@ class LongPoller:
         url: str | None,
         namespace: str,
         *,
+        group: str,
         on_news: OnNews,
+        on_rewind: OnRewind,
         commit_due: Callable[[ProcessQueue], int | None] | None,
         before_wait: Callable[[ProcessQueue], None],
         may_wait: Callable[[ProcessQueue], bool],
@@ -140,7 +174,9 @@ class LongPoller:
         stopped: threading.Event,
     ) -> None:
         self._conn = Connection(url, namespace, socket_timeout_s=LONG_POLL_BLOCK_MS / 1000 + 5)
+        self._group = group
         self._on_news = on_news
+        self._on_rewind = on_rewind
         self._commit_due = commit_due
         self._before_wait = before_wait
         self._may_wait = may_wait
@@ -183,6 +219,7 @@ class LongPoller:
         # redis-py's connection set-up each, in the threads the puller shares the GIL with: 17 waiters
         # delayed a 40 000-message drain's first message by ~25 ms, the D55 dip).
         pacer = CommitPacer(self._batch // 2)
+        reconnects = Reconnects()
         conn: Connection | None = None
         try:
             while not (self._stopped.is_set() or pq.dropped):
@@ -192,7 +229,8 @@ class LongPoller:
                     if conn is None:
                         conn = self._conn.held()
                         store = Store(conn)
-                    self._once(pq, pacer, store)
+                        reconnects.watch(conn)
+                    self._once(pq, pacer, store, reconnects)
                 except Exception as e:  # a waiter never dies: the queue would stall
                     if self._stopped.is_set() or pq.dropped:
                         return  # shutdown closed the connection under this call
@@ -213,15 +251,25 @@ class LongPoller:
             return False
         return pq.idle.wait(1.0)
 
-    def _once(self, pq: ProcessQueue, pacer: CommitPacer, store: Store) -> None:
+    def _once(self, pq: ProcessQueue, pacer: CommitPacer, store: Store, reconnects: Reconnects) -> None:
         """One wait of a caught-up queue (:meth:`_waiting` said so): commit if the pacer says so, block
-        in the store until news or the block time, hand the news on."""
-        start = pq.next_offset
+        in the store until news or the block time (its position checked first when ``reconnects``
+        says so), hand the news on."""
+        start, last_entry = pq.position()
         block_ms = LONG_POLL_BLOCK_MS
         if self._commit_due is not None:
             commit, block_ms = pacer.next(self._commit_due(pq), pq.stored_offset, start, time.monotonic())
             if commit:
                 self._before_wait(pq)
-        news = store.wait_for_messages(pq.queue, start, self._batch, block_ms)
-        if news is not None:
+        check = reconnects.take()
+        rewound, news = store.wait_for_messages(
+            pq.queue, start, self._batch, block_ms, group=self._group, last_entry=last_entry, check=check
+        )
+        if rewound is not None:
+            self._on_rewind(pq, start, rewound)
+        elif news is None:
+            reconnects.due = True  # a quiet queue: its next wait checks (it costs nothing then)
+        elif not check and reconnects.due:
+            pass  # reconnected during an unchecked wait: read it again, checked, before handing it on
+        else:
             self._on_news(pq, start, *news)

@@ -52,8 +52,14 @@ class OffsetStore(Protocol):
         """Committed offsets of ``queues`` (queues without one are left out)."""
         ...
 
-    def commit(self, offsets: Mapping[MessageQueue, int]) -> Op[set[MessageQueue]]:
-        """Commit ``offsets`` now; returns the queues whose commit the store refused (no longer ours)."""
+    def commit(
+        self, offsets: Mapping[MessageQueue, int], positions: Mapping[MessageQueue, tuple[int, str]] | None = None
+    ) -> Op[set[MessageQueue]]:
+        """Commit ``offsets`` now; returns the queues whose commit the store refused (no longer ours).
+
+        ``positions``: the consumer's next offset of each queue and the fingerprint of the entry before
+        it (:meth:`~mq.consumer.process_queue.ProcessQueue.position`); the store writes no offset beyond
+        a queue's end or past a position on another history (D70)."""
         ...
 
     def seed(self, offsets: Mapping[MessageQueue, int]) -> Op[dict[MessageQueue, int]]:
@@ -80,12 +86,14 @@ class RemoteOffsetStore:
         """Stored offsets of ``queues``."""
         return (yield from StoreOps.read_offsets.op(self._store, self._group, queues))
 
-    def commit(self, offsets: Mapping[MessageQueue, int]) -> Op[set[MessageQueue]]:
-        """One pipeline of guarded commits."""
+    def commit(
+        self, offsets: Mapping[MessageQueue, int], positions: Mapping[MessageQueue, tuple[int, str]] | None = None
+    ) -> Op[set[MessageQueue]]:
+        """One pipeline of guarded commits (each checked against its position, D70)."""
         if not offsets:
             return set()
         done = yield from StoreOps.commit_offsets.op(
-            self._store, self._group, offsets, guard=self.guard, client_id=self._client_id
+            self._store, self._group, offsets, guard=self.guard, client_id=self._client_id, positions=positions
         )
         return {q for q, ok in done.items() if not ok}
 
@@ -122,9 +130,12 @@ class LocalFileOffsetStore:
         with self._lock:
             return (yield from at_once({q: self._table[q] for q in queues if q in self._table}))
 
-    def commit(self, offsets: Mapping[MessageQueue, int]) -> Op[set[MessageQueue]]:
+    def commit(
+        self, offsets: Mapping[MessageQueue, int], positions: Mapping[MessageQueue, tuple[int, str]] | None = None
+    ) -> Op[set[MessageQueue]]:
         """Remember ``offsets`` and write every remembered offset to the file (atomically; a small
-        local write, done in place also by the asyncio consumer)."""
+        local write, done in place also by the asyncio consumer). ``positions`` are not checked: the
+        file is this client's own."""
         return (yield from at_once(self._write(offsets)))
 
     def _write(self, offsets: Mapping[MessageQueue, int]) -> set[MessageQueue]:

@@ -98,7 +98,7 @@ class Claimed(_StoreHeld):
     def release(self, queue: MessageQueue, pq: ProcessQueue, offset: int | None) -> Op[None]:
         """Commit and give up in one script; a failure leaves the queue to be taken over when we leave."""
         try:
-            yield from StoreOps.release_queue.op(self._store, self._group, self._client_id, queue, offset)
+            yield from StoreOps.release_queue.op(self._store, self._group, self._client_id, queue, offset, pq.position())
         except MQBrokerError as e:
             log.warning("releasing %s failed (another member takes it over when we are gone): %s", queue, e)
 
@@ -145,7 +145,7 @@ class Locked(_StoreHeld):
         """Unlock, committing ``offset`` only while the lock is still ours locally."""
         try:
             held = offset if self.may_consume(pq) else None
-            yield from StoreOps.unlock_queue.op(self._store, self._group, self._client_id, queue, held)
+            yield from StoreOps.unlock_queue.op(self._store, self._group, self._client_id, queue, held, pq.position())
         except MQBrokerError as e:
             log.warning("unlocking %s failed (its lock expires by itself): %s", queue, e)
 
@@ -172,7 +172,7 @@ class Fixed:
         if offset is None:
             return
         try:
-            yield from self._offsets.commit({queue: offset})
+            yield from self._offsets.commit({queue: offset}, {queue: pq.position()})
         except (MQBrokerError, OSError) as e:
             log.warning("committing the offset of %s at release failed: %s", queue, e)
 

@@ -10,6 +10,7 @@ import time
 
 from mq.message import MessageExt
 from mq.queue import MessageQueue
+from mq.store.groups import fingerprint
 
 
 class ProcessQueue:
@@ -18,6 +19,9 @@ class ProcessQueue:
     Attributes:
         queue: the queue.
         next_offset: where the next pull starts.
+        last_entry: the fingerprint of the entry at ``next_offset - 1`` as this client was handed it
+            ("" when not known): pulls carry it for the store to check that a failover did not give
+            that offset to another message (D70; read both with :meth:`position`).
         releasing: set when rebalance takes the queue away: pulling stops, cached messages are
             still consumed, then the offset is committed and the queue released.
         dropped: the queue is gone from this consumer (released, or taken over by another member).
@@ -31,6 +35,7 @@ class ProcessQueue:
         self.queue = queue
         self.start_offset = next_offset  # where this client started on the queue
         self.next_offset = next_offset
+        self.last_entry = ""
         self.generation = 0  # bumped by reset(): messages pulled before a seek are stale
         self.releasing = False
         self.releasing_since = 0.0
@@ -56,9 +61,23 @@ class ProcessQueue:
         #: while nobody holds it, so its store lock and offset never go while a batch runs
         self.consume_lock = threading.Lock()
 
-    def add(self, msgs: list[MessageExt], next_offset: int) -> None:
-        """Cache pulled messages; the next pull starts at ``next_offset``."""
+    def position(self) -> tuple[int, str]:
+        """Where the next pull starts and the fingerprint of the entry before it, read together."""
+        with self._lock:
+            return self.next_offset, self.last_entry
+
+    def add(self, msgs: list[MessageExt], next_offset: int, last_entry: str | None = None) -> None:
+        """Cache pulled messages; the next pull starts at ``next_offset``, after the entry whose
+        fingerprint is ``last_entry`` (None: the last of ``msgs`` when it is that entry, else the
+        one known before when the position did not move, else unknown)."""
         sizes = [len(m.body) for m in msgs]
+        if last_entry is None:
+            if msgs and msgs[-1].queue_offset == next_offset - 1:
+                last_entry = fingerprint(msgs[-1])
+            elif not msgs and next_offset == self.next_offset:
+                last_entry = self.last_entry
+            else:
+                last_entry = ""
         with self._lock:
             cached = self._msgs
             if msgs and (not cached or next(reversed(cached)) < msgs[0].queue_offset):
@@ -71,15 +90,23 @@ class ProcessQueue:
                         cached[m.queue_offset] = m
                         self._bytes += size
             self.next_offset = next_offset
+            self.last_entry = last_entry
             self.last_pull_s = time.monotonic()
         if sizes:
             self.largest_body = max(sizes)
 
     def remove(self, msgs: list[MessageExt]) -> int:
-        """Forget consumed messages; returns the offset to commit (smallest still in flight, else next)."""
+        """Forget consumed messages; returns the offset to commit (smallest still in flight, else next).
+
+        A message whose offset holds another message now is left alone: the queue was rewound under
+        it (a lossy failover gave its offset to a new message, D70) and the new one is still to be
+        consumed."""
         with self._lock:
+            cached = self._msgs
             for m in msgs:
-                if self._msgs.pop(m.queue_offset, None) is not None:
+                held = cached.get(m.queue_offset)
+                if held is not None and (held is m or held.msg_id == m.msg_id):
+                    del cached[m.queue_offset]
                     self._bytes -= len(m.body)
                     self.consumed_total += 1
             return self._oldest()
@@ -112,12 +139,14 @@ class ProcessQueue:
         with self._lock:
             return list(itertools.islice(self._msgs.values(), n))
 
-    def reset(self, next_offset: int) -> None:
-        """Drop cached messages and pull from ``next_offset`` next (a seek)."""
+    def reset(self, next_offset: int, last_entry: str = "") -> None:
+        """Drop cached messages and pull from ``next_offset`` next (a seek; ``last_entry``: the
+        fingerprint of the entry before it, when known)."""
         with self._lock:
             self._msgs.clear()
             self._bytes = 0
             self.next_offset = next_offset
+            self.last_entry = last_entry
             self.generation += 1
 
     def commit_offset(self) -> int:

@@ -56,7 +56,8 @@ class Positions:
     def to_commit(self) -> dict[MessageQueue, int]:
         """Every held queue's position."""
         with self._lock:
-            return {pq.queue: o for pq, o in self._positions.items() if not pq.dropped}
+            # never past where the next pull starts: a rewind (D70) moved that back under the position
+            return {pq.queue: min(o, pq.next_offset) for pq, o in self._positions.items() if not pq.dropped}
 
     def committed(self, positions: dict[MessageQueue, int], lost: set[MessageQueue]) -> None:
         """Record the outcome of committing ``positions`` (``lost``: refused, the queue is another member's)."""
@@ -223,7 +224,7 @@ class PullConsumer(PullBase[ConsumerCore]):
             return
         positions = self._positions.to_commit()
         if positions:
-            self._positions.committed(positions, self._store._run(core.offsets.commit(positions)))
+            self._positions.committed(positions, self._store._run(core.offsets.commit(positions, core.positions(positions))))
 
     def committed(self, queue: MessageQueue) -> int:
         """The committed offset of ``queue`` in the store (or local file), -1 when none."""

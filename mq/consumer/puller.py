@@ -18,6 +18,7 @@ from mq.consumer.process_queue import ProcessQueue
 from mq.errors import MQBrokerError
 from mq.filter import MessageSelector
 from mq.message import MessageExt
+from mq.positions import rewound
 from mq.store import Store
 from mq.store.groups import PullRequest, PullResult
 from mq.store.ops import Op
@@ -48,7 +49,7 @@ Deliver = Callable[[ProcessQueue, list[MessageExt]], None]
 
 
 def filter_args(selector: MessageSelector) -> tuple[str, str]:
-    """The store-side filter type and data of a subscription (see pull-messages-4.lua)."""
+    """The store-side filter type and data of a subscription (see pull-messages-5.lua)."""
     wire = selector.to_wire()
     if wire["type"] == "SQL92":
         return "SQL92", json.dumps(wire["ast"], separators=(",", ":"))
@@ -189,6 +190,7 @@ class Puller:
                 pq.pull_lock.release()
 
     def _request(self, pq: ProcessQueue) -> PullRequest:
+        offset, last_entry = pq.position()
         ftype, fdata = filter_args(self._selector(pq.queue.topic))
         max_bytes = PULL_MAX_BYTES_FILTERED if ftype else PULL_MAX_BYTES
         # Unfiltered, and the last pull's messages were small enough that a full batch of them fits
@@ -197,7 +199,7 @@ class Puller:
         return PullRequest(
             pq.queue.topic,
             pq.queue.queue_id,
-            pq.next_offset,
+            offset,
             self.batch,
             PULL_MAX_SCAN,
             ftype,
@@ -208,6 +210,7 @@ class Puller:
             self._guard,
             self._client_id,
             read_after,
+            last_entry,
         )
 
     def _commit_due(self, pq: ProcessQueue) -> int | None:
@@ -225,11 +228,26 @@ class Puller:
             pq.stored_offset = request.commit
         if pq.dropped or pq.next_offset != request.offset or not self._active():  # released, seeked or paused meanwhile
             return
-        pq.add(result.messages, result.next_offset)
+        if result.rewound:
+            self.rewind(pq, request.offset, result)
+            return
+        pq.add(result.messages, result.next_offset, result.last_entry or None)
         if result.next_offset >= result.max_offset:
             pq.idle.set()  # caught up: its waiter blocks in the store until something arrives
         if result.messages:
             self._deliver(pq, result.messages)
+
+    def rewind(self, pq: ProcessQueue, position: int, result: PullResult) -> None:
+        """Continue ``pq`` from where the store rewound a pull from ``position`` (``result.rewound``:
+        the position was beyond the queue's end, or its history changed under it): cached messages
+        are dropped, the messages from there are read again — duplicates rather than loss (D70)."""
+        if pq.dropped or pq.next_offset != position:  # released or seeked meanwhile
+            return
+        rewound(self._group, pq.queue, position, result)
+        pq.reset(result.next_offset, result.last_entry)
+        pq.stored_offset = -1  # the store may hold the rewound offset now: commit again
+        pq.idle.clear()
+        self._wake.set()
 
     def take(self, pq: ProcessQueue, start: int, msgs: list[MessageExt], end: int) -> None:
         """Deliver what a long poll read (``msgs`` up to offset ``end``), or pull it through the filter;

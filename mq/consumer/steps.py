@@ -183,6 +183,11 @@ class CoreSteps(ABC):
         offset = self.consumption.commit_offset(pq)
         return None if offset is None or offset == pq.stored_offset else offset
 
+    def positions(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, tuple[int, str]]:
+        """The position (next offset, fingerprint of the entry before it) of each held queue of
+        ``queues``: commits carry them for the store to check (D70)."""
+        return {mq: pq.position() for mq in queues if (pq := self.process_queues.get(mq)) is not None}
+
     def commit_with_pull(self, pq: ProcessQueue) -> int | None:
         """What a pull of ``pq`` commits in the same script: store offsets only (broadcasting's live in a file)."""
         return self.commit_due(pq) if self.offsets.in_store else None
@@ -293,7 +298,7 @@ class CoreSteps(ABC):
         if not due:
             return
         try:
-            lost = yield from self.offsets.commit(due)
+            lost = yield from self.offsets.commit(due, self.positions(due))
         except (MQBrokerError, OSError) as e:
             log.warning("committing offsets of %s failed (retried in %s s): %s", self.group, PERSIST_INTERVAL_S, e)
             return
@@ -310,7 +315,8 @@ class CoreSteps(ABC):
         """Before a waiter blocks: commit what was consumed since the last pull (store offsets only)."""
         offset = self.wait_commit(pq)
         if offset is not None:
-            self.wait_committed(pq, offset, held=not (yield from self.offsets.commit({pq.queue: offset})))
+            lost = yield from self.offsets.commit({pq.queue: offset}, self.positions([pq.queue]))
+            self.wait_committed(pq, offset, held=not lost)
 
     def wait_commit(self, pq: ProcessQueue) -> int | None:
         """The offset a waiter commits before it blocks (store offsets only), or None."""

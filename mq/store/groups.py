@@ -24,13 +24,13 @@ from mq.store.base import QUEUE_BATCH, ScriptCall, StoreBase, all_or_raise, chun
 from mq.store.ops import Cmd, Op, operation
 from mq.store.replication import SyncReplicas
 
-#: Guards a committing call can ask the store to check (see commit-offset-2.lua).
+#: Guards a committing call can ask the store to check (see commit-offset-4.lua).
 NO_GUARD, OWNER_GUARD, LOCK_GUARD = "", "owner", "lock"
 
 
 @dataclass(frozen=True)
 class PullRequest:
-    """One queue to pull from: where, how much, the store-side filter (see pull-messages-4.lua), and
+    """One queue to pull from: where, how much, the store-side filter (see pull-messages-5.lua), and
     the group's offset to commit in the same call.
 
     Attributes:
@@ -44,6 +44,9 @@ class PullRequest:
             after the entry whose body reaches ``max_bytes`` (cached memory is bounded as
             before); the read itself is bounded by ``max_messages`` only, so ask for it when the
             queue's messages are known to be small (see :class:`mq.consumer.puller.Puller`).
+        last_entry: the fingerprint of the entry at ``offset - 1`` as the caller was handed it
+            (:func:`fingerprint`; "" when not known): the store checks that it is still there, and
+            rewinds the caller when a failover gave that offset to another message (D70).
     """
 
     topic: str
@@ -59,17 +62,47 @@ class PullRequest:
     guard: str = NO_GUARD
     client_id: str = ""
     read_after: bool = False
+    last_entry: str = ""
 
 
 @dataclass(frozen=True)
 class PullResult:
     """What a pull found: matching messages, where to pull next, the queue's max offset, and whether
-    the caller still holds the queue (False: nothing was read or committed)."""
+    the caller still holds the queue (False: nothing was read or committed).
+
+    Attributes:
+        last_entry: the fingerprint of the entry at ``next_offset - 1`` ("" when not known).
+        rewound: the request's offset was beyond the queue's end, or the entry before it is not the
+            one the caller was handed (a lossy failover, D70): nothing was read or committed, and
+            ``next_offset`` is where the caller continues, at or below the request's offset.
+    """
 
     messages: list[MessageExt]
     next_offset: int
     max_offset: int
     held: bool = True
+    last_entry: str = ""
+    rewound: bool = False
+
+
+#: ``status`` of a ``pull-messages`` reply: rewound (see :attr:`PullResult.rewound`).
+REWOUND = 2
+
+
+def fingerprint(msg: MessageExt) -> str:
+    """What the store compares to tell the message at an offset from another one a failover put
+    there (includes/position.lua): its store time and msg id."""
+    return f"{msg.store_timestamp_ms}:{msg.msg_id}"
+
+
+def _pull_result(p: PullRequest, reply: Sequence[Any]) -> PullResult | None:
+    """The result of a ``pull-messages`` reply that read nothing for the caller: not held, or
+    rewound; None when it read (or let the caller read) what follows ``p.offset``."""
+    status = int(reply[2])
+    if status == 1:
+        return None
+    last = _text(reply[3])
+    return PullResult([], int(reply[0]), int(reply[1]), status != 0, last, status == REWOUND)
 
 
 _BODY = attrgetter("body")
@@ -91,8 +124,8 @@ def _read_after(p: PullRequest, max_offset: int, held: bool, entries: list[Any])
     entries its ``XRANGE`` read, where the next pull starts as ``pull-messages`` would have set it."""
     if not held:
         return PullResult([], p.offset, max_offset, False)  # taken over: what was read is not ours
-    if not entries:
-        return PullResult([], max_offset, max_offset)  # as the script: nothing (more) to read
+    if not entries:  # as the script: nothing (more) to read
+        return PullResult([], max_offset, max_offset, last_entry=p.last_entry if p.offset == max_offset else "")
     msgs = codec.decode_entries(p.topic, p.queue_id, entries)
     next_offset = offset_of(entries[-1][0]) + 1
     if sum(map(len, map(_BODY, msgs))) > p.max_bytes:  # a message larger than the puller expected
@@ -104,7 +137,9 @@ def _read_after(p: PullRequest, max_offset: int, held: bool, entries: list[Any])
                 break
     elif len(entries) < p.max_messages:  # the log's end: what follows was not written yet
         next_offset = max(next_offset, max_offset)
-    return PullResult(msgs, next_offset, max(max_offset, next_offset))
+    last = msgs[-1] if msgs else None
+    last_entry = fingerprint(last) if last is not None and last.queue_offset == next_offset - 1 else ""
+    return PullResult(msgs, next_offset, max(max_offset, next_offset), last_entry=last_entry)
 
 
 @dataclass(frozen=True)
@@ -290,15 +325,18 @@ class GroupOps(StoreBase):
         return [r == 1 for r in all_or_raise((yield from self._scripts(calls, "claiming queues")))]
 
     @operation
-    def release_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> Op[bool]:
-        """Commit ``offset`` (None: nothing) and give ``queue`` up, if the caller owns it (release-queue.lua)."""
+    def release_queue(
+        self, group: str, client_id: str, queue: MessageQueue, offset: int | None, position: tuple[int, str] | None = None
+    ) -> Op[bool]:
+        """Commit ``offset`` (None: nothing) and give ``queue`` up, if the caller owns it (release-queue.lua);
+        the offset is checked as :meth:`commit_offsets` checks it, with the caller's ``position``."""
         keys = self.queue_keys(queue.topic, queue.queue_id)
         return bool(
             (
                 yield from self._script(
                     "release-queue",
-                    [keys.owners, keys.offsets],
-                    [group, client_id, "" if offset is None else int(offset)],
+                    [keys.owners, keys.offsets, keys.meta, keys.log],
+                    [group, client_id, "" if offset is None else int(offset), *_position_argv(position)],
                     f"releasing {queue}",
                 )
             )
@@ -327,15 +365,18 @@ class GroupOps(StoreBase):
         return [r == 1 for r in all_or_raise([self._slot(r, "locking queues") for r in confirmed])]
 
     @operation
-    def unlock_queue(self, group: str, client_id: str, queue: MessageQueue, offset: int | None) -> Op[bool]:
-        """Release the caller's lock of ``queue``, committing ``offset`` (None: nothing) with it."""
+    def unlock_queue(
+        self, group: str, client_id: str, queue: MessageQueue, offset: int | None, position: tuple[int, str] | None = None
+    ) -> Op[bool]:
+        """Release the caller's lock of ``queue``, committing ``offset`` (None: nothing) with it, checked as
+        :meth:`commit_offsets` checks it with the caller's ``position``."""
         keys = self.queue_keys(queue.topic, queue.queue_id)
         return bool(
             (
                 yield from self._script(
                     "unlock-queue",
-                    [keys.lock(group), keys.offsets],
-                    [client_id, group, "" if offset is None else int(offset)],
+                    [keys.lock(group), keys.offsets, keys.meta, keys.log],
+                    [client_id, group, "" if offset is None else int(offset), *_position_argv(position)],
                     f"unlocking {queue}",
                 )
             )
@@ -359,18 +400,29 @@ class GroupOps(StoreBase):
 
     @operation
     def commit_offsets(
-        self, group: str, offsets: Mapping[MessageQueue, int], *, guard: str = NO_GUARD, client_id: str = ""
+        self,
+        group: str,
+        offsets: Mapping[MessageQueue, int],
+        *,
+        guard: str = NO_GUARD,
+        client_id: str = "",
+        positions: Mapping[MessageQueue, tuple[int, str]] | None = None,
     ) -> Op[dict[MessageQueue, bool]]:
         """Commit offsets of ``group``, each only while ``guard`` holds for ``client_id``
-        (commit-offset.lua); False for a queue whose guard did not hold (nothing written there)."""
+        (commit-offset.lua); False for a queue whose guard did not hold (nothing written there).
+
+        An offset beyond the queue's end is not written, nor one whose queue's position in
+        ``positions`` (the caller's next offset and the fingerprint of the entry before it) is beyond
+        the end or on another message than the caller was handed (D70): such a commit counts as
+        made (the guard held) and the caller's next pull rewinds."""
         qs = list(offsets)
         keys = [self.queue_keys(q.topic, q.queue_id) for q in qs]
         calls: list[ScriptCall] = [
-            ("commit-offset", [k.offsets, k.guard(group, guard)], [group, int(offsets[q]), guard, client_id])
+            ("commit-offset", k.commit(group, guard), _commit_argv(group, offsets[q], guard, client_id, (positions or {}).get(q)))
             for q, k in zip(qs, keys)
         ]
         return {
-            q: r == 1
+            q: r != 0
             for q, r in zip(qs, all_or_raise((yield from self._scripts(calls, f"committing offsets of group {group!r}"))))
         }
 
@@ -427,6 +479,7 @@ class GroupOps(StoreBase):
                     "" if p.commit is None else int(p.commit),
                     p.guard,
                     p.client_id,
+                    p.last_entry,
                 ],
             )
             for p, k in zip(pulls, keys)
@@ -455,14 +508,18 @@ class GroupOps(StoreBase):
             entries = next(read_replies) if p.read_after else None
             if isinstance(reply, MQBrokerError):
                 out.append(reply)
+            elif (done := _pull_result(p, reply)) is not None:  # not held, or rewound: nothing read
+                out.append(done)
             elif isinstance(entries, MQBrokerError):
                 out.append(entries)
             elif entries is not None:
-                out.append(_read_after(p, int(reply[1]), reply[2] == 1, entries))
+                out.append(_read_after(p, int(reply[1]), True, entries))
             else:
-                msgs = codec.decode_entries(p.topic, p.queue_id, reply[3:])  # each entry an [id, fields] pair
-                out.append(PullResult(msgs, int(reply[0]), int(reply[1]), reply[2] == 1))
-        return (yield from self.read_through(pulls, out))
+                msgs = codec.decode_entries(p.topic, p.queue_id, reply[4:])  # each entry an [id, fields] pair
+                out.append(PullResult(msgs, int(reply[0]), int(reply[1]), True, _text(reply[3])))
+        through = yield from self.read_through(pulls, out)
+        # a rewound pull read nothing and must not be read from the tier at its stale offset (D70)
+        return [o if isinstance(o, PullResult) and o.rewound else t for o, t in zip(out, through)]
 
     def read_through(
         self, pulls: Sequence[PullRequest], results: list[PullResult | MQBrokerError]
@@ -474,18 +531,56 @@ class GroupOps(StoreBase):
 
     @operation
     def wait_for_messages(
-        self, queue: MessageQueue, offset: int, count: int, block_ms: int
-    ) -> Op[tuple[list[MessageExt], int] | None]:
+        self,
+        queue: MessageQueue,
+        offset: int,
+        count: int,
+        block_ms: int,
+        *,
+        group: str,
+        last_entry: str = "",
+        check: bool = True,
+    ) -> Op[tuple[PullResult | None, tuple[list[MessageExt], int] | None]]:
         """Block up to ``block_ms`` until ``queue`` has a message at or after ``offset``; returns up to
         ``count`` of them unfiltered with the offset after the last entry read, or None when none
-        arrived (``XREAD BLOCK``; use a connection whose reply timeout is longer than ``block_ms``)."""
-        log_key = self.queue_keys(queue.topic, queue.queue_id).log
-        with self._errors(f"waiting for messages of {queue}"):
-            reply = yield Cmd(lambda c: c.xread({log_key: stream_id(offset - 1)}, count=count, block=block_ms))
+        arrived (``XREAD BLOCK``; use a connection whose reply timeout is longer than ``block_ms``).
+
+        The position is checked first in the same round trip (``pull-messages`` reading nothing,
+        with ``group`` and ``last_entry``, see :class:`PullRequest`): the first item is the rewound
+        result when the position is beyond the queue's end or on another history (D70; what the
+        wait read is then not the caller's), else None. ``check=False`` leaves the check out (a plain
+        ``XREAD BLOCK``: a caller that knows its connection still reaches the server it checked on)."""
+        k = self.queue_keys(queue.topic, queue.queue_id)
+        doing = f"waiting for messages of {queue}"
+        if not check:
+            with self._errors(doing):
+                reply = yield Cmd(lambda c: c.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms))
+            return (yield from self._waited(queue, offset, last_entry, None, [offset, 0, 1, last_entry], reply, doing))
+        call = _position_check(k, group, offset, last_entry)
+        with self._errors(doing):
+            checked, reply = yield scripts.EvalThen(
+                k.log, [call], lambda p: p.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms)
+            )
+        return (yield from self._waited(queue, offset, last_entry, call, checked, reply, doing))
+
+    def _waited(
+        self, queue: MessageQueue, offset: int, last_entry: str, check: ScriptCall | None, checked: Any, reply: Any, doing: str
+    ) -> Op[tuple[PullResult | None, tuple[list[MessageExt], int] | None]]:
+        """What a wait with its position check ``check`` found (see :meth:`wait_for_messages`)."""
+        if isinstance(reply, Exception):
+            raise self._slot(reply, doing)
+        if isinstance(checked, NoScriptError) and check is not None:  # not loaded yet: load it, check now
+            checked = (yield from self._scripts([check], doing))[0]
+        if isinstance(checked, Exception):
+            raise self._slot(checked, doing)
+        request = PullRequest(queue.topic, queue.queue_id, offset, 0, 0, last_entry=last_entry)
+        rewound = _pull_result(request, checked)
+        if rewound is not None:
+            return rewound, None
         if not reply or not reply[0][1]:
-            return None
+            return None, None
         entries = reply[0][1]
-        return codec.decode_entries(queue.topic, queue.queue_id, entries), offset_of(entries[-1][0]) + 1
+        return None, (codec.decode_entries(queue.topic, queue.queue_id, entries), offset_of(entries[-1][0]) + 1)
 
     @operation
     def commit_and_wait(
@@ -499,28 +594,31 @@ class GroupOps(StoreBase):
         *,
         guard: str,
         client_id: str,
-    ) -> Op[tuple[bool | MQBrokerError, tuple[list[MessageExt], int] | None]]:
+        last_entry: str = "",
+    ) -> Op[tuple[bool | MQBrokerError, PullResult | None, tuple[list[MessageExt], int] | None]]:
         """:meth:`commit_offsets` of ``queue`` at ``commit``, then :meth:`wait_for_messages` from
-        ``offset``, in one round trip (both keys are in the queue's slot: one node of a cluster).
+        ``offset`` (the position ``offset``/``last_entry`` checked by both), in one round trip (every
+        key is in the queue's slot: one node of a cluster).
 
-        Returns whether the commit's guard held (or the store's error, the commit not made), and what
-        the wait read."""
+        Returns whether the commit's guard held (or the store's error, the commit not made), the
+        rewound result when the position was rewound (else None), and what the wait read."""
         k = self.queue_keys(queue.topic, queue.queue_id)
-        call: ScriptCall = ("commit-offset", [k.offsets, k.guard(group, guard)], [group, int(commit), guard, client_id])
+        call: ScriptCall = (
+            "commit-offset",
+            k.commit(group, guard),
+            _commit_argv(group, commit, guard, client_id, (offset, last_entry)),
+        )
+        check = _position_check(k, group, offset, last_entry)
         doing = f"committing the offset of group {group!r} and waiting for messages of {queue}"
         with self._errors(doing):
-            committed, reply = yield scripts.EvalThen(
-                k.log, [call], lambda p: p.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms)
+            committed, checked, reply = yield scripts.EvalThen(
+                k.log, [call, check], lambda p: p.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms)
             )
-        if isinstance(reply, Exception):
-            raise self._slot(reply, doing)
-        if isinstance(committed, NoScriptError):  # the script was not loaded yet: load it and commit again
+        if isinstance(committed, NoScriptError) and not isinstance(reply, Exception):  # not loaded yet: load, commit again
             committed = (yield from self._scripts([call], doing))[0]
-        done = committed == 1 if not isinstance(committed, Exception) else self._slot(committed, doing)
-        if not reply or not reply[0][1]:
-            return done, None
-        entries = reply[0][1]
-        return done, (codec.decode_entries(queue.topic, queue.queue_id, entries), offset_of(entries[-1][0]) + 1)
+        done = committed != 0 if not isinstance(committed, Exception) else self._slot(committed, doing)
+        rewound, news = yield from self._waited(queue, offset, last_entry, check, checked, reply, doing)
+        return done, rewound, news
 
     @operation
     def wait_for_any(self, cursors: Mapping[MessageQueue, int], block_ms: int) -> Op[None]:
@@ -576,6 +674,24 @@ class GroupOps(StoreBase):
         keys = self.queue_keys(queue.topic, queue.queue_id).simple(group)[3:]
         argv = [int(offset), int(visible_at_ms), "" if new_visible_at_ms is None else int(new_visible_at_ms)]
         return bool((yield from self._script("ack-simple", keys, argv, f"acknowledging offset {offset} of {queue}")))
+
+
+def _commit_argv(group: str, offset: int, guard: str, client_id: str, position: tuple[int, str] | None) -> list[Any]:
+    """The arguments of a ``commit-offset`` call (``position``: the caller's next offset and the
+    fingerprint of the entry before it, checked by the script; None: the offset alone is checked)."""
+    return [group, int(offset), guard, client_id, *_position_argv(position)]
+
+
+def _position_argv(position: tuple[int, str] | None) -> list[Any]:
+    """A committing script's position arguments: the caller's next offset and the fingerprint of the
+    entry before it ("" and "": not known)."""
+    return ["", ""] if position is None else [int(position[0]), position[1]]
+
+
+def _position_check(keys: Any, group: str, offset: int, last_entry: str) -> ScriptCall:
+    """A ``pull-messages`` call that reads and commits nothing: it checks the position ``offset``
+    (and ``last_entry``) of ``group``, answering as a pull does (rewound or not, D70)."""
+    return ("pull-messages", keys.pull(group, NO_GUARD), [offset, 0, 0, "", "", 0, group, "", NO_GUARD, "", last_entry])
 
 
 def _text(raw: Any) -> str:

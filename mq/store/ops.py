@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
+from redis.exceptions import AskError, MovedError, TryAgainError
+
 from mq.connection import REDIS_ERRORS
 
 
@@ -95,7 +97,14 @@ class Pipe(Request):
 
 
 class NodePipe(Pipe):
-    """Commands queued by ``build(pipeline)`` on one connection of the node serving ``key``."""
+    """Commands queued by ``build(pipeline)`` on one connection of the node serving ``key``.
+
+    A cluster client follows a moved slot by itself for its own commands, not for a pipeline on one
+    of its nodes, so this request does it: a node that cannot be reached, or a reply saying the slot
+    is served elsewhere (MOVED/ASK/TRYAGAIN: a failover promoted the replica, the old master answers
+    as its replica), makes the slot map be read again; when every command was refused with MOVED
+    (none ran) the pipeline is sent once more to the node now serving ``key``. Without that a
+    long-poll waiter's client, which sends nothing else, kept its stale map and failed for good."""
 
     __slots__ = ("key",)
 
@@ -103,12 +112,63 @@ class NodePipe(Pipe):
         super().__init__(build)
         self.key = key
 
+    def do(self, client: Any) -> Any:
+        if not _cluster(client):
+            return super().do(client)
+        for again in (True, False):
+            try:
+                replies = super().do(client)
+            except REDIS_ERRORS:
+                Refresh().do(client)
+                raise
+            if not _routed_away(replies):
+                return replies
+            Refresh().do(client)
+            if not (again and _all_moved(replies)):
+                break
+        return replies
+
+    async def ado(self, client: Any) -> Any:
+        if not _cluster(client):
+            return await super().ado(client)
+        # an asyncio cluster client reads its slot map at its first command, and a node's
+        # pipeline may be that first use (a long-poll waiter's first wait): a no-op afterwards
+        await client.initialize()
+        for again in (True, False):
+            try:
+                replies = await super().ado(client)
+            except REDIS_ERRORS:
+                await Refresh().ado(client)
+                raise
+            if not _routed_away(replies):
+                return replies
+            await Refresh().ado(client)
+            if not (again and _all_moved(replies)):
+                break
+        return replies
+
     def _pipeline(self, client: Any, *, asyncio: bool = False) -> Any:
         if not _cluster(client):
             return client.pipeline(transaction=False)
         if asyncio:
             return _async_node_client(client, self.key).pipeline(transaction=False)
         return client.get_redis_connection(client.get_node_from_key(self.key)).pipeline(transaction=False)
+
+
+#: Replies saying a cluster node does not serve a key's slot (now): the command did not run.
+ROUTING_ERRORS: tuple[type[Exception], ...] = (MovedError, AskError, TryAgainError)
+
+
+def _routed_away(replies: list[Any]) -> bool:
+    """Whether a node refused any command of its pipeline for a slot it does not serve."""
+    return any(isinstance(r, ROUTING_ERRORS) for r in replies)
+
+
+def _all_moved(replies: list[Any]) -> bool:
+    """Whether a node refused every command of its pipeline with MOVED: none ran, sending them again
+    to the slot's new node runs each once (a keyless command such as ``WAIT`` runs anyway, so a
+    pipeline holding one is never sent again here)."""
+    return bool(replies) and all(isinstance(r, MovedError) for r in replies)
 
 
 class Scan(Request):

@@ -29,18 +29,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
+from redis.exceptions import NoScriptError
 
-from mq.connection import REDIS_ERRORS
 from mq.errors import MQClientError
 from mq.store import scripts
-from mq.store.ops import Cmd, NodePipe, Op, Refresh
+from mq.store.ops import ROUTING_ERRORS, Cmd, NodePipe, Op, Refresh
 
 log = logging.getLogger("mq.store")
 
 Call = tuple[str, Sequence[str], Sequence[Any]]
 #: Errors that mean "this node does not serve the slot (any more)": the script did not run there.
-_ROUTING_ERRORS = (MovedError, AskError, TryAgainError)
 #: ``sync_replicas="all"``: every replica the master has must confirm.
 ALL: Literal["all"] = "all"
 #: How long (s) ``"all"`` keeps counting a replica its master no longer lists: a replica restarting, or
@@ -347,14 +345,10 @@ def _run_cluster(calls: Sequence[Call], sync: SyncReplicas, *, refresh: bool) ->
         by_node.setdefault(name, []).append(i)
     out: list[tuple[Any, Confirmed]] = [(None, Confirmed(0, 0))] * len(calls)
     for name, indexes in by_node.items():
-        try:
-            done = yield from _run_node([calls[i] for i in indexes], sync, name)
-        except REDIS_ERRORS:
-            yield Refresh()
-            raise
+        done = yield from _run_node([calls[i] for i in indexes], sync, name)  # NodePipe reads the map again on errors
         for i, result in zip(indexes, done):
             out[i] = result
-    moved = [i for i, (r, _) in enumerate(out) if isinstance(r, _ROUTING_ERRORS)]
+    moved = [i for i, (r, _) in enumerate(out) if isinstance(r, ROUTING_ERRORS)]
     if moved and refresh:
         yield Refresh()
         again = yield from _run_cluster([calls[i] for i in moved], sync, refresh=False)
