@@ -79,13 +79,14 @@ class MessagesStreamReader(RangeReader, DataSourceStreamReader, _AvailableNow):
                 end[queue] = offset
             elif offset > end[queue]:
                 log.warning(
-                    "streaming offset %d of %s queue %d is beyond the queue's end (%d; the store was recreated, "
-                    "or a failover lost messages this query had read): the queue is read again from its oldest "
-                    "entry (%d), duplicates rather than loss",
+                    "streaming offset %d of %s queue %d is beyond the queue's end (%d: a gap of %d offsets; the store "
+                    "was recreated, or a failover lost messages this query had read): the queue is read again from "
+                    "its oldest entry (%d), duplicates rather than loss",
                     offset,
                     queue[0],
                     queue[1],
                     end[queue],
+                    offset - end[queue],
                     stats[queue].min_offset,
                 )
         if self._target is not None:  # Trigger.AvailableNow: nothing stored after the query started
