@@ -98,28 +98,50 @@ _PROPERTY_TEXTS = st.one_of(
     st.binary(max_size=10),
 )
 _TEXTS = st.one_of(st.text(max_size=6).map(lambda t: t.encode()), st.binary(max_size=6))
-_VALUES = {  # field: what a value may be (valid forms first, then anything)
+_DICTS = st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3).map(
+    lambda d: json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode()
+)
+#: A value of each field as this library writes it.
+_VALID = {
+    b"i": st.text(min_size=1, max_size=6).map(str.encode),
+    b"b": st.binary(max_size=8),
+    b"bt": st.integers(0, 2**42).map(lambda n: str(n).encode()),
+    b"st": st.integers(0, 2**42).map(lambda n: str(n).encode()),
+    b"t": st.text(max_size=4).map(str.encode),
+    b"k": st.lists(st.text(max_size=4), max_size=3).map(lambda ks: "\x1f".join(ks).encode()),
+    b"p": _DICTS,
+    b"r": st.integers(0, 20).map(lambda n: str(n).encode()),
+    b"s": _DICTS,
+}
+#: Anything a field may hold: malformed, foreign or extreme values (and valid ones among them).
+_ODD = {
     b"i": _TEXTS,
     b"b": st.binary(max_size=8),
-    b"bt": st.one_of(st.integers(0, 2**42).map(lambda n: str(n).encode()), _INT_TEXTS),
-    b"st": st.one_of(st.integers(0, 2**42).map(lambda n: str(n).encode()), _INT_TEXTS),
+    b"bt": _INT_TEXTS,
+    b"st": _INT_TEXTS,
     b"t": _TEXTS,
-    b"k": st.one_of(st.lists(st.text(max_size=4), max_size=3).map(lambda ks: "\x1f".join(ks).encode()), _TEXTS),
+    b"k": _TEXTS,
     b"p": _PROPERTY_TEXTS,
-    b"r": st.one_of(st.integers(0, 20).map(lambda n: str(n).encode()), _INT_TEXTS),
+    b"r": _INT_TEXTS,
     b"s": _PROPERTY_TEXTS,
 }
 
 
 @st.composite
 def _message_fields(draw: st.DrawFn) -> list[tuple[bytes, bytes]]:
-    """A message's fields, each present or not, each value valid, malformed or extreme, in any order,
-    now and then with a field no message has."""
+    """A message's fields in any order: all valid, valid but one (the issue's shape: one odd field),
+    or each present or not with any value; now and then with a field no message has."""
+    mode = draw(st.sampled_from(["valid", "one odd", "one odd", "anything"]))
+    odd = draw(st.sampled_from(sorted(_ODD)))
     fields = []
-    for name, values in _VALUES.items():
-        present = draw(st.booleans()) if name not in REQUIRED else draw(st.integers(0, 15)) > 0
-        if present:
-            fields.append((name, draw(values)))
+    for name in _VALID:
+        if name in REQUIRED and mode != "anything":
+            present = True
+        else:
+            present = draw(st.booleans()) if name not in REQUIRED else draw(st.integers(0, 15)) > 0
+        if present or (mode == "one odd" and name == odd):
+            odd_value = mode == "anything" or (mode == "one odd" and name == odd)
+            fields.append((name, draw((_ODD if odd_value else _VALID)[name])))
     if draw(st.integers(0, 7)) == 0:
         fields.append((draw(st.binary(min_size=1, max_size=3)), draw(st.binary(max_size=4))))
     if not fields:
