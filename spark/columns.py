@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
+import re
 from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
@@ -34,6 +36,13 @@ from spark.schema import record_batch
 #: hand —, fields a flat list ``[name, value, …]`` or a dict.
 Entry = Sequence[Any]
 
+#: Epoch ms Spark's timestamp holds (0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z); a time
+#: outside is null in the timestamp columns (D101), as Spark's own casts make an out-of-range value.
+TIME_RANGE_MS = (-62_135_596_800_000, 253_402_300_799_999)
+#: What the ``int`` column ``reconsume_times`` holds; a stored count beyond is null (D101).
+INT32_RANGE = (-(2**31), 2**31 - 1)
+#: An integer text Arrow's cast and ``int()`` read alike.
+_DECIMAL = r"^-?[0-9]+$"
 #: Fields every message has (msg id, body, born and store time).
 _REQUIRED = (b"i", b"b", b"bt", b"st")
 #: What the fast path gives up on (anything else is a bug, not a foreign entry).
@@ -131,8 +140,8 @@ class _Fields:
 
     @functools.cached_property
     def store_ms(self) -> pa.Array:
-        """Store times, epoch ms (int64)."""
-        return pa.array(self.by_name.required(b"st"), pa.string()).cast(pa.int64())
+        """Store times, epoch ms (int64; null where Spark's timestamp cannot hold it, see :data:`TIME_RANGE_MS`)."""
+        return _integers(self.by_name.required(b"st"), pa.int64(), *TIME_RANGE_MS)
 
     def maps(self, name: bytes) -> pa.Array:
         """``map<string,string>`` of the JSON objects of field ``name`` (see :func:`_json_maps`).
@@ -163,14 +172,48 @@ _BUILD: dict[str, Callable[[_Fields], pa.Array]] = {
     "keys": lambda f: _keys(_empty_as_none(f.by_name(b"k"))),
     "properties": lambda f: f.maps(b"p"),
     "body": lambda f: pa.array(f.by_name.required(b"b"), pa.binary()),
-    "born_timestamp": lambda f: _timestamps(pa.array(f.by_name.required(b"bt"), pa.string()).cast(pa.int64())),
+    "born_timestamp": lambda f: _timestamps(_integers(f.by_name.required(b"bt"), pa.int64(), *TIME_RANGE_MS)),
     "store_timestamp": lambda f: _timestamps(f.store_ms),
-    "reconsume_times": lambda f: pc.fill_null(pa.array(f.by_name(b"r"), pa.string()).cast(pa.int32()), 0),
+    "reconsume_times": lambda f: _reconsume_times(f.by_name(b"r")),
     "system_properties": lambda f: f.maps(b"s"),
 }
 
 #: The ``messages`` table's columns.
 MESSAGE_COLUMNS = tuple(_BUILD)
+
+
+def _integers(values: Sequence[bytes], kind: pa.DataType, low: int, high: int) -> pa.Array:
+    """The integers of ``values`` (texts) as ``kind``, null where one lies outside ``[low, high]``.
+
+    Parsed by an Arrow cast when every text is plain decimal digits (Arrow also takes ``0x10``,
+    which ``int()`` does not); otherwise value by value with ``int()``, as the codec parses them,
+    so exactly the texts the codec takes are taken (``+5``, `` 5``, ``1_0`` too; D101).
+
+    Raises:
+        ValueError: a text is not an integer (the entry is not one this library wrote).
+    """
+    try:
+        texts = pa.array(values, pa.string())
+        if not pc.all(pc.match_substring_regex(texts, _DECIMAL)).as_py():
+            raise pa.ArrowInvalid("not plain decimal digits")
+        parsed = texts.cast(kind)
+    except pa.ArrowInvalid:  # not UTF-8, not plain digits, or beyond ``kind``
+        numbers = [int(v) for v in values]
+        return pa.array([n if low <= n <= high else None for n in numbers], kind)
+    lowest, highest = pc.min_max(parsed).values()
+    if lowest.is_valid and (lowest.as_py() < low or highest.as_py() > high):
+        inside = pc.and_(pc.greater_equal(parsed, low), pc.less_equal(parsed, high))
+        return pc.if_else(inside, parsed, pa.scalar(None, kind))
+    return parsed
+
+
+def _reconsume_times(values: Sequence[bytes | None]) -> pa.Array:
+    """Reconsume times (int32), 0 where an entry has none (as the codec has it), null beyond int32."""
+    absent = values.count(None)
+    if absent == len(values):  # most messages: never reconsumed
+        return pa.array(np.zeros(len(values), np.int32))
+    present: Sequence[bytes] = [b"0" if v is None else v for v in values] if absent else values  # type: ignore[assignment]
+    return _integers(present, pa.int32(), *INT32_RANGE)
 
 
 def _empty_as_none(values: Sequence[bytes | None]) -> Sequence[bytes | None]:
@@ -187,20 +230,60 @@ def _keys(joined: Sequence[bytes | None]) -> pa.Array:
 def _json_maps(texts: Sequence[bytes | None]) -> pa.Array | None:
     """``map<string,string>`` of JSON objects (empty where absent), parsed by Arrow when every text
     is in the codec's compact form (:func:`_compact_maps`), else by one ``json.loads`` of all the
-    texts (:func:`mq.store.codec.json_objects`); None when a text is not exactly what the codec writes."""
-    fast = _compact_maps(pa.array(texts, pa.string()))  # ArrowInvalid (a foreign entry) unless UTF-8
+    texts (:func:`mq.store.codec.json_objects`), else text by text as the codec decodes one; values
+    that are not strings become text (:func:`spark_text`, D101). None when a text is not a JSON
+    object, i.e. the codec does not take it."""
+    try:
+        fast = _compact_maps(pa.array(texts, pa.string()))
+    except pa.ArrowInvalid:  # not UTF-8: json.loads still takes UTF-16 and UTF-32 text, as the codec does
+        fast = None
     if fast is not None:
         return fast
     try:
         parsed = codec.json_objects(texts)
-    except (ValueError, UnicodeDecodeError):
-        return None
+    except (ValueError, UnicodeDecodeError):  # one text spoils the joined parse: each alone, the codec's way
+        try:
+            parsed = [_json_object(t) if t else None for t in texts]
+        except (ValueError, UnicodeDecodeError):
+            return None
     maps = [p for p in parsed if p is not None]
     counts = [0 if p is None else len(p) for p in parsed]
     offsets = pa.array(list(itertools.accumulate(counts, initial=0)), pa.int32())
-    keys = pa.array(list(itertools.chain.from_iterable(maps)), pa.string())  # ArrowTypeError unless str
-    values = pa.array(list(itertools.chain.from_iterable(map(dict.values, maps))), pa.string())
+    keys = _texts(list(itertools.chain.from_iterable(maps)))
+    values = _texts(list(itertools.chain.from_iterable(map(dict.values, maps))))
     return pa.MapArray.from_arrays(offsets, keys, values)
+
+
+def _json_object(text: bytes) -> dict[str, Any]:
+    """One property text decoded as the codec decodes an entry's (``json.loads`` of the bytes, which
+    also takes UTF-16 and UTF-32; an object or a ``ValueError``)."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"properties are {type(value).__name__}, not an object")
+    return value
+
+
+def _texts(values: list[Any]) -> pa.Array:
+    """A string array of JSON values: strings as they are, unless a value is not one Arrow takes
+    (another JSON type, a lone surrogate), then every value through :func:`spark_text`."""
+    try:
+        return pa.array(values, pa.string())
+    except (TypeError, ValueError, pa.ArrowException):  # ArrowTypeError, UnicodeEncodeError
+        return pa.array([spark_text(v) for v in values], pa.string())
+
+
+#: Lone surrogates: a JSON escape (``"\ud800"``) makes one, UTF-8 cannot carry it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def spark_text(value: Any) -> str | None:
+    """A property value as the string column holds it (D101): a string as it is, JSON ``null`` as
+    null, any other JSON value (number, boolean, object, list) as its compact JSON text; a lone
+    surrogate (which UTF-8 cannot carry) becomes U+FFFD."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _compact_maps(texts: pa.StringArray) -> pa.MapArray | None:
@@ -253,12 +336,35 @@ def _time_mask(fields: _Fields, low_ms: int | None, high_ms: int | None) -> pa.A
 
 
 def _in_time(msg: MessageExt, low_ms: int | None, high_ms: int | None) -> bool:
+    """Whether ``msg`` lies within the store-time bounds; with a bound, a store time Spark's
+    timestamp cannot hold (null in the column) is not, as in :func:`_time_mask`."""
     st = msg.store_timestamp_ms
-    return (low_ms is None or st >= low_ms) and (high_ms is None or st <= high_ms)
+    if low_ms is None and high_ms is None:
+        return True
+    return _ms_or_none(st) is not None and (low_ms is None or st >= low_ms) and (high_ms is None or st <= high_ms)
+
+
+def _ms_or_none(ms: int) -> int | None:
+    """``ms`` when Spark's timestamp can hold it (:data:`TIME_RANGE_MS`), else None."""
+    return ms if TIME_RANGE_MS[0] <= ms <= TIME_RANGE_MS[1] else None
+
+
+def _int32_or_none(number: int) -> int | None:
+    return number if INT32_RANGE[0] <= number <= INT32_RANGE[1] else None
+
+
+def _pairs_of(mapping: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """A decoded property object as map entries (see :func:`spark_text`); keys are strings already."""
+    if all(type(v) is str for v in mapping.values()) and not any(
+        map(_SURROGATE.search, itertools.chain(mapping, mapping.values()))
+    ):
+        return list(mapping.items())
+    return [(_SURROGATE.sub("\ufffd", k), spark_text(v)) for k, v in mapping.items()]
 
 
 def messages_batch(messages: Sequence[MessageExt], schema: pa.Schema) -> pa.RecordBatch:
-    """The ``messages`` table rows of decoded ``messages`` as one Arrow record batch."""
+    """The ``messages`` table rows of decoded ``messages`` as one Arrow record batch: whatever the codec
+    decoded fits (D101) — values Spark's columns cannot hold are null or text, never an error."""
     columns: dict[str, list[Any]] = {
         "topic": [m.topic for m in messages],
         "queue_id": [m.queue_id for m in messages],
@@ -266,12 +372,12 @@ def messages_batch(messages: Sequence[MessageExt], schema: pa.Schema) -> pa.Reco
         "msg_id": [m.msg_id for m in messages],
         "tags": [m.tags for m in messages],
         "keys": [list(m.keys) for m in messages],
-        "properties": [list(m.properties.items()) for m in messages],
+        "properties": [_pairs_of(m.properties) for m in messages],
         "body": [bytes(m.body) for m in messages],
-        "born_timestamp": [m.born_timestamp_ms for m in messages],
-        "store_timestamp": [m.store_timestamp_ms for m in messages],
-        "reconsume_times": [m.reconsume_times for m in messages],
-        "system_properties": [list(m.system_properties.items()) for m in messages],
+        "born_timestamp": [_ms_or_none(m.born_timestamp_ms) for m in messages],
+        "store_timestamp": [_ms_or_none(m.store_timestamp_ms) for m in messages],
+        "reconsume_times": [_int32_or_none(m.reconsume_times) for m in messages],
+        "system_properties": [_pairs_of(m.system_properties) for m in messages],
     }
     return record_batch(columns, schema)
 

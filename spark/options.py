@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
-from mq.connection import URL_ENV, mask_url, validate_namespace
+from mq.connection import URL_ENV, check_url, mask_url, parse_sentinel_url, validate_namespace
 from mq.errors import MQClientError
 from mq.validation import check_topic
 
@@ -46,6 +47,10 @@ TABLES = ("messages", "offsets", "topics")
 DEFAULT_PAGE_SIZE = 1000
 #: Default largest partition, in messages.
 DEFAULT_MAX_PARTITION_MESSAGES = 100_000
+#: The most ``min_partitions`` may ask for (more planned one partition per message of a small read).
+MAX_MIN_PARTITIONS = 10_000
+#: A standalone URL's path: none, ``/`` or ``/`` and a database number.
+_DB_PATH = re.compile(r"(/[0-9]*)?")
 #: ``starting_offsets``/``ending_offsets`` words.
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -138,7 +143,7 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         starting_offsets=_offsets("starting_offsets", opts["starting_offsets"]) if "starting_offsets" in opts else None,
         ending_offsets=_offsets("ending_offsets", opts.get("ending_offsets", LATEST), allow_earliest=False),
         page_size=_positive("page_size", opts.get("page_size")) or DEFAULT_PAGE_SIZE,
-        min_partitions=_positive("min_partitions", opts.get("min_partitions")),
+        min_partitions=_positive("min_partitions", opts.get("min_partitions"), most=MAX_MIN_PARTITIONS),
         max_partition_messages=_positive("max_partition_messages", opts.get("max_partition_messages"))
         or DEFAULT_MAX_PARTITION_MESSAGES,
         pack_queues=_flag("pack_queues", opts.get("pack_queues", "true")),
@@ -155,10 +160,17 @@ def _url(value: str | None) -> str:
     url = (value or os.environ.get(URL_ENV) or "").strip()
     if not url:
         raise MQClientError(f"option 'url' is missing (and ${URL_ENV} is not set): give the store URL, e.g. redis://host:6379/0")
-    if urlsplit(url).scheme == "memory":
+    check_url(url)  # a bad host or port (``[::1/0``) as an MQClientError with the URL masked, not a bare ValueError
+    parts = urlsplit(url)
+    if parts.scheme == "memory":
         raise MQClientError(
             f"url {mask_url(url)!r} is the in-process store, which Spark tasks (other processes) cannot see: use a Redis URL"
         )
+    if parts.scheme in ("redis", "rediss") and not _DB_PATH.fullmatch(parts.path):
+        # redis-py reads a path that is not a number as db 0: a typo would read another database (D102)
+        raise MQClientError(f"url {mask_url(url)!r} names database {parts.path!r}: use a number, e.g. redis://host:6379/0")
+    if "sentinel" in parts.scheme:
+        parse_sentinel_url(url)  # its master name and db, checked now rather than in every task
     return url
 
 
@@ -185,7 +197,7 @@ def _time_ms(name: str, value: str | None) -> int | None:
     return int(moment.timestamp() * 1000)
 
 
-def _positive(name: str, value: str | None) -> int | None:
+def _positive(name: str, value: str | None, *, most: int | None = None) -> int | None:
     if value is None or not value.strip():
         return None
     try:
@@ -194,6 +206,10 @@ def _positive(name: str, value: str | None) -> int | None:
         number = 0
     if number < 1:
         raise MQClientError(f"option {name!r} must be a positive integer, got {value!r}")
+    if most is not None and number > most:
+        raise MQClientError(
+            f"option {name!r} must be at most {most}, got {value!r}: a Spark task costs 0.1–0.3 s beside its reading"
+        )
     return number
 
 
@@ -209,15 +225,22 @@ def _offsets(name: str, value: str, *, allow_earliest: bool = True) -> OffsetSpe
     words = (EARLIEST, LATEST) if allow_earliest else (LATEST,)
     if text.lower() in words:
         return text.lower()
+    usage = f'{" or ".join(map(repr, words))} or JSON like {{"topic": {{"0": 42}}}}'
     try:
         raw = json.loads(text)
-        if not isinstance(raw, dict):
-            raise ValueError
-        parsed = {check_topic(t): {int(q): int(o) for q, o in queues.items()} for t, queues in raw.items()}
-    except (ValueError, TypeError, AttributeError):
-        raise MQClientError(
-            f'option {name!r} must be {" or ".join(map(repr, words))} or JSON like {{"topic": {{"0": 42}}}}, got {value!r}'
-        ) from None
-    if any(q < 0 or o < 0 for queues in parsed.values() for q, o in queues.items()):
-        raise MQClientError(f"option {name!r} has a negative queue id or offset: {value!r}")
+    except ValueError:
+        raise MQClientError(f"option {name!r} must be {usage}, got {value!r}") from None
+    if not isinstance(raw, dict) or not all(isinstance(queues, dict) for queues in raw.values()):
+        raise MQClientError(f"option {name!r} must be {usage}, got {value!r}")
+    parsed: dict[str, dict[int, int]] = {}
+    for topic, queues in raw.items():
+        parsed[check_topic(topic)] = {}
+        for queue, offset in queues.items():
+            # JSON keys are strings; an offset must be a JSON integer: 1.9 or true is not taken as 1 (D102)
+            if not (queue.isascii() and queue.isdigit()) or type(offset) is not int or offset < 0:
+                raise MQClientError(
+                    f"option {name!r} gives {topic!r} queue {queue!r} the offset {json.dumps(offset)}: "
+                    f"queue ids are decimal digits and offsets non-negative JSON integers, as in {usage}"
+                )
+            parsed[topic][int(queue)] = offset
     return parsed

@@ -15,6 +15,7 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
+from mq.errors import MQClientError
 from mq.store import Store
 from mq.topic import QueueStats
 from spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
@@ -59,8 +60,16 @@ class RowsPartition(InputPartition):
     rows: tuple[tuple[Any, ...], ...]
 
 
-def resolve(spec: OffsetSpec, stats: Mapping[QueueId, QueueStats], *, missing: str) -> dict[QueueId, int]:
-    """Per-queue offsets for ``spec``; queues a JSON spec leaves out take ``missing`` (a word)."""
+def resolve(spec: OffsetSpec, stats: Mapping[QueueId, QueueStats], *, missing: str, option: str) -> dict[QueueId, int]:
+    """Per-queue offsets for ``spec`` (the value of option ``option``); queues a JSON spec leaves out
+    take ``missing`` (a word).
+
+    Raises:
+        MQClientError: a JSON spec names a topic the read does not cover or a queue its topic does
+            not have (D102: a typo must not read everything, or up to the latest offset, silently).
+    """
+    if not isinstance(spec, str):
+        check_named(option, spec, stats)
     out = {}
     for queue, s in stats.items():
         word = spec if isinstance(spec, str) else missing
@@ -69,10 +78,41 @@ def resolve(spec: OffsetSpec, stats: Mapping[QueueId, QueueStats], *, missing: s
     return out
 
 
+def check_named(option: str, spec: Mapping[str, Mapping[int, int]], stats: Mapping[QueueId, QueueStats]) -> None:
+    """Refuse JSON offsets naming a topic that is not among the read's (``stats``' topics) or a queue
+    its topic does not have, naming each one.
+
+    Raises:
+        MQClientError: something named is not read.
+    """
+    queues: dict[str, list[int]] = {}
+    for topic, qid in sorted(stats):
+        queues.setdefault(topic, []).append(qid)
+    unknown = [repr(t) for t in spec if t not in queues]
+    missing = [
+        f"{t!r} queue {q} (it has queues {_span(queues[t])})"
+        for t, qs in spec.items()
+        if t in queues
+        for q in qs
+        if q not in queues[t]
+    ]
+    if unknown or missing:
+        names = "; ".join([*([f"topic(s) {', '.join(unknown)}"] if unknown else []), *missing])
+        read = ", ".join(map(repr, queues)) or "none"
+        raise MQClientError(
+            f"option {option!r} names what this read does not cover: {names}. Topics read: {read} "
+            "(a typo, or a topic the 'topic' option leaves out)"
+        )
+
+
+def _span(qids: list[int]) -> str:
+    return f"{qids[0]}-{qids[-1]}" if qids == list(range(qids[0], qids[-1] + 1)) and len(qids) > 1 else ", ".join(map(str, qids))
+
+
 def batch_ranges(store: Store, stats: Mapping[QueueId, QueueStats], opts: ReadOptions) -> dict[QueueId, tuple[int, int]]:
     """``[start, end)`` of every queue for a batch read, narrowed by the store-time options."""
-    starts = resolve(opts.starting_offsets or EARLIEST, stats, missing=EARLIEST)
-    ends = resolve(opts.ending_offsets, stats, missing=LATEST)
+    starts = resolve(opts.starting_offsets or EARLIEST, stats, missing=EARLIEST, option="starting_offsets")
+    ends = resolve(opts.ending_offsets, stats, missing=LATEST, option="ending_offsets")
     ranges = {}
     for queue, s in stats.items():
         start, end = max(starts[queue], s.min_offset), min(ends[queue], s.max_offset)

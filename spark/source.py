@@ -62,9 +62,18 @@ class MQDataSource(DataSource):
         return SCHEMAS[self.read_options.table]
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """A batch reader of the chosen table."""
+        """A batch reader of the chosen table.
+
+        Raises:
+            MQClientError: a user schema that is not some of the table's columns, or a streaming-only option.
+        """
         freeze_imports_in_spark_worker()  # the planning worker's
         check_schema(self.read_options.table, schema)
+        if self.read_options.max_messages_per_trigger is not None:  # would be ignored: a batch reads everything asked
+            raise MQClientError(
+                "option 'max_messages_per_trigger' caps a streaming read's micro-batches: a batch read takes "
+                "ending_offsets, min_store_time/max_store_time or a Spark limit() instead"
+            )
         if self.read_options.table == "messages":
             return MessagesReader(self.read_options, schema)
         return SnapshotReader(self.read_options, schema)

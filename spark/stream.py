@@ -57,8 +57,9 @@ class MessagesStreamReader(RangeReader, DataSourceStreamReader, _AvailableNow):
 
         Raises:
             TopicNotFoundError: a ``topic`` entry names a topic that does not exist.
+            MQClientError: JSON ``starting_offsets`` name a topic or queue the query does not read.
         """
-        start = plan.resolve(self.options.starting_offsets or LATEST, self._stats(), missing=EARLIEST)
+        start = plan.resolve(self.options.starting_offsets or LATEST, self._stats(), missing=EARLIEST, option="starting_offsets")
         return dict(plan.to_json(start))
 
     def latestOffset(self, start: Mapping[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
@@ -78,13 +79,14 @@ class MessagesStreamReader(RangeReader, DataSourceStreamReader, _AvailableNow):
                 end[queue] = offset
             elif offset > end[queue]:
                 log.warning(
-                    "streaming offset %d of %s queue %d is beyond the queue's end (%d; the store was recreated, "
-                    "or a failover lost messages this query had read): the queue is read again from its oldest "
-                    "entry (%d), duplicates rather than loss",
+                    "streaming offset %d of %s queue %d is beyond the queue's end (%d: a gap of %d offsets; the store "
+                    "was recreated, or a failover lost messages this query had read): the queue is read again from "
+                    "its oldest entry (%d), duplicates rather than loss",
                     offset,
                     queue[0],
                     queue[1],
                     end[queue],
+                    offset - end[queue],
                     stats[queue].min_offset,
                 )
         if self._target is not None:  # Trigger.AvailableNow: nothing stored after the query started

@@ -394,7 +394,7 @@ def test_a_streaming_checkpoint_beyond_a_queues_end_reads_every_new_message(
     assert not missing, f"{len(missing)} new messages never reached the sink"
     assert len(seen) == 170  # each message once: the recreated queue was read from its start
     _, err = capture.read_global_capture()
-    assert "streaming offset 100 of Gone queue 0 is beyond the queue's end (60" in err, err[-2000:]
+    assert "streaming offset 100 of Gone queue 0 is beyond the queue's end (60: a gap of 40 offsets;" in err, err[-2000:]
 
 
 def _entries(prefix: str, offsets: range) -> list[Any]:
