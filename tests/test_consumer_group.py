@@ -78,33 +78,41 @@ def test_three_processes_consume_20k_exactly_once(backend_url: str, namespace: s
     assert all(p.consumed() for p in procs), "every member consumed something"
 
 
+#: Under the heartbeat timeout less one heartbeat (5 s), so a join or a goodbye handled by the timeout
+#: or the periodic rebalance fails the test; twice the 2 s of a quiet machine.
+PATH_BOUND_S = 4.0
+
+
 def test_join_leave_and_crash(redis_server, namespace: str, tmp_path, procs) -> None:
     url = redis_server.url
     _three_members(url, namespace, "Gjoin", tmp_path, procs)
     with Load(url, namespace, "Gjoin") as load:
-        # a fourth member joins: it owns queues within 2 s of registering
+        # a fourth member joins: it owns queues at the next heartbeat round (1 s), not at the periodic
+        # rebalance (20 s). The bounds below tell the path that acted, not a speed: each leaves room for a
+        # loaded machine (a clean leave once took 2.04 s in CI) and stays under the slower path's time.
         procs.append(ConsumerProc(url, namespace, "g", "Gjoin", tmp_path / "c3.log"))
         wait_for(lambda: procs[3].assigned_at() is not None, 20, "the fourth member to get queues")
         registered = procs[3].registered_at()
         assert registered is not None
-        assert procs[3].assigned_at() - registered <= 2.0  # type: ignore[operator]
+        assert procs[3].assigned_at() - registered <= PATH_BOUND_S  # type: ignore[operator]
         wait_for(lambda: _partitioned(procs, 16), 10, "four members to split the queues")
 
-        # a member leaves cleanly: its queues move within 2 s of its shutdown
+        # a member leaves cleanly: its queues move at the next heartbeat round after its goodbye, before
+        # the heartbeat timeout (6 s after its last heartbeat) could have acted
         leaving = procs[2]
         leaving.stop()
         survivors = [procs[0], procs[1], procs[3]]
         wait_for(lambda: _partitioned(survivors, 16), 10, "the survivors to take the queues over")
         bye = leaving.bye_at()
         assert bye is not None
-        assert max(p.last_assigned_at() for p in survivors) - bye <= 2.0
+        assert max(p.last_assigned_at() for p in survivors) - bye <= PATH_BOUND_S
 
-        # a member is killed: its queues move within the heartbeat timeout plus 2 s
+        # a member is killed: its queues move after the heartbeat timeout, before the periodic rebalance
         victim = procs[1]
         victim.kill()
         rest = [procs[0], procs[3]]
         took = wait_for(lambda: _partitioned(rest, 16), HEARTBEAT_TIMEOUT_S + 10, "queues of the killed member to move")
-        assert took <= HEARTBEAT_TIMEOUT_S + 2.0
+        assert took <= HEARTBEAT_TIMEOUT_S + PATH_BOUND_S
         time.sleep(1.0)  # the load goes on for a second on the new split
     expected = {str(i) for i in load.sent}
     wait_for(lambda: expected <= set(counts(procs)), 30, "every sent message consumed", poll_s=0.2)

@@ -27,8 +27,8 @@ def test_spark_reads_a_half_tiered_topic_once(
     spark_session: SparkSession, redis_server, namespace, tmp_path: pathlib.Path
 ) -> None:  # type: ignore[no-untyped-def]
     url, tier_url = redis_server.url, f"file://{tmp_path}/tier"
-    # Again on the shared session: in one two-worker run the format was not found on it (cause not
-    # found; registering is idempotent, and a missing format fails the read rather than passing it).
+    # Again on the shared session (idempotent): once a module stopped the worker's session and the
+    # session started after it had no format (test_ha_spark did; fixed). A missing format fails the read.
     register(spark_session)
     with Admin(url, namespace=namespace) as admin:
         admin.create_topic(TOPIC, read_queues=2, write_queues=2)
