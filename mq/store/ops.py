@@ -316,8 +316,12 @@ class SyncRunner:
         super().__init_subclass__(**kwargs)
         _install(cls, _sync_method)
 
-    def _run(self, op: Op[T]) -> T:
+    def run(self, op: Op[T]) -> T:
+        """Run one store operation (a generator of :mod:`mq.store.ops` requests) now and return its
+        result. The public way for code outside ``mq/store`` to run an operation it composed."""
         return run(self._client, op)
+
+    _run = run  # kept for mq/store's own callers while the rest moves to ``run``
 
 
 class AsyncRunner:
@@ -330,8 +334,11 @@ class AsyncRunner:
         super().__init_subclass__(**kwargs)
         _install(cls, _async_method)
 
-    def _run(self, op: Op[T]) -> Coroutine[Any, Any, T]:
+    def run(self, op: Op[T]) -> Coroutine[Any, Any, T]:
+        """``await store.run(op)``: run one store operation on the asyncio client."""
         return arun(self._client, op)
+
+    _run = run  # kept for mq/store's own callers while the rest moves to ``run``
 
 
 def _install(cls: type, make: Callable[[Callable[..., Op[Any]]], Callable[..., Any]]) -> None:
