@@ -274,6 +274,35 @@ def test_cluster_wait_reaches_the_node_that_served_the_write(
 
 
 @pytest.mark.cluster
+def test_cluster_all_still_counts_the_lost_replica_after_a_failover(
+    replicated_cluster: RedisClusterProcs, namespace: str
+) -> None:
+    """ "all" on a Cluster: after the master of a queue crashes and its replica takes over, the promoted
+    node has no replica, yet what was counted for those slots still counts (as at a promoted Sentinel
+    master, D73): a send waits its timeout and says FLUSH_SLAVE_TIMEOUT, not SEND_OK with no copy."""
+    cluster = replicated_cluster
+    url = cluster.url
+    admin_once(url, namespace).create_topic("t", read_queues=1, write_queues=1)
+    victim_name = next(iter(_queues_by_node(url, namespace, "t", 1)))
+    victim = next(i for i, n in enumerate(cluster.nodes) if f"127.0.0.1:{n.port}" == victim_name)
+    queue = MessageQueue("t", "broker-a", 0)
+    with Producer("p", url, namespace=namespace, sync_replicas="all", sync_replicas_timeout_ms=300) as producer:
+        assert producer.send(Message("t", b"a"), queue=queue).status is SendStatus.SEND_OK  # 1 replica counted
+        cluster.wait_promoted(cluster.kill_master(victim))
+        statuses: list[SendStatus] = []
+
+        def sent() -> bool:
+            try:
+                statuses.append(producer.send(Message("t", b"b"), queue=queue).status)
+            except MQBrokerError:  # the crashed master's address, until the producer reads the slot map again
+                return False
+            return True
+
+        wait_for(sent, 30, "a send to the promoted master")
+        assert statuses == [SendStatus.FLUSH_SLAVE_TIMEOUT]  # 0 of 1 replica: reported, not SEND_OK
+
+
+@pytest.mark.cluster
 def test_round_trip_through_replicated_cluster_with_broker(replicated_cluster: RedisClusterProcs, namespace: str) -> None:
     url = replicated_cluster.url
     admin_once(url, namespace).create_topic("t", read_queues=6, write_queues=6)

@@ -11,7 +11,9 @@ end: still one round trip per node, as a plain cluster pipeline.
 - ``sync_replicas=n``: ``WAIT n`` — the write is in the memory of n replicas [RocketMQ ``SYNC_MASTER``].
 - ``sync_replicas="all"``: ``WAIT`` for every replica the master has (:class:`ReplicaCounts`: the
   ``ROLE`` reply queued before the writes of every pipeline, remembered for :data:`REMEMBER_S`, so a
-  replica that is down makes the write wait its timeout and report the shortfall).
+  replica that is down makes the write wait its timeout and report the shortfall). On a cluster counted
+  per node and per hash slot, and a write waits for the larger: a replica promoted by a failover (a new
+  node, with no replica of its own) still waits for what its old master had for those slots.
 - ``sync_flush=True``: ``WAITAOF 1 n`` instead (Redis ≥ 7.2) — the write is fsynced to the master's
   AOF and to n replicas' AOF [RocketMQ ``SYNC_FLUSH``]; checked once per node before the first write
   (:func:`check_node`): an older server, or one without ``appendonly yes``, is a clear
@@ -45,9 +47,13 @@ ALL: Literal["all"] = "all"
 #: cut off, for less than this makes writes wait their timeout and report the shortfall; one removed for
 #: good is forgotten after it, with a WARNING.
 REMEMBER_S = 60.0
-#: The node key of a standalone or Sentinel-managed store: one master at a time, so what was counted
+#: The shard of a standalone or Sentinel-managed store: one master at a time, so what was counted
 #: at the old master still counts at the promoted one (its lost replica is missed, not forgotten).
 _ONE_MASTER = ""
+#: What "all" is counted for: ``_ONE_MASTER``; on a cluster the node's name and each hash slot it
+#: served (``"slot:N"``) — the slots outlive the node serving them, so a failover's promoted replica
+#: inherits its master's count, and a slot not written before takes its node's.
+Shard = str
 _NO_DISK = "sync_flush needs a Redis server with appendonly yes: the embedded memory:// store keeps nothing on disk"
 
 
@@ -59,40 +65,46 @@ def replicas_in_role(role: Any) -> int | None:
 
 
 class ReplicaCounts:
-    """What ``"all"`` means at each master node (the most replicas its ``ROLE`` listed within
-    :data:`REMEMBER_S`), and which nodes passed the ``sync_flush`` check. Shared by threads."""
+    """What ``"all"`` means for each shard (the most replicas the ``ROLE`` of the master serving it
+    listed within :data:`REMEMBER_S`), and which nodes passed the ``sync_flush`` check. Shared by threads."""
 
     def __init__(self) -> None:
-        self._peaks: dict[str, tuple[int, float]] = {}  # node -> (replicas, when last listed that many, monotonic s)
+        self._peaks: dict[Shard, tuple[int, float]] = {}  # shard -> (replicas, when last listed that many, monotonic s)
         self._checked: set[str] = set()
         self._lock = threading.Lock()
 
-    def wanted(self, node: str) -> int | None:
-        """Replicas a write to ``node`` waits for, or None before its first ``ROLE`` reply."""
-        got = self._peaks.get(node)
-        return None if got is None else got[0]
+    def wanted(self, shards: Sequence[Shard]) -> int | None:
+        """Replicas a write to ``shards`` waits for (the most any of them wants), or None before a
+        ``ROLE`` reply counted any of them."""
+        got = [peak[0] for peak in map(self._peaks.get, shards) if peak is not None]
+        return max(got) if got else None
 
-    def seen(self, node: str, role: Any) -> None:
-        """Count a ``ROLE`` reply of ``node`` (a replica's reply, or an error, changes nothing)."""
+    def seen(self, shards: Sequence[Shard], role: Any, node: str = "") -> None:
+        """Count a ``ROLE`` reply of ``node``, the master serving ``shards`` (a replica's reply, or an
+        error, changes nothing)."""
         listed = replicas_in_role(role)
         if listed is None:
             return
         now = time.monotonic()
         with self._lock:
-            peak, at = self._peaks.get(node, (listed, now))
-            if listed >= peak:
-                self._peaks[node] = (listed, now)
-            elif now - at > REMEMBER_S:
+            forgotten: set[int] = set()
+            for shard in shards:
+                peak, at = self._peaks.get(shard, (listed, now))
+                if listed >= peak:
+                    self._peaks[shard] = (listed, now)
+                elif now - at > REMEMBER_S:
+                    forgotten.add(peak)
+                    self._peaks[shard] = (listed, now)
+            for peak in sorted(forgotten):  # once per count, not per slot
                 log.warning(
-                    "sync_replicas='all': the master %s has listed %d replica(s) instead of %d for %.0f s; "
+                    "sync_replicas='all': the master %s has listed %d replica(s) instead of %d for more than %.0f s; "
                     "writes now wait for %d (start the missing replica to be counted again)",
                     node or "(master)",
                     listed,
                     peak,
-                    now - at,
+                    REMEMBER_S,
                     listed,
                 )
-                self._peaks[node] = (listed, now)
 
     def checked(self, node: str) -> bool:
         """Whether ``node`` passed the ``sync_flush`` check."""
@@ -142,11 +154,11 @@ class SyncReplicas:
         """Whether ``"all"`` was asked for (resolved per node from ``ROLE``)."""
         return self.replicas == ALL
 
-    def wanted(self, node: str) -> int:
-        """Replicas a write to ``node`` waits for (``"all"``: as counted so far, 0 before any ``ROLE``)."""
+    def wanted(self, shards: Sequence[Shard]) -> int:
+        """Replicas a write to ``shards`` waits for (``"all"``: as counted so far, 0 before any ``ROLE``)."""
         if isinstance(self.replicas, int):
             return self.replicas
-        return self.counts.wanted(node) or 0
+        return self.counts.wanted(shards) or 0
 
 
 @dataclass(frozen=True)
@@ -191,20 +203,21 @@ def run_synced(calls: Sequence[Call], sync: SyncReplicas, *, kind: str) -> Op[li
     if kind == "memory":
         if sync.flush:
             raise MQClientError(_NO_DISK)
-        nobody = Confirmed(0, sync.wanted(_ONE_MASTER))  # "all" of no replicas is 0: confirmed
+        nobody = Confirmed(0, sync.wanted([_ONE_MASTER]))  # "all" of no replicas is 0: confirmed
         return [(r, nobody) for r in (yield from scripts.call_many(calls))]
-    return (yield from _run_node(list(calls), sync, _ONE_MASTER))
+    return (yield from _run_node(list(calls), sync, _ONE_MASTER, [_ONE_MASTER]))
 
 
-def check_node(key: str, sync: SyncReplicas, node: str) -> Op[None]:
-    """Before the first write to ``node`` (serving ``key``): count its replicas for ``"all"``, and for
-    ``flush`` make sure it can ``WAITAOF`` — one round trip, once per node.
+def check_node(key: str, sync: SyncReplicas, node: str, shards: Sequence[Shard]) -> Op[None]:
+    """Before the first write to ``node`` (serving ``key``, in ``shards``): count its replicas for
+    ``"all"`` unless its shards are counted already, and for ``flush`` make sure it can ``WAITAOF`` —
+    one round trip, once per node.
 
     Raises:
         MQClientError: ``flush`` on a server older than 7.2 (naming its version) or without ``appendonly yes``.
     """
     probe_flush = sync.flush and not sync.counts.checked(node)
-    probe_role = sync.all and sync.counts.wanted(node) is None
+    probe_role = sync.all and sync.counts.wanted(shards) is None
     if not (probe_flush or probe_role):
         return
 
@@ -216,7 +229,7 @@ def check_node(key: str, sync: SyncReplicas, node: str) -> Op[None]:
     replies = yield NodePipe(key, build)
     if isinstance(replies[0], Exception):
         raise replies[0]  # e.g. ROLE not allowed to the ACL user: "all" must not quietly mean 0
-    sync.counts.seen(node, replies[0])
+    sync.counts.seen(shards, replies[0], node)
     if not probe_flush:
         return
     reply = replies[1]
@@ -248,10 +261,11 @@ def check_first(key: str, sync: SyncReplicas, *, kind: str) -> Op[None]:
         if sync.flush:
             raise MQClientError(_NO_DISK)
         return
-    node = _ONE_MASTER
+    node, shards = _ONE_MASTER, [_ONE_MASTER]
     if kind == "cluster":
         node = yield Cmd(lambda client: _node_name(client, key))
-    yield from check_node(key, sync, node)
+        shards = yield Cmd(lambda client: [node, _slot_shard(client.keyslot(key))])
+    yield from check_node(key, sync, node, shards)
 
 
 def _node_name(client: Any, key: str) -> Any:
@@ -280,30 +294,38 @@ def _server_of(hello: Any) -> str:
     return f"{fields.get('server', 'redis')} {fields.get('version', '(unknown version)')}"
 
 
-def _run_node(calls: list[Call], sync: SyncReplicas, node: str) -> Op[list[tuple[Any, Confirmed]]]:
+def _slot_shard(slot: int) -> Shard:
+    return f"slot:{slot}"
+
+
+def _run_node(calls: list[Call], sync: SyncReplicas, node: str, shards: Sequence[Shard]) -> Op[list[tuple[Any, Confirmed]]]:
     """The calls plus ``WAIT`` in one pipeline on the node of their first key (a NOSCRIPT call is
     loaded and sent again)."""
     key = calls[0][1][0]
-    yield from check_node(key, sync, node)
-    replies, confirmed = yield from _pipeline(calls, sync, node)
+    yield from check_node(key, sync, node, shards)
+    replies, confirmed = yield from _pipeline(calls, sync, node, shards)
     missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
     if missing:
         for i in missing:
             yield from scripts.load(calls[i][0], calls[i][1])
-        again, confirmed = yield from _pipeline([calls[i] for i in missing], sync, node)  # WAIT covers every earlier write
+        again, confirmed = yield from _pipeline(
+            [calls[i] for i in missing], sync, node, shards
+        )  # WAIT covers every earlier write
         for i, r in zip(missing, again):
             replies[i] = r
     if isinstance(confirmed, Exception):
         if not any(isinstance(r, Exception) for r in replies):
             raise confirmed  # WAIT itself refused (e.g. not allowed to the ACL user): say so, do not guess
-        confirmed = Confirmed(0, sync.wanted(node), False if sync.flush else None)
+        confirmed = Confirmed(0, sync.wanted(shards), False if sync.flush else None)
     return [(r, confirmed) for r in replies]
 
 
-def _pipeline(calls: Sequence[Call], sync: SyncReplicas, node: str) -> Op[tuple[list[Any], Confirmed | Exception]]:
+def _pipeline(
+    calls: Sequence[Call], sync: SyncReplicas, node: str, shards: Sequence[Shard]
+) -> Op[tuple[list[Any], Confirmed | Exception]]:
     """The calls' replies and what was confirmed (or the ``WAIT`` / ``WAITAOF`` error)."""
     flagged = yield Cmd(scripts._flagged)  # the same script variant (with its Redis 7 flags) as scripts.Eval
-    wanted = sync.wanted(node)
+    wanted = sync.wanted(shards)
 
     def build(pipe: Any) -> None:
         if sync.all:  # counted now for the next write (this one waits for what was counted so far)
@@ -320,7 +342,7 @@ def _pipeline(calls: Sequence[Call], sync: SyncReplicas, node: str) -> Op[tuple[
 
     replies = list((yield NodePipe(calls[0][1][0], build)))
     if sync.all:
-        sync.counts.seen(node, replies.pop(0))
+        sync.counts.seen(shards, replies.pop(0), node)
     waited = replies.pop()
     if sync.flush and wanted:
         replies.pop()  # WAIT's count: WAITAOF's (on the replicas' disks) is the one that matters
@@ -339,13 +361,18 @@ def _run_cluster(calls: Sequence[Call], sync: SyncReplicas, *, refresh: bool) ->
     are sent once more (``refresh``). A node that cannot be reached makes the topology be read again
     before the error is raised, so the caller's next attempt goes to the promoted replica.
     """
-    names = yield Cmd(lambda client: [str(client.get_node_from_key(keys[0]).name) for _, keys, _ in calls])  # no I/O
+    served = yield Cmd(
+        lambda client: [(str(client.get_node_from_key(keys[0]).name), client.keyslot(keys[0])) for _, keys, _ in calls]
+    )  # no I/O
     by_node: dict[str, list[int]] = {}
-    for i, name in enumerate(names):
+    slots: dict[str, set[int]] = {}
+    for i, (name, slot) in enumerate(served):
         by_node.setdefault(name, []).append(i)
+        slots.setdefault(name, set()).add(slot)
     out: list[tuple[Any, Confirmed]] = [(None, Confirmed(0, 0))] * len(calls)
     for name, indexes in by_node.items():
-        done = yield from _run_node([calls[i] for i in indexes], sync, name)  # NodePipe reads the map again on errors
+        shards = [name] + [_slot_shard(slot) for slot in sorted(slots[name])]
+        done = yield from _run_node([calls[i] for i in indexes], sync, name, shards)  # NodePipe reads the map again on errors
         for i, result in zip(indexes, done):
             out[i] = result
     moved = [i for i, (r, _) in enumerate(out) if isinstance(r, ROUTING_ERRORS)]
