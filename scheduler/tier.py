@@ -18,6 +18,8 @@ Redis's above it, so nothing is read twice. An unreachable tier stops step 1: Re
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -107,13 +109,48 @@ class TierUploader:
         )
 
     def sweep(self, grace_s: float) -> int:
-        """Remove files of the tier no manifest lists (crashed uploads) older than ``grace_s``, and
-        segments past ``file_reserved_time_h``; returns how many files were removed."""
+        """Remove files of the tier no manifest lists (crashed uploads, and uploads that finished after
+        their topic was deleted) older than ``grace_s``, and segments past ``file_reserved_time_h``;
+        returns how many files were removed."""
         removed = 0
         for name, (_, span) in sorted(self._store.topic_spans().items()):
             for qid in range(span):
                 removed += self._with_lease(name, qid, lambda t, q, _token: self._sweep_queue(t, q, grace_s)) or 0
-        return removed
+        return removed + self._sweep_deleted_topics(grace_s)
+
+    def _sweep_deleted_topics(self, grace_s: float) -> int:
+        """Files under the folders of topics that no longer exist. ``Admin.delete_topic`` removes a
+        topic's folder, but an upload writing at that moment finishes after it: no manifest lists its
+        file, and :meth:`_sweep_queue` walks only the topics that exist. The folder is listed before
+        the topics are read, so a topic made in between (its files are newer than the listing) is kept."""
+        from pyarrow import fs as pafs
+
+        folder = self.location.namespace_dir(self._store.conn.namespace)
+        infos = self.location.fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
+        existing = set(self._store.topic_spans())
+        now, kept_topics, removed = time.time(), set(), collections.Counter[str]()
+        for info in infos:
+            topic = info.path[len(folder) + 1 :].split("/", 1)[0]
+            if info.type != pafs.FileType.File or topic in existing:
+                continue
+            age_s = now - info.mtime.timestamp() if info.mtime is not None else grace_s
+            if age_s < grace_s:
+                kept_topics.add(topic)
+                continue
+            self.location.fs.delete_file(info.path)
+            removed[topic] += 1
+        for topic, count in sorted(removed.items()):
+            log.warning(
+                "tier: removed %d file(s) of topic %r, which no longer exists (an upload that ended after it was deleted)",
+                count,
+                topic,
+            )
+        for info in infos:  # a disk keeps the emptied folders: remove those of deleted topics
+            topic = info.path[len(folder) + 1 :]
+            if info.type == pafs.FileType.Directory and "/" not in topic and topic not in existing | kept_topics:
+                with contextlib.suppress(FileNotFoundError, OSError):
+                    self.location.fs.delete_dir(info.path)
+        return sum(removed.values())
 
     def _with_lease(self, topic: str, queue_id: int, work: Callable[[str, int, str], int | None]) -> int | None:
         token = f"{self._owner}.{uuid.uuid4().hex}"

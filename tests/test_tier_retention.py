@@ -90,3 +90,35 @@ def test_deleting_a_topic_deletes_its_tier_files(backend_url: str, namespace: st
         assert admin.tier_status(TOPIC)[MessageQueue(TOPIC, "broker-a", 0)].segments == 0
         assert admin.messages(TOPIC, 0, 0) == []
     service.shutdown()
+
+
+def test_an_upload_that_ends_after_its_topic_was_deleted_is_swept(
+    redis_server, namespace: str, tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
+    """``Admin.delete_topic`` removes the topic's folder; an upload writing at that moment puts its file
+    back after it (here: the file an upload would have finished, written after the delete). No manifest
+    lists it and the per-queue sweep walks only topics that exist: the sweep removes it once it is older
+    than the grace period — and not before, and never a file of a topic that exists."""
+    url, root = redis_server.url, tmp_path / "tier"
+    with Admin(url, namespace=namespace) as admin:
+        for topic in (TOPIC, "kept"):
+            admin.create_topic(topic, read_queues=1, write_queues=1)
+            send_numbered(url, namespace, topic, 0, range(50))
+        service = BrokerService(url, namespace, tier_config(f"file://{root}", hot_retention_s=0.001))
+        assert service.tier is not None
+        service.tier.run()
+        service._store.publish_settings({"tier_url": f"file://{root}"})
+        late = _files(root / namespace / TOPIC)[0].read_bytes()
+        kept = _files(root / namespace / "kept")
+        admin.delete_topic(TOPIC)
+        orphan = root / namespace / TOPIC / "0" / "0000000000000000000-late.parquet"
+        orphan.parent.mkdir(parents=True)
+        orphan.write_bytes(late)  # the upload in flight lands after the delete
+
+        assert service.tier.sweep(3600) == 0 and orphan.exists()  # younger than the grace period: kept
+        with caplog.at_level(logging.WARNING, logger="scheduler.tier"):
+            assert service.tier.sweep(0) == 1
+        assert not (root / namespace / TOPIC).exists()  # the file and the folders it made
+        assert _files(root / namespace / "kept") == kept != []  # the topic that exists keeps its segments
+        assert any(f"topic {TOPIC!r}, which no longer exists" in r.getMessage() for r in caplog.records)
+    service.shutdown()

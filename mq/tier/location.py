@@ -44,9 +44,13 @@ class TierLocation:
     fs: Any
     root: str
 
+    def namespace_dir(self, namespace: str) -> str:
+        """The folder of one namespace's topics."""
+        return f"{self.root}/{namespace}"
+
     def topic_dir(self, namespace: str, topic: str) -> str:
         """The folder of one topic's queues."""
-        return f"{self.root}/{namespace}/{topic}"
+        return f"{self.namespace_dir(namespace)}/{topic}"
 
     def queue_dir(self, namespace: str, topic: str, queue_id: int) -> str:
         """The folder of one queue's segments."""
