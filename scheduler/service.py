@@ -98,8 +98,10 @@ class BrokerService:
             settings[TIER_URL_SETTING] = self.config.tier_url  # a place, never a credential (open_tier refuses them)
         self._store.publish_settings(settings)
         self._beat()
-        self._check_store()
-        self._guard(self._watch_store)()  # a failed check never keeps the service from starting
+        told = self._check_store()
+        # a failed check never keeps the service from starting; the policy the start's checks just
+        # logged is not logged a second time by the watch's first reading
+        self._guard(self._watch_store, told)()
         c = self.config
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
         scheduler.add_job(
@@ -172,17 +174,22 @@ class BrokerService:
 
         return job
 
-    def _check_store(self) -> None:
-        """Run ``mq doctor``'s checks once and log them (a FAIL is logged as an error; the service still starts)."""
+    def _check_store(self) -> bool:
+        """Run ``mq doctor``'s checks once and log them (a FAIL is logged as an error; the service still
+        starts). Returns whether they logged the eviction policy."""
         from mq.doctor import check, log_findings
 
         try:
-            log_findings(check(self._conn.url, self._conn.namespace, keys=False), log, self._conn.url)
+            findings = check(self._conn.url, self._conn.namespace, keys=False)
         except Exception as e:  # a check never keeps the service from starting
             log.warning("store checks could not run: %s", e)
+            return False
+        log_findings(findings, log, self._conn.url)
+        return any(f.check.startswith("maxmemory-policy") for f in findings)
 
-    def _watch_store(self) -> None:
-        """Read every master's eviction policy, memory use and eviction count; log what changed."""
+    def _watch_store(self, policy_told: bool = False) -> None:
+        """Read every master's eviction policy, memory use and eviction count; log what changed (not the
+        policy when ``policy_told``: the start's checks logged it)."""
         from mq.store.health import NOT_ALLOWED, Health
 
         if self._conn.kind == "memory":
@@ -202,7 +209,8 @@ class BrokerService:
                         _int_of(stats, "evicted_keys"),
                     )
                 )
-        for level, message in self.store_watch.observe(readings):
+        told = self.store_watch.observe(readings, policy_told=True) if policy_told else self.store_watch.observe(readings)
+        for level, message in told:
             log.log(level, "%s", message)
 
     def _snapshot(self) -> None:

@@ -68,12 +68,14 @@ class StoreWatch:
         self._evicting: dict[str, bool] = {}
         self._unknown: set[str] = set()
 
-    def observe(self, readings: list[NodeReading]) -> list[tuple[int, str]]:
-        """Take one check's readings; ``(level, message)`` for each state that changed since the last."""
+    def observe(self, readings: list[NodeReading], *, policy_told: bool = False) -> list[tuple[int, str]]:
+        """Take one check's readings; ``(level, message)`` for each state that changed since the last
+        (``policy_told``: the policy's state is taken, but its record was logged already)."""
         out: list[tuple[int, str]] = []
         previous, self.readings = self.readings, {r.node: r for r in readings}
         for r in readings:
-            out += self._policy(r)
+            policy = self._policy(r)
+            out += [] if policy_told else policy
             out += self._evictions(r, previous.get(r.node))
             out += self._memory(r)
         return out

@@ -361,6 +361,18 @@ def test_the_broker_service_rechecks_the_policy_while_it_runs(namespace: str, ca
                 assert ("rocketredis_store_evicted_keys_total", (("node", node),)) in _scrape(port)
 
 
+def test_a_misconfigured_policy_at_start_is_one_error_not_two(namespace: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Was: the start's store checks (``mq doctor``'s) and the store watch's first reading both logged
+    the policy at ERROR. The watch says it, once, with what to do."""
+    with RedisServer() as server, caplog.at_level(logging.INFO, logger="scheduler"):
+        server.client().config_set("maxmemory-policy", "allkeys-lru")
+        with BrokerService(server.url, namespace, BrokerConfig()):
+            pass
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and "allkeys-lru" in r.getMessage()]
+    assert len(errors) == 1, errors
+    assert "set maxmemory-policy noeviction" in errors[0]
+
+
 def _runs(service: BrokerService) -> int:
     """Checks the service made since this was first asked (counted by wrapping its watch)."""
     watch = service.store_watch
