@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from collections.abc import Iterator
 
+import pytest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -55,31 +58,56 @@ def accepts(host: str, port: int) -> bool:
         return False
 
 
+def promtool(*args: str, cwd: str | os.PathLike[str]) -> str:
+    """Run promtool (Debian's ``prometheus`` package; ``make test`` installs it) and return its output;
+    the test fails when promtool is missing or fails. Never a skip: CI would pass without checking."""
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.fail("promtool is missing: `make test` installs it (apt-get install prometheus), or install it and rerun")
+    done = subprocess.run([found, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"promtool {' '.join(args)} failed:\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
 @contextlib.contextmanager
 def broker_cli(url: str, namespace: str, *extra: str, host: str = "127.0.0.1") -> Iterator[int]:
     """Run ``mq broker --metrics-port P --metrics-host host`` (plus ``extra``) until the block ends;
-    yields P once the exporter accepts connections. Stopped with SIGTERM (killed if it does not stop)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mq", "broker", "--url", url, "--namespace", namespace]
-        + ["--metrics-port", str(port), "--metrics-host", host, *extra],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-
-        def listening() -> bool:
-            assert proc.poll() is None, f"mq broker exited with {proc.returncode}"
-            return accepts(host, port)
-
-        wait_for(listening, 60, "mq broker's metrics endpoint")
+    yields P once the service runs. Stopped with SIGTERM, on which it must exit 0."""
+    with mq_cli("broker", "--url", url, "--namespace", namespace, *extra, host=host, ready="running; Ctrl-C to stop") as port:
         yield port
-    finally:
-        proc.terminate()
+
+
+@contextlib.contextmanager
+def mq_cli(*args: str, ready: str, host: str = "127.0.0.1") -> Iterator[int]:
+    """Run ``mq ARGS --metrics-port P --metrics-host host`` until the block ends; yields P once the
+    command printed ``ready`` (it has then set up its signal handlers: a SIGTERM before that kills it)."""
+    port = free_port()
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mq", *args, "--metrics-port", str(port), "--metrics-host", host],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+        def output() -> str:
+            out.seek(0)
+            return out.read()
+
         try:
-            assert proc.wait(30) == 0, f"mq broker exited with {proc.returncode} on SIGTERM"
+
+            def started() -> bool:
+                assert proc.poll() is None, f"mq {args[0]} exited with {proc.returncode}:\n{output()}"
+                return ready in output()
+
+            wait_for(started, 60, f"mq {args[0]} to start")
+            yield port
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+            proc.terminate()
+            try:
+                assert proc.wait(30) == 0, f"mq {args[0]} exited with {proc.returncode} on SIGTERM:\n{output()}"
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(10)
