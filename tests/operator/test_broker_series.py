@@ -20,8 +20,8 @@ def _values(port: int, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     return {tuple(sorted(s.labels.items())): s.value for f in scrape("127.0.0.1", port) for s in f.samples if s.name == name}
 
 
-def test_group_consumed_messages_sums_committed_offsets(redis_server, namespace: str) -> None:
-    url = redis_server.url
+def test_group_consumed_messages_sums_committed_offsets(backend_url, namespace: str) -> None:
+    url = backend_url
     admin_once(url, namespace).create_topic("C", read_queues=2, write_queues=2)
     with Producer("p", url, namespace=namespace) as producer:
         for i in range(10):
@@ -36,10 +36,10 @@ def test_group_consumed_messages_sums_committed_offsets(redis_server, namespace:
         assert _values(port, "rocketredis_group_consumed_messages") == {(("group", "g"), ("topic", "C")): 3}
 
 
-def test_group_clients_counts_members_that_heartbeat(redis_server, namespace: str, tmp_path: pathlib.Path) -> None:
+def test_group_clients_counts_members_that_heartbeat(backend_url, namespace: str, tmp_path: pathlib.Path) -> None:
     """A killed consumer stays in the group's registry until the broker service's clean-up removes it;
     it stops counting once its heartbeat is older than the timeout (6 s), with no broker service running."""
-    url = redis_server.url
+    url = backend_url
     admin_once(url, namespace).create_topic("H", read_queues=2, write_queues=2)
     port = free_port()
     with serve_metrics(port, url, namespace):
