@@ -17,6 +17,9 @@ import pytest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from mq import Admin, Message, MessageQueue, Producer
+from mq.connection import Connection
+from mq.store import Store
 from tests.procs import ROOT, wait_for
 from tests.servers import free_port
 
@@ -56,6 +59,21 @@ def accepts(host: str, port: int) -> bool:
             return True
     except ConnectionRefusedError:
         return False
+
+
+def seed(url: str, namespace: str) -> None:
+    """Data for the labelled series: topic T (2 queues) with 3 messages on each queue, and group g's
+    offset 1 on queue 0 (lag 2 there; queue 1 has no committed offset, hence no lag series)."""
+    with Admin(url, namespace) as admin:
+        admin.create_topic("T", read_queues=2, write_queues=2)
+    with Producer("p", url, namespace=namespace) as producer:
+        for i in range(6):
+            producer.send(Message("T", b"%d" % i), queue=MessageQueue("T", "broker-a", i % 2))
+    store = Store(Connection(url, namespace))
+    try:
+        store.commit_offsets("g", {MessageQueue("T", "broker-a", 0): 1})
+    finally:
+        store.conn.close()
 
 
 def promtool(*args: str, cwd: str | os.PathLike[str]) -> str:

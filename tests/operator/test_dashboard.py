@@ -19,11 +19,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 
 import mq.metrics
-from mq import Admin, Message, MessageQueue, Producer
-from mq.connection import Connection
 from mq.metrics import enable_client_metrics
-from mq.store import Store
-from tests.operator.exporters import broker_cli, mq_cli, promtool, scrape, series_names
+from tests.operator.exporters import broker_cli, mq_cli, promtool, scrape, seed, series_names
 from tests.procs import ROOT
 from tests.servers import free_port
 
@@ -64,20 +61,11 @@ def published(redis_server, tmp_path_factory: pytest.TempPathFactory) -> list[Me
     topic, sends, a group's offsets) so the labelled families have samples."""
     url, ns = redis_server.url, "t" + uuid.uuid4().hex[:8]
     tier = tmp_path_factory.mktemp("tier")
-    with Admin(url, ns) as admin:
-        admin.create_topic("T", read_queues=2, write_queues=2)
     mq.metrics.CLIENT_METRICS = None
     try:
         client_port = free_port()
         enable_client_metrics(client_port, registry=CollectorRegistry())
-        with Producer("p", url, namespace=ns) as producer:
-            for i in range(6):
-                producer.send(Message("T", b"%d" % i), queue=MessageQueue("T", "broker-a", i % 2))
-        store = Store(Connection(url, ns))
-        try:
-            store.commit_offsets("g", {MessageQueue("T", "broker-a", 0): 1})
-        finally:
-            store.conn.close()
+        seed(url, ns)  # the sends are recorded by the client exporter
         families = scrape("127.0.0.1", client_port)
     finally:
         mq.metrics.CLIENT_METRICS = None

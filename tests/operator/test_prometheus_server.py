@@ -18,10 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mq import Admin, Message, MessageQueue, Producer
-from mq.connection import Connection
-from mq.store import Store
-from tests.operator.exporters import accepts, broker_cli
+from tests.operator.exporters import accepts, broker_cli, seed
 from tests.operator.test_dashboard import dashboard_expressions
 from tests.procs import ROOT, wait_for
 from tests.servers import free_port
@@ -46,16 +43,7 @@ def test_rules_and_dashboard_queries_in_a_real_prometheus(redis_server, tmp_path
     if binary is None:
         pytest.fail("prometheus is missing: `make test` installs it (apt-get install prometheus), or install it and rerun")
     url, ns = redis_server.url, "t" + uuid.uuid4().hex[:8]
-    with Admin(url, ns) as admin:
-        admin.create_topic("T", read_queues=2, write_queues=2)
-    with Producer("p", url, namespace=ns) as producer:
-        for i in range(6):
-            producer.send(Message("T", b"%d" % i), queue=MessageQueue("T", "broker-a", i % 2))
-    store = Store(Connection(url, ns))
-    try:
-        store.commit_offsets("g", {MessageQueue("T", "broker-a", 0): 1})
-    finally:
-        store.conn.close()
+    seed(url, ns)
     with broker_cli(url, ns) as metrics_port:
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
