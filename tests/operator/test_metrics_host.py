@@ -48,9 +48,10 @@ def test_client_exporter_keeps_its_first_keyword(fresh_client_metrics: None) -> 
     assert accepts(OTHER, port) and not accepts("127.0.0.1", port)
 
 
-def test_client_exporter_refuses_two_different_hosts(fresh_client_metrics: None) -> None:
+@pytest.mark.parametrize("host", [OTHER, "127.0.0.1"])  # the default's value given explicitly is no exception
+def test_client_exporter_refuses_two_different_hosts(fresh_client_metrics: None, host: str) -> None:
     with pytest.raises(ValueError, match="pass host only"):
-        enable_client_metrics(free_port(), registry=CollectorRegistry(), host=OTHER, addr="127.0.0.3")
+        enable_client_metrics(free_port(), registry=CollectorRegistry(), host=host, addr="127.0.0.3")
     assert mq.metrics.CLIENT_METRICS is None  # refused before anything was registered or served
 
 
