@@ -7,7 +7,7 @@ STAMP   = $(VENV)/.installed-dev
 # are not split across workers). 2 uses both cores of the CI machine; `make test WORKERS=0` runs in one process.
 WORKERS ?= 2
 
-.PHONY: demo test lint bench stack chaos redis-server iproute2 chromium clean
+.PHONY: demo test lint bench stack chaos redis-server iproute2 chromium promtool clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,14 @@ chromium:                 ## the console's browser tests drive Debian's chromium
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "/usr/bin/chromium is missing: install it (apt-get install chromium) and rerun" >&2; exit 1; fi; }
 
-test: $(STAMP) redis-server iproute2 chromium  ## the whole suite (real redis-server processes on free loopback ports, headless chromium)
+# The package also enables a Prometheus service on :9090 where systemd runs: the tests start their own, so it is stopped.
+promtool:                 ## the operator kit's tests (tests/operator) run promtool and prometheus, from Debian's prometheus package
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+	    && { ! command -v systemctl >/dev/null 2>&1 || systemctl disable --now prometheus >/dev/null 2>&1 || true; }; \
+	  else echo "promtool or prometheus is missing: install them (apt-get install prometheus) and rerun" >&2; exit 1; fi; }
+
+test: $(STAMP) redis-server iproute2 chromium promtool  ## the whole suite (real redis-server processes on free loopback ports, headless chromium)
 	$(PY) -m pytest -n $(WORKERS) --dist loadfile
 
 lint: $(STAMP)           ## ruff (format and lint) and mypy --strict

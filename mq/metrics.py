@@ -1,6 +1,7 @@
 """Opt-in client metrics for Prometheus: send and consume latency, rebalances.
 
-Call :func:`enable_client_metrics` once per process (optionally with a port to serve them);
+Call :func:`enable_client_metrics` once per process (optionally with a port, and the ``host`` to listen
+on, to serve them);
 producers and consumers then record into the process-wide registry::
 
     rocketredis_send_latency_seconds{topic}          histogram of successful sends
@@ -42,10 +43,18 @@ CLIENT_METRICS: ClientMetrics | None = None
 
 
 def enable_client_metrics(
-    port: int | None = None, *, registry: CollectorRegistry = REGISTRY, addr: str = "127.0.0.1"
+    port: int | None = None, *, registry: CollectorRegistry = REGISTRY, host: str | None = None, addr: str | None = None
 ) -> ClientMetrics:
-    """Start recording client metrics (idempotent); with ``port``, serve them on ``/metrics``."""
+    """Start recording client metrics (idempotent); with ``port``, serve them on ``http://host:port/metrics``.
+
+    ``host`` is the address the exporter listens on: 127.0.0.1 (the default, None) is reachable from this
+    machine only; a scraper in another pod or container needs the pod's address or ``0.0.0.0``.
+    ``addr`` is its first name, kept for callers that pass it (the broker service's ``--metrics-addr``
+    likewise became ``--metrics-host``); giving both with different values is refused."""
     global CLIENT_METRICS
+    if host is not None and addr is not None and host != addr:
+        raise ValueError(f"enable_client_metrics: host={host!r} and addr={addr!r} name the same setting; pass host only")
+    host = host or addr or "127.0.0.1"
     if CLIENT_METRICS is None:
         CLIENT_METRICS = ClientMetrics(
             Histogram("rocketredis_send_latency_seconds", "Send latency", ["topic"], buckets=BUCKETS, registry=registry),
@@ -71,5 +80,5 @@ def enable_client_metrics(
             ),
         )
         if port is not None:
-            start_http_server(port, addr=addr, registry=registry)
+            start_http_server(port, addr=host, registry=registry)
     return CLIENT_METRICS

@@ -11,7 +11,12 @@ value and a restart neither loses nor repeats any of it):
   before the group consumed them;
 - ``rocketredis_timer_backlog``: delayed messages waiting to be due;
 - ``rocketredis_half_backlog``: transaction half messages waiting for commit, rollback or check-back;
-- ``rocketredis_brokers_healthy``: broker services that reported within the health timeout.
+- ``rocketredis_brokers_healthy``: broker services that reported within the health timeout;
+- ``rocketredis_group_consumed_messages{group,topic}``: the group's committed offsets summed over the
+  topic's queues (what it consumed since offset 0; its rate is the group's rate out). A gauge, not a
+  counter: an offset reset moves it back, which ``rate()`` would read as a restart and a burst;
+- ``rocketredis_group_clients{group}``: members of the group whose last heartbeat (Redis clock) is
+  within the heartbeat timeout. 0 with a lag above 0: nobody consumes the group's messages.
 
 With the broker service's store check (``watch``, its :class:`~scheduler.storewatch.StoreWatch`), as of
 its last run (every ``store_check_interval_s``), per master (label ``node``, ``host:port``):
@@ -44,6 +49,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from mq.connection import Connection
+from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
 from mq.errors import MQError
 from mq.store import Store
 from scheduler.stats import read_figures
@@ -86,6 +92,15 @@ class StoreCollector(Collector):
         for (group, topic, qid), n in f.lag.items():
             lag.add_metric([group, topic, str(qid)], n)
         yield lag
+        consumed = GaugeMetricFamily(
+            "rocketredis_group_consumed_messages",
+            "Committed offsets of a group summed over a topic's queues (messages consumed since offset 0)",
+            labels=["group", "topic"],
+        )
+        for (group, topic), n in sorted(f.consumed.items()):
+            consumed.add_metric([group, topic], n)
+        yield consumed
+        yield self._clients()
         expired = CounterMetricFamily(
             "rocketredis_messages_expired_unconsumed",
             "Messages retention removed before the group consumed them",
@@ -102,6 +117,17 @@ class StoreCollector(Collector):
         yield GaugeMetricFamily("rocketredis_brokers_healthy", "Broker services reporting healthy", value=len(alive))
         if self._tier is not None:
             yield from self._tier_series(self._tier)
+
+    def _clients(self) -> GaugeMetricFamily:
+        """Live members per group: heartbeats are stamped by the Redis clock, so they are aged by it too."""
+        clients = GaugeMetricFamily(
+            "rocketredis_group_clients", "Members of a group that heartbeat within the timeout", labels=["group"]
+        )
+        groups = self._store.groups()
+        oldest_ms = self._store.server_time_ms() - int(HEARTBEAT_TIMEOUT_S * 1000)
+        for group, (_, beats) in zip(groups, self._store.groups_clients_raw(groups)):
+            clients.add_metric([group], sum(1 for last_ms in beats.values() if last_ms >= oldest_ms))
+        return clients
 
     def _tier_series(self, tier: TierUploader) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         lag = GaugeMetricFamily("rocketredis_tier_lag_messages", "Messages not in the tier yet", labels=["topic", "queue"])

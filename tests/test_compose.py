@@ -189,7 +189,8 @@ def test_a_yaml_error_is_reported_with_its_line(tmp_path: pathlib.Path) -> None:
 def test_the_string_form_of_a_command_is_split_like_compose_does(tmp_path: pathlib.Path) -> None:
     line = (
         'command: ["broker", "--url", "redis://redis:6379/0", "--namespace", "mq", '
-        '"--tier-url", "file:///var/lib/rocketredis/tier", "--hot-retention-s", "600"]'
+        '"--tier-url", "file:///var/lib/rocketredis/tier", "--hot-retention-s", "600", '
+        '"--metrics-port", "9108", "--metrics-host", "0.0.0.0"]'
     )
     assert validate(mutated(tmp_path, line, 'command: "broker --url redis://redis:6379/0"'), project_dir=DOCKER) == []
     (problem,) = validate(mutated(tmp_path, line, 'command: "broker --nope"'), project_dir=DOCKER)

@@ -76,7 +76,14 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         default=None,
         help="serve Prometheus metrics on this port (/metrics) (default: no metrics endpoint)",
     )
-    b.add_argument("--metrics-addr", default="127.0.0.1", help="address of the metrics endpoint (default: %(default)s)")
+    b.add_argument(
+        "--metrics-host",
+        "--metrics-addr",  # the first spelling, kept: deployments use it
+        dest="metrics_host",
+        default="127.0.0.1",
+        help="address the metrics endpoint listens on, e.g. 0.0.0.0 for a scraper in another pod or container "
+        "(--metrics-addr is the same option) (default: %(default)s)",
+    )
 
 
 def _replicas(text: str) -> int | str:
@@ -125,12 +132,12 @@ def _broker(args: argparse.Namespace) -> int:
                     args.url,
                     args.namespace,
                     health_timeout_s=service.config.health_timeout_s,
-                    addr=args.metrics_addr,
+                    addr=args.metrics_host,
                     tier=service.tier,
                     watch=service.store_watch,
                 )
             )
-            print(f"metrics on http://{args.metrics_addr}:{args.metrics_port}/metrics", flush=True)
+            print(f"metrics on http://{args.metrics_host}:{args.metrics_port}/metrics", flush=True)
         print(f"{service!r} running; Ctrl-C to stop", flush=True)
         stop.wait()
     return 0

@@ -64,7 +64,13 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-port", type=FIXED_PORT, default=None, help="serve Prometheus metrics on this port (/metrics) (default: none)"
     )
-    p.add_argument("--metrics-addr", default="127.0.0.1", help="address of the metrics endpoint (default: %(default)s)")
+    p.add_argument(
+        "--metrics-host",
+        "--metrics-addr",  # the first spelling, kept: deployments use it
+        dest="metrics_host",
+        default="127.0.0.1",
+        help="address the metrics endpoint listens on (--metrics-addr is the same option) (default: %(default)s)",
+    )
 
 
 def _proxy(args: argparse.Namespace) -> int:
@@ -107,7 +113,7 @@ def _proxy(args: argparse.Namespace) -> int:
     if args.metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port, addr=args.metrics_addr)
-        print(f"metrics on http://{args.metrics_addr}:{args.metrics_port}/metrics", flush=True)
+        start_http_server(args.metrics_port, addr=args.metrics_host)
+        print(f"metrics on http://{args.metrics_host}:{args.metrics_port}/metrics", flush=True)
     asyncio.run(serve(config, metrics))
     return 0
