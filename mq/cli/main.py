@@ -93,7 +93,7 @@ def _server_line(url: str) -> str:
 def _version(argv: Sequence[str]) -> int:
     """``mq --version [--url URL]``."""
     parser = argparse.ArgumentParser(prog="mq --version", description="the package version and the Redis server's")
-    parser.add_argument("--url", default=None, help="store URL (default: $MQ_URL; none: the package version alone)")
+    parser.add_argument("--url", default=None, help="store URL whose server to show (default: $MQ_URL)")
     args = parser.parse_args(argv)
     print("\n".join(version_lines(args.url)))
     return 0
