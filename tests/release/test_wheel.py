@@ -209,6 +209,44 @@ def test_build_and_twine_check_pass_and_both_carry_the_generated_modules(dist: D
     assert f'grpcio>={grpc_generated[1]}; extra == "proxy"' in requires
 
 
+def test_the_sdist_builds_its_wheel_with_no_network(dist: Dist, tmp_path: Path) -> None:
+    """Given the build requirements (this interpreter has them: the dev extra pins the build's
+    grpcio-tools), the sdist builds its wheel in a network namespace of its own: nothing is
+    downloaded, and the generated modules are the same bytes as the isolated build's."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--net", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs `unshare --net` (util-linux, root) to take the network away")
+    built = subprocess.run(
+        [
+            unshare,
+            "--net",
+            "--",
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            str(tmp_path),
+            str(dist.sdist),
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert built.returncode == 0, f"offline build exited {built.returncode}: {built.stdout[-3000:]}\n{built.stderr[-3000:]}"
+    (offline,) = tmp_path.glob("*.whl")
+
+    def generated(wheel: Path) -> dict[str, bytes]:
+        with zipfile.ZipFile(wheel) as z:
+            return {n: z.read(n) for n in z.namelist() if n.startswith("mq/proxy/_pb/")}
+
+    assert generated(offline) == generated(dist.wheel)
+    assert len(generated(offline)) == 9  # four packages, four modules, the stamp
+
+
 def test_the_dev_extra_pins_the_build_s_grpcio_tools() -> None:
     """A checkout regenerates mq/proxy/_pb with the dev extra's grpcio-tools: the same as the wheel's."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
