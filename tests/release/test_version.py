@@ -92,3 +92,8 @@ def test_an_unreachable_server_is_said_plainly(capsys: pytest.CaptureFixture[str
     assert lines[1].startswith(f"server: not reachable at redis://:***@127.0.0.1:{port}/0 (")
     assert lines[1].endswith("; the package version above does not need it")
     assert "hidden-pw" not in lines[1]
+
+
+def test_the_readme_s_wheel_name_is_the_current_version() -> None:
+    named = re.findall(r"rocketredis-(\d+\.\d+\.\d+)-py3-none-any\.whl", (ROOT / "README.md").read_text())
+    assert named and set(named) == {mq.__version__}
