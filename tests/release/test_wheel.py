@@ -25,7 +25,7 @@ import time
 import tomllib
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +46,19 @@ NOT_SOURCE = shutil.ignore_patterns(
 #: The environment of every command run in the new environment: no source tree on the path, no
 #: store or Spark settings of the developer's shell.
 ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MQ_URL", "PYSPARK_PYTHON", "VIRTUAL_ENV", "PYTHONHOME")}
+
+
+def run(argv: Sequence[str | Path], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """``argv`` in ``cwd`` with :data:`ENV`, its output captured."""
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=timeout_s)
+
+
+def succeed(argv: Sequence[str | Path], cwd: Path, timeout_s: float) -> str:
+    """:func:`run`, which must exit 0; its stdout."""
+    done = run(argv, cwd, timeout_s)
+    shown = " ".join(map(str, argv))
+    assert done.returncode == 0, f"{shown} exited {done.returncode}: {done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
 
 
 @dataclass
@@ -69,35 +82,18 @@ class Venv:
         environment); returns the seconds it took."""
         spec = f"{self.wheel}[{extra}]" if extra else str(self.wheel)
         started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "--python", str(self.python), "install", "--quiet", spec],
-            capture_output=True,
-            text=True,
-            env=ENV,
-            cwd=self.workdir,
-            timeout=600,
-        )
-        assert done.returncode == 0, f"pip install {spec} exited {done.returncode}: {done.stderr[-3000:]}"
+        succeed([sys.executable, "-m", "pip", "--python", self.python, "install", "--quiet", spec], self.workdir, 600)
         took = time.monotonic() - started
         print(f"install [{extra or ''}]: {took:.1f} s")
         return took
 
     def run(self, *argv: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
         """A program of the environment (``mq``, ``python``) with ``argv``."""
-        return subprocess.run(
-            [str(self.root / "bin" / argv[0]), *argv[1:]],
-            capture_output=True,
-            text=True,
-            env=ENV,
-            cwd=self.workdir,
-            timeout=timeout_s,
-        )
+        return run([self.root / "bin" / argv[0], *argv[1:]], self.workdir, timeout_s)
 
     def ok(self, *argv: str, timeout_s: float = 120) -> str:
         """:meth:`run`, which must exit 0; its stdout."""
-        done = self.run(*argv, timeout_s=timeout_s)
-        assert done.returncode == 0, f"{' '.join(argv)} exited {done.returncode}: {done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-        return done.stdout
+        return succeed([self.root / "bin" / argv[0], *argv[1:]], self.workdir, timeout_s)
 
     def script(self, source: str, *args: str, timeout_s: float = 300) -> str:
         """Run ``source`` with the environment's python; its stdout (it must exit 0)."""
@@ -128,6 +124,11 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(10)
 
 
+def build(outdir: Path, *args: str, prefix: Sequence[str] = ()) -> None:
+    """``python -m build --outdir OUTDIR ARGS`` (run by ``prefix``, e.g. ``unshare --net --``), which must succeed."""
+    succeed([*prefix, sys.executable, "-m", "build", "--outdir", outdir, *args], outdir.parent, 600)
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
     """``python -m build`` on a copy of the checkout (the build writes egg-info into its source, and
@@ -136,15 +137,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
     source = work / "src"
     shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
     started = time.monotonic()
-    built = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(work / "dist"), str(source)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=work,
-        timeout=600,
-    )
-    assert built.returncode == 0, f"python -m build exited {built.returncode}: {built.stdout[-3000:]}\n{built.stderr[-3000:]}"
+    build(work / "dist", str(source))
     print(f"python -m build: {time.monotonic() - started:.1f} s")
     (wheel,) = (work / "dist").glob("*.whl")
     (sdist,) = (work / "dist").glob("*.tar.gz")
@@ -176,14 +169,7 @@ def namespace() -> str:
 
 def test_build_and_twine_check_pass_and_both_carry_the_generated_modules(dist: Dist) -> None:
     assert dist.wheel.name == f"rocketredis-{_version()}-py3-none-any.whl"
-    checked = subprocess.run(
-        [sys.executable, "-m", "twine", "check", "--strict", str(dist.wheel), str(dist.sdist)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=120,
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    succeed([sys.executable, "-m", "twine", "check", "--strict", dist.wheel, dist.sdist], dist.wheel.parent, 120)
     generated = ("definition_pb2.py", "service_pb2.py", "service_pb2_grpc.py")
     with zipfile.ZipFile(dist.wheel) as wheel:
         names = set(wheel.namelist())
@@ -216,28 +202,8 @@ def test_the_sdist_builds_its_wheel_with_no_network(dist: Dist, tmp_path: Path) 
     unshare = shutil.which("unshare")
     if unshare is None or subprocess.run([unshare, "--net", "true"], capture_output=True).returncode != 0:
         pytest.skip("needs `unshare --net` (util-linux, root) to take the network away")
-    built = subprocess.run(
-        [
-            unshare,
-            "--net",
-            "--",
-            sys.executable,
-            "-m",
-            "build",
-            "--wheel",
-            "--no-isolation",
-            "--outdir",
-            str(tmp_path),
-            str(dist.sdist),
-        ],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=tmp_path,
-        timeout=300,
-    )
-    assert built.returncode == 0, f"offline build exited {built.returncode}: {built.stdout[-3000:]}\n{built.stderr[-3000:]}"
-    (offline,) = tmp_path.glob("*.whl")
+    build(tmp_path / "offline", "--wheel", "--no-isolation", str(dist.sdist), prefix=(unshare, "--net", "--"))
+    (offline,) = (tmp_path / "offline").glob("*.whl")
 
     def generated(wheel: Path) -> dict[str, bytes]:
         with zipfile.ZipFile(wheel) as z:
