@@ -7,13 +7,12 @@ STAMP   = $(VENV)/.installed-dev
 # are not split across workers). 2 uses both cores of the CI machine; `make test WORKERS=0` runs in one process.
 WORKERS ?= 2
 
-.PHONY: demo test lint bench stack chaos redis-server iproute2 chromium promtool clean
+.PHONY: demo test lint bench stack chaos dist redis-server iproute2 chromium promtool clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark,console]'
-	$(PY) -m mq.proxy.generate
+	$(PY) -m pip install --quiet -e '.[dev,spark,console]'   # its build step generates mq/proxy/_pb (setup.py)
 	touch $(STAMP)
 
 demo: $(STAMP)            ## the end-to-end demo (embedded store unless MQ_URL is set)
@@ -62,8 +61,13 @@ bench: $(STAMP) redis-server  ## producer benchmarks beside raw redis-py (see do
 chaos: $(STAMP) redis-server  ## fault injection under load: kills, Redis restart, pauses (see tests/chaos.py)
 	$(PY) -m tests.chaos --seconds 120 --rate 300
 
+dist: $(STAMP)            ## the sdist and the wheel in dist/ (the endpoint's protobuf modules built into both), checked by twine
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
 stack: $(STAMP) redis-server  ## the docker-compose topology as local processes on loopback (see docker/README.md)
 	$(PY) scripts/stack.py

@@ -54,7 +54,7 @@ from mq.producer import (
 from mq.queue import MessageQueue
 from mq.topic import QueueProgress, QueueStats, TierStats, TopicConfig
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Admin",

@@ -151,7 +151,11 @@ def test_a_dockerfile_without_the_examples_fails_the_services_running_them(tmp_p
     ("old", "new", "expected"),
     [
         ("COPY mq/ ./mq/", "COPY mqq/ ./mq/", "COPY source 'mqq/' does not exist"),
-        ("COPY pyproject.toml README.md ./", "ADD pyproject.toml READ.md ./", "ADD source 'READ.md' does not exist"),
+        (
+            "COPY pyproject.toml setup.py README.md ./",
+            "ADD pyproject.toml setup.py READ.md ./",
+            "ADD source 'READ.md' does not exist",
+        ),
         ('ENTRYPOINT ["mq"]', 'ENTRYPOINT ["mqq"]', "'mqq' is not a program"),  # broker and broker-cluster run it
     ],
     ids=["copy-source", "add-source", "entrypoint"],

@@ -1,11 +1,10 @@
-"""Operator tooling (issue 15): ISO times in and out, --version, write warnings on memory://, created vs
+"""Operator tooling (issue 15): ISO times in and out, write warnings on memory://, created vs
 updated, -p checks, ``mq msg`` (offset range, id in every topic), ``mq stats`` (rates from the broker
 service's snapshots) and ``Admin.delete_namespace`` — against real redis-server processes."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
 import re
@@ -64,13 +63,6 @@ def test_times_follow_the_local_zone_in_and_out() -> None:
         ).stdout.split()
         assert out[0] == shown
         assert out[1] == ("1700000000123" if tz == "UTC-8" else str(1_700_000_000_123 + 8 * 3600 * 1000))
-
-
-def test_version_is_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["--version"])
-    assert info.value.code == 0
-    assert capsys.readouterr().out.strip() == f"mq {importlib.metadata.version('rocketredis')}"
 
 
 def test_write_commands_on_memory_warn_that_nothing_persists() -> None:
