@@ -26,7 +26,7 @@ from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.rates import STATS_HISTORY_S, Rates, rates_over
 from mq.recovery import RecoveredTopic, rebuilt_config, restored
 from mq.store import Store, codec
-from mq.store.ops import Op, SyncRunner, operation
+from mq.store.ops import Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps, decode_half
 from mq.store.tier import TIER_URL_SETTING
 from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TierStats, TopicConfig
@@ -55,13 +55,11 @@ class AdminOps:
 
     _conn: Connection
     _store: StoreOps
-    _client: Any
 
     def _open(self, conn: Connection, store: StoreOps) -> None:
         self._conn = conn
         self._store = store
-        #: the client the operations run with (:class:`~mq.store.ops.SyncRunner` or ``AsyncRunner``)
-        self._client = store._client
+        share_client(self, store)
         #: dead letters the last :meth:`resend_dlq` skipped: ``"msg id (topic: why)"`` each
         self.last_resend_skipped: list[str] = []
 
