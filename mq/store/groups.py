@@ -731,11 +731,6 @@ def _text(raw: Any) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
-def parse_json_object(raw: str) -> dict[str, Any]:
-    """A stored JSON object (an empty dict for "")."""
-    return dict(json.loads(raw)) if raw else {}
-
-
 #: The error the read scripts raise for a queue whose meta Redis evicted (see lua/includes/evicted.lua).
 EVICTED_REPLY = "EVICTED the queue meta is gone"
 
