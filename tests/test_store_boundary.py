@@ -17,6 +17,8 @@ import redis
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("mq", "scheduler", "spark")
+#: The module that defines the clients the store runs on (``client``, ``async_client``).
+CONNECTION = ROOT / "mq" / "connection.py"
 
 #: redis-py modules code outside the store may import: the clients, their retry settings and the errors.
 PUBLIC_REDIS = frozenset(
@@ -134,9 +136,9 @@ def _offences(path: pathlib.Path) -> list[str]:
             found.append(f"{path}:{node.lineno} subclasses a redis-py class ({node.name})")
         elif not isinstance(node, ast.Attribute):
             continue
-        elif node.attr == "client" and path.name != "connection.py":
+        elif node.attr == "client" and path != CONNECTION:
             found.append(f"{path}:{node.lineno} uses a raw client ({ast.unparse(node)})")
-        elif node.attr == "async_client" and path.name != "connection.py":
+        elif node.attr == "async_client" and path != CONNECTION:
             found.append(f"{path}:{node.lineno} uses the connection's asyncio client ({ast.unparse(node)})")
         elif node.attr == "_client":
             found.append(f"{path}:{node.lineno} uses the store's client ({ast.unparse(node)})")
@@ -205,3 +207,9 @@ def test_the_check_lets_the_public_way_pass(tmp_path: pathlib.Path, source: str)
     good = tmp_path / "good.py"
     good.write_text(source)
     assert _offences(good) == []
+
+
+def test_only_mq_connection_may_name_the_clients(tmp_path: pathlib.Path) -> None:
+    other = tmp_path / "connection.py"  # the same file name elsewhere is not the connection module
+    other.write_text("def f(conn):\n    return conn.client, conn.async_client\n")
+    assert len(_offences(other)) == 2
