@@ -26,7 +26,7 @@ from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.rates import STATS_HISTORY_S, Rates, rates_over
 from mq.recovery import RecoveredTopic, rebuilt_config, restored
 from mq.store import Store, codec
-from mq.store.ops import Op, SyncRunner, operation
+from mq.store.ops import Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps, decode_half
 from mq.store.tier import TIER_URL_SETTING
 from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TierStats, TopicConfig
@@ -48,20 +48,18 @@ STATS_WINDOW_S = 60.0
 ID_CLOCK_SLACK_MS = 300_000
 
 
-class AdminOps:
+class AdminCore:
     """The administration of one namespace, written once as operations (:mod:`mq.store.ops`):
     :class:`Admin` runs them at once, :class:`mq.aio.Admin` returns them as coroutines. A subclass
     opens the connection and a store of its I/O style with :meth:`_open`."""
 
     _conn: Connection
     _store: StoreOps
-    _client: Any
 
     def _open(self, conn: Connection, store: StoreOps) -> None:
         self._conn = conn
         self._store = store
-        #: the client the operations run with (:class:`~mq.store.ops.SyncRunner` or ``AsyncRunner``)
-        self._client = store._client
+        share_client(self, store)
         #: dead letters the last :meth:`resend_dlq` skipped: ``"msg id (topic: why)"`` each
         self.last_resend_skipped: list[str] = []
 
@@ -111,7 +109,7 @@ class AdminOps:
         Raises:
             TopicNotFoundError: the topic does not exist.
         """
-        current = yield from AdminOps._require.op(self, topic)
+        current = yield from AdminCore._require.op(self, topic)
         config = dataclasses.replace(
             current,
             read_queues=current.read_queues if read_queues is None else read_queues,
@@ -192,12 +190,12 @@ class AdminOps:
     @operation
     def topic_config(self, topic: str) -> Op[TopicConfig]:
         """The config of ``topic``. Raises TopicNotFoundError when it does not exist."""
-        return (yield from AdminOps._require.op(self, topic))
+        return (yield from AdminCore._require.op(self, topic))
 
     @operation
     def topic_status(self, topic: str) -> Op[dict[MessageQueue, QueueStats]]:
         """Min/max offset and last store time of every queue of ``topic`` (readable or not)."""
-        config = yield from AdminOps._require.op(self, topic)
+        config = yield from AdminCore._require.op(self, topic)
         stats = yield from StoreOps.queue_stats.op(self._store, topic, range(config.queue_count))
         return {MessageQueue(topic, DEFAULT_BROKER_NAME, q): s for q, s in stats.items()}
 
@@ -214,7 +212,7 @@ class AdminOps:
         Raises:
             TopicNotFoundError: the topic does not exist.
         """
-        config = yield from AdminOps._require.op(self, topic)
+        config = yield from AdminCore._require.op(self, topic)
         queue_ids = range(config.queue_count)
         manifests = yield from StoreOps.segments_of.op(self._store, [(topic, q) for q in queue_ids])
         stats = yield from StoreOps.queue_stats.op(self._store, topic, queue_ids)
@@ -244,7 +242,7 @@ class AdminOps:
         With a tier and an id not in Redis, the ``msg_id`` column of the segments stored after the id's
         time less :data:`ID_CLOCK_SLACK_MS` (ids of this library carry it; others: every segment) is read.
         """
-        config = yield from AdminOps._require.op(self, topic)
+        config = yield from AdminCore._require.op(self, topic)
         found = yield from StoreOps.find_ids.op(self._store, topic, range(config.queue_count), msg_id)
         messages = yield from StoreOps.read_at.op(self._store, topic, found[:1])
         if not messages:  # not in Redis: the tier (our ids carry their send time: older segments are skipped)
@@ -270,7 +268,7 @@ class AdminOps:
         """
         if not isinstance(max_num, int) or not 1 <= max_num <= MAX_KEY_QUERY:
             raise MQClientError(f"max_num must be in 1..{MAX_KEY_QUERY}, got {max_num!r}")
-        config = yield from AdminOps._require.op(self, topic)
+        config = yield from AdminCore._require.op(self, topic)
         queue_ids = range(config.queue_count)
         found = yield from StoreOps.find_keys.op(self._store, topic, queue_ids, key, limit=MAX_KEY_QUERY)
         stored = yield from StoreOps.read_at.op(self._store, topic, found)
@@ -325,7 +323,7 @@ class AdminOps:
         Raises:
             MQClientError: the group has no config (create it first), or a bad field or value.
         """
-        current = yield from AdminOps.group_config.op(self, group)
+        current = yield from AdminCore.group_config.op(self, group)
         unknown = set(changes) - set(GroupConfig.__dataclass_fields__) | ({"group"} & set(changes))
         if unknown:
             raise MQClientError(
@@ -366,10 +364,10 @@ class AdminOps:
             topic: one topic; None means every topic the group has offsets on or subscribes to.
         """
         check_group(group)
-        topics = [topic] if topic is not None else (yield from AdminOps._group_topics.op(self, group))
+        topics = [topic] if topic is not None else (yield from AdminCore._group_topics.op(self, group))
         configs = []
         for name in topics:
-            configs.append((yield from AdminOps._require.op(self, name)))
+            configs.append((yield from AdminCore._require.op(self, name)))
         queues = [MessageQueue(c.name, DEFAULT_BROKER_NAME, q) for c in configs for q in range(c.read_queues) if c.readable(q)]
         # every topic's queues at once: one round trip each for the stats, the offsets and the expired counts
         stats = yield from StoreOps.queues_state.op(self._store, [(mq.topic, mq.queue_id) for mq in queues], offsets=False)
@@ -398,11 +396,11 @@ class AdminOps:
             MQClientError: an unknown group (a typo would create a phantom group) unless ``force``.
         """
         timestamp_ms = _check_timestamp(timestamp_ms)
-        config = yield from AdminOps._require.op(self, topic)
+        config = yield from AdminCore._require.op(self, topic)
         check_group(group)
         found = yield from StoreOps.search_offsets.op(self._store, topic, range(config.queue_count), timestamp_ms)
         offsets = {MessageQueue(topic, DEFAULT_BROKER_NAME, q): o for q, o in found.items()}
-        return (yield from AdminOps._reset.op(self, group, topic, offsets, force=force))
+        return (yield from AdminCore._reset.op(self, group, topic, offsets, force=force))
 
     @operation
     def reset_offset(self, group: str, queue: MessageQueue, offset: int, *, force: bool = False) -> Op[int]:
@@ -414,10 +412,10 @@ class AdminOps:
         """
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise MQClientError(f"offset must be an int, got {offset!r}")
-        (yield from AdminOps._require.op(self, queue.topic))
+        (yield from AdminCore._require.op(self, queue.topic))
         stats = (yield from StoreOps.queue_stats.op(self._store, queue.topic, [queue.queue_id]))[queue.queue_id]
         clamped = min(max(offset, stats.min_offset), stats.max_offset)
-        return (yield from AdminOps._reset.op(self, group, queue.topic, {queue: clamped}, force=force))[queue]
+        return (yield from AdminCore._reset.op(self, group, queue.topic, {queue: clamped}, force=force))[queue]
 
     @operation
     def _reset(self, group: str, topic: str, offsets: dict[MessageQueue, int], *, force: bool) -> Op[dict[MessageQueue, int]]:
@@ -449,7 +447,7 @@ class AdminOps:
         Raises:
             TopicNotFoundError: the topic does not exist.
         """
-        config = yield from AdminOps._require.op(self, topic)
+        config = yield from AdminCore._require.op(self, topic)
         events: list[TraceEvent] = []
         found = yield from StoreOps.find_ids.op(self._store, topic, range(config.queue_count), msg_id)
         for qid in [found[0][0]] if found else range(config.queue_count):  # no longer stored: look everywhere
@@ -501,7 +499,7 @@ class AdminOps:
         A letter whose original topic is gone is skipped, left unmarked, logged at WARNING and listed
         in :attr:`last_resend_skipped`.
         """
-        report = yield from AdminOps.resend_dlq_report.op(self, group, msg_ids=msg_ids)
+        report = yield from AdminCore.resend_dlq_report.op(self, group, msg_ids=msg_ids)
         self.last_resend_skipped = report.skipped
         return len(report.resent)
 
@@ -579,7 +577,7 @@ class AdminOps:
         time), oldest first. ``system_properties`` carry ``TRANSACTION_CHECK_TIMES``,
         ``DISCARD_REASON`` and ``HALF_ID``."""
         configs = (
-            [(yield from AdminOps._require.op(self, topic))]
+            [(yield from AdminCore._require.op(self, topic))]
             if topic is not None
             else (yield from StoreOps.topics.op(self._store))
         )
@@ -600,9 +598,9 @@ class AdminOps:
 
     @operation
     def _group_topics(self, group: str) -> Op[list[str]]:
-        members = yield from AdminOps.consumer_connections.op(self, group)
+        members = yield from AdminCore.consumer_connections.op(self, group)
         subscribed = {t for c in members for t in c.subscriptions}
-        return sorted(subscribed | (yield from AdminOps._topics_with_offsets.op(self, group)))
+        return sorted(subscribed | (yield from AdminCore._topics_with_offsets.op(self, group)))
 
     @operation
     def _topics_with_offsets(self, group: str, configs: Sequence[TopicConfig] | None = None) -> Op[set[str]]:
@@ -643,7 +641,7 @@ class AdminOps:
             TopicNotFoundError: the topic does not exist.
             MQClientError: no such queue, or ``start`` / ``end`` / ``max_num`` out of range.
         """
-        config = yield from AdminOps._require.op(self, topic)
+        config = yield from AdminCore._require.op(self, topic)
         if not isinstance(queue_id, int) or not 0 <= queue_id < config.queue_count:
             raise MQClientError(f"topic {topic!r} has queues 0..{config.queue_count - 1}, not {queue_id!r}")
         if end is None:
@@ -678,7 +676,7 @@ class AdminOps:
         if not isinstance(msg_id, str) or not msg_id:
             raise MQClientError(f"msg_id must be a non-empty string, got {msg_id!r}")
         configs = (
-            [(yield from AdminOps._require.op(self, topic))]
+            [(yield from AdminCore._require.op(self, topic))]
             if topic is not None
             else (yield from StoreOps.topics.op(self._store))
         )
@@ -730,7 +728,7 @@ class AdminOps:
         had = sum(1 for _ in (yield from StoreOps.namespace_keys.op(self._store)))
         for config in (yield from StoreOps.topics.op(self._store)):
             (yield from StoreOps.delete_topic.op(self._store, config.name))
-        for group in (yield from AdminOps.groups.op(self)):
+        for group in (yield from AdminCore.groups.op(self)):
             (yield from StoreOps.delete_group_config.op(self._store, group))
         (yield from StoreOps.drop_namespace.op(self._store))
         return had
@@ -741,7 +739,7 @@ class AdminOps:
         return not (yield from StoreOps.namespace_keys.op(self._store))
 
 
-class Admin(AdminOps, AdminViews, SyncRunner):
+class Admin(AdminCore, AdminViews, SyncRunner):
     """Administration of one namespace (every method runs at once; :class:`mq.aio.Admin` is the asyncio
     form, with every method but the console's dashboard views of :class:`~mq.admin_views.AdminViews`,
     which are sync-only so far).

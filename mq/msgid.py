@@ -35,7 +35,7 @@ _next_count = _counter.__next__
 def new_msg_id(now_ms: int | None = None) -> str:
     """A new message id (32 hex characters); ``now_ms``: the time, epoch ms (None: now — a caller that
     has just read the clock for the message passes it). Made once per message: the time and the counter
-    as one integer's bytes in hex take about 0.3 µs, two ``%x`` formats 0.45 µs and f-strings twice that."""
+    as one integer's bytes in hex, the cheapest of the spellings measured (D64)."""
     if now_ms is None:
         now_ms = int(time.time() * 1000)
     # 12 hex digits of the time, then 8 of the counter

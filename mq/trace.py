@@ -217,7 +217,7 @@ class Tracer(TraceEvents):
     @property
     def active(self) -> bool:
         """Whether events are recorded now."""
-        return self._store._run(self.active_op(self._store)) if self.setting_stale() else self.cached_active
+        return self._store.run(self.active_op(self._store)) if self.setting_stale() else self.cached_active
 
     def now_ms(self) -> int:
         """The store's clock, epoch ms (for the events' times)."""

@@ -1,7 +1,7 @@
 """``aio.Admin``: :class:`mq.Admin` for asyncio programs [RocketMQ ``mqadmin`` / ``DefaultMQAdminExt``].
 
 Every method of the sync admin, with the same names, arguments and results, as a coroutine on
-``redis.asyncio``. Both run the very same operations (:class:`mq.admin.AdminOps`): nothing here reads
+``redis.asyncio``. Both run the very same operations (:class:`mq.admin.AdminCore`): nothing here reads
 or decides anything. Not here yet: the web console's dashboard views that :class:`mq.Admin` mixes in
 from :class:`mq.admin_views.AdminViews` (``queue_states``, ``group_lags``, ``message_states`` …), which
 are sync-only so far.
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from mq.admin import AdminOps
+from mq.admin import AdminCore
 from mq.connection import Connection
 from mq.store.aio import AsyncStore
 from mq.store.ops import AsyncRunner
 
 
-class Admin(AdminOps, AsyncRunner):
+class Admin(AdminCore, AsyncRunner):
     """Administration of one namespace, awaited: ``await admin.create_topic("orders")``.
 
     Use ``async with aio.Admin(url) as admin:``, or ``await start()`` / ``await shutdown()``

@@ -45,7 +45,7 @@ class AsyncTracer(TraceEvents):
         """Whether events are recorded now."""
         if self.setting_stale():
             async with self._reading:  # one read for all the tasks that find it stale at once
-                return await self._store._run(self.active_op(self._store))
+                return await self._store.run(self.active_op(self._store))
         return self.cached_active
 
     async def now_ms(self) -> int:

@@ -56,7 +56,7 @@ class ConsumerCore(CoreSteps):
     def _do(self, op: Op[T]) -> T:
         """Run a step under the core's lock."""
         with self._rebalance_lock:
-            return self.store._run(op)
+            return self.store.run(op)
 
     def _watch(self, pq: ProcessQueue) -> None:
         self.poller.watch(pq)
@@ -65,8 +65,8 @@ class ConsumerCore(CoreSteps):
 
     def start(self, jobs: Iterable[tuple[Callable[[], None], float, str]] = ()) -> None:
         """Register, rebalance, and start the puller and the timed jobs (plus the caller's ``jobs``)."""
-        self.store._run(self.register_group_op())
-        self._do(self.take_beat_op(self.store._run(self.registry.heartbeat())))
+        self.store.run(self.register_group_op())
+        self._do(self.take_beat_op(self.store.run(self.registry.heartbeat())))
         self.settings.start.started_ms = self.registry.last_now_ms
         self.puller.start(f"mq-puller-{self.group}")
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 5})
@@ -103,7 +103,7 @@ class ConsumerCore(CoreSteps):
                 if not self._release(mq, pq, wait_s=max(0.0, deadline - time.monotonic())):
                     clean = False
                     log.warning("a batch of %s still runs at shutdown: its lock expires by itself", mq)
-        self.store._run(self.registry.unregister())
+        self.store.run(self.registry.unregister())
         self.store.conn.close()
         self.poller.close()
         return clean
@@ -123,7 +123,7 @@ class ConsumerCore(CoreSteps):
     # -- timed jobs (each runs one step under the lock) -----------------------------------------
 
     def _heartbeat(self) -> None:
-        beat = self.store._run(self.beat_op())
+        beat = self.store.run(self.beat_op())
         if beat is not None and self._do(self.take_beat_op(beat)):
             self.rebalance()
 

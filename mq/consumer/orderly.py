@@ -181,5 +181,5 @@ class OrderlyService:
         if isinstance(step, Stop):
             return step.again, True
         msgs, ctx = step
-        stop = self._core.store._run(self._steps.answered(pq, msgs, ctx, self._call(pq, msgs, ctx)))
+        stop = self._core.store.run(self._steps.answered(pq, msgs, ctx, self._call(pq, msgs, ctx)))
         return (None, False) if stop is None else (stop.again, True)

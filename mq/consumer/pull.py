@@ -224,14 +224,14 @@ class PullConsumer(PullBase[ConsumerCore]):
             return
         positions = self._positions.to_commit()
         if positions:
-            self._positions.committed(positions, self._store._run(core.offsets.commit(positions, core.positions(positions))))
+            self._positions.committed(positions, self._store.run(core.offsets.commit(positions, core.positions(positions))))
 
     def committed(self, queue: MessageQueue) -> int:
         """The committed offset of ``queue`` in the store (or local file), -1 when none."""
         offsets = self._core.offsets if self._core is not None else None
         if offsets is None:
             return self._store.read_offsets(self.group, [queue]).get(queue, -1)
-        return self._store._run(offsets.read([queue])).get(queue, -1)
+        return self._store.run(offsets.read([queue])).get(queue, -1)
 
     def seek(self, queue: MessageQueue, offset: int) -> None:
         """Continue ``queue`` from ``offset`` (its position; committed by the next commit)."""

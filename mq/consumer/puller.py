@@ -175,7 +175,7 @@ class Puller:
 
     def pull(self, ready: Sequence[ProcessQueue]) -> None:
         """One pipelined pull of every queue in ``ready`` that no waiter is pulling right now."""
-        self._store._run(self.pull_op(ready))
+        self._store.run(self.pull_op(ready))
 
     def pull_op(self, ready: Sequence[ProcessQueue]) -> Op[None]:
         """:meth:`pull` as an operation."""
@@ -252,7 +252,7 @@ class Puller:
     def take(self, pq: ProcessQueue, start: int, msgs: list[MessageExt], end: int) -> None:
         """Deliver what a long poll read (``msgs`` up to offset ``end``), or pull it through the filter;
         hand over to the puller when the queue is busy or more is waiting."""
-        self._store._run(self.take_op(pq, start, msgs, end))
+        self._store.run(self.take_op(pq, start, msgs, end))
 
     def take_op(self, pq: ProcessQueue, start: int, msgs: list[MessageExt], end: int) -> Op[None]:
         """:meth:`take` as an operation."""

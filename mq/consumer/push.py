@@ -430,7 +430,7 @@ class PushConsumer(PushBase[ConsumerCore]):
         """Send each message back (retry topic, or the DLQ past ``max_reconsume_times``); a message
         that cannot be sent back is consumed again here after LOCAL_RECONSUME_DELAY_S, its offset
         held back meanwhile."""
-        self._sent_back(pq, msgs, self._store._run(send_back_op(self._send_back, msgs, delay_level, LOCAL_RECONSUME_DELAY_S)))
+        self._sent_back(pq, msgs, self._store.run(send_back_op(self._send_back, msgs, delay_level, LOCAL_RECONSUME_DELAY_S)))
 
     def _reconsume_here(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Deliver ``msgs`` again to this consumer after ``LOCAL_RECONSUME_DELAY_S`` (their offsets stay held)."""

@@ -13,7 +13,6 @@ The logic is written once as operations (:class:`SendBackOps`, see :mod:`mq.stor
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from mq.connection import is_out_of_memory
 from mq.errors import MQBrokerError
@@ -21,7 +20,7 @@ from mq.message import Message, MessageExt
 from mq.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
 from mq.store import Store, codec
 from mq.store.clock import ClockOffset
-from mq.store.ops import Op, SyncRunner, operation
+from mq.store.ops import Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps
 from mq.timer import DelayLevels
 from mq.topic import TopicConfig
@@ -151,4 +150,4 @@ class SendBack(SendBackOps, SyncRunner):
 
     def __init__(self, store: Store, group: str, max_reconsume_times: int, tracer: Tracer | None = None) -> None:
         super().__init__(store, group, max_reconsume_times, tracer)
-        self._client: Any = store._client
+        share_client(self, store)

@@ -32,7 +32,7 @@ from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store import codec
 from mq.store.base import StoreBase
 from mq.store.clock import ClockOffset
-from mq.store.ops import AsyncRunner, Op, SyncRunner, operation
+from mq.store.ops import AsyncRunner, Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps
 from mq.topic import TopicConfig
 from mq.trace import TraceEvents
@@ -197,7 +197,7 @@ class SimpleCore:
     def __init__(self, store: StoreOps, settings: SimpleSettings, trace: TraceEvents) -> None:
         self.store = store
         self.trace = trace
-        self._client = store._client
+        share_client(self, store)
         self.settings = settings
         self.group = settings.group
         info = ClientInfo.of_this_process(

@@ -71,7 +71,7 @@ class ConsumeConcurrentlyContext:
     def of(cls, queue: MessageQueue) -> ConsumeConcurrentlyContext:
         """A fresh context for a batch of ``queue`` (the defaults need no checks: built once per call)."""
         ctx = cls.__new__(cls)
-        fields = ctx.__dict__  # items set one by one: no keyword dict per call (0.43 -> 0.24 µs)
+        fields = ctx.__dict__  # items set one by one: no keyword dict per call (D61)
         fields["message_queue"] = queue
         fields["delay_level_when_next_consume"] = 0
         fields["ack_index"] = _NO_ACK_INDEX

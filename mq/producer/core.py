@@ -36,7 +36,7 @@ from mq.producer.selectors import MessageQueueSelector
 from mq.queue import MessageQueue
 from mq.store import codec
 from mq.store.clock import ClockOffset
-from mq.store.ops import AsyncRunner, Op, Sleep, SyncRunner, operation
+from mq.store.ops import AsyncRunner, Op, Sleep, SyncRunner, operation, share_client
 from mq.store.replication import SyncReplicas
 from mq.store.store import StoreOps
 from mq.timer import DelayLevels, due_time_ms
@@ -91,7 +91,7 @@ class SendCore:
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.max_message_size = max_message_size
         self.store = store
-        self._client = store._client
+        share_client(self, store)
         self.routes = RouteCache(store)
         self.fault = LatencyFaultTolerance()
         self._levels = DelayLevels()

@@ -22,7 +22,7 @@ from mq.msgid import new_msg_id
 from mq.producer.core import SendCore
 from mq.queue import MessageQueue
 from mq.store import codec
-from mq.store.ops import AsyncRunner, Op, SyncRunner, operation
+from mq.store.ops import AsyncRunner, Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps
 
 log = logging.getLogger("mq.producer")
@@ -156,7 +156,7 @@ class TransactionCore:
         self.core = core
         self.group = group
         self.store = core.store
-        self._client = core.store._client
+        share_client(self, core.store)
         self.client_id = f"{group}@{new_msg_id()[:12]}"
         self._timeout_ms: int | None = None
 

@@ -72,7 +72,7 @@ class Backend:
     async def run(self, op: Callable[..., Op[Any]], *args: Any, **kwargs: Any) -> Any:
         """``await`` an operation that takes the store first (e.g.
         :func:`mq.consumer.simple_core.seed_cursors_op`), on the asyncio store."""
-        return await self.store._run(op(self.store, *args, **kwargs))
+        return await self.store.run(op(self.store, *args, **kwargs))
 
     async def check(self) -> None:
         """Fail unless the store answers (at start: a clear message instead of serving errors).

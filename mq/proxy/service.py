@@ -86,7 +86,7 @@ class _GroupCache:
 
 
 @dataclass
-class Request:
+class RpcCall:
     """What every handler knows about the call: the headers, the client id and the RPC name."""
 
     rpc: str
@@ -146,10 +146,10 @@ class MessagingService:
 
     # -- the frame of every RPC -----------------------------------------------------------------
 
-    def _begin(self, rpc: str, context: Any) -> Request:
+    def _begin(self, rpc: str, context: Any) -> RpcCall:
         if self.metrics is not None:
             self.metrics.requests.labels(rpc).inc()
-        request = Request(rpc, _headers(context))
+        request = RpcCall(rpc, _headers(context))
         if self.credentials is not None:
             self.credentials.check(request.metadata)
         return request
@@ -166,7 +166,7 @@ class MessagingService:
             log.error("%s failed: %s", rpc, message, exc_info=error)
         return status(code, message)
 
-    async def _unary(self, rpc: str, context: Any, response: Any, body: Callable[[Request], Awaitable[Any]]) -> Any:
+    async def _unary(self, rpc: str, context: Any, response: Any, body: Callable[[RpcCall], Awaitable[Any]]) -> Any:
         try:
             request = self._begin(rpc, context)
             return await body(request)
@@ -206,7 +206,7 @@ class MessagingService:
         return await self._seed(group, name)
 
     async def QueryRoute(self, request: Any, context: Any) -> Any:
-        async def body(_: Request) -> Any:
+        async def body(_: RpcCall) -> Any:
             config = await self._topic(request.topic.name)
             out = service.QueryRouteResponse(status=status())
             for qid in range(config.queue_count):
@@ -218,7 +218,7 @@ class MessagingService:
         return await self._unary("QueryRoute", context, service.QueryRouteResponse, body)
 
     async def QueryAssignment(self, request: Any, context: Any) -> Any:
-        async def body(_: Request) -> Any:
+        async def body(_: RpcCall) -> Any:
             config = await self._topic(request.topic.name)
             out = service.QueryAssignmentResponse(status=status())
             for qid in range(config.queue_count):
@@ -232,7 +232,7 @@ class MessagingService:
     # -- clients --------------------------------------------------------------------------------
 
     async def Heartbeat(self, request: Any, context: Any) -> Any:
-        async def body(req: Request) -> Any:
+        async def body(req: RpcCall) -> Any:
             if request.HasField("group") and request.group.name and req.client_id:
                 settings = await self._client_settings(req.client_id)
                 await self._heartbeat(request.group.name, req.client_id, settings, context.peer())
@@ -241,7 +241,7 @@ class MessagingService:
         return await self._unary("Heartbeat", context, service.HeartbeatResponse, body)
 
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
-        async def body(req: Request) -> Any:
+        async def body(req: RpcCall) -> Any:
             if request.HasField("group") and request.group.name and req.client_id:
                 await self.backend.call("unregister_client", _group(request.group.name), req.client_id)
             self.sessions.forget(req.client_id)
@@ -302,7 +302,7 @@ class MessagingService:
         info = client_info(client_id, settings, peer) if settings is not None else ""
         await self.backend.call("heartbeat", _group(group_name), client_id, info, int(HEARTBEAT_TIMEOUT_S * 1000))
 
-    async def _settings_command(self, req: Request, settings: Any) -> Any:
+    async def _settings_command(self, req: RpcCall, settings: Any) -> Any:
         try:
             check_client_settings(settings)
             is_consumer = settings.WhichOneof("pub_sub") == "subscription"
@@ -355,7 +355,7 @@ class MessagingService:
     # -- producing ------------------------------------------------------------------------------
 
     async def SendMessage(self, request: Any, context: Any) -> Any:
-        async def body(_: Request) -> Any:
+        async def body(_: RpcCall) -> Any:
             if not request.messages:
                 raise ProxyError("BAD_REQUEST", "a SendMessage request needs at least one message")
             now_ms = await self._now_ms()
@@ -465,7 +465,7 @@ class MessagingService:
         return self._tx_timeout_ms
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
-        async def body(_: Request) -> Any:
+        async def body(_: RpcCall) -> Any:
             topic, qid, half_id = convert.parse_transaction_id(request.transaction_id)
             resolution = request.resolution
             if resolution not in (definition.COMMIT, definition.ROLLBACK):
@@ -586,7 +586,7 @@ class MessagingService:
         return views
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
-        async def body(_: Request) -> Any:
+        async def body(_: RpcCall) -> Any:
             group = _group(request.group.name)
             out = service.AckMessageResponse()
             codes = set()
@@ -615,7 +615,7 @@ class MessagingService:
         return await self._unary("AckMessage", context, service.AckMessageResponse, body)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
-        async def body(_: Request) -> Any:
+        async def body(_: RpcCall) -> Any:
             group = _group(request.group.name)
             receipt = _receipt(request.receipt_handle, request.topic.name, group)
             duration_ms = request.invisible_duration.ToMilliseconds()
@@ -634,7 +634,7 @@ class MessagingService:
         return await self._unary("ChangeInvisibleDuration", context, service.ChangeInvisibleDurationResponse, body)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
-        async def body(_: Request) -> Any:
+        async def body(_: RpcCall) -> Any:
             group = _group(request.group.name)
             receipt = _receipt(request.receipt_handle, request.topic.name, group)
             queue, offset, visible_at = receipt.queue, receipt.offset, receipt.visible_at_ms

@@ -28,7 +28,7 @@ QUEUE_BATCH = 2000
 #: redis-py's standalone pipelines, whose own response callbacks may be replaced (a cluster's may not).
 _PLAIN_PIPELINES = (redis.client.Pipeline, redis.asyncio.client.Pipeline)
 #: The last callbacks made by :func:`without_dicts`: (the ones given, the copy without XRANGE's and XREAD's). A
-#: copy costs ~150 µs, and a process mostly runs one client's pipelines (one slot: no growth).
+#: copy is dear (D61), and a process mostly runs one client's pipelines (one slot: no growth).
 _last_without: tuple[Any, Any] = (None, None)
 
 
@@ -38,7 +38,7 @@ _DICT_READS = ("XRANGE", "XREAD")
 
 def without_dicts(pipe: Any) -> None:
     """Let ``pipe``'s ``XRANGE`` and ``XREAD`` replies be the server's ``[id, [name, value, …]]`` lists, as the pull
-    script returns them: redis-py's per-entry ``(id, dict)`` costs ~0.4 µs an entry, and the codec
+    script returns them: redis-py's per-entry ``(id, dict)`` is a tuple and a dict an entry (D61), and the codec
     decodes the flat lists by columns. A pipeline that has no such switch (a cluster's) keeps its
     dicts, which the codec takes as well."""
     global _last_without

@@ -10,8 +10,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mq.keys import QueueKeys, parse_timer_member, stream_id, timer_member
-from mq.message import MessageExt
-from mq.store import codec
 from mq.store.base import StoreBase, all_or_raise, without_dicts
 from mq.store.ops import Cmd, Op, operation
 from mq.topic import TopicConfig
@@ -182,11 +180,6 @@ class BrokerOps(StoreBase):
                 )
             )
         )
-
-    @operation
-    def read_pages(self, topic: str, queue_id: int, pages: Sequence[tuple[int, int]]) -> Op[list[MessageExt]]:
-        """The messages at offsets ``[first, last]`` of each page, one round trip for all pages."""
-        return codec.decode_entries(topic, queue_id, (yield from BrokerOps.read_page_entries.op(self, topic, queue_id, pages)))
 
     @operation
     def read_page_entries(self, topic: str, queue_id: int, pages: Sequence[tuple[int, int]]) -> Op[list[Any]]:

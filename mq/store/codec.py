@@ -106,7 +106,7 @@ def decode_entries(topic: str, queue_id: int, entries: Iterable[Sequence[Any]]) 
     a consumer pays per message. When any entry is not what :func:`encode` writes, the entries go
     through :func:`decode` one by one instead, which skips and logs the foreign ones: the messages,
     their values and the skipping are the same either way. So do replies of fewer than
-    ``COLUMNS_FROM`` entries (a long-poll wake's one message: 2.5 µs alone, 8.5 µs by columns).
+    ``COLUMNS_FROM`` entries (a long-poll wake's one message), cheaper one by one (D55).
     """
     rows = entries if isinstance(entries, list) else list(entries)
     if not rows:
@@ -132,8 +132,8 @@ def decode_entries(topic: str, queue_id: int, entries: Iterable[Sequence[Any]]) 
     return out
 
 
-#: Entries from which decoding by columns is faster than one by one (measured: 1 entry 8.5 against
-#: 2.5 µs, 2 entries 5.0 against 2.4 µs a message, 4 entries about even).
+#: Entries from which decoding by columns is faster than one by one (D55; the figures are in
+#: docs/benchmarks.md, "Figures that were in code comments").
 COLUMNS_FROM = 3
 
 #: What a field of an entry this library did not write raises while it is decoded.

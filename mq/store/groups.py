@@ -39,8 +39,8 @@ class PullRequest:
         guard: ``""``, ``"owner"`` or ``"lock"``: what must hold for the commit and the read.
         read_after: an unfiltered pull whose entries are read by a plain ``XRANGE`` queued right
             after the script in the same pipeline, the script only checking the guard and
-            committing: entries that pass through Lua cost the server 4–5 µs each (1 KiB) to
-            convert into Lua values and back, against about 1 µs read natively. The reply is cut
+            committing: entries that pass through Lua cost the server several times a native
+            read to convert into Lua values and back (D61). The reply is cut
             after the entry whose body reaches ``max_bytes`` (cached memory is bounded as
             before); the read itself is bounded by ``max_messages`` only, so ask for it when the
             queue's messages are known to be small (see :class:`mq.consumer.puller.Puller`).
@@ -486,7 +486,7 @@ class GroupOps(StoreBase):
         ]
         reads = [(p, k.log) for p, k in zip(pulls, keys) if p.read_after]
         # One XREAD of every stream when they are on one server (not a cluster's slots) and read alike:
-        # a command less per queue in the pipeline (~15 µs of redis-py each); else an XRANGE each.
+        # a command less per queue in the pipeline (redis-py's cost a command: D61); else an XRANGE each.
         one_read = (
             self.conn.kind != "cluster"
             and len({p.max_messages for p, _ in reads}) == 1
@@ -729,11 +729,6 @@ def _position_check(keys: Any, group: str, offset: int, last_entry: str) -> Scri
 
 def _text(raw: Any) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
-
-
-def parse_json_object(raw: str) -> dict[str, Any]:
-    """A stored JSON object (an empty dict for "")."""
-    return dict(json.loads(raw)) if raw else {}
 
 
 #: The error the read scripts raise for a queue whose meta Redis evicted (see lua/includes/evicted.lua).

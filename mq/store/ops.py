@@ -40,6 +40,9 @@ from redis.exceptions import AskError, MovedError, TryAgainError
 
 from mq.connection import REDIS_ERRORS
 
+if TYPE_CHECKING:
+    from mq.store.base import StoreBase
+
 
 class Request:
     """Something an operation asks its driver to do: :meth:`do` with a sync client, :meth:`ado` with an
@@ -303,8 +306,19 @@ async def aclose_node_clients(client: Any) -> None:
             await node_client.aclose()
 
 
+def share_client(runner: Any, store: StoreBase) -> None:
+    """Make ``runner`` (a producer's, consumer's or admin's own operations) run on ``store``'s client.
+
+    Such an object composes operations of its own and is a runner itself, so a call costs one
+    method call and the driver: delegating each run to ``store.run`` would add a call on the send
+    path (D108). The client is taken here, inside ``mq/store``, so no code outside reads it.
+    """
+    runner._client = store._client
+
+
 class SyncRunner:
-    """Runs operations at once with the sync client (``self._client``).
+    """Runs operations at once with the sync client (``self._client``; :func:`share_client` gives an
+    object outside the store its store's).
 
     A subclass gets each :class:`operation` of its bases as a plain method (made once, when the class
     is made): a call costs what a method call and the driver cost, nothing per attribute access.

@@ -511,7 +511,7 @@ def pairs(flat: list[bytes]) -> dict[bytes, bytes]:
 @functools.lru_cache(maxsize=4096)
 def _put_keys(namespace: str, topic: str, queue_id: int) -> tuple[str, ...]:
     """The keys of ``put-messages`` for one queue, made once (``Keys.queue`` builds all 13 key names of
-    a queue: about 3 µs, a fifth of a sync send's own CPU before D53)."""
+    a queue, a fifth of a sync send's own CPU before D53)."""
     return tuple(Keys(namespace).queue(topic, queue_id).put())
 
 

@@ -71,8 +71,3 @@ def covering(segments: Sequence[Segment], offset: int) -> Segment | None:
         if seg.start <= offset < seg.end:
             return seg
     return None
-
-
-def manifest_end(segments: Sequence[Segment]) -> int | None:
-    """Where the tier ends (Redis holds everything from here on), or None when nothing is tiered."""
-    return segments[-1].end if segments else None

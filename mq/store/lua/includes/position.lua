@@ -16,7 +16,7 @@ end
 -- Whether the entry before `offset` in stream `log` is the one whose fingerprint is `expected` (or is
 -- gone: trimmed, nothing to compare). The queue's msg-id index `ids` answers first: when it maps the
 -- fingerprint's msg id to `offset` - 1, that offset holds that message and no entry is read (reading
--- one into Lua costs ~10 µs for a 1 KiB message: the pull's whole script does about that much).
+-- one into Lua costs about what the pull's whole script does: D70).
 local function same_entry_before(log, ids, offset, expected)
   local id = string.match(expected, '^%d*:(.*)$')
   if id and tonumber(redis.call('HGET', ids, id)) == offset - 1 then return true end
