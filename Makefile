@@ -24,7 +24,7 @@ redis-server:             ## the tests start their own redis-server processes: m
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
 	  else echo "redis-server is missing: install it (apt-get install redis-server) and rerun" >&2; exit 1; fi; }
 
-iproute2:                 ## the partition suite (tests/test_partitions.py) makes network namespaces with `ip` (root only)
+iproute2:                 ## the partition suite (tests/faults/test_partitions.py) makes network namespaces with `ip` (root only)
 	@command -v ip >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; }
 

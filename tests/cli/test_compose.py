@@ -13,7 +13,7 @@ import yaml
 
 from scripts.compose_check import main, validate
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
 COMPOSE = DOCKER / "docker-compose.yml"
 DOCKERFILE = DOCKER / "Dockerfile"

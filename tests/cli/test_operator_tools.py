@@ -23,10 +23,10 @@ from mq.errors import MQClientError, TopicNotFoundError
 from mq.rates import rates_over
 from mq.times import format_ms
 from scheduler import BrokerConfig, BrokerService
+from tests.cli.test_cli import run_mq
 from tests.helpers import admin_once, stays_quiet
 from tests.leaks import owned
 from tests.procs import wait_for
-from tests.test_cli import run_mq
 
 # -- times, version, small CLI checks -------------------------------------------------------------
 

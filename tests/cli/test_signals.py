@@ -22,7 +22,7 @@ import pytest
 from mq.signals import StopSignals
 from tests.servers import RedisServer
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 STORM = ROOT / "tests" / "sigterm_storm.py"
 #: Seconds a program gets to stop: it stops within about one of them; more means it hangs.
 STOP_BOUND_S = 60

@@ -42,7 +42,7 @@ CHROMIUM = os.environ.get("MQ_TEST_CHROMIUM", "/usr/bin/chromium")
 #: Where the screenshots go: docs/console/ (for docs/console.md) when ``MQ_UPDATE_SCREENSHOTS=1``,
 #: else a temporary folder — every run takes them, only a deliberate one changes the docs' files.
 SHOTS = (
-    Path(__file__).resolve().parent.parent / "docs" / "console"
+    Path(__file__).resolve().parents[2] / "docs" / "console"
     if os.environ.get("MQ_UPDATE_SCREENSHOTS") == "1"
     else Path(tempfile.gettempdir()) / f"mq-console-shots-{os.getpid()}"
 )
@@ -582,7 +582,7 @@ def test_without_chromium_the_browser_tests_fail_and_are_not_skipped() -> None:
             "no:cacheprovider",
             f"{here}::test_overview_shows_the_topic_and_a_non_zero_rate",
         ],
-        cwd=here.parent.parent,
+        cwd=here.parents[2],
         env={**os.environ, "MQ_TEST_CHROMIUM": "/nonexistent/chromium"},
         capture_output=True,
         text=True,

@@ -170,7 +170,7 @@ def test_a_waiter_that_passed_its_stop_check_leaves_no_connection_open_after_clo
     """A waiter past its ``stopped`` check when the consumer stops sends its next wait after
     ``close()``; redis-py connects the closed connection again for it. Before, ``close()`` did not wait
     for the waiters, and that socket was given back to the pool open and stayed open for good (the
-    leak check found it after quick start/stop cycles, e.g. ``tests/test_aio_admin.py``)."""
+    leak check found it after quick start/stop cycles, e.g. ``tests/aio/test_aio_admin.py``)."""
     with Admin(redis_server.url, namespace) as admin:
         admin.create_topic("LC", read_queues=1, write_queues=1)
     in_check, go_on, stopped = threading.Event(), threading.Event(), threading.Event()

@@ -336,7 +336,7 @@ def test_compose_profile_ha_has_a_master_a_replica_and_three_sentinels() -> None
 
     import yaml
 
-    root = pathlib.Path(__file__).resolve().parent.parent / "docker"
+    root = pathlib.Path(__file__).resolve().parents[2] / "docker"
     services = yaml.safe_load((root / "docker-compose.yml").read_text())["services"]
     ha = {name: s for name, s in services.items() if s.get("profiles") == ["ha"]}
     replica = ha["redis-ha-replica"]["command"]

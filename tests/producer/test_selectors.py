@@ -105,7 +105,7 @@ def test_hash_selector_matches_the_jvm() -> None:
     if java is None:
         pytest.fail("java is not on PATH; the project needs Java 17 (see README)")
     keys = ["order-%d" % i for i in range(100)] + ["客户-%d" % i for i in range(30)] + ["😀%d" % i for i in range(5)]
-    source = pathlib.Path(__file__).parent / "java" / "Hash.java"
+    source = pathlib.Path(__file__).parents[1] / "java" / "Hash.java"
     out = subprocess.run(
         [java, str(source), "16"],
         input="\n".join(keys) + "\n",

@@ -16,7 +16,7 @@ import pytest
 
 from mq.producer.futures import FutureGroup, SendFuture
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def later(seconds: float, fn: object) -> threading.Thread:

@@ -1,6 +1,6 @@
 """``mq proxy`` in process, driven with our own generated stubs: status codes for bad input (the
 store unchanged), the settings reply, routes, authentication, metrics, the fifo receive script and
-the command line. The official clients' tests are tests/test_proxy_python.py and test_proxy_node.py."""
+the command line. The official clients' tests are tests/proxy/test_proxy_python.py and test_proxy_node.py."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ from mq.proxy.server import ProxyConfig, ProxyServer
 from mq.proxy.tracing import Receipt
 from mq.queue import MessageQueue
 from mq.store import Store, codec
+from tests.cli.test_cli import leaves
 from tests.helpers import snapshot
 from tests.leaks import owned
 from tests.servers import RedisServer
-from tests.test_cli import leaves
 
 pytestmark = pytest.mark.anyio
 Code = definition.Code

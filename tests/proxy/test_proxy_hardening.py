@@ -29,8 +29,8 @@ from mq.proxy.server import ProxyConfig, ProxyServer
 from mq.proxy.settings import Limits
 from scheduler.config import BrokerConfig
 from tests.helpers import snapshot, stays_quiet_async, wait_for_async
+from tests.proxy.test_proxy import Running, _message, running
 from tests.servers import RedisClusterProcs, RedisServer, free_port
-from tests.test_proxy import Running, _message, running
 
 pytestmark = pytest.mark.anyio
 Code = definition.Code

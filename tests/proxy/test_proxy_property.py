@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from mq import Admin
 from mq.proxy.pb import definition, grpc_service, service
 from mq.proxy.server import ProxyConfig, ProxyServer
-from tests import test_proxy_hardening
 from tests.helpers import snapshot
+from tests.proxy import test_proxy_hardening
 
 Code = definition.Code
 #: The fixture of the hardening tests: the session's standalone server, then its cluster.

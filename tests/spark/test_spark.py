@@ -475,7 +475,7 @@ def test_job_runs_as_a_module(redis_server: Any, namespace: str, tmp_path: pathl
         capture_output=True,
         text=True,
         timeout=110,
-        cwd=pathlib.Path(__file__).parent.parent,
+        cwd=pathlib.Path(__file__).parents[2],
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "skew: wrote" in result.stdout

@@ -27,8 +27,8 @@ from spark import MQDataSource, schema_of
 from spark.schema import MESSAGES, arrow_schema
 from tests.helpers import admin_once, raw_client
 from tests.leaks import owned
+from tests.spark.test_spark import _varied_messages, load
 from tests.spark_data import Filled, fill
-from tests.test_spark import _varied_messages, load
 
 pytestmark = [pytest.mark.spark]
 

@@ -12,7 +12,7 @@ import pytest
 
 from mq import Admin
 from scheduler import BrokerService
-from tests.test_console_api import _close_apps, client, ok  # noqa: F401 - _close_apps closes the apps' connections
+from tests.console.test_console_api import _close_apps, client, ok  # noqa: F401 - _close_apps closes the apps' connections
 from tests.tier_helpers import body_number, send_numbered, tier_config
 
 TOPIC = "tiered-console"

@@ -17,8 +17,8 @@ from mq.connection import Connection
 from mq.queue import MessageQueue
 from mq.store import Store
 from scheduler import BrokerService
+from tests.broker.test_retention_loss import _counter
 from tests.leaks import owned
-from tests.test_retention_loss import _counter
 from tests.tier_helpers import read_from_first, send_numbered, tier_config
 
 TOPIC = "tier-retention"

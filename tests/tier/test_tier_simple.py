@@ -23,7 +23,7 @@ from mq.store import Store
 from scheduler import BrokerService
 from tests.helpers import QUIET_PERIOD_S
 from tests.leaks import owned
-from tests.test_proxy import _receive, running
+from tests.proxy.test_proxy import _receive, running
 from tests.tier_helpers import body_number, send_numbered, tier_config
 
 TOPIC = "tiered-simple"
@@ -141,7 +141,7 @@ async def test_the_endpoints_receive_reads_the_tier_then_redis_with_an_sql_filte
 
 def test_a_fifo_group_reads_the_tier_one_message_a_group_then_redis(redis_server, namespace: str, tmp_path: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
     """``receive-fifo-6.lua`` over a half-tiered queue: message groups a a b a b in the tier only, then
-    b c in Redis — the same batches as on Redis alone (tests/test_proxy.py's FIFO case), the message
+    b c in Redis — the same batches as on Redis alone (tests/proxy/test_proxy.py's FIFO case), the message
     not acked in time handed out again from the tier."""
     from mq import Message
     from mq.store import codec
