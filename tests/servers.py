@@ -628,12 +628,32 @@ class SentinelProcs:
             if int(c.execute_command("WAIT", len(self.servers) - 1, 10_000)) < len(self.servers) - 1:
                 raise TimeoutError("the replicas did not acknowledge a write within 10 s")
 
+    def _replicated(self) -> bool:
+        """The master has every replica connected, and each replica's link to it is up."""
+        with self.servers[0].probe() as c:
+            if int(c.info("replication").get("connected_slaves", 0)) < len(self.servers) - 1:
+                return False
+        for replica in self.servers[1:]:
+            with replica.probe() as c:
+                if c.info("replication").get("master_link_status") != "up":
+                    return False
+        return True
+
     def start(self) -> SentinelProcs:
-        """Start data servers, then sentinels, and wait until the topology is whole."""
+        """Start data servers, then sentinels, and wait until the topology is whole.
+
+        The sentinels start once the replicas are linked to the master: a sentinel learns the replicas
+        from the master's ``INFO``, which it asks for when it connects and then every 10 s, so a
+        sentinel started beside the replicas saw none and the topology was ready 10 s later."""
         try:
-            for s in [*self.servers, *self.sentinels]:
+            for s in self.servers:
                 s.spawn()
-            for s in [*self.servers, *self.sentinels]:
+            for s in self.servers:
+                s.finish_start()
+            wait_until(self._replicated, self.READY_TIMEOUT_S, "the replicas to link to the master")
+            for s in self.sentinels:
+                s.spawn()
+            for s in self.sentinels:
                 s.finish_start()
             self.wait_ready()
         except BaseException:
