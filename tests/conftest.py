@@ -82,6 +82,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (item.path not in unit, item.path not in slow))
 
 
+#: A text that marks a test module as one that runs on the worker's Spark session.
+SPARK_MARK = "spark_session"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile``, except that every module using the Spark session is one unit of work: one
+    worker runs them all, so one JVM starts in the whole run instead of one per worker (its start took
+    20 s of both cores; its heap, about a GiB per worker)."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    rootdir = pathlib.Path(str(config.rootpath))
+    uses_spark: dict[str, bool] = {}
+
+    class SparkTogether(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            if path not in uses_spark:
+                try:
+                    uses_spark[path] = SPARK_MARK in (rootdir / path).read_text(encoding="utf-8")
+                except OSError:
+                    uses_spark[path] = False
+            return "spark-session" if uses_spark[path] else path
+
+    return SparkTogether(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _no_store_connection_left_open() -> Iterator[None]:
     """Fail a test that leaves a store connection open (D67).
