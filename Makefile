@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed-dev
-# pytest-xdist workers for `make test` (each starts its own servers, Spark session and browser; files
-# are not split across workers). 2 uses both cores of the CI machine; `make test WORKERS=0` runs in one process.
+# pytest-xdist workers for `make test` (each starts its own servers and browser; files are not split
+# across workers, and the Spark files go to one worker together: one JVM). 2 uses both cores of the CI machine.
 WORKERS ?= 2
 
 .PHONY: demo test lint bench stack chaos redis-server iproute2 chromium clean
