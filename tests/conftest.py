@@ -88,12 +88,18 @@ SPARK_MARK = "spark_session"
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadfile``, except that every module using the Spark session is one unit of work: one
-    worker runs them all, so one JVM starts in the whole run instead of one per worker (its start took
-    20 s of both cores; its heap, about a GiB per worker)."""
+    """``--dist loadfile`` in collection order, except that every module using the Spark session is one
+    unit of work: one worker runs them all, so one JVM starts in the whole run instead of one per worker
+    (its start took 20 s of both cores; its heap, about a GiB per worker).
+
+    In collection order: pytest-xdist's default (``--loadscope-reorder``) hands out the files with the
+    most tests first, which undid :func:`pytest_collection_modifyitems`: the partition suite (10 tests)
+    went out 41st of 90 files, the 10x-maxmemory tier run (4 tests) 66th, the HA chaos run 80th."""
     if config.getoption("dist", None) != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+
+    config.option.loadscopereorder = False
 
     rootdir = pathlib.Path(str(config.rootpath))
     uses_spark: dict[str, bool] = {}
