@@ -8,12 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mq import (
-    Admin,
-    Message,
-    MessageQueue,
-    Producer,
-)
+from mq import Admin, Message, MessageQueue, Producer
 from mq.connection import Connection
 from mq.store import Store
 from tests.consumer.test_robustness import _fill

@@ -8,11 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mq import (
-    Admin,
-    Message,
-    Producer,
-)
+from mq import Admin, Message, Producer
 from mq.connection import Connection
 from mq.store import Store
 from tests.consumer.test_robustness import _fill
