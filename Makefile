@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed-dev
-# pytest-xdist workers for `make test` (each starts its own servers, Spark session and browser; files
-# are not split across workers). 2 uses both cores of the CI machine; `make test WORKERS=0` runs in one process.
+# pytest-xdist workers for `make test` (each starts its own servers and browser; files are not split
+# across workers, and the Spark files go to one worker together: one JVM). 2 uses both cores of the CI machine.
 WORKERS ?= 2
 
 .PHONY: demo test lint bench stack chaos dist redis-server iproute2 chromium promtool clean
@@ -23,7 +23,7 @@ redis-server:             ## the tests start their own redis-server processes: m
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
 	  else echo "redis-server is missing: install it (apt-get install redis-server) and rerun" >&2; exit 1; fi; }
 
-iproute2:                 ## the partition suite (tests/test_partitions.py) makes network namespaces with `ip` (root only)
+iproute2:                 ## the partition suite (tests/faults/test_partitions.py) makes network namespaces with `ip` (root only)
 	@command -v ip >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; }
 

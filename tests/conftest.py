@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import gc
+import inspect
+import pathlib
 import signal
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -30,15 +33,88 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {doc}")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with a ``slow`` test run first, each module's tests kept together and in order.
+#: Names a module that needs a server holds: the server fixtures (asked for by argument or with
+#: ``request.getfixturevalue``) and the classes that start servers, a Spark session or a browser.
+NEEDS_A_SERVER = (
+    "redis_server",
+    "aof_server",
+    "redis_cluster",
+    "fresh_cluster",
+    "sentinel",
+    "replicated_cluster",
+    "backend_url",
+    "RedisServer",
+    "RedisClusterProcs",
+    "SentinelProcs",
+    "spark_session",
+    "chromium",
+)
 
+
+def _is_unit_module(item: pytest.Item, slow: bool) -> bool:
+    """A module that needs no server (nor Spark, nor a browser) and has no ``slow`` test. Read from its
+    text and the text of the test modules it takes fixtures or helpers from: a server asked for at
+    run time (``request.getfixturevalue``) shows in no test's fixture names."""
+    module = getattr(item, "module", None)
+    if slow or module is None:
+        return False
+    sources = {item.path}
+    for value in vars(module).values():
+        name = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+        if isinstance(name, str) and name.startswith("tests.") and name.rpartition(".")[2].startswith("test_"):
+            sources.add(pathlib.Path(sys.modules[name].__file__ or ""))
+    return not any(name in source.read_text(encoding="utf-8") for source in sources for name in NEEDS_A_SERVER)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Unit test modules (no Redis) run first, then modules with a ``slow`` test, then the rest; each
+    module's tests kept together and in order.
+
+    Unit modules take seconds together and fail fastest when the logic is wrong, so they come first.
     ``make test`` hands whole files to two workers in collection order (``--dist loadfile``); in
-    alphabetical order the longest files (the partition suite, the 10x-maxmemory tier run: 3–5 min
-    each) came last, and one worker ran them alone for the last minutes of the run. Started first,
-    they overlap the many short files instead."""
+    alphabetical order the longest files (the partition suite, the 10x-maxmemory tier run: minutes
+    each) came last, and one worker ran them alone for the last minutes of the run. Started right
+    after the unit modules, they overlap the many short files instead."""
     slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow)  # stable: the order within each group is kept
+    first = {item.path: item for item in reversed(items)}
+    unit = {path for path, item in first.items() if _is_unit_module(item, path in slow)}
+    # stable: the order within each group is kept
+    items.sort(key=lambda item: (item.path not in unit, item.path not in slow))
+
+
+#: A text that marks a test module as one that runs on the worker's Spark session.
+SPARK_MARK = "spark_session"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` in collection order, except that every module using the Spark session is one
+    unit of work: one worker runs them all, so one JVM starts in the whole run instead of one per worker
+    (its start took 20 s of both cores; its heap, about a GiB per worker).
+
+    In collection order: pytest-xdist's default (``--loadscope-reorder``) hands out the files with the
+    most tests first, which undid :func:`pytest_collection_modifyitems`: the partition suite (10 tests)
+    went out 41st of 90 files, the 10x-maxmemory tier run (4 tests) 66th, the HA chaos run 80th."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    config.option.loadscopereorder = False
+
+    rootdir = pathlib.Path(str(config.rootpath))
+    uses_spark: dict[str, bool] = {}
+
+    class SparkTogether(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            if path not in uses_spark:
+                try:
+                    uses_spark[path] = SPARK_MARK in (rootdir / path).read_text(encoding="utf-8")
+                except OSError:
+                    uses_spark[path] = False
+            return "spark-session" if uses_spark[path] else path
+
+    return SparkTogether(config, log)
 
 
 @pytest.fixture(autouse=True)

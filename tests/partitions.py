@@ -2,7 +2,7 @@
 durability mode, and every message accounted for.
 
 ``python -m tests.partitions --topology sentinel --fault cut-master --mode all --seconds 10 --runs 3``
-(root only) prints one JSON line of figures per run; ``tests/test_partitions.py`` runs short ones in CI.
+(root only) prints one JSON line of figures per run; ``tests/faults/test_partitions.py`` runs short ones in CI.
 
 Topologies (hosts are :mod:`tests.netns` namespaces; the test process watches the servers through
 their unix sockets only):

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -508,6 +509,10 @@ class SentinelServer(RedisServer):
         self.quorum = quorum
         self.down_after_ms = down_after_ms
         self.failover_timeout_ms = failover_timeout_ms
+        #: The sentinel's run id (40 hex digits), fixed here so the others can be told it.
+        self.myid = (uuid.uuid4().hex + uuid.uuid4().hex)[:40]
+        #: The other sentinels of the topology, written into the config as already known.
+        self.peers: list[SentinelServer] = []
 
     @property
     def url(self) -> str:
@@ -527,6 +532,10 @@ class SentinelServer(RedisServer):
                     f"sentinel down-after-milliseconds {self.master_name} {self.down_after_ms}\n"
                     f"sentinel failover-timeout {self.master_name} {self.failover_timeout_ms}\n"
                     f"sentinel parallel-syncs {self.master_name} 1\n"
+                    # What the sentinel would write here itself once the others' hellos (every 2 s)
+                    # reached it: the topology is whole at once instead of after one to two hellos.
+                    f"sentinel myid {self.myid}\n"
+                    + "".join(f"sentinel known-sentinel {self.master_name} 127.0.0.1 {p.port} {p.myid}\n" for p in self.peers)
                 )
         return [binary, conf, "--sentinel"]
 
@@ -568,6 +577,8 @@ class SentinelProcs:
             )
             for _ in range(sentinels)
         ]
+        for s in self.sentinels:
+            s.peers = [other for other in self.sentinels if other is not s]
 
     @property
     def url(self) -> str:
@@ -628,12 +639,32 @@ class SentinelProcs:
             if int(c.execute_command("WAIT", len(self.servers) - 1, 10_000)) < len(self.servers) - 1:
                 raise TimeoutError("the replicas did not acknowledge a write within 10 s")
 
+    def _replicated(self) -> bool:
+        """The master has every replica connected, and each replica's link to it is up."""
+        with self.servers[0].probe() as c:
+            if int(c.info("replication").get("connected_slaves", 0)) < len(self.servers) - 1:
+                return False
+        for replica in self.servers[1:]:
+            with replica.probe() as c:
+                if c.info("replication").get("master_link_status") != "up":
+                    return False
+        return True
+
     def start(self) -> SentinelProcs:
-        """Start data servers, then sentinels, and wait until the topology is whole."""
+        """Start data servers, then sentinels, and wait until the topology is whole.
+
+        The sentinels start once the replicas are linked to the master: a sentinel learns the replicas
+        from the master's ``INFO``, which it asks for when it connects and then every 10 s, so a
+        sentinel started beside the replicas saw none and the topology was ready 10 s later."""
         try:
-            for s in [*self.servers, *self.sentinels]:
+            for s in self.servers:
                 s.spawn()
-            for s in [*self.servers, *self.sentinels]:
+            for s in self.servers:
+                s.finish_start()
+            wait_until(self._replicated, self.READY_TIMEOUT_S, "the replicas to link to the master")
+            for s in self.sentinels:
+                s.spawn()
+            for s in self.sentinels:
                 s.finish_start()
             self.wait_ready()
         except BaseException:

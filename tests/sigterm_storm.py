@@ -1,6 +1,6 @@
 """Runs a program with SIGTERM sent to itself at every line its main thread runs, for a while, once it
 is up: the signal handler then runs at every point of the program's stop wait — also where the
-main thread holds a lock (tests/test_signals.py).
+main thread holds a lock (tests/cli/test_signals.py).
 
     python tests/sigterm_storm.py MARK SIGNALS (SCRIPT.py | -m MODULE) [ARG ...]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pytest
@@ -10,6 +11,8 @@ from mq import Admin, Message, MessageQueue, Producer
 from mq.errors import InvalidNameError, MessageTooLargeError, MQClientError, TopicNotFoundError
 from tests.helpers import admin_once, snapshot
 from tests.leaks import owned
+from tests.servers import RedisServer
+from tests.written_around import close_opened, open_store  # noqa: F401 - close_opened: autouse
 
 LIMIT = 1024  # a small max_message_size keeps the oversize cases cheap
 
@@ -89,3 +92,16 @@ def test_bad_topic_names_are_refused(name: str, backend_url: str, namespace: str
 def test_bad_group_names_are_refused(group: str) -> None:
     with pytest.raises(InvalidNameError):
         Producer(group, "memory://bad-groups")
+
+
+def test_admin_input_checks(redis_server: RedisServer, namespace: str) -> None:
+    url = redis_server.url
+    open_store(url, namespace)
+    with Admin(url, namespace) as admin:
+        for bad in (math.nan, math.inf, True, "1"):
+            with pytest.raises(MQClientError, match="timestamp_ms"):
+                admin.reset_offset_by_time("g", "h", bad)  # type: ignore[arg-type]
+        with pytest.raises(MQClientError, match="timestamp_ms"):
+            admin.search_offset(MessageQueue("h", "broker-a", 0), math.nan)  # type: ignore[arg-type]
+        with pytest.raises(MQClientError, match="msg_ids"):
+            admin.resend_dlq("g", msg_ids="one-id")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import pytest
 
@@ -11,6 +13,7 @@ from mq.connection import Connection, mask_url, resolve_url
 from mq.errors import MQBrokerError, MQClientError
 from tests.helpers import admin_once
 from tests.leaks import owned
+from tests.procs import ROOT
 from tests.servers import RedisServer
 
 
@@ -93,3 +96,27 @@ def test_aclose_disconnects_a_cluster_client_flagged_for_reinitialisation(redis_
         return [c.is_connected for n in nodes for c in n._connections]
 
     assert not any(asyncio.run(scenario()))
+
+
+@pytest.mark.parametrize("password", ["pa/ss", "pa#ss", "pa?ss", "a/b#c?d"])
+def test_a_password_with_reserved_characters_is_masked_and_refused(password: str, redis_server: RedisServer) -> None:
+    url = f"redis://user:{password}@127.0.0.1:{redis_server.port}/0"
+    assert password not in mask_url(url) and "pa" not in mask_url(url).partition("@")[0].partition(":")[2]
+    with pytest.raises(MQClientError, match="percent-encode") as info:
+        Admin(url).close()
+    assert password not in str(info.value)
+    r = subprocess.run(
+        [sys.executable, "-m", "mq", "topic", "list", "--url", url], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert r.returncode == 1 and "percent-encode" in r.stderr and password not in r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "query", ["socket_timeout=abc", "socket_timeout=-1", "socket_connect_timeout=nan", "health_check_interval=zz"]
+)
+def test_bad_url_parameters_raise_mq_client_error(query: str, redis_server: RedisServer) -> None:
+    with pytest.raises(MQClientError):
+        Admin(f"redis://:s3cret@127.0.0.1:{redis_server.port}/0?{query}").close()
+    with pytest.raises(MQClientError):
+        Admin("redis://127.0.0.1:notaport/0").close()

@@ -1,5 +1,5 @@
 """A broker service with a tier that kills itself (SIGKILL) when its uploader reaches a step: the
-crash points of the tier's commit protocol, for tests/test_tier_faults.py.
+crash points of the tier's commit protocol, for tests/tier/test_tier_faults.py.
 
 Usage: python -m tests.tier_broker_proc URL NAMESPACE TIER_URL STEP
 STEP: uploading (mid-file), uploaded (before the manifest), recorded (before the trim), trimming
