@@ -4,7 +4,7 @@ A command family (``topic``, ``group``, …) is a module with ``register(command
 its parser to ``commands`` and one leaf per action with :func:`add_leaf`, each leaf taking the
 shared options through ``parents=[common]`` and naming its handler with ``set_defaults(func=…)``.
 Help texts state their defaults (``%(default)s`` where argparse knows the value);
-tests/test_cli.py walks the parser to keep it so.
+tests/cli/test_cli.py walks the parser to keep it so.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ form) and the CSRF token (see :mod:`mq.console.auth`). Answers are JSON: the vie
 dataclasses of :mod:`mq.console.service`), or ``{"error": "…"}`` with 400 (bad input), 403
 (read-only, CSRF), 404 (unknown topic, group, message or path), 409 (conflict) or 503 (store down).
 Nothing is written when a request is refused. The table of routes is in docs/console-api.md
-(tests/test_console_api.py keeps it in step with :data:`ROUTES`).
+(tests/console/test_console_api.py keeps it in step with :data:`ROUTES`).
 """
 
 from __future__ import annotations
