@@ -1,4 +1,5 @@
-"""MkDocs hooks (mkdocs.yml): the repository's root Markdown files become pages of the site.
+"""MkDocs hooks (mkdocs.yml): the repository's root Markdown files become pages of the site, and
+the docstrings' Sphinx roles are dropped from the rendered pages.
 
 README.md, CHANGELOG.md and CONTRIBUTING.md stay where GitHub and PyPI show them; copying them into
 docs/ would make two sources that drift apart (D131). Their links are written for the root
@@ -37,6 +38,22 @@ def rewrite_links(markdown: str) -> str:
         raise ValueError(f"{target!r}: a root page links outside docs/; write it as a code span or link into docs/")
 
     return _LINK.sub(one, markdown)
+
+
+# a Sphinx role in a docstring (``:meth:`send```), as the Markdown renderer leaves it: the role's name
+# before the code span
+_ROLE = re.compile(r":(?:attr|class|data|exc|func|meth|mod|obj):(?=<code>)")
+
+
+def drop_roles(html: str) -> str:
+    """Remove the Sphinx roles the docstrings use (``:class:`Message```) from rendered HTML, leaving
+    the code span: Google-style docstrings are rendered as Markdown, which has no roles."""
+    return _ROLE.sub("", html)
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    """The reference pages' docstrings without their Sphinx roles (:func:`drop_roles`)."""
+    return drop_roles(html)
 
 
 def on_files(files: Files, config: Any) -> Files:

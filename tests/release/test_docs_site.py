@@ -89,3 +89,12 @@ def test_root_page_links_are_rewritten_for_the_site() -> None:
     # a file outside docs/ has no page: refused by name rather than left as a broken link
     with pytest.raises(ValueError, match=re.escape("examples/fastapi_app.py")):
         rewrite_links("[app](examples/fastapi_app.py)")
+
+
+def test_sphinx_roles_are_dropped_from_rendered_docstrings() -> None:
+    if importlib.util.find_spec("mkdocs") is None:
+        pytest.fail(f"mkdocs is missing from {sys.executable}: pip install -e '.[dev]'")
+    from scripts.docs_hooks import drop_roles
+
+    html = "see :meth:<code>send</code> and :class:<code>Message</code>; a ratio 1:2:<b>3</b>"
+    assert drop_roles(html) == "see <code>send</code> and <code>Message</code>; a ratio 1:2:<b>3</b>"
