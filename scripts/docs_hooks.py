@@ -52,7 +52,7 @@ def drop_roles(html: str) -> str:
 
 
 def on_page_content(html: str, **_: Any) -> str:
-    """The reference pages' docstrings without their Sphinx roles (:func:`drop_roles`)."""
+    """Every page without the docstrings' Sphinx roles (:func:`drop_roles`): only rendered docstrings have them."""
     return drop_roles(html)
 
 
