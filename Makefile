@@ -7,7 +7,7 @@ STAMP   = $(VENV)/.installed-dev
 # across workers, and the Spark files go to one worker together: one JVM). 2 uses both cores of the CI machine.
 WORKERS ?= 2
 
-.PHONY: demo test lint bench stack chaos dist redis-server iproute2 chromium promtool clean
+.PHONY: demo test lint bench stack chaos dist docs docs-serve redis-server iproute2 chromium promtool clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,8 +66,14 @@ dist: $(STAMP)            ## the sdist and the wheel in dist/ (the endpoint's pr
 	$(PY) -m build --outdir dist .
 	$(VENV)/bin/twine check --strict dist/*
 
+docs: $(STAMP)            ## the documentation site into site/ (mkdocs.yml); --strict: a broken link or anchor fails it
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)      ## the site on http://127.0.0.1:8000/, rebuilt on every save (loopback only)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
 stack: $(STAMP) redis-server  ## the docker-compose topology as local processes on loopback (see docker/README.md)
 	$(PY) scripts/stack.py

@@ -1,1 +1,2 @@
-"""Operational scripts: ``stack.py`` (the compose topology as local processes) and ``compose_check.py``."""
+"""Operational scripts: ``stack.py`` (the compose topology as local processes), ``compose_check.py``
+and ``docs_hooks.py`` (the documentation site's MkDocs hooks)."""
