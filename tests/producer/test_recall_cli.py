@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import pathlib
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -27,3 +31,12 @@ def test_send_later_then_recall_on_the_command_line(redis_server, namespace: str
     assert "not a recall handle" in capsys.readouterr().err
     assert main(["send", "cli", "now", *common]) == 0
     assert "recall_handle" not in capsys.readouterr().out
+
+
+def test_the_recall_example_prints_what_it_promises() -> None:
+    example = pathlib.Path(__file__).parent.parent.parent / "examples" / "recall.py"
+    done = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=60, env={**os.environ, "MQ_URL": ""}
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == ["recalled True", "recalled again False"]
