@@ -156,12 +156,15 @@ class SendResult:
     """What a successful send returns [RocketMQ ``SendResult``].
 
     For a batch, ``msg_id`` is the comma-joined ids and ``queue_offset`` the first message's offset.
+    ``recall_handle`` is set for a delayed or timer message (None otherwise): pass it to
+    ``Producer.recall`` to remove the message before it is due [RocketMQ 5.3.2].
     """
 
     status: SendStatus
     msg_id: str
     message_queue: MessageQueue
     queue_offset: int
+    recall_handle: str | None = None
 
     @property
     def msg_ids(self) -> list[str]:

@@ -180,6 +180,11 @@ class Producer(ProducerSettings):
         """The writable queues of ``topic`` (what selectors choose from)."""
         return list((await self._core.route(topic)).queues)
 
+    async def recall(self, handle: str) -> bool:
+        """Remove a delayed or timer message before it is due: :meth:`mq.Producer.recall`, awaited."""
+        self._started()
+        return await self._store.recall(handle)
+
     # -- internals ------------------------------------------------------------------------------
 
     def _started(self) -> PipelineSender:

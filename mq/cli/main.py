@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 
 import mq
-from mq.cli import analytics, broker, console, demo, dlq, doctor, group, message, proxy, stats, tier, topic, trace, tx
+from mq.cli import analytics, broker, console, demo, dlq, doctor, group, message, proxy, recall, stats, tier, topic, trace, tx
 from mq.cli.common import Handler, connection_options
 from mq.errors import MQError
 
 #: The command families, in the order ``mq --help`` lists them; each has ``register(commands, common)``.
-FAMILIES = (demo, topic, message, group, stats, trace, broker, tier, proxy, doctor, dlq, analytics, tx, console)
+FAMILIES = (demo, topic, message, recall, group, stats, trace, broker, tier, proxy, doctor, dlq, analytics, tx, console)
 #: How long ``mq --version`` waits for the store, seconds (connect and reply): a version query that
 #: hangs on a firewalled host is worse than one that says the server is not reachable.
 VERSION_TIMEOUT_S = 2.0

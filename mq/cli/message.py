@@ -46,6 +46,13 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         default=None,
         help="send by hash of this key, for ordered messages (default: round robin over the queues)",
     )
+    send.add_argument(
+        "--deliver-at",
+        type=parse_time_ms,
+        default=None,
+        metavar="TIME",
+        help=f"deliver it at TIME, {TIME_FORMS}; prints a recall_handle for `mq recall` (default: at once)",
+    )
 
     query = add_leaf(commands, "query", _query, "find messages by id or key", common)
     query.add_argument("topic", help="topic to search")
@@ -115,11 +122,14 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
 def _send(args: argparse.Namespace) -> int:
     warn_if_memory(args.url, writes=True)
     props = dict(args.property)
-    msg = Message(args.topic, args.body.encode(), tags=args.tags, keys=args.keys, properties=props)
+    msg = Message(
+        args.topic, args.body.encode(), tags=args.tags, keys=args.keys, properties=props, deliver_time_ms=args.deliver_at
+    )
     with Producer("mq-cli", args.url, namespace=args.namespace) as producer:
         selector = SelectMessageQueueByHash() if args.sharding_key else None
         r = producer.send(msg, selector=selector, arg=args.sharding_key)
-    print(f"{r.status.value} msg_id={r.msg_id} queue={r.message_queue.queue_id} offset={r.queue_offset}")
+    recall = f" recall_handle={r.recall_handle}" if r.recall_handle else ""
+    print(f"{r.status.value} msg_id={r.msg_id} queue={r.message_queue.queue_id} offset={r.queue_offset}{recall}")
     return 0
 
 

@@ -34,6 +34,7 @@ from mq.producer.request import Selector, SendRequest, split_ends
 from mq.producer.route import RouteCache, TopicRoute
 from mq.producer.selectors import MessageQueueSelector
 from mq.queue import MessageQueue
+from mq.recall import make_handle
 from mq.store import codec
 from mq.store.clock import ClockOffset
 from mq.store.ops import AsyncRunner, Op, Sleep, SyncRunner, operation, share_client
@@ -239,7 +240,7 @@ class SendCore:
         to one queue, each atomic: when a later call fails, the error says how much was stored.
         """
         chunks = [[request.fields]] if request.batch is None else request.chunks()  # one message always fits one call
-        mq, offset, confirmed = yield from self._put_with_retries(request, chunks[0], None)
+        mq, offset, confirmed, handle = yield from self._put_with_retries(request, chunks[0], None)
         stored = len(chunks[0])
         for chunk in chunks[1:]:
             try:
@@ -252,14 +253,15 @@ class SendCore:
                 ) from e
             stored += len(chunk)
         status = SendStatus.SEND_OK if confirmed else SendStatus.FLUSH_SLAVE_TIMEOUT
-        return SendResult(status, request.msg_id, mq, offset)
+        return SendResult(status, request.msg_id, mq, offset, handle)
 
     def _put_with_retries(
         self, request: SendRequest, encoded: Sequence[Sequence[Any]], pinned: MessageQueue | None
-    ) -> Op[tuple[MessageQueue, int, bool]]:
-        """Store ``encoded`` (all of ``request`` or one chunk of it); ``(queue, first offset, confirmed)``
-        — not confirmed: stored on the master, but fewer than ``sync_replicas`` replicas confirmed in time
-        (not retried: that would store it twice)."""
+    ) -> Op[tuple[MessageQueue, int, bool, str | None]]:
+        """Store ``encoded`` (all of ``request`` or one chunk of it); ``(queue, first offset, confirmed,
+        recall handle)`` — not confirmed: stored on the master, but fewer than ``sync_replicas`` replicas
+        confirmed in time (not retried: that would store it twice); the recall handle of a delayed
+        message, else None."""
         topic = request.topic
         route = self.routes.cached(topic) or (yield from self.routes.get(topic))
         fixed = pinned or self.fixed_queue(route, request)
@@ -276,13 +278,21 @@ class SendCore:
             try:
                 if request.due_ms is None:
                     offset, _ = yield from StoreOps.put.op(self.store, topic, mq.queue_id, encoded)
+                    handle = None
                 else:
-                    yield from StoreOps.put_delayed.op(self.store, topic, mq.queue_id, encoded[0], request.due_ms)
-                    offset = -1
+                    entry = yield from StoreOps.put_delayed.op(self.store, topic, mq.queue_id, encoded[0], request.due_ms)
+                    offset, handle = -1, make_handle(self.store.keys.namespace, topic, mq.queue_id, entry, request.msg_id)
             except ReplicaAckTimeout as e:  # stored on the master; a fault of the node, not a good send
                 self.record(self._node(route, mq), started, isolation=True)
                 log.warning("send of %s to %s: %s", request.msg_id, mq, e)
-                return mq, -1 if request.due_ms is not None else int(e.result[0]), False
+                if request.due_ms is not None:
+                    return (
+                        mq,
+                        -1,
+                        False,
+                        make_handle(self.store.keys.namespace, topic, mq.queue_id, str(e.result), request.msg_id),
+                    )
+                return mq, int(e.result[0]), False, None
             except StoreEvictedError:  # another queue would only hide it: the operator must act (issue 29)
                 self.routes.invalidate(topic)
                 raise
@@ -308,7 +318,7 @@ class SendCore:
                 self.record(self._node(route, mq), started)
             if metrics.CLIENT_METRICS is not None:
                 metrics.CLIENT_METRICS.send_latency.labels(topic).observe(time.monotonic() - started)
-            return mq, offset, True
+            return mq, offset, True, handle
         raise MQBrokerError(f"sending to topic {topic!r} failed after {attempt + 1} attempt(s): {error}") from error
 
     def failover_pause(self, error: Exception, waits: int, deadline: float) -> float:

@@ -178,6 +178,23 @@ class Producer(ProducerSettings):
         """The writable queues of ``topic`` (what selectors choose from)."""
         return list(self._core.route(topic).queues)
 
+    def recall(self, handle: str) -> bool:
+        """Remove a delayed or timer message before it is due [RocketMQ 5.3.2 recall].
+
+        ``handle`` is its ``SendResult.recall_handle`` (from any producer of this namespace). True when
+        the message was still scheduled and is now removed, atomically: it will never be delivered.
+        False when it is no longer scheduled (delivered, or recalled, already) or the handle names no
+        message stored (an altered or forged handle removes nothing) — unlike RocketMQ, a recall says
+        whether it removed the message.
+
+        Raises:
+            MQClientError: not started, ``handle`` is not a recall handle, or it belongs to another
+                namespace (nothing is sent to the store).
+            ReplicaAckTimeout: removed on the master; fewer replicas than ``sync_replicas`` confirmed.
+        """
+        self._check_started()
+        return self._store.recall(handle)
+
     # -- internals ------------------------------------------------------------------------------
 
     def _check_started(self) -> None:

@@ -38,6 +38,7 @@ from mq.proxy.settings import Limits, check_client_settings, client_info, reply
 from mq.proxy.telemetry import Sessions
 from mq.proxy.tracing import EndpointTrace, Receipt, receipt_of
 from mq.queue import MessageQueue
+from mq.recall import make_handle, parse_handle
 from mq.store import codec
 from mq.store.clock import ClockOffset
 from mq.topic import TopicConfig
@@ -456,7 +457,8 @@ class MessagingService:
             half_id = await self.backend.call("put_half", topic, qid, write.encoded[0], first_check)
             entry.transaction_id = transaction_id(topic, qid, half_id)
         else:
-            await self.backend.call("put_delayed", topic, qid, write.encoded[0], item.due_ms)
+            entry_id = await self.backend.call("put_delayed", topic, qid, write.encoded[0], item.due_ms)
+            entry.recall_handle = make_handle(self.backend.store.keys.namespace, topic, qid, entry_id, item.msg_id)
         return [entry]
 
     async def _transaction_timeout_ms(self) -> int:
@@ -490,6 +492,26 @@ class MessagingService:
             return service.EndTransactionResponse(status=status())
 
         return await self._unary("EndTransaction", context, service.EndTransactionResponse, body)
+
+    async def RecallMessage(self, request: Any, context: Any) -> Any:
+        async def body(_: Request) -> Any:
+            handle = request.recall_handle
+            try:
+                target = parse_handle(handle, self.backend.store.keys.namespace)
+            except MQClientError as e:
+                raise ProxyError("BAD_REQUEST", str(e)) from None
+            if request.topic.name and request.topic.name != target.topic:
+                raise ProxyError("BAD_REQUEST", f"recall handle is of topic {target.topic!r}, not {request.topic.name!r}")
+            if not await self.backend.call("recall", handle):
+                # NOT_FOUND, not MESSAGE_NOT_FOUND: the official clients take the latter as success (an
+                # empty receive), so a recall that removed nothing would look done
+                raise ProxyError(
+                    "NOT_FOUND",
+                    f"message {target.msg_id} is not scheduled: delivered already, recalled already, or never stored",
+                )
+            return service.RecallMessageResponse(status=status(), message_id=target.msg_id)
+
+        return await self._unary("RecallMessage", context, service.RecallMessageResponse, body)
 
     # -- consuming ------------------------------------------------------------------------------
 

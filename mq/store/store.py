@@ -34,6 +34,7 @@ from mq.store.broker import BrokerOps
 from mq.store.groups import GroupOps, PullRequest, PullResult
 from mq.store.ops import Cmd, Op, SyncRunner, operation
 from mq.store.proxy import ProxyOps
+from mq.store.recall import RecallOps
 from mq.store.recovery import RecoveryOps
 from mq.store.tier import TierOps
 from mq.store.trace import TraceOps
@@ -193,14 +194,16 @@ class MessageOps(StoreBase):
         return PutPipeline(self, pipe) if pipe is not None else None
 
     @operation
-    def put_delayed(self, topic: str, queue_id: int, encoded: Sequence[Any], due_ms: int) -> Op[None]:
+    def put_delayed(self, topic: str, queue_id: int, encoded: Sequence[Any], due_ms: int) -> Op[str]:
         """Keep one encoded message in a queue's timer until ``due_ms`` (then index the queue).
+
+        Returns its entry id in the queue's timer (what a recall handle names, :mod:`mq.recall`).
 
         Raises:
             TopicNotFoundError / QueueNotWritableError: as :meth:`put`.
         """
         keys = self.queue_keys(topic, queue_id)
-        yield from self._put_pending(topic, queue_id, encoded, due_ms, keys.delayed, keys.timer, self.keys.timers)
+        return (yield from self._put_pending(topic, queue_id, encoded, due_ms, keys.delayed, keys.timer, self.keys.timers))
 
     @operation
     def put_half(self, topic: str, queue_id: int, encoded: Sequence[Any], first_check_ms: int) -> Op[str]:
@@ -541,7 +544,9 @@ def _config_from_stored(raw: bytes | str) -> tuple[TopicConfig, int]:
     return config, max(span, config.queue_count)
 
 
-class StoreOps(TierOps, MessageOps, GroupOps, BrokerOps, AdminOps, RecoveryOps, TraceOps, TransactionOps, ViewOps, ProxyOps):
+class StoreOps(
+    TierOps, MessageOps, GroupOps, BrokerOps, AdminOps, RecoveryOps, TraceOps, TransactionOps, ViewOps, ProxyOps, RecallOps
+):
     """Every store operation as a generator (see :mod:`mq.store.ops`): what :class:`Store` runs at
     once and :class:`mq.store.aio.AsyncStore` awaits."""
 

@@ -1,7 +1,8 @@
 """Small programs of ours on the official RocketMQ 5 Python client (rocketmq-python-client), run in
 their own process by tests/proxy_clients.py. Output: one JSON object per line.
 
-    rr_client.py produce ENDPOINT TOPIC SPEC_JSON        send the messages SPEC_JSON lists
+    rr_client.py produce ENDPOINT TOPIC SPEC_JSON        send the messages SPEC_JSON lists (a spec's "recalls": N
+                                                         recalls it N times after sending)
     rr_client.py fifo ENDPOINT TOPIC GROUPS PER_GROUP    send GROUPS × PER_GROUP FIFO messages, interleaved
     rr_client.py bench ENDPOINT TOPIC COUNT SIZE         send COUNT messages of SIZE bytes, print the rate
     rr_client.py consume ENDPOINT TOPIC GROUP COUNT SECONDS [--no-ack] [--change S] [--tag EXPR] [--sql EXPR] [--sleep S]
@@ -57,7 +58,12 @@ def produce(args):
                 msg.delivery_timestamp = spec["delivery_timestamp"]
             try:
                 receipt = producer.send(msg)
-                emit(ok=True, message_id=receipt.message_id)
+                emit(ok=True, message_id=receipt.message_id, recall_handle=receipt.recall_handle)
+                for _ in range(spec.get("recalls", 0)):  # recall it that many times, one line each
+                    try:
+                        emit(ok=True, recalled=producer.recall_message(args.topic, receipt.recall_handle))
+                    except Exception as e:
+                        emit(ok=False, error=type(e).__name__, code=getattr(e, "code", None), text=str(e))
             except Exception as e:
                 emit(ok=False, error=type(e).__name__, code=getattr(e, "code", None), text=str(e))
     finally:
