@@ -494,7 +494,7 @@ class MessagingService:
         return await self._unary("EndTransaction", context, service.EndTransactionResponse, body)
 
     async def RecallMessage(self, request: Any, context: Any) -> Any:
-        async def body(_: Request) -> Any:
+        async def body(_: RpcCall) -> Any:
             handle = request.recall_handle
             try:
                 target = parse_handle(handle, self.backend.store.keys.namespace)
