@@ -15,7 +15,7 @@ import redis
 from mq import Admin, Message, Producer, SendStatus, aio
 from mq.connection import Connection
 from mq.errors import MQBrokerError, MQClientError
-from mq.store import lane
+from mq.store import lane, redispy
 from tests.helpers import admin_once, blocked_readers, raw_client, wait_for_async
 from tests.leaks import owned
 from tests.servers import RedisServer
@@ -126,7 +126,7 @@ def test_redis_py_observability_on_takes_redis_py_own_path(
         def get_provider_manager(self) -> Manager:
             return Manager()
 
-    monkeypatch.setattr(lane, "get_observability_instance", Instance)
+    monkeypatch.setattr(redispy, "get_observability_instance", Instance)
     calls: list[tuple[Any, ...]] = []
     real: Any = redis.Redis.execute_command
 
