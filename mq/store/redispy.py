@@ -85,10 +85,15 @@ def send_read(conn: Any, args: tuple[Any, ...]) -> Any:
 def pack_round(commands: list[tuple[Any, ...]], pack: Callable[..., list[bytes]], hiredis: bool) -> list[bytes]:
     """``commands`` (tuples of command arguments) in the protocol's form: packed by hiredis one
     command at a time when ``hiredis`` (the connection's own packer ``pack`` for a bytearray or
-    memoryview argument, which it converts), else all by ``pack``."""
+    memoryview argument, which it converts, and for a command name of two words, which it splits),
+    else all by ``pack``."""
     packed: list[bytes] = []
     if hiredis and hiredis_pack is not None:
         for args in commands:
+            name = args[0]
+            if type(name) is str and " " in name:  # "SCRIPT LOAD": redis-py's packer splits it, hiredis would not
+                packed.extend(pack(*args))
+                continue
             try:
                 packed.append(hiredis_pack(args))
             except TypeError:  # a bytearray or memoryview argument: redis-py's packer converts it
