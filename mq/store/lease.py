@@ -35,6 +35,7 @@ import redis.asyncio
 from redis.exceptions import ResponseError
 
 from mq.store import redispy
+from mq.store.redispy import send_read
 
 #: Bumped in a forked child: a lease made before the fork takes a new connection.
 _generation = 0
@@ -170,7 +171,7 @@ class Lease:
             if conn is None or self._generation != _generation:
                 conn = self.take()
             try:
-                return True, conn.retry.call_with_retry(lambda: redispy.send_read(conn, args), lambda _error: conn.disconnect())
+                return True, conn.retry.call_with_retry(lambda: send_read(conn, args), lambda _error: conn.disconnect())
             except ResponseError:  # the error reply was read whole: the connection is clean
                 raise
             except BaseException:

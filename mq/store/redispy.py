@@ -75,8 +75,13 @@ def send_read(conn: Any, args: tuple[Any, ...]) -> Any:
         # as the pool's checkout does: connect() (a Sentinel connection asks for the master again)
         conn.connect()
     packer = conn._command_packer
-    if hiredis_pack is not None and type(packer) is HiredisRespSerializer:
-        conn.send_packed_command(pack_round([args], packer.pack, True))
+    name = args[0]
+    if hiredis_pack is not None and type(packer) is HiredisRespSerializer and (type(name) is not str or " " not in name):
+        try:
+            packed = [hiredis_pack(args)]
+        except TypeError:  # a bytearray or memoryview argument: redis-py's packer converts it
+            packed = packer.pack(*args)
+        conn.send_packed_command(packed)
     else:
         conn.send_command(*args)
     return conn.read_response()

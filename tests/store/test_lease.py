@@ -46,7 +46,10 @@ async def test_plain_clients_over_a_pool_get_a_lease_and_no_other(
             assert isinstance(lease_for(client), Lease), client
         for client in (cluster.client, cluster.async_client, memory.client, memory.async_client, single):
             assert lease_for(client) is None, client
-        assert plain.held() is not plain and memory.held() is memory and cluster.held() is cluster
+        held = plain.held()
+        assert held is not plain and held.client.connection is not None
+        held.release_held()
+        assert memory.held() is memory and cluster.held() is cluster
         _observability_on(monkeypatch)
         assert lease_for(plain.client) is None and lease_for(plain.async_client) is None
         assert plain.held() is plain  # the waiters use the pool then: redis-py's metrics count every command
