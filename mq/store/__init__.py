@@ -18,5 +18,6 @@ def __getattr__(name: str) -> Any:
     if name == "Store":
         from mq.store.store import Store
 
+        globals()["Store"] = Store  # asked once
         return Store
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

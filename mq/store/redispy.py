@@ -21,6 +21,7 @@ import redis.asyncio
 from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
 from redis._parsers.hiredis import _AsyncHiredisParser
 from redis.connection import HiredisRespSerializer
+from redis.event import AfterSingleConnectionInstantiationEvent, ClientType
 from redis.exceptions import ResponseError
 from redis.utils import HIREDIS_AVAILABLE
 
@@ -122,6 +123,10 @@ def client_on(pool: redis.ConnectionPool, conn: Any) -> redis.Redis:
     client = redis.Redis(connection_pool=pool)
     client.connection = conn
     client._single_connection_client = True
+    # as its constructor does: a streaming credential provider re-authenticates this one connection
+    client._event_dispatcher.dispatch(
+        AfterSingleConnectionInstantiationEvent(conn, ClientType.SYNC, client.single_connection_lock)
+    )
     return client
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import threading
-import types
 from typing import Any
 
 import pytest
@@ -15,21 +14,10 @@ import redis
 from mq.connection import Connection
 from mq.store import lane, redispy
 from mq.store.lease import Lease, lease_for
-from tests.helpers import blocked_readers, raw_client
+from tests.helpers import blocked_readers, raw_client, redis_py_observability_on
 from tests.leaks import owned
 from tests.procs import wait_for
 from tests.servers import RedisServer
-
-
-def _observability_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Manager:  # shaped like redis-py's provider manager with metrics on
-        config = types.SimpleNamespace(enabled_telemetry=("metrics",))
-
-    class Instance:
-        def get_provider_manager(self) -> Manager:
-            return Manager()
-
-    monkeypatch.setattr(redispy, "get_observability_instance", Instance)
 
 
 @pytest.mark.anyio
@@ -50,7 +38,7 @@ async def test_plain_clients_over_a_pool_get_a_lease_and_no_other(
         assert held is not plain and held.client.connection is not None
         held.release_held()
         assert memory.held() is memory and cluster.held() is cluster
-        _observability_on(monkeypatch)
+        redis_py_observability_on(monkeypatch)
         assert lease_for(plain.client) is None and lease_for(plain.async_client) is None
         assert plain.held() is plain  # the waiters use the pool then: redis-py's metrics count every command
     finally:
