@@ -201,7 +201,9 @@ class Lease:
     async def asend(self, commands: list[tuple[Any, ...]], *, check_health: bool) -> None:
         """:meth:`send` of an asyncio lease. Cancelled, it drops the connection (a round is never left
         half written on a connection used again)."""
-        conn = await self.atake()
+        conn = self._conn
+        if conn is None or self._generation != _generation:
+            conn = await self.atake()
         try:
             if not conn.is_connected:
                 await conn.connect()

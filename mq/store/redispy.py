@@ -95,11 +95,14 @@ def pack_round(commands: list[tuple[Any, ...]], pack: Callable[..., list[bytes]]
     else all by ``pack``."""
     packed: list[bytes] = []
     if hiredis and hiredis_pack is not None:
+        seen: Any = None  # the last command name found one word: a round repeats the same name object
         for args in commands:
             name = args[0]
-            if type(name) is str and " " in name:  # "SCRIPT LOAD": redis-py's packer splits it, hiredis would not
-                packed.extend(pack(*args))
-                continue
+            if name is not seen:
+                if type(name) is str and " " in name:  # "SCRIPT LOAD": redis-py's packer splits it, hiredis would not
+                    packed.extend(pack(*args))
+                    continue
+                seen = name
             try:
                 packed.append(hiredis_pack(args))
             except TypeError:  # a bytearray or memoryview argument: redis-py's packer converts it
