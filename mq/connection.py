@@ -40,12 +40,7 @@ import redis.asyncio.retry
 import redis.asyncio.sentinel
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
-from redis.connection import HiredisRespSerializer
 from redis.retry import Retry
-from redis.utils import HIREDIS_AVAILABLE
-
-if HIREDIS_AVAILABLE:
-    import hiredis
 
 from mq.errors import MQBrokerError, MQClientError
 from mq.keys import Keys
@@ -58,6 +53,8 @@ from mq.sentinel import (
     FollowingSSLConnection,
     view_of,
 )
+from mq.store import redispy
+from mq.store.lease import Lease, lease_for
 
 #: Environment variable consulted when no URL is given.
 URL_ENV = "MQ_URL"
@@ -211,7 +208,7 @@ class Connection:
         check_url(self.url)
         self._socket_timeout_s = socket_timeout_s
         self._async_client: Any = None
-        self._held = False  # a copy made by held(): its client holds one connection of the pool
+        self._lease: Lease | None = None  # a copy made by held(): the lease of its client's one connection
         self.client: Any = self._make(asyncio=False)
 
     def _make(self, *, asyncio: bool) -> Any:
@@ -247,39 +244,41 @@ class Connection:
         return f"{kwargs.get('host')}:{kwargs.get('port')}"
 
     def held(self) -> Connection:
-        """This connection for one thread's blocking reads. Standalone and Sentinel: a copy whose
-        client holds one connection of this client's pool (no pool checkout, pool lock or liveness poll
-        per command: the sync long-poll waiters, D55); closing this connection closes it too.
-        Cluster and memory: this connection itself. Give it back with :meth:`release_held`.
+        """This connection for one thread's blocking reads. Where the lease rule gives one (standalone
+        and Sentinel, :mod:`mq.store.lease`): a copy whose client runs every command on one leased
+        connection of this client's pool (no pool checkout, pool lock or liveness poll per command: the
+        sync long-poll waiters, D55); closing this connection closes it too. Elsewhere (cluster,
+        memory): this connection itself. Give it back with :meth:`release_held`.
 
         Raises:
             MQBrokerError: the store could not be reached.
         """
-        if self.kind not in ("standalone", "sentinel"):
+        lease = lease_for(self.client)
+        if lease is None:
             return self
         held = copy.copy(self)
-        held._held, held._async_client = True, None
+        held._lease, held._async_client = lease, None
         with translate_errors(self.url, "connecting"):
-            held.client = redis.Redis(connection_pool=self.client.connection_pool, single_connection_client=True)
+            held.client = redispy.client_on(self.client.connection_pool, lease.take())
         return held
 
     def on_reconnect(self, callback: Callable[[Any], None]) -> bool:
         """Call ``callback(redis_connection)`` each time the one connection of a :meth:`held` copy
         (re)connects — redis-py's retry reconnects silently, and a consumer's position check must run
         again after it (D70). redis-py keeps the callback as a weak reference. Returns False (and
-        registers nothing) where there is no single held connection (a cluster, ``memory://``, a
-        shared pool): the caller then checks on every wait."""
-        single = getattr(self.client, "connection", None)
-        if single is None:
+        registers nothing) where there is no held connection (a cluster, ``memory://``, a shared
+        pool): the caller then checks on every wait."""
+        if self._lease is None:
             return False
-        single.register_connect_callback(callback)
+        self._lease.on_connect(callback)
         return True
 
     def release_held(self) -> None:
         """Give the connection of a :meth:`held` copy back to its pool (nothing for a shared one)."""
-        if self._held:
+        if self._lease is not None:
+            redispy.detach(self.client)
             with contextlib.suppress(*REDIS_ERRORS):
-                self.client.close()
+                self._lease.close()
 
     def close(self) -> None:
         """Close every connection of the sync client (through Sentinel: the sentinels' connections too)."""
@@ -287,7 +286,7 @@ class Connection:
             self.client.close()
             for sentinel in _sentinels_of(self.client):
                 sentinel.close()
-        if not self._held:  # a held copy shares its parent's pool, sentinels and view
+        if self._lease is None:  # a held copy shares its parent's pool, sentinels and view
             _leave_view(self.client)
 
     async def aclose(self) -> None:
@@ -384,57 +383,6 @@ def _timeouts(query: str) -> dict[str, float]:
     return out
 
 
-class HiredisPackingConnection(redis.asyncio.Connection):
-    """A ``redis.asyncio`` connection that packs commands with hiredis's C packer, as redis-py's sync
-    connection does when hiredis is installed (redis.asyncio packs in Python: a quarter of the CPU of
-    a pipelined send)."""
-
-    _packer = HiredisRespSerializer()
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        """The Redis protocol form of one command (``args`` as redis-py takes them).
-
-        A command named by one word whose arguments hiredis takes as they are (str, bytes, int, float,
-        memoryview: what the stores send) goes to hiredis directly; others (``"SCRIPT LOAD"``, a
-        bytearray, a bad value) through redis-py's packer, which splits, converts or names the fault.
-        It skips the packer's look at every argument (a sixth of a pipelined send's client time)."""
-        command = args[0]
-        if type(command) is str and " " not in command:
-            try:
-                return [hiredis.pack_command(args)]
-            except TypeError:
-                pass
-        packed: list[bytes] = self._packer.pack(*args)
-        return packed
-
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        """Write packed commands, as redis-py does, with the write timeout (``socket_timeout``, seconds)
-        kept by ``asyncio.timeout``: redis-py's ``asyncio.wait_for`` makes every write a task of its own
-        on Python 3.11 (a task, a timer and a loop turn per command or pipeline, the write itself
-        deferred behind whatever else is ready). Errors are redis-py's, and the connection is dropped
-        after any failed or interrupted write, as there."""
-        if check_health and self.is_connected:
-            await self.check_health()  # type: ignore[no-untyped-call]
-        writer = self._writer
-        if not self.socket_timeout or writer is None or self._reader is None or isinstance(command, (str, bytes)):
-            await super().send_packed_command(command, check_health=False)  # connects, and sends as redis-py does
-            return
-        try:
-            async with asyncio.timeout(self.socket_timeout):
-                writer.writelines(command)
-                await writer.drain()
-        except TimeoutError:  # asyncio.timeout's (an OSError: caught first)
-            await self.disconnect(nowait=True)
-            raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
-        except OSError as e:
-            await self.disconnect(nowait=True)
-            err_no, errmsg = ("UNKNOWN", e.args[0]) if len(e.args) == 1 else (e.args[0], e.args[1])
-            raise redis.exceptions.ConnectionError(f"Error {err_no} while writing to socket. {errmsg}.") from e
-        except BaseException:  # cancelled mid-write: the connection cannot be trusted
-            await self.disconnect(nowait=True)
-            raise
-
-
 #: Connections an asyncio client opens to a standalone server at most (redis.asyncio's own default).
 ASYNC_MAX_CONNECTIONS = 100
 #: Seconds a task waits for a free connection of that pool before the call fails.
@@ -460,8 +408,7 @@ def _make_client(url: str, kind: str, socket_timeout_s: float | None, *, asyncio
             pool = redis.asyncio.BlockingConnectionPool.from_url(
                 url, health_check_interval=30, max_connections=ASYNC_MAX_CONNECTIONS, timeout=ASYNC_POOL_WAIT_S, **common
             )
-            if HIREDIS_AVAILABLE and pool.connection_class is redis.asyncio.Connection:
-                pool.connection_class = HiredisPackingConnection
+            redispy.use_hiredis_packing(pool)
             return redis.asyncio.Redis.from_pool(pool)
         return redis.Redis.from_url(url, health_check_interval=30, **common)
     nodes = [_seed(hostport, asyncio=asyncio) for hostport in parts.netloc.rpartition("@")[2].split(",") if hostport]

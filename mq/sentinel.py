@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import threading
 import time
 import weakref
@@ -37,6 +36,8 @@ import redis.asyncio.sentinel
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelManagedConnection, SentinelManagedSSLConnection
+
+from mq.store import redispy
 
 log = logging.getLogger("mq.sentinel")
 
@@ -176,25 +177,22 @@ class SentinelView:
 def _drop_stale(pool: Any, master: tuple[str, int]) -> None:
     """Drop ``pool``'s idle connections to another node than ``master`` and wake those in use
     (their socket is shut down: a blocked read fails at once and its thread reconnects)."""
-    with pool._lock:
-        idle = [c for c in pool._get_free_connections() if (c.host, c.port) != master]
-        busy = [c for c in pool._get_in_use_connections() if (c.host, c.port) != master]
+    idle, busy = redispy.pool_connections(pool)
     for conn in idle:
-        conn.disconnect()
+        if (conn.host, conn.port) != master:
+            conn.disconnect()
     for conn in busy:
-        sock = conn._sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        if (conn.host, conn.port) != master:
+            redispy.shut_down(conn)
 
 
 def _adrop_stale(pool: Any, master: tuple[str, int]) -> None:
     """:func:`_drop_stale` for an asyncio pool, run in its event loop: idle connections to another node
     are disconnected, those in use have their transport aborted (a blocked read fails at once)."""
-    for conn in [*pool._get_free_connections(), *pool._get_in_use_connections()]:
-        writer = getattr(conn, "_writer", None)
-        if writer is not None and (conn.host, conn.port) != master:
-            writer.transport.abort()
+    idle, busy = redispy.pool_connections(pool)
+    for conn in [*idle, *busy]:
+        if (conn.host, conn.port) != master:
+            redispy.abort(conn)
 
 
 def _pairs(state: Any) -> dict[str, str]:
@@ -254,7 +252,7 @@ class FollowingConnection(SentinelManagedConnection):
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         view = getattr(self.connection_pool.sentinel_manager, "view", None)
-        if _stale(self, view, self._sock is not None):
+        if _stale(self, view, redispy.is_connected(self)):
             self.disconnect()  # type: ignore[no-untyped-call]
             self.connect()  # through the view: to the master it names
         super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]

@@ -101,3 +101,20 @@ def blocked_readers(url: str, command: str = "xread") -> int:
         return sum(1 for c in client.client_list() if c.get("cmd") == command and "b" in c.get("flags", ""))
     finally:
         client.close()
+
+
+def redis_py_observability_on(monkeypatch: Any) -> None:
+    """Make redis-py's observability (its OpenTelemetry metrics) read as on for the test (``monkeypatch``:
+    pytest's), by the getter ``mq.store.redispy`` asks: a manager shaped like redis-py's with metrics on."""
+    import types
+
+    from mq.store import redispy
+
+    class Manager:
+        config = types.SimpleNamespace(enabled_telemetry=("metrics",))
+
+    class Instance:
+        def get_provider_manager(self) -> Manager:
+            return Manager()
+
+    monkeypatch.setattr(redispy, "get_observability_instance", Instance)

@@ -331,7 +331,8 @@ async def test_async_commands_are_packed_as_redis_asyncio_packs_them(redis_serve
     """The standalone asyncio client packs with hiredis (as the sync client does): the same bytes."""
     import redis.asyncio
 
-    from mq.connection import Connection, HiredisPackingConnection
+    from mq.connection import Connection
+    from mq.store.redispy import HiredisPackingConnection
 
     for args in [
         ("EVALSHA", "abc", 2, "{k}:a", "{k}:b", b"\x00\xff body", "名前", 12, -7, 3.5),
@@ -358,7 +359,8 @@ async def test_async_writes_make_no_task_and_keep_their_timeout(redis_server: An
     import redis.asyncio
     import redis.exceptions
 
-    from mq.connection import Connection, HiredisPackingConnection
+    from mq.connection import Connection
+    from mq.store.redispy import HiredisPackingConnection
 
     conn = owned(Connection(redis_server.url, namespace))
     client = conn.async_client

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import types
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from mq import Admin, Message, Producer, SendStatus, aio
 from mq.connection import Connection
 from mq.errors import MQBrokerError, MQClientError
 from mq.store import lane
-from tests.helpers import admin_once, blocked_readers, raw_client, wait_for_async
+from tests.helpers import admin_once, blocked_readers, raw_client, redis_py_observability_on, wait_for_async
 from tests.leaks import owned
 from tests.servers import RedisServer
 
@@ -119,14 +118,7 @@ def test_a_forked_child_sends_on_a_connection_of_its_own(redis_server: RedisServ
 def test_redis_py_observability_on_takes_redis_py_own_path(
     redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class Manager:  # shaped like redis-py's provider manager with metrics on
-        config = types.SimpleNamespace(enabled_telemetry=("metrics",))
-
-    class Instance:
-        def get_provider_manager(self) -> Manager:
-            return Manager()
-
-    monkeypatch.setattr(lane, "get_observability_instance", Instance)
+    redis_py_observability_on(monkeypatch)
     calls: list[tuple[Any, ...]] = []
     real: Any = redis.Redis.execute_command
 

@@ -1,0 +1,274 @@
+"""Every private part of redis-py the project relies on, in one module (D112).
+
+redis-py's public API has no way to keep a connection out of the pool and talk over it, to read many
+replies from hiredis's reader at once, or to find a pool's connections: the kept connections of
+:mod:`mq.store.lease` and the Sentinel view (:mod:`mq.sentinel`) need all three. What they need sits
+here, each behind a function named for what it does, and ``tests/store/test_redispy.py`` holds one
+test per behaviour relied on: a redis-py upgrade that changes one fails there, and is fixed here.
+Nothing else in ``mq`` reaches into redis-py (``tests/test_store_boundary.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import redis
+import redis.asyncio
+from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
+from redis._parsers.hiredis import _AsyncHiredisParser
+from redis.connection import HiredisRespSerializer
+from redis.event import AfterSingleConnectionInstantiationEvent, ClientType
+from redis.exceptions import ResponseError
+from redis.utils import HIREDIS_AVAILABLE
+
+#: hiredis's packer of one command (None without hiredis: redis-py packs in Python then).
+hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
+try:
+    from hiredis import pack_command as hiredis_pack
+except ImportError:
+    hiredis_pack = None
+
+#: redis-py's observability singleton getter (None in a redis-py without it).
+get_observability_instance: Callable[[], Any] | None
+try:
+    from redis.observability.providers import get_observability_instance
+except ImportError:
+    get_observability_instance = None
+
+#: Encodings hiredis's packer writes ``str`` arguments in.
+_UTF8 = ("utf-8", "utf8")
+
+
+def observed() -> bool:
+    """Whether redis-py's observability (its OpenTelemetry metrics) is on: then every command must go
+    redis-py's own way, so that its metrics count it."""
+    if get_observability_instance is None:
+        return False
+    manager = get_observability_instance().get_provider_manager()
+    return manager is not None and bool(manager.config.enabled_telemetry)
+
+
+# -- sync connections ----------------------------------------------------------------------------
+
+
+def is_connected(conn: Any) -> bool:
+    """Whether sync connection ``conn`` has its socket (redis-py reconnects a closed one only in
+    ``send_command``, to the address it had: a kept connection must ``connect()`` first instead)."""
+    return conn._sock is not None
+
+
+def pack(conn: Any, commands: list[tuple[Any, ...]]) -> list[bytes]:
+    """``commands`` packed for sync connection ``conn``: by hiredis when its packer is hiredis's."""
+    packer = conn._command_packer
+    return pack_round(commands, packer.pack, type(packer) is HiredisRespSerializer)
+
+
+def send_read(conn: Any, args: tuple[Any, ...]) -> Any:
+    """Send command ``args`` over sync connection ``conn`` and read its reply. With hiredis, packed by
+    hiredis at once: redis-py's packer first copies the arguments into a new tuple (turning a
+    ``bytearray`` or ``memoryview`` into ``bytes``) and splits the command name at spaces; the bytes
+    on the wire are the same for a one-word command name."""
+    if conn._sock is None:
+        # as the pool's checkout does: connect() (a Sentinel connection asks for the master again)
+        conn.connect()
+    packer = conn._command_packer
+    name = args[0]
+    if hiredis_pack is not None and type(packer) is HiredisRespSerializer and (type(name) is not str or " " not in name):
+        try:
+            packed = [hiredis_pack(args)]
+        except TypeError:  # a bytearray or memoryview argument: redis-py's packer converts it
+            packed = packer.pack(*args)
+        conn.send_packed_command(packed)
+    else:
+        conn.send_command(*args)
+    return conn.read_response()
+
+
+def pack_round(commands: list[tuple[Any, ...]], pack: Callable[..., list[bytes]], hiredis: bool) -> list[bytes]:
+    """``commands`` (tuples of command arguments) in the protocol's form: packed by hiredis one
+    command at a time when ``hiredis`` (the connection's own packer ``pack`` for a bytearray or
+    memoryview argument, which it converts, and for a command name of two words, which it splits),
+    else all by ``pack``."""
+    packed: list[bytes] = []
+    if hiredis and hiredis_pack is not None:
+        seen: Any = None  # the last command name found one word: a round repeats the same name object
+        for args in commands:
+            name = args[0]
+            if name is not seen:
+                if type(name) is str and " " in name:  # "SCRIPT LOAD": redis-py's packer splits it, hiredis would not
+                    packed.extend(pack(*args))
+                    continue
+                seen = name
+            try:
+                packed.append(hiredis_pack(args))
+            except TypeError:  # a bytearray or memoryview argument: redis-py's packer converts it
+                packed.extend(pack(*args))
+    else:
+        for args in commands:
+            packed.extend(pack(*args))
+    return packed
+
+
+def on_connect(conn: Any, callback: Callable[[Any], None]) -> None:
+    """Call ``callback(conn)`` each time ``conn`` (re)connects, also when redis-py's retry reconnects
+    it silently. redis-py keeps the callback as a weak reference."""
+    conn.register_connect_callback(callback)
+
+
+def client_on(pool: redis.ConnectionPool, conn: Any) -> redis.Redis:
+    """A sync client that runs every command on ``conn``, a connection already taken from ``pool``:
+    redis-py's single-connection client (its lock, its retry and reconnect), with the connection
+    given rather than checked out by its constructor. Give it back with :func:`detach`."""
+    client = redis.Redis(connection_pool=pool)
+    client.connection = conn
+    client._single_connection_client = True
+    # as its constructor does: a streaming credential provider re-authenticates this one connection
+    client._event_dispatcher.dispatch(
+        AfterSingleConnectionInstantiationEvent(conn, ClientType.SYNC, client.single_connection_lock)
+    )
+    return client
+
+
+def detach(client: redis.Redis) -> Any:
+    """The connection of a :func:`client_on` client, no longer the client's (None when it had none)."""
+    conn, client.connection = client.connection, None
+    client._single_connection_client = False
+    return conn
+
+
+def pool_connections(pool: Any) -> tuple[list[Any], list[Any]]:
+    """``(idle, in use)`` connections of ``pool`` (a snapshot; an asyncio pool's, in its event loop)."""
+    if isinstance(pool, redis.asyncio.ConnectionPool):
+        return list(pool._get_free_connections()), list(pool._get_in_use_connections())
+    with pool._lock:
+        return list(pool._get_free_connections()), list(pool._get_in_use_connections())
+
+
+def shut_down(conn: Any) -> None:
+    """Shut down the socket of sync connection ``conn`` in use by another thread: its blocked read
+    fails at once and that thread reconnects (a ``disconnect()`` from here would race its read)."""
+    sock = conn._sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def abort(conn: Any) -> bool:
+    """Abort the transport of asyncio connection ``conn`` (in its event loop): a pending read fails at
+    once. False when it has no transport."""
+    writer = getattr(conn, "_writer", None)
+    if writer is None:
+        return False
+    writer.transport.abort()
+    return True
+
+
+# -- asyncio connections -------------------------------------------------------------------------
+
+
+def pack_async(conn: Any, commands: list[tuple[Any, ...]]) -> list[bytes]:
+    """``commands`` packed for asyncio connection ``conn``: by hiredis when it writes ``str`` as UTF-8."""
+    return pack_round(commands, conn.pack_command, conn.encoder.encoding.lower() in _UTF8)
+
+
+async def read_replies(conn: Any, count: int) -> list[Any]:
+    """``count`` replies from asyncio connection ``conn``, error replies in their slots.
+
+    Read straight from hiredis's reader, many a socket read, under one timeout of the connection's
+    ``socket_timeout`` (seconds) renewed whenever data arrives — not a coroutine and a timer a reply as
+    ``read_response`` goes (without hiredis, or with RESP3: ``read_response``)."""
+    replies: list[Any] = []
+    parser: Any = conn._parser
+    if type(parser) is not _AsyncHiredisParser or conn.protocol not in (2, "2", None) or not conn.is_connected:
+        for _ in range(count):
+            try:
+                replies.append(await conn.read_response())
+            except ResponseError as e:
+                replies.append(e)
+        return replies
+    reader: Any = parser._reader
+    gets = reader.gets
+    read_more: Any = parser.read_from_socket
+    timeout = conn.socket_timeout
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(timeout) as deadline:
+            while len(replies) < count:
+                reply = gets()
+                if reply is _NOT_ENOUGH_DATA:
+                    await read_more()
+                    if timeout:
+                        deadline.reschedule(loop.time() + timeout)
+                elif isinstance(reply, redis.ConnectionError):
+                    raise reply
+                else:
+                    replies.append(reply)  # an error reply is a ResponseError here, not raised
+    except TimeoutError:  # asyncio.timeout's (an OSError: caught first)
+        raise redis.TimeoutError("Timeout reading from socket") from None
+    except OSError as e:
+        raise redis.ConnectionError(f"Error while reading from socket: {e.args}") from e
+    if conn.health_check_interval:
+        conn.next_health_check = loop.time() + conn.health_check_interval
+    return replies
+
+
+class HiredisPackingConnection(redis.asyncio.Connection):
+    """A ``redis.asyncio`` connection that packs commands with hiredis's C packer, as redis-py's sync
+    connection does when hiredis is installed (redis.asyncio packs in Python: a quarter of the CPU of
+    a pipelined send)."""
+
+    _packer = HiredisRespSerializer()
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        """The Redis protocol form of one command (``args`` as redis-py takes them).
+
+        A command named by one word whose arguments hiredis takes as they are (str, bytes, int, float,
+        memoryview: what the stores send) goes to hiredis directly; others (``"SCRIPT LOAD"``, a
+        bytearray, a bad value) through redis-py's packer, which splits, converts or names the fault.
+        It skips the packer's look at every argument (a sixth of a pipelined send's client time)."""
+        command = args[0]
+        if hiredis_pack is not None and type(command) is str and " " not in command:
+            try:
+                return [hiredis_pack(args)]
+            except TypeError:
+                pass
+        packed: list[bytes] = self._packer.pack(*args)
+        return packed
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        """Write packed commands, as redis-py does, with the write timeout (``socket_timeout``, seconds)
+        kept by ``asyncio.timeout``: redis-py's ``asyncio.wait_for`` makes every write a task of its own
+        on Python 3.11 (a task, a timer and a loop turn per command or pipeline, the write itself
+        deferred behind whatever else is ready). Errors are redis-py's, and the connection is dropped
+        after any failed or interrupted write, as there."""
+        if check_health and self.is_connected:
+            await self.check_health()  # type: ignore[no-untyped-call]
+        writer = self._writer
+        if not self.socket_timeout or writer is None or self._reader is None or isinstance(command, (str, bytes)):
+            await super().send_packed_command(command, check_health=False)  # connects, and sends as redis-py does
+            return
+        try:
+            async with asyncio.timeout(self.socket_timeout):
+                writer.writelines(command)
+                await writer.drain()
+        except TimeoutError:  # asyncio.timeout's (an OSError: caught first)
+            await self.disconnect(nowait=True)
+            raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
+        except OSError as e:
+            await self.disconnect(nowait=True)
+            err_no, errmsg = ("UNKNOWN", e.args[0]) if len(e.args) == 1 else (e.args[0], e.args[1])
+            raise redis.exceptions.ConnectionError(f"Error {err_no} while writing to socket. {errmsg}.") from e
+        except BaseException:  # cancelled mid-write: the connection cannot be trusted
+            await self.disconnect(nowait=True)
+            raise
+
+
+def use_hiredis_packing(pool: redis.asyncio.ConnectionPool) -> None:
+    """Make ``pool`` open :class:`HiredisPackingConnection` connections, when hiredis is installed and
+    the pool would open plain ones."""
+    if HIREDIS_AVAILABLE and pool.connection_class is redis.asyncio.Connection:
+        pool.connection_class = HiredisPackingConnection
