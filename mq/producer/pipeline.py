@@ -1,0 +1,174 @@
+"""The pipelined sender's decisions, written once for the sync ``send_async`` thread
+(:mod:`mq.producer.async_sender`) and the ``mq.aio.Producer`` task (:mod:`mq.aio.sender`).
+
+Sans-I/O: no thread, no event loop, no store. A driver holds the pending sends and the rounds it
+wrote; it asks :meth:`SendPipeline.step` what to do next, takes a round's share of the pending sends
+with :meth:`SendPipeline.take`, turns them into put calls with :meth:`SendPipeline.plan`, writes the
+round's :attr:`Round.puts` with the store, and reads what each reply means with
+:meth:`SendPipeline.outcomes`. Resolving futures, retrying through the normal path and logging are
+the driver's.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from mq.errors import MQBrokerError, ReplicaAckTimeout, StoreEvictedError
+from mq.message import Message, SendResult, SendStatus
+from mq.producer.request import Selector, SendRequest, split_ends
+from mq.queue import MessageQueue
+
+#: Most sends one round of the sync sender carries (the asyncio one carries twice as many, D56).
+MAX_PIPELINE = 128
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Pending:
+    """A prepared send waiting for its round.
+
+    Attributes:
+        request: what to store.
+        queue: where its pipelined attempt goes.
+        future: what its caller waits on, for the driver to resolve (None: oneway, nobody waits).
+    """
+
+    request: SendRequest
+    queue: MessageQueue
+    future: Any
+
+
+@dataclass(slots=True)
+class Unprepared:
+    """A send of ``mq.aio.Producer.send`` its round prepares (checks, encodes, chooses its queue), so
+    that its caller only queues it (D59): where it goes (``queue``, or ``selector`` and ``arg``), its
+    time budget in seconds, and the future its caller awaits."""
+
+    msg: Message
+    queue: MessageQueue | None
+    selector: Selector | None
+    arg: Any
+    timeout_s: float
+    future: Any
+
+
+@dataclass(slots=True)
+class PutCall:
+    """One put script call of a round: the queue and the sends it stores, in order (consecutive offsets)."""
+
+    queue: MessageQueue
+    sends: list[Pending]
+
+
+@dataclass(slots=True)
+class Round:
+    """One pipeline of put calls: its sends, its calls and, once written ahead on a connection of
+    the sender's own, the handle its replies are read with."""
+
+    sends: list[Pending]
+    calls: list[PutCall]
+    handle: Any = None
+
+    @property
+    def puts(self) -> list[tuple[str, int, list[Sequence[Any]]]]:
+        """The :meth:`~mq.store.Store.put_many` arguments of the round's calls."""
+        return [(c.queue.topic, c.queue.queue_id, [p.request.fields for p in c.sends]) for c in self.calls]
+
+
+class Step(enum.Enum):
+    """What a driver does next."""
+
+    #: take a round's share of the pending sends and write it
+    WRITE = "write"
+    #: read the oldest round written (or, with rounds each in a task of its own, wait for one to end)
+    READ = "read"
+    #: wait until a send is queued
+    WAIT = "wait"
+    #: nothing pending, nothing written and the producer is closing: end
+    STOP = "stop"
+
+
+class SendPipeline:
+    """How many sends a round carries and how many rounds are in flight at once.
+
+    Args:
+        max_round: most sends one round carries (its sends to one queue go in one put call).
+        rounds_in_flight: most rounds written and not read at once: while one waits for its replies
+            the next is packed and written (D57).
+    """
+
+    __slots__ = ("max_round", "rounds_in_flight")
+
+    def __init__(self, max_round: int, rounds_in_flight: int) -> None:
+        self.max_round = max_round
+        self.rounds_in_flight = rounds_in_flight
+
+    def step(self, pending: int, written: int, closing: bool) -> Step:
+        """The next step with ``pending`` sends queued and ``written`` rounds not read: write while
+        there is something to write and room in flight, else read the oldest round, else end (when
+        closing) or wait. Pending sends are written before the driver stops, so a shutdown sends what
+        was queued before it."""
+        if pending and written < self.rounds_in_flight:
+            return Step.WRITE
+        if written:
+            return Step.READ
+        return Step.STOP if closing else Step.WAIT
+
+    def take(self, pending: list[T]) -> tuple[list[T], list[T]]:
+        """The next round's share of ``pending`` (the oldest, at most ``max_round``), and the rest."""
+        if len(pending) <= self.max_round:
+            return pending, []
+        return pending[: self.max_round], pending[self.max_round :]
+
+    @staticmethod
+    def plan(sends: list[Pending]) -> Round | None:
+        """The round of ``sends``: those bound for the same queue grouped (in send order, consecutive
+        offsets) into put calls of bounded size; None when there is nothing to send."""
+        if not sends:
+            return None
+        groups: dict[MessageQueue, list[Pending]] = {}
+        for p in sends:
+            group = groups.get(p.queue)
+            if group is None:
+                groups[p.queue] = [p]
+            else:
+                group.append(p)
+        calls: list[PutCall] = []
+        for mq, group in groups.items():
+            start = 0
+            for end in split_ends([p.request.fields for p in group]):
+                calls.append(PutCall(mq, group if start == 0 and end == len(group) else group[start:end]))
+                start = end
+        return Round(sends, calls)
+
+    @staticmethod
+    def outcomes(round_: Round, results: Sequence[Any]) -> Iterator[tuple[Pending, SendResult | BaseException | None]]:
+        """Each send's outcome from the round's replies (one a put call: its first offset, or an
+        error): its result, its error, or None when the driver should retry it through the normal
+        path (a store failure of a send someone waits for: there it may go to another queue or node;
+        oneway sends are not retried, as in RocketMQ)."""
+        for call, result in zip(round_.calls, results):
+            if isinstance(result, Exception) and not isinstance(result, ReplicaAckTimeout):
+                # evicted keys are the operator's to fix: another queue would hide them (as the sync path)
+                retried = isinstance(result, MQBrokerError) and not isinstance(result, StoreEvictedError)
+                for p in call.sends:
+                    yield p, None if retried and not p.request.oneway else result
+                continue
+            if isinstance(result, ReplicaAckTimeout):  # stored, not confirmed: not retried (no second copy)
+                status, offset = SendStatus.FLUSH_SLAVE_TIMEOUT, result.result[0]
+            else:
+                status, offset = SendStatus.SEND_OK, result[0]
+            mq = call.queue
+            for p in call.sends:
+                yield p, SendResult(status, p.request.msg_id, mq, offset)
+                offset += 1
+
+    @staticmethod
+    def lost(round_: Round, error: BaseException) -> list[BaseException]:
+        """The replies of a round whose pipeline failed whole (a lost connection): ``error`` for each
+        call, so that :meth:`outcomes` retries what it may."""
+        return [error] * len(round_.calls)
