@@ -121,7 +121,10 @@ class PipelineSender:
         if self._closing:
             self._check_open()
         future = AioSendFuture(loop=self._loop)
-        self._queue(Unprepared(msg, queue, selector, arg, timeout_s, future))
+        pending = self._pending
+        if not pending:  # as _queue does, inline: this runs once a send
+            self._wake.set()
+        pending.append(Unprepared(msg, queue, selector, arg, timeout_s, future))
         return future
 
     def chain(self, send: Coroutine[Any, Any, SendResult], future: AioSendFuture | None = None) -> AioSendFuture:
@@ -316,18 +319,18 @@ class PipelineSender:
     def _settle_round(self, sent: Round, results: list[Any]) -> None:
         """Settle a round's sends from its results; those to retry go to one task (one send at a time,
         as the sync sender's thread does)."""
-        retries: list[Pending] = []
-        for p, outcome in PIPELINE.outcomes(sent, results):
-            future = p.future
-            if outcome is None:
-                retries.append(p)
-            elif type(outcome) is SendResult and future is not None:  # the common case, inline
-                if not future.done():
-                    future.set_result(outcome)
+        settled = PIPELINE.settle(sent, results)
+        for future, outcome in settled.done:
+            if future.done():  # its caller gave up
+                continue
+            if type(outcome) is SendResult:  # the common case first
+                future.set_result(outcome)
             else:
-                _settle(p, outcome)
-        if retries:
-            self._spawn(self._retry(retries), self._retries)
+                future.set_exception(outcome)
+        for p, error in settled.oneway_failed:
+            oneway_failed(p.request, error)
+        if settled.retries:
+            self._spawn(self._retry(settled.retries), self._retries)
 
     async def _retry(self, retries: list[Pending]) -> None:
         try:

@@ -147,12 +147,13 @@ class AsyncSender:
     def _write(self, batch: list[SendRequest], pipeline: PutPipeline | None) -> Round | None:
         """Write ``batch``'s puts; the round to read later, or None when it is settled already."""
         sends: list[Pending] = []
+        append, select = sends.append, self._select
         for r in batch:
             if r.due_ms is not None:  # delayed: its own script call, through the sync path
                 self._retry(r)
                 continue
             try:
-                sends.append(Pending(r, self._select(r), None if r.oneway else r.future))
+                append(Pending(r, select(r), None if r.oneway else r.future))
             except Exception as e:  # a selector or route error belongs to that send only
                 self._fail(r, e)
         sent = PIPELINE.plan(sends)
@@ -182,19 +183,12 @@ class AsyncSender:
         self._settle_round(sent, results)
 
     def _settle_round(self, sent: Round, results: list[Any]) -> None:
-        settled: list[tuple[Future[SendResult], SendResult | BaseException]] = []
-        retries: list[SendRequest] = []
-        for p, outcome in PIPELINE.outcomes(sent, results):
-            if outcome is None:
-                retries.append(p.request)
-            elif p.future is None:  # oneway
-                if isinstance(outcome, BaseException):
-                    oneway_failed(p.request, outcome)
-            else:
-                settled.append((p.future, outcome))
-        self._futures.settle(settled)  # one wake-up of the waiting callers for the whole round
-        for r in retries:
-            self._retry(r)
+        settled = PIPELINE.settle(sent, results)
+        self._futures.settle(settled.done)  # one wake-up of the waiting callers for the whole round
+        for p, error in settled.oneway_failed:
+            oneway_failed(p.request, error)
+        for p in settled.retries:
+            self._retry(p.request)
 
     def _retry(self, r: SendRequest) -> None:
         try:

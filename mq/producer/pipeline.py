@@ -4,15 +4,15 @@
 Sans-I/O: no thread, no event loop, no store. A driver holds the pending sends and the rounds it
 wrote; it asks :meth:`SendPipeline.step` what to do next, takes a round's share of the pending sends
 with :meth:`SendPipeline.take`, turns them into put calls with :meth:`SendPipeline.plan`, writes the
-round's :attr:`Round.puts` with the store, and reads what each reply means with
-:meth:`SendPipeline.outcomes`. Resolving futures, retrying through the normal path and logging are
+round's :attr:`Round.puts` with the store, and learns what the replies mean for each send with
+:meth:`SendPipeline.settle`. Resolving futures, retrying through the normal path and logging are
 the driver's.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -34,7 +34,8 @@ class Pending:
     Attributes:
         request: what to store.
         queue: where its pipelined attempt goes.
-        future: what its caller waits on, for the driver to resolve (None: oneway, nobody waits).
+        future: what its caller waits on, for the driver to resolve; None for a oneway send (nobody
+            waits: it is not retried and its failure is only logged).
     """
 
     request: SendRequest
@@ -77,6 +78,21 @@ class Round:
     def puts(self) -> list[tuple[str, int, list[Sequence[Any]]]]:
         """The :meth:`~mq.store.Store.put_many` arguments of the round's calls."""
         return [(c.queue.topic, c.queue.queue_id, [p.request.fields for p in c.sends]) for c in self.calls]
+
+
+@dataclass(slots=True)
+class Settled:
+    """What a round's replies mean (:meth:`SendPipeline.settle`).
+
+    Attributes:
+        done: each waited-for send's future with its result or error, for the driver to complete.
+        retries: the sends to retry through the normal path.
+        oneway_failed: the oneway sends that failed, with their errors, for the driver to log.
+    """
+
+    done: list[tuple[Any, SendResult | BaseException]]
+    retries: list[Pending]
+    oneway_failed: list[tuple[Pending, BaseException]]
 
 
 class Step(enum.Enum):
@@ -132,11 +148,7 @@ class SendPipeline:
             return None
         groups: dict[MessageQueue, list[Pending]] = {}
         for p in sends:
-            group = groups.get(p.queue)
-            if group is None:
-                groups[p.queue] = [p]
-            else:
-                group.append(p)
+            groups.setdefault(p.queue, []).append(p)
         calls: list[PutCall] = []
         for mq, group in groups.items():
             start = 0
@@ -146,17 +158,24 @@ class SendPipeline:
         return Round(sends, calls)
 
     @staticmethod
-    def outcomes(round_: Round, results: Sequence[Any]) -> Iterator[tuple[Pending, SendResult | BaseException | None]]:
-        """Each send's outcome from the round's replies (one a put call: its first offset, or an
-        error): its result, its error, or None when the driver should retry it through the normal
-        path (a store failure of a send someone waits for: there it may go to another queue or node;
-        oneway sends are not retried, as in RocketMQ)."""
+    def settle(round_: Round, results: Sequence[Any]) -> Settled:
+        """What the round's replies (one a put call: its first offset, or an error) mean for each of
+        its sends, in one pass: the results and errors of those someone waits for, the sends to retry
+        through the normal path (a store failure of a send someone waits for: there it may go to
+        another queue or node), and the failed oneway sends (not retried, as in RocketMQ: logged)."""
+        settled = Settled([], [], [])
+        done, retries, oneway = settled.done.append, settled.retries.append, settled.oneway_failed.append
         for call, result in zip(round_.calls, results):
             if isinstance(result, Exception) and not isinstance(result, ReplicaAckTimeout):
                 # evicted keys are the operator's to fix: another queue would hide them (as the sync path)
                 retried = isinstance(result, MQBrokerError) and not isinstance(result, StoreEvictedError)
                 for p in call.sends:
-                    yield p, None if retried and not p.request.oneway else result
+                    if p.future is None:
+                        oneway((p, result))
+                    elif retried:
+                        retries(p)
+                    else:
+                        done((p.future, result))
                 continue
             if isinstance(result, ReplicaAckTimeout):  # stored, not confirmed: not retried (no second copy)
                 status, offset = SendStatus.FLUSH_SLAVE_TIMEOUT, result.result[0]
@@ -164,11 +183,14 @@ class SendPipeline:
                 status, offset = SendStatus.SEND_OK, result[0]
             mq = call.queue
             for p in call.sends:
-                yield p, SendResult(status, p.request.msg_id, mq, offset)
+                future = p.future
+                if future is not None:  # a oneway send's result is nobody's
+                    done((future, SendResult(status, p.request.msg_id, mq, offset)))
                 offset += 1
+        return settled
 
     @staticmethod
     def lost(round_: Round, error: BaseException) -> list[BaseException]:
         """The replies of a round whose pipeline failed whole (a lost connection): ``error`` for each
-        call, so that :meth:`outcomes` retries what it may."""
+        call, so that :meth:`settle` retries what it may."""
         return [error] * len(round_.calls)

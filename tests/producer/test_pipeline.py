@@ -85,45 +85,54 @@ def _round(*sends: Pending) -> Round:
 
 def test_replies_give_consecutive_offsets_per_call() -> None:
     a, b, c = pending(0), pending(1), pending(2, Q1)
-    out = list(SendPipeline.outcomes(_round(a, b, c), [[7], [0]]))
-    assert [(p, r.status, r.message_queue, r.queue_offset, r.msg_id) for p, r in ((p, _ok(o)) for p, o in out)] == [
-        (a, SendStatus.SEND_OK, Q0, 7, "id0"),
-        (b, SendStatus.SEND_OK, Q0, 8, "id1"),
-        (c, SendStatus.SEND_OK, Q1, 0, "id2"),
+    settled = SendPipeline.settle(_round(a, b, c), [[7], [0]])
+    done = [(future, _ok(r)) for future, r in settled.done]
+    assert [(f, r.status, r.message_queue, r.queue_offset, r.msg_id) for f, r in done] == [
+        ("future0", SendStatus.SEND_OK, Q0, 7, "id0"),
+        ("future1", SendStatus.SEND_OK, Q0, 8, "id1"),
+        ("future2", SendStatus.SEND_OK, Q1, 0, "id2"),
     ]
+    assert settled.retries == [] and settled.oneway_failed == []
+
+
+def test_a_oneway_send_takes_its_offset_and_its_result_is_nobodys() -> None:
+    a, b, c = pending(0), pending(1, oneway=True), pending(2)
+    settled = SendPipeline.settle(_round(a, b, c), [[0]])
+    assert [(f, _ok(r).queue_offset) for f, r in settled.done] == [("future0", 0), ("future2", 2)]
 
 
 def test_a_store_failure_is_retried_unless_oneway_or_evicted() -> None:
     a, b, c = pending(0), pending(1, oneway=True), pending(2, Q1)
     lost = MQBrokerError("connection lost")
     evicted = StoreEvictedError("evicted")
-    out = list(SendPipeline.outcomes(_round(a, b, c), [lost, evicted]))
-    assert out[0] == (a, None)  # through the normal path: another queue or node
-    assert out[1][0] is b and out[1][1] is lost  # oneway: never retried (RocketMQ), the driver logs it
-    assert out[2][0] is c and out[2][1] is evicted  # another queue would hide it: the operator's to fix
+    settled = SendPipeline.settle(_round(a, b, c), [lost, evicted])
+    assert settled.retries == [a]  # through the normal path: another queue or node
+    assert settled.oneway_failed == [(b, lost)]  # oneway: never retried (RocketMQ), the driver logs it
+    assert settled.done == [("future2", evicted)]  # another queue would hide it: the operator's to fix
 
 
 def test_an_error_that_is_not_the_stores_is_the_sends() -> None:
-    a = pending(0)
     error = MQClientError("bad")
-    assert list(SendPipeline.outcomes(_round(a), [error])) == [(a, error)]
+    settled = SendPipeline.settle(_round(pending(0)), [error])
+    assert settled.done == [("future0", error)] and settled.retries == []
 
 
 def test_a_replica_timeout_is_stored_and_not_retried() -> None:
-    a, b = pending(0), pending(1)
     timeout = ReplicaAckTimeout("1 of 2", result=[3], acked=1, wanted=2)
-    out = list(SendPipeline.outcomes(_round(a, b), [timeout]))
-    assert [(r.status, r.queue_offset) for _, r in ((p, _ok(o)) for p, o in out)] == [
+    settled = SendPipeline.settle(_round(pending(0), pending(1)), [timeout])
+    assert [(_ok(r).status, _ok(r).queue_offset) for _, r in settled.done] == [
         (SendStatus.FLUSH_SLAVE_TIMEOUT, 3),
         (SendStatus.FLUSH_SLAVE_TIMEOUT, 4),
     ]
+    assert settled.retries == []
 
 
 def test_a_lost_round_fails_each_call_so_that_its_sends_are_retried() -> None:
-    sent = _round(pending(0), pending(1, Q1))
+    a, b = pending(0), pending(1, Q1)
+    sent = _round(a, b)
     error = MQBrokerError("gone")
     assert SendPipeline.lost(sent, error) == [error, error]
-    assert [o for _, o in SendPipeline.outcomes(sent, SendPipeline.lost(sent, error))] == [None, None]
+    assert SendPipeline.settle(sent, SendPipeline.lost(sent, error)).retries == [a, b]
 
 
 def test_a_driver_following_the_steps_writes_ahead_and_sends_everything_before_it_stops() -> None:
@@ -146,7 +155,7 @@ def test_a_driver_following_the_steps_writes_ahead_and_sends_everything_before_i
         else:
             assert what is Step.READ
             sent = written.pop(0)
-            for p, result in core.outcomes(sent, [[sent.handle]]):
-                offsets[p.future] = _ok(result).queue_offset
+            for future, result in core.settle(sent, [[sent.handle]]).done:
+                offsets[future] = _ok(result).queue_offset
     assert steps == [Step.WRITE, Step.WRITE, Step.READ, Step.WRITE, Step.READ, Step.READ]
     assert offsets == {f"future{i}": i for i in range(300)}
