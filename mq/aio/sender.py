@@ -36,12 +36,12 @@ from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any
 
-from mq.aio.futures import SHUT_DOWN_MID_SEND, AioSendFuture, cancel_task, settle_from
+from mq.aio.futures import SHUT_DOWN_MID_SEND, AioSendFuture, UnpreparedSend, cancel_task, settle_from
 from mq.aio.tasks import cancel_and_wait
 from mq.errors import MQBrokerError, MQClientError
 from mq.message import Message, SendResult
 from mq.producer.core import AsyncSendCore, oneway_failed, round_failed
-from mq.producer.pipeline import MAX_PIPELINE, Pending, Round, SendPipeline, Step, Unprepared
+from mq.producer.pipeline import MAX_PIPELINE, Pending, Round, SendPipeline, Step
 from mq.producer.request import Selector, SendRequest
 from mq.queue import MessageQueue
 from mq.store.aio import AsyncStore
@@ -76,7 +76,7 @@ class PipelineSender:
         self._core = core
         self._slow = slow
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._pending: list[Pending | Unprepared] = []
+        self._pending: list[Pending | UnpreparedSend] = []
         self._wake = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
@@ -107,7 +107,7 @@ class PipelineSender:
 
     def submit_message(
         self, msg: Message, queue: MessageQueue | None, selector: Selector | None, arg: Any, timeout_s: float
-    ) -> AioSendFuture:
+    ) -> UnpreparedSend:
         """Queue ``msg`` to be prepared (checked, encoded, its queue chosen: :meth:`SendCore.prepare_at_once`)
         by the round that sends it, not by its caller: the callers of many concurrent sends then only
         queue them, and each round is prepared while the rounds before it are in the store — a single
@@ -120,11 +120,12 @@ class PipelineSender:
         """
         if self._closing:
             self._check_open()
-        future = AioSendFuture(loop=self._loop)
+        future = UnpreparedSend(loop=self._loop)
+        future.msg, future.queue, future.selector, future.arg, future.timeout_s = msg, queue, selector, arg, timeout_s
         pending = self._pending
         if not pending:  # as _queue does, inline: this runs once a send
             self._wake.set()
-        pending.append(Unprepared(msg, queue, selector, arg, timeout_s, future))
+        pending.append(future)
         return future
 
     def chain(self, send: Coroutine[Any, Any, SendResult], future: AioSendFuture | None = None) -> AioSendFuture:
@@ -150,7 +151,7 @@ class PipelineSender:
         if self._closing:
             raise MQClientError("the producer is shutting down: no new sends")
 
-    def _queue(self, item: Pending | Unprepared) -> None:
+    def _queue(self, item: Pending | UnpreparedSend) -> None:
         """Add a pending send; the first one the task finds waiting wakes it (while sends are pending
         the task is not waiting for its event: it takes them all before it waits again)."""
         pending = self._pending
@@ -217,7 +218,7 @@ class PipelineSender:
             except Exception as e:
                 log.warning("asyncio sender: closing its pipeline connection failed: %r", e)
 
-    async def _write(self, items: list[Pending | Unprepared], pipeline: PutPipeline, written: list[Round]) -> None:
+    async def _write(self, items: list[Pending | UnpreparedSend], pipeline: PutPipeline, written: list[Round]) -> None:
         """Prepare and write one round; it joins ``written`` (to be read later) unless it was settled
         already (nothing to send, or the connection failed: retried through the normal path)."""
         sent: Round | None = None
@@ -268,7 +269,7 @@ class PipelineSender:
     def _woken(self, _: asyncio.Task[None]) -> None:
         self._wake.set()
 
-    async def _send(self, items: list[Pending | Unprepared]) -> None:
+    async def _send(self, items: list[Pending | UnpreparedSend]) -> None:
         """One round through ``put_many``."""
         try:
             sent = PIPELINE.plan(self._prepared(items))
@@ -284,43 +285,40 @@ class PipelineSender:
         except Exception as e:
             self._failed(items, e)
 
-    def _failed(self, items: list[Pending | Unprepared] | list[Pending], e: Exception) -> None:
+    def _failed(self, items: list[Pending | UnpreparedSend] | list[Pending], e: Exception) -> None:
         """A round failed unexpectedly (a bug): its unfinished sends fail with ``e``, and are logged."""
-        unfinished = [i for i in items if i.future is None or not i.future.done()]
+        unfinished = [i for i in items if (f := _future_of(i)) is None or not f.done()]
         round_failed(len(items), [i.request for i in unfinished if isinstance(i, Pending)], e)
         for item in unfinished:
             _settle(item, e)
 
-    def _prepared(self, items: list[Pending | Unprepared]) -> list[Pending]:
+    def _prepared(self, items: list[Pending | UnpreparedSend]) -> list[Pending]:
         """The round's sends, each prepared. Those of :meth:`submit_message` are prepared here: a bad one
         fails its own future, one that needs the store is sent by the ``slow`` path."""
         sends: list[Pending] = []
-        prepare = self._core.prepare_at_once
+        append, prepare = sends.append, self._core.prepare_at_once
         for item in items:
-            if type(item) is Pending:
-                sends.append(item)
+            if isinstance(item, Pending):  # prepared by its caller (a span, the trace, a oneway send)
+                append(item)
                 continue
-            assert isinstance(item, Unprepared)
-            future = item.future
-            if future.done():
+            if item.done():
                 continue  # its caller gave up before the round took it: not sent
-            msg, queue, selector, arg, timeout_s = item.msg, item.queue, item.selector, item.arg, item.timeout_s
             try:
-                prepared = prepare(msg, (queue, selector, arg), timeout_s, False, None)
+                prepared = prepare(item.msg, (item.queue, item.selector, item.arg), item.timeout_s, False, None)
             except Exception as e:  # bad input, or a selector's error: that send's own
-                future.set_exception(e)
+                item.set_exception(e)
                 continue
             if prepared is None or prepared[1] is None:  # a delay level or a route to read
-                self.chain(self._slow(msg, queue, selector, arg, timeout_s), future)
+                self.chain(self._slow(item.msg, item.queue, item.selector, item.arg, item.timeout_s), item)
                 continue
-            sends.append(Pending(prepared[0], prepared[1], future))
+            append(Pending(prepared[0], prepared[1], item))
         return sends
 
     def _settle_round(self, sent: Round, results: list[Any]) -> None:
         """Settle a round's sends from its results; those to retry go to one task (one send at a time,
         as the sync sender's thread does)."""
         settled = PIPELINE.settle(sent, results)
-        for future, outcome in settled.done:
+        for future, outcome in zip(settled.futures, settled.outcomes):
             if future.done():  # its caller gave up
                 continue
             if type(outcome) is SendResult:  # the common case first
@@ -349,9 +347,14 @@ class PipelineSender:
                     _settle(p, error)
 
 
-def _settle(item: Pending | Unprepared, outcome: SendResult | BaseException) -> None:
+def _future_of(item: Pending | UnpreparedSend) -> asyncio.Future[Any] | None:
+    """What a pending send's caller awaits (an unprepared send is its own future; None: oneway)."""
+    return item.future if isinstance(item, Pending) else item
+
+
+def _settle(item: Pending | UnpreparedSend, outcome: SendResult | BaseException) -> None:
     """Complete a send's future unless its caller gave up meanwhile; log a failed oneway send."""
-    future = item.future
+    future = _future_of(item)
     if future is None:
         if isinstance(outcome, BaseException) and isinstance(item, Pending):
             oneway_failed(item.request, outcome)

@@ -184,7 +184,7 @@ class AsyncSender:
 
     def _settle_round(self, sent: Round, results: list[Any]) -> None:
         settled = PIPELINE.settle(sent, results)
-        self._futures.settle(settled.done)  # one wake-up of the waiting callers for the whole round
+        self._futures.settle(zip(settled.futures, settled.outcomes))  # one wake-up of the waiting callers for the whole round
         for p, error in settled.oneway_failed:
             oneway_failed(p.request, error)
         for p in settled.retries:

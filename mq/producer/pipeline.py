@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mq.errors import MQBrokerError, ReplicaAckTimeout, StoreEvictedError
-from mq.message import Message, SendResult, SendStatus
-from mq.producer.request import Selector, SendRequest, split_ends
+from mq.message import SendResult, SendStatus
+from mq.producer.request import SendRequest, split_ends
 from mq.queue import MessageQueue
 
 #: Most sends one round of the sync sender carries (the asyncio one carries twice as many, D56).
@@ -40,20 +40,6 @@ class Pending:
 
     request: SendRequest
     queue: MessageQueue
-    future: Any
-
-
-@dataclass(slots=True)
-class Unprepared:
-    """A send of ``mq.aio.Producer.send`` its round prepares (checks, encodes, chooses its queue), so
-    that its caller only queues it (D59): where it goes (``queue``, or ``selector`` and ``arg``), its
-    time budget in seconds, and the future its caller awaits."""
-
-    msg: Message
-    queue: MessageQueue | None
-    selector: Selector | None
-    arg: Any
-    timeout_s: float
     future: Any
 
 
@@ -85,12 +71,15 @@ class Settled:
     """What a round's replies mean (:meth:`SendPipeline.settle`).
 
     Attributes:
-        done: each waited-for send's future with its result or error, for the driver to complete.
+        futures, outcomes: each waited-for send's future and, at the same index, its result or
+            error, for the driver to complete (two lists, no pair a send: a round's sends are many
+            objects for the garbage collector already, D64).
         retries: the sends to retry through the normal path.
         oneway_failed: the oneway sends that failed, with their errors, for the driver to log.
     """
 
-    done: list[tuple[Any, SendResult | BaseException]]
+    futures: list[Any]
+    outcomes: list[SendResult | BaseException]
     retries: list[Pending]
     oneway_failed: list[tuple[Pending, BaseException]]
 
@@ -163,8 +152,9 @@ class SendPipeline:
         its sends, in one pass: the results and errors of those someone waits for, the sends to retry
         through the normal path (a store failure of a send someone waits for: there it may go to
         another queue or node), and the failed oneway sends (not retried, as in RocketMQ: logged)."""
-        settled = Settled([], [], [])
-        done, retries, oneway = settled.done.append, settled.retries.append, settled.oneway_failed.append
+        settled = Settled([], [], [], [])
+        future_of, outcome_of = settled.futures.append, settled.outcomes.append
+        retries, oneway = settled.retries.append, settled.oneway_failed.append
         for call, result in zip(round_.calls, results):
             if isinstance(result, Exception) and not isinstance(result, ReplicaAckTimeout):
                 # evicted keys are the operator's to fix: another queue would hide them (as the sync path)
@@ -175,7 +165,8 @@ class SendPipeline:
                     elif retried:
                         retries(p)
                     else:
-                        done((p.future, result))
+                        future_of(p.future)
+                        outcome_of(result)
                 continue
             if isinstance(result, ReplicaAckTimeout):  # stored, not confirmed: not retried (no second copy)
                 status, offset = SendStatus.FLUSH_SLAVE_TIMEOUT, result.result[0]
@@ -185,7 +176,8 @@ class SendPipeline:
             for p in call.sends:
                 future = p.future
                 if future is not None:  # a oneway send's result is nobody's
-                    done((future, SendResult(status, p.request.msg_id, mq, offset)))
+                    future_of(future)
+                    outcome_of(SendResult(status, p.request.msg_id, mq, offset))
                 offset += 1
         return settled
 

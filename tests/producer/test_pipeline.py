@@ -86,7 +86,7 @@ def _round(*sends: Pending) -> Round:
 def test_replies_give_consecutive_offsets_per_call() -> None:
     a, b, c = pending(0), pending(1), pending(2, Q1)
     settled = SendPipeline.settle(_round(a, b, c), [[7], [0]])
-    done = [(future, _ok(r)) for future, r in settled.done]
+    done = [(future, _ok(r)) for future, r in zip(settled.futures, settled.outcomes)]
     assert [(f, r.status, r.message_queue, r.queue_offset, r.msg_id) for f, r in done] == [
         ("future0", SendStatus.SEND_OK, Q0, 7, "id0"),
         ("future1", SendStatus.SEND_OK, Q0, 8, "id1"),
@@ -98,7 +98,7 @@ def test_replies_give_consecutive_offsets_per_call() -> None:
 def test_a_oneway_send_takes_its_offset_and_its_result_is_nobodys() -> None:
     a, b, c = pending(0), pending(1, oneway=True), pending(2)
     settled = SendPipeline.settle(_round(a, b, c), [[0]])
-    assert [(f, _ok(r).queue_offset) for f, r in settled.done] == [("future0", 0), ("future2", 2)]
+    assert [(f, _ok(r).queue_offset) for f, r in zip(settled.futures, settled.outcomes)] == [("future0", 0), ("future2", 2)]
 
 
 def test_a_store_failure_is_retried_unless_oneway_or_evicted() -> None:
@@ -108,19 +108,19 @@ def test_a_store_failure_is_retried_unless_oneway_or_evicted() -> None:
     settled = SendPipeline.settle(_round(a, b, c), [lost, evicted])
     assert settled.retries == [a]  # through the normal path: another queue or node
     assert settled.oneway_failed == [(b, lost)]  # oneway: never retried (RocketMQ), the driver logs it
-    assert settled.done == [("future2", evicted)]  # another queue would hide it: the operator's to fix
+    assert (settled.futures, settled.outcomes) == (["future2"], [evicted])  # another queue would hide it: the operator's to fix
 
 
 def test_an_error_that_is_not_the_stores_is_the_sends() -> None:
     error = MQClientError("bad")
     settled = SendPipeline.settle(_round(pending(0)), [error])
-    assert settled.done == [("future0", error)] and settled.retries == []
+    assert (settled.futures, settled.outcomes) == (["future0"], [error]) and settled.retries == []
 
 
 def test_a_replica_timeout_is_stored_and_not_retried() -> None:
     timeout = ReplicaAckTimeout("1 of 2", result=[3], acked=1, wanted=2)
     settled = SendPipeline.settle(_round(pending(0), pending(1)), [timeout])
-    assert [(_ok(r).status, _ok(r).queue_offset) for _, r in settled.done] == [
+    assert [(_ok(r).status, _ok(r).queue_offset) for r in settled.outcomes] == [
         (SendStatus.FLUSH_SLAVE_TIMEOUT, 3),
         (SendStatus.FLUSH_SLAVE_TIMEOUT, 4),
     ]
@@ -155,7 +155,8 @@ def test_a_driver_following_the_steps_writes_ahead_and_sends_everything_before_i
         else:
             assert what is Step.READ
             sent = written.pop(0)
-            for future, result in core.settle(sent, [[sent.handle]]).done:
+            settled = core.settle(sent, [[sent.handle]])
+            for future, result in zip(settled.futures, settled.outcomes):
                 offsets[future] = _ok(result).queue_offset
     assert steps == [Step.WRITE, Step.WRITE, Step.READ, Step.WRITE, Step.READ, Step.READ]
     assert offsets == {f"future{i}": i for i in range(300)}
