@@ -12,7 +12,7 @@ from typing import Any
 
 from mq.errors import MQClientError
 from mq.message import Message, SendResult
-from mq.producer.request import Selector
+from mq.producer.request import Selector, SendRequest
 from mq.queue import MessageQueue
 
 #: What a send still under way when the producer's shutdown ended it fails with.
@@ -56,17 +56,23 @@ class UnpreparedSend(AioSendFuture):
     the message, where it goes (its explicit ``queue``, or ``selector`` and ``arg``; all None:
     round-robin) and its time budget in seconds (``timeout_s``).
 
-    The send's fields live on its future rather than in an object of their own: a pending send is then
-    no object more than its future for the garbage collector, whose passes over thousands of sends in
-    flight cost more than the sends (D64, D114)."""
+    Its round prepares it in place (``request``, ``target``) and sends it as it is; what it carries is
+    dropped as soon as it is used (the message when the round prepares it, the request when it is
+    settled: a caller keeping its futures keeps no message). The send's fields live on its future
+    rather than in an object of their own: a pending send is then no object more
+    than its future for the garbage collector, whose passes over thousands of sends in flight cost
+    more than the sends (D64, D114)."""
 
-    __slots__ = ("arg", "msg", "queue", "selector", "timeout_s")
+    __slots__ = ("arg", "msg", "queue", "request", "selector", "target", "timeout_s")
 
     msg: Message
     queue: MessageQueue | None
     selector: Selector | None
     arg: Any
     timeout_s: float
+    #: once its round prepared it (a :class:`mq.producer.pipeline.Ready`): what to store, and where
+    request: SendRequest
+    target: MessageQueue
 
 
 def settle_from(future: AioSendFuture, task: asyncio.Task[SendResult]) -> None:

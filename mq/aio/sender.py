@@ -190,7 +190,7 @@ class PipelineSender:
         task alone uses the connection, so a caller's cancellation never interrupts a write or a read;
         cancelling this task (shutdown) drops the connection if a read or write is under way, and fails
         the sends of every round not read with :class:`MQClientError` (they may have been stored)."""
-        written: list[Round] = []
+        written: list[Round[Pending | UnpreparedSend]] = []
         step = PIPELINE.step
         try:
             while True:
@@ -218,10 +218,12 @@ class PipelineSender:
             except Exception as e:
                 log.warning("asyncio sender: closing its pipeline connection failed: %r", e)
 
-    async def _write(self, items: list[Pending | UnpreparedSend], pipeline: PutPipeline, written: list[Round]) -> None:
+    async def _write(
+        self, items: list[Pending | UnpreparedSend], pipeline: PutPipeline, written: list[Round[Pending | UnpreparedSend]]
+    ) -> None:
         """Prepare and write one round; it joins ``written`` (to be read later) unless it was settled
         already (nothing to send, or the connection failed: retried through the normal path)."""
-        sent: Round | None = None
+        sent: Round[Pending | UnpreparedSend] | None = None
         try:
             sent = PIPELINE.plan(self._prepared(items))
             if sent is None:
@@ -238,7 +240,7 @@ class PipelineSender:
                 written.pop()
             self._failed(items, e)
 
-    async def _read(self, sent: Round, pipeline: PutPipeline) -> None:
+    async def _read(self, sent: Round[Pending | UnpreparedSend], pipeline: PutPipeline) -> None:
         """Read one written round's replies and settle its sends."""
         results: list[Any]
         try:
@@ -285,17 +287,17 @@ class PipelineSender:
         except Exception as e:
             self._failed(items, e)
 
-    def _failed(self, items: list[Pending | UnpreparedSend] | list[Pending], e: Exception) -> None:
+    def _failed(self, items: list[Pending | UnpreparedSend], e: Exception) -> None:
         """A round failed unexpectedly (a bug): its unfinished sends fail with ``e``, and are logged."""
         unfinished = [i for i in items if (f := _future_of(i)) is None or not f.done()]
         round_failed(len(items), [i.request for i in unfinished if isinstance(i, Pending)], e)
         for item in unfinished:
             _settle(item, e)
 
-    def _prepared(self, items: list[Pending | UnpreparedSend]) -> list[Pending]:
+    def _prepared(self, items: list[Pending | UnpreparedSend]) -> list[Pending | UnpreparedSend]:
         """The round's sends, each prepared. Those of :meth:`submit_message` are prepared here: a bad one
         fails its own future, one that needs the store is sent by the ``slow`` path."""
-        sends: list[Pending] = []
+        sends: list[Pending | UnpreparedSend] = []
         append, prepare = sends.append, self._core.prepare_at_once
         for item in items:
             if isinstance(item, Pending):  # prepared by its caller (a span, the trace, a oneway send)
@@ -303,25 +305,33 @@ class PipelineSender:
                 continue
             if item.done():
                 continue  # its caller gave up before the round took it: not sent
+            msg, queue, selector, arg = item.msg, item.queue, item.selector, item.arg
+            del item.msg, item.selector, item.arg  # the future may outlive the send: it keeps none of it
             try:
-                prepared = prepare(item.msg, (item.queue, item.selector, item.arg), item.timeout_s, False, None)
+                prepared = prepare(msg, (queue, selector, arg), item.timeout_s, False, None)
             except Exception as e:  # bad input, or a selector's error: that send's own
                 item.set_exception(e)
                 continue
             if prepared is None or prepared[1] is None:  # a delay level or a route to read
-                self.chain(self._slow(item.msg, item.queue, item.selector, item.arg, item.timeout_s), item)
+                self.chain(self._slow(msg, queue, selector, arg, item.timeout_s), item)
                 continue
-            append(Pending(prepared[0], prepared[1], item))
+            item.request, item.target = prepared[0], prepared[1]
+            append(item)
         return sends
 
-    def _settle_round(self, sent: Round, results: list[Any]) -> None:
+    def _settle_round(self, sent: Round[Pending | UnpreparedSend], results: list[Any]) -> None:
         """Settle a round's sends from its results; those to retry go to one task (one send at a time,
         as the sync sender's thread does)."""
         settled = PIPELINE.settle(sent, results)
-        for future, outcome in zip(settled.futures, settled.outcomes):
+        for p, outcome in zip(settled.sends, settled.outcomes):
+            if isinstance(p, UnpreparedSend):  # its own future, which may outlive the send: it keeps none of it
+                future = p
+                del p.request
+            else:
+                future = p.future
             if future.done():  # its caller gave up
                 continue
-            if type(outcome) is SendResult:  # the common case first
+            if isinstance(outcome, SendResult):  # the common case first
                 future.set_result(outcome)
             else:
                 future.set_exception(outcome)
@@ -330,10 +340,10 @@ class PipelineSender:
         if settled.retries:
             self._spawn(self._retry(settled.retries), self._retries)
 
-    async def _retry(self, retries: list[Pending]) -> None:
+    async def _retry(self, retries: list[Pending | UnpreparedSend]) -> None:
         try:
             for p in retries:
-                if p.future is not None and p.future.done():
+                if (future := _future_of(p)) is not None and future.done():
                     continue  # its caller gave up
                 try:
                     result: SendResult | BaseException = await self._core.send(p.request)
@@ -343,7 +353,7 @@ class PipelineSender:
         finally:  # cancelled by stop(): the sends not retried yet fail as documented, none waits forever
             error = MQClientError(SHUT_DOWN_MID_SEND)
             for p in retries:
-                if p.future is not None and not p.future.done():
+                if (future := _future_of(p)) is not None and not future.done():
                     _settle(p, error)
 
 

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
+from operator import attrgetter
 from typing import Any
 
 from mq.errors import MQBrokerError
@@ -91,7 +92,7 @@ class AsyncSender:
             log.error("async sender: no pipeline of its own (%r); sending one round at a time", e)
             pipeline = None
         pending: list[SendRequest] = []
-        written: list[Round] = []
+        written: list[Round[Pending]] = []
         closing = False
         step = PIPELINE.step
         while True:
@@ -144,7 +145,7 @@ class AsyncSender:
         for r in unfinished:
             self._fail(r, e)
 
-    def _write(self, batch: list[SendRequest], pipeline: PutPipeline | None) -> Round | None:
+    def _write(self, batch: list[SendRequest], pipeline: PutPipeline | None) -> Round[Pending] | None:
         """Write ``batch``'s puts; the round to read later, or None when it is settled already."""
         sends: list[Pending] = []
         append, select = sends.append, self._select
@@ -173,7 +174,7 @@ class AsyncSender:
             return None
         return sent
 
-    def _read(self, sent: Round, pipeline: PutPipeline | None) -> None:
+    def _read(self, sent: Round[Pending], pipeline: PutPipeline | None) -> None:
         assert pipeline is not None  # only rounds written ahead are read
         results: list[Any]
         try:
@@ -182,9 +183,10 @@ class AsyncSender:
             results = PIPELINE.lost(sent, e)
         self._settle_round(sent, results)
 
-    def _settle_round(self, sent: Round, results: list[Any]) -> None:
+    def _settle_round(self, sent: Round[Pending], results: list[Any]) -> None:
         settled = PIPELINE.settle(sent, results)
-        self._futures.settle(zip(settled.futures, settled.outcomes))  # one wake-up of the waiting callers for the whole round
+        # one wake-up of the waiting callers for the whole round; each send's future is its Pending's
+        self._futures.settle(zip(map(_future_of, settled.sends), settled.outcomes))
         for p, error in settled.oneway_failed:
             oneway_failed(p.request, error)
         for p in settled.retries:
@@ -205,6 +207,9 @@ class AsyncSender:
             oneway_failed(r, error)
         else:
             _settle(r.future, error=error)
+
+
+_future_of = attrgetter("future")
 
 
 def _settle(future: Future[SendResult], *, result: SendResult | None = None, error: BaseException | None = None) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from mq.errors import MQBrokerError, ReplicaAckTimeout, StoreEvictedError
 from mq.message import SendResult, SendStatus
@@ -27,37 +27,49 @@ MAX_PIPELINE = 128
 T = TypeVar("T")
 
 
+class Ready(Protocol):
+    """A prepared send, as the core sees it: what to store and where its pipelined attempt goes.
+    Whoever waits for it is the driver's business (the core never touches a future)."""
+
+    request: SendRequest
+    target: MessageQueue
+
+
+#: A driver's kind of prepared send (the core reads only what :class:`Ready` says).
+S = TypeVar("S", bound=Ready)
+
+
 @dataclass(slots=True)
 class Pending:
-    """A prepared send waiting for its round.
+    """A prepared send waiting for its round (a :class:`Ready`).
 
     Attributes:
         request: what to store.
-        queue: where its pipelined attempt goes.
+        target: where its pipelined attempt goes.
         future: what its caller waits on, for the driver to resolve; None for a oneway send (nobody
             waits: it is not retried and its failure is only logged).
     """
 
     request: SendRequest
-    queue: MessageQueue
+    target: MessageQueue
     future: Any
 
 
 @dataclass(slots=True)
-class PutCall:
+class PutCall(Generic[S]):
     """One put script call of a round: the queue and the sends it stores, in order (consecutive offsets)."""
 
     queue: MessageQueue
-    sends: list[Pending]
+    sends: list[S]
 
 
 @dataclass(slots=True)
-class Round:
+class Round(Generic[S]):
     """One pipeline of put calls: its sends, its calls and, once written ahead on a connection of
     the sender's own, the handle its replies are read with."""
 
-    sends: list[Pending]
-    calls: list[PutCall]
+    sends: list[S]
+    calls: list[PutCall[S]]
     handle: Any = None
 
     @property
@@ -67,21 +79,21 @@ class Round:
 
 
 @dataclass(slots=True)
-class Settled:
+class Settled(Generic[S]):
     """What a round's replies mean (:meth:`SendPipeline.settle`).
 
     Attributes:
-        futures, outcomes: each waited-for send's future and, at the same index, its result or
-            error, for the driver to complete (two lists, no pair a send: a round's sends are many
-            objects for the garbage collector already, D64).
+        sends, outcomes: each send someone waits for and, at the same index, its result or error,
+            for the driver to complete (two lists, no pair a send: a round's sends are many objects
+            for the garbage collector already, D64).
         retries: the sends to retry through the normal path.
         oneway_failed: the oneway sends that failed, with their errors, for the driver to log.
     """
 
-    futures: list[Any]
+    sends: list[S]
     outcomes: list[SendResult | BaseException]
-    retries: list[Pending]
-    oneway_failed: list[tuple[Pending, BaseException]]
+    retries: list[S]
+    oneway_failed: list[tuple[S, BaseException]]
 
 
 class Step(enum.Enum):
@@ -130,15 +142,15 @@ class SendPipeline:
         return pending[: self.max_round], pending[self.max_round :]
 
     @staticmethod
-    def plan(sends: list[Pending]) -> Round | None:
+    def plan(sends: list[S]) -> Round[S] | None:
         """The round of ``sends``: those bound for the same queue grouped (in send order, consecutive
         offsets) into put calls of bounded size; None when there is nothing to send."""
         if not sends:
             return None
-        groups: dict[MessageQueue, list[Pending]] = {}
+        groups: dict[MessageQueue, list[S]] = {}
         for p in sends:
-            groups.setdefault(p.queue, []).append(p)
-        calls: list[PutCall] = []
+            groups.setdefault(p.target, []).append(p)
+        calls: list[PutCall[S]] = []
         for mq, group in groups.items():
             start = 0
             for end in split_ends([p.request.fields for p in group]):
@@ -147,25 +159,25 @@ class SendPipeline:
         return Round(sends, calls)
 
     @staticmethod
-    def settle(round_: Round, results: Sequence[Any]) -> Settled:
+    def settle(round_: Round[S], results: Sequence[Any]) -> Settled[S]:
         """What the round's replies (one a put call: its first offset, or an error) mean for each of
-        its sends, in one pass: the results and errors of those someone waits for, the sends to retry
+        its sends, in one pass: the results and errors of those someone waits for (not oneway), the sends to retry
         through the normal path (a store failure of a send someone waits for: there it may go to
         another queue or node), and the failed oneway sends (not retried, as in RocketMQ: logged)."""
-        settled = Settled([], [], [], [])
-        future_of, outcome_of = settled.futures.append, settled.outcomes.append
+        settled: Settled[S] = Settled([], [], [], [])
+        send_of, outcome_of = settled.sends.append, settled.outcomes.append
         retries, oneway = settled.retries.append, settled.oneway_failed.append
         for call, result in zip(round_.calls, results):
             if isinstance(result, Exception) and not isinstance(result, ReplicaAckTimeout):
                 # evicted keys are the operator's to fix: another queue would hide them (as the sync path)
                 retried = isinstance(result, MQBrokerError) and not isinstance(result, StoreEvictedError)
                 for p in call.sends:
-                    if p.future is None:
+                    if p.request.oneway:
                         oneway((p, result))
                     elif retried:
                         retries(p)
                     else:
-                        future_of(p.future)
+                        send_of(p)
                         outcome_of(result)
                 continue
             if isinstance(result, ReplicaAckTimeout):  # stored, not confirmed: not retried (no second copy)
@@ -174,15 +186,15 @@ class SendPipeline:
                 status, offset = SendStatus.SEND_OK, result[0]
             mq = call.queue
             for p in call.sends:
-                future = p.future
-                if future is not None:  # a oneway send's result is nobody's
-                    future_of(future)
-                    outcome_of(SendResult(status, p.request.msg_id, mq, offset))
+                request = p.request
+                if not request.oneway:  # a oneway send's result is nobody's
+                    send_of(p)
+                    outcome_of(SendResult(status, request.msg_id, mq, offset))
                 offset += 1
         return settled
 
     @staticmethod
-    def lost(round_: Round, error: BaseException) -> list[BaseException]:
+    def lost(round_: Round[Any], error: BaseException) -> list[BaseException]:
         """The replies of a round whose pipeline failed whole (a lost connection): ``error`` for each
         call, so that :meth:`settle` retries what it may."""
         return [error] * len(round_.calls)

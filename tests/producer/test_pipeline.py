@@ -13,7 +13,7 @@ import pytest
 from mq.errors import MQBrokerError, MQClientError, ReplicaAckTimeout, StoreEvictedError
 from mq.message import SendResult, SendStatus
 from mq.producer import pipeline
-from mq.producer.pipeline import Pending, Round, SendPipeline, Step
+from mq.producer.pipeline import Pending, Round, SendPipeline, Settled, Step
 from mq.producer.request import PUT_CALL_MAX_MESSAGES, SendRequest
 from mq.queue import MessageQueue
 
@@ -65,11 +65,16 @@ def test_plan_groups_by_queue_in_send_order_in_bounded_calls() -> None:
     sent = SendPipeline.plan(sends)
     assert sent is not None and sent.sends == sends
     by_queue = [(c.queue, len(c.sends)) for c in sent.calls]
-    q0 = len([p for p in sends if p.queue == Q0])
+    q0 = len([p for p in sends if p.target == Q0])
     assert by_queue == [(Q1, len(sends) - q0), (Q0, PUT_CALL_MAX_MESSAGES), (Q0, q0 - PUT_CALL_MAX_MESSAGES)]
-    assert [p for c in sent.calls if c.queue == Q0 for p in c.sends] == [p for p in sends if p.queue == Q0]
+    assert [p for c in sent.calls if c.queue == Q0 for p in c.sends] == [p for p in sends if p.target == Q0]
     topic, queue_id, fields = sent.puts[0]
     assert (topic, queue_id) == ("t", 1) and fields == [p.request.fields for p in sent.calls[0].sends]
+
+
+def futures(settled: Settled[Pending]) -> list[object]:
+    """The futures of the sends someone waits for, as a driver finds them."""
+    return [p.future for p in settled.sends]
 
 
 def _ok(outcome: SendResult | BaseException | None) -> SendResult:
@@ -77,7 +82,7 @@ def _ok(outcome: SendResult | BaseException | None) -> SendResult:
     return outcome
 
 
-def _round(*sends: Pending) -> Round:
+def _round(*sends: Pending) -> Round[Pending]:
     sent = SendPipeline.plan(list(sends))
     assert sent is not None
     return sent
@@ -86,7 +91,7 @@ def _round(*sends: Pending) -> Round:
 def test_replies_give_consecutive_offsets_per_call() -> None:
     a, b, c = pending(0), pending(1), pending(2, Q1)
     settled = SendPipeline.settle(_round(a, b, c), [[7], [0]])
-    done = [(future, _ok(r)) for future, r in zip(settled.futures, settled.outcomes)]
+    done = [(future, _ok(r)) for future, r in zip(futures(settled), settled.outcomes)]
     assert [(f, r.status, r.message_queue, r.queue_offset, r.msg_id) for f, r in done] == [
         ("future0", SendStatus.SEND_OK, Q0, 7, "id0"),
         ("future1", SendStatus.SEND_OK, Q0, 8, "id1"),
@@ -98,7 +103,7 @@ def test_replies_give_consecutive_offsets_per_call() -> None:
 def test_a_oneway_send_takes_its_offset_and_its_result_is_nobodys() -> None:
     a, b, c = pending(0), pending(1, oneway=True), pending(2)
     settled = SendPipeline.settle(_round(a, b, c), [[0]])
-    assert [(f, _ok(r).queue_offset) for f, r in zip(settled.futures, settled.outcomes)] == [("future0", 0), ("future2", 2)]
+    assert [(f, _ok(r).queue_offset) for f, r in zip(futures(settled), settled.outcomes)] == [("future0", 0), ("future2", 2)]
 
 
 def test_a_store_failure_is_retried_unless_oneway_or_evicted() -> None:
@@ -108,13 +113,13 @@ def test_a_store_failure_is_retried_unless_oneway_or_evicted() -> None:
     settled = SendPipeline.settle(_round(a, b, c), [lost, evicted])
     assert settled.retries == [a]  # through the normal path: another queue or node
     assert settled.oneway_failed == [(b, lost)]  # oneway: never retried (RocketMQ), the driver logs it
-    assert (settled.futures, settled.outcomes) == (["future2"], [evicted])  # another queue would hide it: the operator's to fix
+    assert (futures(settled), settled.outcomes) == (["future2"], [evicted])  # another queue would hide it: the operator's to fix
 
 
 def test_an_error_that_is_not_the_stores_is_the_sends() -> None:
     error = MQClientError("bad")
     settled = SendPipeline.settle(_round(pending(0)), [error])
-    assert (settled.futures, settled.outcomes) == (["future0"], [error]) and settled.retries == []
+    assert (futures(settled), settled.outcomes) == (["future0"], [error]) and settled.retries == []
 
 
 def test_a_replica_timeout_is_stored_and_not_retried() -> None:
@@ -139,7 +144,7 @@ def test_a_driver_following_the_steps_writes_ahead_and_sends_everything_before_i
     """A scripted driver: 300 sends queued, then a shutdown; each reply is the next free offset."""
     core = SendPipeline(128, 2)
     queued = [pending(i) for i in range(300)]
-    written: list[Round] = []
+    written: list[Round[Pending]] = []
     offsets: dict[Any, int] = {}
     next_offset = 0
     steps: list[Step] = []
@@ -156,7 +161,7 @@ def test_a_driver_following_the_steps_writes_ahead_and_sends_everything_before_i
             assert what is Step.READ
             sent = written.pop(0)
             settled = core.settle(sent, [[sent.handle]])
-            for future, result in zip(settled.futures, settled.outcomes):
+            for future, result in zip(futures(settled), settled.outcomes):
                 offsets[future] = _ok(result).queue_offset
     assert steps == [Step.WRITE, Step.WRITE, Step.READ, Step.WRITE, Step.READ, Step.READ]
     assert offsets == {f"future{i}": i for i in range(300)}
