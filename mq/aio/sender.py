@@ -102,7 +102,9 @@ class PipelineSender:
         """
         self._check_open()
         future = None if request.oneway else asyncio.get_running_loop().create_future()
-        self._queue(Pending(request, queue, future))
+        pending = Pending(request, future)
+        pending.target = queue
+        self._queue(pending)
         return future
 
     def submit_message(

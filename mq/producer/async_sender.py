@@ -59,7 +59,7 @@ class AsyncSender:
         self._select = select
         self._send_sync = send_sync
         self._futures = futures or FutureGroup()
-        self._queue: queue.SimpleQueue[SendRequest | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Pending | None] = queue.SimpleQueue()
         #: sends queued since the caller last let go of the GIL (see :meth:`submit`)
         self._submitted = 0
         self._thread = threading.Thread(target=self._run, name="mq-async-sender", daemon=True)
@@ -68,12 +68,15 @@ class AsyncSender:
         """Start the thread."""
         self._thread.start()
 
-    def submit(self, request: SendRequest) -> None:
-        """Queue a send. Every :data:`MAX_PIPELINE` sends the calling thread lets go of the GIL for a
+    def submit(self, send: Pending | SendRequest) -> None:
+        """Queue a send: a :class:`Pending` (its request and future, the producer's way), or a request
+        whose own ``future`` its caller took. Every :data:`MAX_PIPELINE` sends the calling thread lets go of the GIL for a
         moment (``time.sleep(0)``): a caller queueing sends in a loop would otherwise keep it for the
         interpreter's whole switch interval (5 ms) while the sender thread, back from writing or
         reading a round, waits for it — and Redis waits for the sender (D64)."""
-        self._queue.put(request)
+        if not isinstance(send, Pending):
+            send = Pending(send, None if send.oneway else send.future)
+        self._queue.put(send)
         self._submitted += 1
         if self._submitted >= MAX_PIPELINE:
             self._submitted = 0
@@ -91,7 +94,7 @@ class AsyncSender:
         except Exception as e:  # the thread never dies: one pipeline at a time then
             log.error("async sender: no pipeline of its own (%r); sending one round at a time", e)
             pipeline = None
-        pending: list[SendRequest] = []
+        pending: list[Pending] = []
         written: list[Round[Pending]] = []
         closing = False
         step = PIPELINE.step
@@ -112,7 +115,7 @@ class AsyncSender:
                 try:
                     self._read(sent, pipeline)
                 except Exception as e:
-                    self._failed([p.request for p in sent.sends], e)
+                    self._failed(sent.sends, e)
             elif what is Step.WAIT:
                 item = self._queue.get()
                 if item is None:
@@ -127,7 +130,7 @@ class AsyncSender:
             except Exception as e:
                 log.warning("async sender: closing its pipeline connection failed: %r", e)
 
-    def _drain(self, pending: list[SendRequest], closing: bool) -> bool:
+    def _drain(self, pending: list[Pending], closing: bool) -> bool:
         """Move what is queued into ``pending``, up to a round's worth; whether the producer is closing."""
         get, empty = self._queue.get, self._queue.empty
         while not closing and len(pending) < MAX_PIPELINE and not empty():
@@ -137,26 +140,28 @@ class AsyncSender:
             pending.append(item)
         return closing
 
-    def _failed(self, batch: list[SendRequest], e: Exception) -> None:
+    def _failed(self, batch: list[Pending], e: Exception) -> None:
         """A write or read raised unexpectedly (a bug): its unfinished sends fail with ``e``, logged,
         and the thread goes on."""
-        unfinished = [r for r in batch if not r.future.done()]
-        round_failed(len(batch), unfinished, e)
-        for r in unfinished:
-            self._fail(r, e)
+        unfinished = [p for p in batch if p.future is None or not p.future.done()]
+        round_failed(len(batch), [p.request for p in unfinished], e)
+        for p in unfinished:
+            self._fail(p, e)
 
-    def _write(self, batch: list[SendRequest], pipeline: PutPipeline | None) -> Round[Pending] | None:
+    def _write(self, batch: list[Pending], pipeline: PutPipeline | None) -> Round[Pending] | None:
         """Write ``batch``'s puts; the round to read later, or None when it is settled already."""
         sends: list[Pending] = []
         append, select = sends.append, self._select
-        for r in batch:
-            if r.due_ms is not None:  # delayed: its own script call, through the sync path
-                self._retry(r)
+        for p in batch:
+            if p.request.due_ms is not None:  # delayed: its own script call, through the sync path
+                self._retry(p)
                 continue
             try:
-                append(Pending(r, select(r), None if r.oneway else r.future))
+                p.target = select(p.request)
             except Exception as e:  # a selector or route error belongs to that send only
-                self._fail(r, e)
+                self._fail(p, e)
+            else:
+                append(p)
         sent = PIPELINE.plan(sends)
         if sent is None:
             return None
@@ -190,23 +195,23 @@ class AsyncSender:
         for p, error in settled.oneway_failed:
             oneway_failed(p.request, error)
         for p in settled.retries:
-            self._retry(p.request)
+            self._retry(p)
 
-    def _retry(self, r: SendRequest) -> None:
+    def _retry(self, p: Pending) -> None:
         try:
-            result = self._send_sync(r)
+            result = self._send_sync(p.request)
         except Exception as e:
-            self._fail(r, e)
+            self._fail(p, e)
         else:
-            if not r.oneway:
-                _settle(r.future, result=result)
+            if p.future is not None:
+                _settle(p.future, result=result)
 
     @staticmethod
-    def _fail(r: SendRequest, error: BaseException) -> None:
-        if r.oneway:
-            oneway_failed(r, error)
+    def _fail(p: Pending, error: BaseException) -> None:
+        if p.future is None:
+            oneway_failed(p.request, error)
         else:
-            _settle(r.future, error=error)
+            _settle(p.future, error=error)
 
 
 _future_of = attrgetter("future")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from mq.errors import MQBrokerError, ReplicaAckTimeout, StoreEvictedError
@@ -41,18 +41,19 @@ S = TypeVar("S", bound=Ready)
 
 @dataclass(slots=True)
 class Pending:
-    """A prepared send waiting for its round (a :class:`Ready`).
+    """A send waiting for its round (a :class:`Ready` once its ``target`` is set).
 
     Attributes:
         request: what to store.
-        target: where its pipelined attempt goes.
         future: what its caller waits on, for the driver to resolve; None for a oneway send (nobody
             waits: it is not retried and its failure is only logged).
+        target: where its pipelined attempt goes, set by whoever chooses it (the sync sender's
+            thread, or the caller of the asyncio one).
     """
 
     request: SendRequest
-    target: MessageQueue
     future: Any
+    target: MessageQueue = field(init=False)
 
 
 @dataclass(slots=True)

@@ -25,7 +25,9 @@ def pending(i: int, queue: MessageQueue = Q0, *, oneway: bool = False) -> Pendin
     """A prepared send with a body of one byte (``future`` is a marker here: the core never touches it)."""
     fields = [6, "i", f"id{i}", "b", b"x", "bt", 0]
     request = SendRequest("t", fields, f"id{i}", time.monotonic() + 5, oneway=oneway)
-    return Pending(request, queue, None if oneway else f"future{i}")
+    send = Pending(request, None if oneway else f"future{i}")
+    send.target = queue
+    return send
 
 
 def test_the_core_imports_neither_threading_nor_asyncio_nor_the_store() -> None:
