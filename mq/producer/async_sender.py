@@ -70,8 +70,10 @@ class AsyncSender:
 
     def submit(self, send: Pending | SendRequest) -> None:
         """Queue a send: a :class:`Pending` (its request and future, the producer's way), or a request
-        whose own ``future`` its caller took. Every :data:`MAX_PIPELINE` sends the calling thread lets go of the GIL for a
-        moment (``time.sleep(0)``): a caller queueing sends in a loop would otherwise keep it for the
+        whose own ``future`` its caller took.
+
+        Every :data:`MAX_PIPELINE` sends the calling thread lets go of the GIL for a moment
+        (``time.sleep(0)``): a caller queueing sends in a loop would otherwise keep it for the
         interpreter's whole switch interval (5 ms) while the sender thread, back from writing or
         reading a round, waits for it — and Redis waits for the sender (D64)."""
         if not isinstance(send, Pending):
