@@ -22,7 +22,7 @@ import redis.asyncio
 
 from bench.producer import BODY, rounds_main, summary
 from mq import Admin, Message, Producer, aio
-from mq.producer.core import MAX_PIPELINE
+from mq.producer.pipeline import MAX_PIPELINE
 from tests.servers import RedisServer
 
 #: Sends in flight at once.

@@ -17,7 +17,8 @@ from types import TracebackType
 from typing import Any
 
 from mq import otel
-from mq.aio.sender import PipelineSender, SendFuture
+from mq.aio.futures import AioSendFuture
+from mq.aio.sender import PipelineSender
 from mq.aio.trace import AsyncTracer
 from mq.errors import MQClientError, MQError
 from mq.message import Message, SendResult
@@ -94,13 +95,13 @@ class Producer(ProducerSettings):
         selector: Selector | None = None,
         arg: Any = None,
         timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
-    ) -> SendFuture:
+    ) -> AioSendFuture:
         """Send ``msg``; ``await`` what this returns to wait until the store accepted it and get the
         :class:`SendResult`, as :meth:`mq.Producer.send` (same arguments and errors, raised by the
         ``await``; a selector is a plain function: it must not block). Sends awaited at the same time
         share a pipeline.
 
-        Returns a :class:`~mq.aio.sender.SendFuture`: an asyncio future that is also a coroutine object,
+        Returns an :class:`~mq.aio.futures.AioSendFuture`: an asyncio future that is also a coroutine object,
         so ``await producer.send(m)``, ``asyncio.gather(*sends)``, ``asyncio.wait``,
         ``asyncio.create_task`` and ``TaskGroup.create_task`` all take it — and ``gather`` makes no task
         a send (D59). The send is under way as soon as this returns.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from mq import metrics
@@ -30,7 +30,7 @@ from mq.errors import (
 from mq.message import Message, SendResult, SendStatus
 from mq.msgid import new_msg_id
 from mq.producer.fault import LatencyFaultTolerance
-from mq.producer.request import Selector, SendRequest, split_ends
+from mq.producer.request import Selector, SendRequest
 from mq.producer.route import RouteCache, TopicRoute
 from mq.producer.selectors import MessageQueueSelector
 from mq.queue import MessageQueue
@@ -54,15 +54,11 @@ DEFAULT_RETRY_TIMES = 2
 FAILOVER_BACKOFF_S = 0.05
 #: Longest such pause, seconds.
 FAILOVER_BACKOFF_MAX_S = 0.25
-#: Most sends one pipeline carries.
-MAX_PIPELINE = 128
 
 _INF = float("inf")
 
 NOT_STARTED = "the producer is not started: call start() or use it as a context manager"
 
-#: A pipelined put: the queue and the sends stored by one put call, in order.
-PutCall = tuple[MessageQueue, list[SendRequest]]
 #: Where a send goes: its explicit ``queue``, or its ``selector`` and ``arg`` (all None: round-robin).
 Where = tuple[MessageQueue | None, Selector | None, Any]
 #: The trace context a send carries in its message's properties (None: none).
@@ -437,58 +433,17 @@ class AsyncSendCore(SendCore, AsyncRunner):
     """:class:`SendCore` awaited (the asyncio producer)."""
 
 
-# -- pipelined sends (shared by the sync background sender and the asyncio batching task) -------
-
-
-def plan_puts(chosen: Sequence[tuple[SendRequest, MessageQueue]]) -> list[PutCall]:
-    """Group sends bound for the same queue (send order, consecutive offsets) into put calls of
-    bounded size."""
-    groups: dict[MessageQueue, list[SendRequest]] = {}
-    for request, mq in chosen:
-        groups.setdefault(mq, []).append(request)
-    calls: list[PutCall] = []
-    for mq, group in groups.items():
-        start = 0
-        for end in split_ends([r.fields for r in group]):
-            calls.append((mq, group[start:end]))
-            start = end
-    return calls
-
-
-def puts_of(calls: Sequence[PutCall]) -> list[tuple[str, int, list[Sequence[Any]]]]:
-    """The :meth:`~mq.store.Store.put_many` arguments of ``calls``."""
-    return [(mq.topic, mq.queue_id, [r.fields for r in run]) for mq, run in calls]
-
-
-def outcomes(calls: Sequence[PutCall], results: Sequence[Any]) -> Iterator[tuple[SendRequest, SendResult | BaseException | None]]:
-    """Each pipelined send's outcome: its result, its error, or None when it should be retried through
-    :meth:`SendCore.send` (a store failure of a send someone waits for; oneway sends are not retried)."""
-    for (mq, requests), result in zip(calls, results):  # one result a put call: looked at once
-        if isinstance(result, Exception) and not isinstance(result, ReplicaAckTimeout):
-            # evicted keys are the operator's to fix: another queue would hide them (as the sync path)
-            retried = isinstance(result, MQBrokerError) and not isinstance(result, StoreEvictedError)
-            for r in requests:
-                yield r, None if retried and not r.oneway else result
-            continue
-        if isinstance(result, ReplicaAckTimeout):  # stored, not confirmed: not retried (no second copy)
-            status, offset = SendStatus.FLUSH_SLAVE_TIMEOUT, result.result[0]
-        else:
-            status, offset = SendStatus.SEND_OK, result[0]
-        for r in requests:
-            yield r, SendResult(status, r.msg_id, mq, offset)
-            offset += 1
-
-
 def oneway_failed(request: SendRequest, error: BaseException) -> None:
     """Log a failed oneway send (nobody waits for its result)."""
     log.warning("oneway send of %s to %r failed: %s", request.msg_id, request.topic, error)
 
 
-def round_failed(batch: Sequence[SendRequest], unfinished: Sequence[SendRequest], error: BaseException) -> None:
-    """Log a pipelined round that failed unexpectedly (a bug): its unfinished sends fail with ``error``."""
+def round_failed(size: int, unfinished: Sequence[SendRequest], error: BaseException) -> None:
+    """Log a pipelined round of ``size`` sends that failed unexpectedly (a bug): its ``unfinished``
+    sends (those prepared) fail with ``error``."""
     log.error(
         "async sender: a round of %d send(s) failed unexpectedly; failing %d unfinished send(s) (msg ids %s): %r",
-        len(batch),
+        size,
         len(unfinished),
         ", ".join(r.msg_id for r in unfinished[:5]),
         error,

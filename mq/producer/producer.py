@@ -25,6 +25,7 @@ from mq.producer.core import (
     trace_sent,
 )
 from mq.producer.futures import FutureGroup
+from mq.producer.pipeline import Pending
 from mq.producer.request import Selector, SendRequest
 from mq.queue import MessageQueue
 from mq.store import Store
@@ -234,9 +235,9 @@ class Producer(ProducerSettings):
         )
         if core.routes.cached(request.topic) is None:
             core.route(request.topic)  # an unknown topic fails here, not in the future
-        future = request.future = self._futures.new()  # made here, before the sender thread may touch it
+        future = self._futures.new()  # made here, before the sender thread may touch it
         if self._tracer.active:
             began = time.monotonic()
             future.add_done_callback(lambda f: None if f.exception() else self._trace_sent(request, f.result(), began))
-        sender.submit(request)
+        sender.submit(Pending(request, None if oneway else future))
         return future

@@ -12,7 +12,7 @@ import pytest
 
 from mq import Admin, LocalTransactionState, Message, MessageQueue, SelectMessageQueueByHash, SendStatus, aio
 from mq.errors import MQClientError, TopicNotFoundError
-from mq.producer.core import MAX_PIPELINE
+from mq.producer.pipeline import MAX_PIPELINE
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import admin_once, snapshot, stays_quiet_async, wait_for_async
 from tests.leaks import owned
