@@ -190,15 +190,13 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         ):  # retries and resent dead letters come back through the group's retry topic
             retry = await arun(self._conn.async_client, SendBackOps.ensure_retry_topic.op(self._send_back))
             self._subscriptions[retry] = MessageSelector.by_tag("*")
-        core = self._build_core(self, orderly=orderly)
-        if orderly:
+        core = self._build_core(self, orderly=orderly is not None)
+        if orderly is not None:
             self._orderly = AsyncOrderlyService(
                 core,
                 self._call_orderly,
                 self._send_back,
-                batch_size=self.consume_message_batch_max_size,
-                max_reconsume_times=self.max_reconsume_times,
-                suspend_ms=self.suspend_current_queue_time_ms,
+                orderly,
             )
         self._slots = asyncio.Semaphore(self.consume_thread_max)
         self._started = True

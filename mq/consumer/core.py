@@ -22,9 +22,10 @@ from typing import Any, TypeVar
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from mq.consumer.long_poll import LongPoller
+from mq.consumer.machine import RELEASE_WAIT_S
 from mq.consumer.parts import logged_job
 from mq.consumer.process_queue import ProcessQueue
-from mq.consumer.steps import RELEASE_WAIT_S, SHUTDOWN_TIMEOUT_S, CoreSteps, log
+from mq.consumer.steps import SHUTDOWN_TIMEOUT_S, CoreSteps, log
 from mq.queue import MessageQueue
 from mq.store.ops import Op
 

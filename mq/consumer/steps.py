@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 from mq import metrics
 from mq.connection import is_out_of_memory
 from mq.consumer.locks import LOCK_RENEW_INTERVAL_S
+from mq.consumer.machine import CommitPolicy, plan_rebalance
 from mq.consumer.offsets import PERSIST_INTERVAL_S, OffsetStore
 from mq.consumer.ownership import Ownership
 from mq.consumer.parts import ConsumerSettings, Consumption
@@ -46,10 +47,6 @@ log = logging.getLogger("mq.consumer")
 
 #: Seconds between rebalances when nothing changed [RocketMQ ``rebalanceInterval`` 20 s].
 REBALANCE_INTERVAL_S = 20.0
-#: Seconds a released queue of a concurrent consumer waits for its cached messages to be consumed
-#: before it is released anyway (the rest is then redelivered to the new owner). An orderly queue
-#: is released between two batches instead, however long that takes.
-RELEASE_WAIT_S = 10.0
 #: Default bound of ``shutdown(timeout_s=…)``: in-flight work, then an orderly batch, may take this long, s.
 SHUTDOWN_TIMEOUT_S = 30.0
 
@@ -101,6 +98,9 @@ class CoreSteps(ABC):
         self._rebalance_lock = threading.RLock()
         self._stopped = threading.Event()
         self.rebalance_count = 0
+        self.commits: CommitPolicy[ProcessQueue] = CommitPolicy(
+            in_store=offsets.in_store, offset=consumption.commit_offset, may_consume=ownership.may_consume
+        )
         self.puller = Puller(
             store,
             group=self.group,
@@ -179,10 +179,7 @@ class CoreSteps(ABC):
 
     def commit_due(self, pq: ProcessQueue) -> int | None:
         """The committable offset of ``pq`` when it differs from the stored one (and we may commit)."""
-        if pq.dropped or not self.ownership.may_consume(pq):  # a lost lock's offset belongs to the new holder
-            return None
-        offset = self.consumption.commit_offset(pq)
-        return None if offset is None or offset == pq.stored_offset else offset
+        return self.commits.due(pq)
 
     def positions(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, tuple[int, str]]:
         """The position (next offset, fingerprint of the entry before it) of each held queue of
@@ -191,7 +188,7 @@ class CoreSteps(ABC):
 
     def commit_with_pull(self, pq: ProcessQueue) -> int | None:
         """What a pull of ``pq`` commits in the same script: store offsets only (broadcasting's live in a file)."""
-        return self.commit_due(pq) if self.offsets.in_store else None
+        return self.commits.with_pull(pq)
 
     def begin_stop(self) -> None:
         """Stop pulling and rebalancing: every queue is being released (the shutdown's first step)."""
@@ -295,7 +292,7 @@ class CoreSteps(ABC):
 
     def persist_op(self) -> Op[None]:
         """Commit every queue whose committable offset moved since it was last stored."""
-        due = {mq: o for mq, pq in self.process_queues.items() if (o := self.commit_due(pq)) is not None}
+        due = self.commits.periodic(self.process_queues.values())
         if not due:
             return
         try:
@@ -321,15 +318,12 @@ class CoreSteps(ABC):
 
     def wait_commit(self, pq: ProcessQueue) -> int | None:
         """The offset a waiter commits before it blocks (store offsets only), or None."""
-        offset = self.commit_due(pq)
-        return None if offset is None or not self.offsets.in_store or pq.dropped else offset
+        return self.commits.before_wait(pq)
 
     def wait_committed(self, pq: ProcessQueue, offset: int, *, held: bool) -> None:
         """Take in a waiter's commit of ``offset``: stored, or refused as the queue is another
         member's now (unless this client is releasing it anyway, which commits by itself)."""
-        if held:
-            pq.stored_offset = offset
-        elif not pq.releasing:
+        if self.commits.committed(pq, offset, held=held):
             self.lost(pq)
 
     # -- rebalance ------------------------------------------------------------------------------
@@ -373,22 +367,15 @@ class CoreSteps(ABC):
 
     def apply_op(self, wanted: Iterable[MessageQueue]) -> Op[bool]:
         """Release what is no longer wanted, claim what is new; True while a hand-over is pending."""
-        wanted = set(wanted)
-        unsettled = False
-        for mq, pq in list(self.process_queues.items()):
-            if mq in wanted:
-                if pq.releasing:  # handed back before it was released: go on where it stopped
-                    pq.releasing = False
-                    self.consumption.deliver(pq, [])
-                continue
-            if not pq.releasing:
-                pq.releasing, pq.releasing_since = True, time.monotonic()
-            draining = self.consumption.drains_on_release and pq.count
-            if draining and time.monotonic() - pq.releasing_since < RELEASE_WAIT_S:
-                unsettled = True  # let cached messages be consumed first
-                continue
-            unsettled |= not (yield from self.release_op(mq, pq))
-        new = sorted(wanted - set(self.process_queues))
+        plan = plan_rebalance(
+            self.process_queues, wanted, drains_on_release=self.consumption.drains_on_release, now_s=time.monotonic()
+        )
+        for mq in plan.resumed:  # handed back before it was released: go on where it stopped
+            self.consumption.deliver(self.process_queues[mq], [])
+        unsettled = plan.unsettled
+        for mq in plan.release:
+            unsettled |= not (yield from self.release_op(mq, self.process_queues[mq]))
+        new = plan.claim
         sent, claimed = yield from self.ownership.claim(new, self._members)
         unsettled |= len(claimed) < len(new)
         if claimed:
