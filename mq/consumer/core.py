@@ -47,7 +47,7 @@ class ConsumerCore(CoreSteps):
             group=self.group,
             on_news=self.puller.take,
             on_rewind=self.puller.rewind,
-            commit_due=self.wait_commit if self.offsets.in_store else None,
+            commits=self.commits,
             before_wait=self._commit_before_wait,
             may_wait=lambda pq: self.active(),
             batch=self.settings.pull_batch_size,
@@ -138,8 +138,7 @@ class ConsumerCore(CoreSteps):
 
     def _commit_before_wait(self, pq: ProcessQueue) -> None:
         """Before a waiter blocks: commit what was consumed since the last pull (store offsets only)."""
-        if self.commit_due(pq) is not None:
-            self._do(self.commit_before_wait_op(pq))
+        self._do(self.commit_before_wait_op(pq))
 
     def rebalance(self) -> None:
         """Compute this client's queues and hand queues over cleanly (see claim-queue.lua)."""

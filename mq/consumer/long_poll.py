@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from mq.connection import Connection
-from mq.consumer.machine import LONG_POLL_BLOCK_MS, WAIT_COMMIT_DELAY_S, WAIT_COMMIT_LOOKS, CommitPacer
+from mq.consumer.machine import LONG_POLL_BLOCK_MS, WAIT_COMMIT_DELAY_S, WAIT_COMMIT_LOOKS, CommitPacer, CommitPolicy
 from mq.consumer.process_queue import ProcessQueue
 from mq.errors import MQBrokerError
 from mq.message import MessageExt
@@ -96,9 +96,9 @@ class LongPoller:
             when a wait returned entries.
         on_rewind: called with ``(pq, start offset, rewound result)`` when the store rewound the
             position a wait was to start from (what the wait read is then dropped).
-        commit_due: the offset a waiter would commit for the queue now (None: nothing to commit); None
-            when waiters never commit (offsets kept in a local file).
-        before_wait: commits the queue's offset if it moved (when :class:`CommitPacer` says so).
+        commits: the consumer's commit policy (what a waiter commits before it blocks, paced by a
+            :class:`CommitPacer` per waiter); None: waiters never commit.
+        before_wait: commits the queue's offset if it moved (when the policy says so).
         may_wait: whether the queue may be polled now (False while the group is paused).
         batch: most messages one wake reads.
         stopped: set at shutdown.
@@ -112,7 +112,7 @@ class LongPoller:
         group: str,
         on_news: OnNews,
         on_rewind: OnRewind,
-        commit_due: Callable[[ProcessQueue], int | None] | None,
+        commits: CommitPolicy[ProcessQueue] | None,
         before_wait: Callable[[ProcessQueue], None],
         may_wait: Callable[[ProcessQueue], bool],
         batch: int,
@@ -122,7 +122,7 @@ class LongPoller:
         self._group = group
         self._on_news = on_news
         self._on_rewind = on_rewind
-        self._commit_due = commit_due
+        self._commits = commits
         self._before_wait = before_wait
         self._may_wait = may_wait
         self._batch = batch
@@ -202,9 +202,9 @@ class LongPoller:
         says so), hand the news on."""
         start, last_entry = pq.position()
         block_ms = LONG_POLL_BLOCK_MS
-        if self._commit_due is not None:
-            commit, block_ms = pacer.next(self._commit_due(pq), pq.stored_offset, start, time.monotonic())
-            if commit:
+        if self._commits is not None:
+            commit, block_ms = self._commits.paced(pq, pacer, start, time.monotonic())
+            if commit is not None:
                 self._before_wait(pq)
         check = reconnects.take()
         rewound, news = store.wait_for_messages(

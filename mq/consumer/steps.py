@@ -311,14 +311,10 @@ class CoreSteps(ABC):
 
     def commit_before_wait_op(self, pq: ProcessQueue) -> Op[None]:
         """Before a waiter blocks: commit what was consumed since the last pull (store offsets only)."""
-        offset = self.wait_commit(pq)
+        offset = self.commits.before_wait(pq)
         if offset is not None:
             lost = yield from self.offsets.commit({pq.queue: offset}, self.positions([pq.queue]))
             self.wait_committed(pq, offset, held=not lost)
-
-    def wait_commit(self, pq: ProcessQueue) -> int | None:
-        """The offset a waiter commits before it blocks (store offsets only), or None."""
-        return self.commits.before_wait(pq)
 
     def wait_committed(self, pq: ProcessQueue, offset: int, *, held: bool) -> None:
         """Take in a waiter's commit of ``offset``: stored, or refused as the queue is another
