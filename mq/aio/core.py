@@ -108,6 +108,10 @@ class AsyncConsumerCore(CoreSteps):
     def new_flag(self) -> LoopFlag:
         return LoopFlag()
 
+    def _exclusive(self) -> contextlib.nullcontext[None]:
+        # every step runs on the one event loop thread, and a lost queue is taken in without an await
+        return contextlib.nullcontext()
+
     def _watch(self, pq: ProcessQueue) -> None:
         self._waiters[pq] = self.spawn(self._wait_loop(pq), f"mq-poll-{pq.queue.topic}-{pq.queue.queue_id}")
 

@@ -15,6 +15,7 @@ change what the core holds run under one re-entrant lock.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -39,6 +40,9 @@ class ConsumerCore(CoreSteps):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """As :class:`~mq.consumer.steps.CoreSteps`."""
+        #: keeps the bookkeeping of the jobs, the puller and the waiters apart (re-entrant: one
+        #: thread may nest steps)
+        self._rebalance_lock = threading.RLock()
         super().__init__(*args, **kwargs)
         self._scheduler: BackgroundScheduler | None = None
         self.poller = LongPoller(
@@ -53,6 +57,12 @@ class ConsumerCore(CoreSteps):
             batch=self.settings.pull_batch_size,
             stopped=self._stopped,
         )
+
+    def new_flag(self) -> threading.Event:
+        return threading.Event()
+
+    def _exclusive(self) -> threading.RLock:
+        return self._rebalance_lock
 
     def _do(self, op: Op[T]) -> T:
         """Run a step under the core's lock."""

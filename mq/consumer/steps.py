@@ -9,13 +9,13 @@ asyncio core (:class:`mq.aio.core.AsyncConsumerCore`) awaits the very same steps
 the scheduling — threads or tasks, locks, waiting — lives in those two modules.
 
 A step never waits for anything but the store: the caller holds whatever keeps two steps of one
-consumer apart (a re-entrant lock in the sync core, one asyncio lock in the async core).
+consumer apart (a re-entrant lock in the sync core, one asyncio lock in the async core), and the
+subclass makes the flags its waiters wait on; this module starts and holds no thread primitive.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, TypeVar
@@ -41,7 +41,9 @@ from mq.store.ops import Op
 from mq.store.store import StoreOps
 
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Iterable
+    from contextlib import AbstractContextManager
 
 log = logging.getLogger("mq.consumer")
 
@@ -94,9 +96,7 @@ class CoreSteps(ABC):
         self._reset_seq = -1  # the group's offset-reset counter as last seen (-1: before the first heartbeat)
         self._unsettled = False
         self._evicted_topics: set[str] = set()  # subscribed topics reported evicted (ERROR once until back)
-        #: keeps the pure bookkeeping of two threads apart (re-entrant: one thread may nest steps)
-        self._rebalance_lock = threading.RLock()
-        self._stopped = threading.Event()
+        self._stopped = self.new_flag()
         self.rebalance_count = 0
         self.commits: CommitPolicy[ProcessQueue] = CommitPolicy(
             in_store=offsets.in_store, offset=consumption.commit_offset, may_consume=ownership.may_consume
@@ -120,9 +120,14 @@ class CoreSteps(ABC):
 
     # -- what the scheduling subclass provides ---------------------------------------------------
 
+    @abstractmethod
     def new_flag(self) -> threading.Event:
-        """A flag the scheduler's waiters can wait on (the puller's wake-up, a queue's ``idle``)."""
-        return threading.Event()
+        """A flag the scheduler's waiters can wait on (the puller's wake-up, a queue's ``idle``, the stop)."""
+
+    @abstractmethod
+    def _exclusive(self) -> AbstractContextManager[object]:
+        """What keeps a step that changes what the core holds apart from the others (called outside
+        the scheduler's own serialisation: a lost queue reported by the puller)."""
 
     def _new_queue(self, mq: MessageQueue, offset: int) -> ProcessQueue:
         """A process queue for a newly held queue (its ``idle`` flag made by :meth:`new_flag`)."""
@@ -169,7 +174,7 @@ class CoreSteps(ABC):
 
     def lost(self, pq: ProcessQueue) -> None:
         """The store says ``pq`` is another member's now: stop consuming it, commit nothing more."""
-        with self._rebalance_lock:
+        with self._exclusive():
             if pq.dropped:
                 return
             log.warning("group %s lost %s to another member; it is no longer consumed here", self.group, pq.queue)
