@@ -1,6 +1,7 @@
-"""The decisions of concurrent push consumption, with no scheduling [RocketMQ
-``ConsumeMessageConcurrentlyService``]: how pulled messages are cut into listener calls, what a
-listener's answer acknowledges, and sending the rest back (an operation, see :mod:`mq.store.ops`).
+"""Concurrent push consumption beside its policy (:class:`~mq.consumer.machine.Concurrent`: how pulled
+messages are cut into listener calls and what a listener's answer acknowledges) [RocketMQ
+``ConsumeMessageConcurrentlyService``]: sending the rest back (an operation, see :mod:`mq.store.ops`),
+the settings checks and the consume-timeout scan.
 :class:`mq.PushConsumer` runs them on worker threads, :class:`mq.aio.PushConsumer` in tasks."""
 
 from __future__ import annotations
@@ -9,11 +10,10 @@ import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 
-from mq.consumer.machine import Batches, Concurrent
+from mq.consumer.machine import Concurrent
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import Puller
 from mq.consumer.retry import SendBackOps
-from mq.consumer.types import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
 from mq.errors import MQClientError, MQError
 from mq.group import GroupConfig
 from mq.message import MessageExt
@@ -22,23 +22,11 @@ from mq.store.ops import Op
 log = logging.getLogger("mq.consumer")
 
 
-def task_batches(pq: ProcessQueue, msgs: list[MessageExt], batch_size: int, *, workers: int, queues: int) -> list[Batches]:
-    """``msgs`` cut into the listener calls of a few worker tasks (see :meth:`Concurrent.tasks`)."""
-    return Concurrent.tasks(pq, msgs, batch_size, workers=workers, queues=queues)
-
-
 def tasks_of(
     pq: ProcessQueue, msgs: list[MessageExt], batch_size: int, *, workers: int, queues: int
 ) -> list[list[list[MessageExt]]]:
-    """:func:`task_batches` with every task's listener calls cut at once."""
-    return [list(task) for task in task_batches(pq, msgs, batch_size, workers=workers, queues=queues)]
-
-
-def acknowledged(
-    msgs: list[MessageExt], status: ConsumeConcurrentlyStatus, ctx: ConsumeConcurrentlyContext, *, broadcasting: bool
-) -> tuple[list[MessageExt], list[MessageExt]]:
-    """The messages the answer acknowledges and those to try again (see :meth:`Concurrent.answered`)."""
-    return Concurrent.answered(msgs, status, ctx.ack_index, broadcasting=broadcasting)
+    """:meth:`Concurrent.tasks` with every task's listener calls cut at once."""
+    return [list(task) for task in Concurrent.tasks(pq, msgs, batch_size, workers=workers, queues=queues)]
 
 
 def done(puller: Puller, pq: ProcessQueue, msgs: list[MessageExt]) -> None:

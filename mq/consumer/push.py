@@ -15,14 +15,12 @@ from mq import otel
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.base import CoreT, QueueConsumerBase
 from mq.consumer.concurrently import (
-    acknowledged,
     check_push_options,
     check_startable,
     done,
     max_reconsume_times_of,
     overdue,
     send_back_op,
-    task_batches,
     tried_again,
 )
 from mq.consumer.core import SHUTDOWN_TIMEOUT_S, ConsumerCore
@@ -351,7 +349,7 @@ class PushConsumer(PushBase[ConsumerCore]):
         if not msgs:
             return
         queues = len(self._core.process_queues) if self._core is not None else 1
-        for batches in task_batches(
+        for batches in Concurrent.tasks(
             pq, msgs, self.consume_message_batch_max_size, workers=self.consume_thread_max, queues=queues
         ):
             with self._in_flight_cv:
@@ -410,7 +408,7 @@ class PushConsumer(PushBase[ConsumerCore]):
                 consuming.pop(m.queue_offset, None)
         if traced:
             self._tracer.consumed(pq.queue, msgs, status.value, began_ms, (time.monotonic() - began) * 1000)
-        ok, failed = acknowledged(msgs, status, ctx, broadcasting=task.broadcasting)
+        ok, failed = Concurrent.answered(msgs, status, ctx.ack_index, broadcasting=task.broadcasting)
         consumed += ok
         if failed:
             self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
