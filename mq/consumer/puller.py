@@ -76,7 +76,8 @@ class Puller:
         selector: the subscription of a topic.
         queues: the consumer's process queues now.
         deliver: hands pulled messages on.
-        commit_offset: what may be committed for a queue now (None: nothing rides along with pulls).
+        commit_offset: what a pull of a queue commits now (None: nothing rides along with it; see
+            :meth:`~mq.consumer.machine.CommitPolicy.with_pull`).
         on_lost: a queue the store says is no longer this client's.
         active: False while the group is paused (nothing is pulled).
         stopped: set at shutdown.
@@ -209,16 +210,12 @@ class Puller:
             fdata,
             max_bytes,
             self._group,
-            self._commit_due(pq),
+            self._commit_offset(pq),
             self._guard,
             self._client_id,
             read_after,
             last_entry,
         )
-
-    def _commit_due(self, pq: ProcessQueue) -> int | None:
-        offset = self._commit_offset(pq)
-        return None if offset is None or offset == pq.stored_offset else offset
 
     def _apply(self, pq: ProcessQueue, request: PullRequest, result: PullResult | MQBrokerError) -> None:
         if isinstance(result, MQBrokerError):

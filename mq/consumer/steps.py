@@ -111,7 +111,7 @@ class CoreSteps(ABC):
             selector=lambda t: self.subscriptions.get(t) or MATCH_ALL,
             queues=lambda: list(self.process_queues.values()),
             deliver=consumption.deliver,
-            commit_offset=self.commit_with_pull,
+            commit_offset=self.commits.with_pull,
             on_lost=self.lost,
             active=self.active,
             stopped=self._stopped,
@@ -182,18 +182,10 @@ class CoreSteps(ABC):
             self.process_queues.pop(pq.queue, None)
             self._unsettled = True
 
-    def commit_due(self, pq: ProcessQueue) -> int | None:
-        """The committable offset of ``pq`` when it differs from the stored one (and we may commit)."""
-        return self.commits.due(pq)
-
     def positions(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, tuple[int, str]]:
         """The position (next offset, fingerprint of the entry before it) of each held queue of
         ``queues``: commits carry them for the store to check (D70)."""
         return {mq: pq.position() for mq in queues if (pq := self.process_queues.get(mq)) is not None}
-
-    def commit_with_pull(self, pq: ProcessQueue) -> int | None:
-        """What a pull of ``pq`` commits in the same script: store offsets only (broadcasting's live in a file)."""
-        return self.commits.with_pull(pq)
 
     def begin_stop(self) -> None:
         """Stop pulling and rebalancing: every queue is being released (the shutdown's first step)."""
