@@ -360,14 +360,15 @@ class CoreSteps(ABC):
 
     def apply_op(self, wanted: Iterable[MessageQueue]) -> Op[bool]:
         """Release what is no longer wanted, claim what is new; True while a hand-over is pending."""
-        plan = plan_rebalance(
-            self.process_queues, wanted, drains_on_release=self.consumption.drains_on_release, now_s=time.monotonic()
-        )
+        # the queues as held now: a queue lost while another is released (the asyncio core awaits
+        # each release) is still released from this snapshot, as before the plan was a function
+        held = dict(self.process_queues)
+        plan = plan_rebalance(held, wanted, drains_on_release=self.consumption.drains_on_release, now_s=time.monotonic())
         for mq in plan.resumed:  # handed back before it was released: go on where it stopped
-            self.consumption.deliver(self.process_queues[mq], [])
+            self.consumption.deliver(held[mq], [])
         unsettled = plan.unsettled
         for mq in plan.release:
-            unsettled |= not (yield from self.release_op(mq, self.process_queues[mq]))
+            unsettled |= not (yield from self.release_op(mq, held[mq]))
         new = plan.claim
         sent, claimed = yield from self.ownership.claim(new, self._members)
         unsettled |= len(claimed) < len(new)
