@@ -175,6 +175,18 @@ def test_pacer_commits_at_half_a_batch_of_lag_or_after_the_delay() -> None:
     assert CommitPacer(16, 0.05).next(None, 10, 10, 1.0) == (False, LONG_POLL_BLOCK_MS)  # nothing pending
 
 
+def test_one_paced_rule_for_both_waiters() -> None:
+    q = held(offsets=range(40))
+    q.remove([msg(o) for o in range(2)])
+    pacer = CommitPacer(16, 0.05)
+    assert policy().paced(q, pacer, 40, 100.0) == (2, 50)  # nothing known stored: commit at once
+    q.stored_offset = 2
+    q.remove([msg(2)])
+    assert policy().paced(q, pacer, 40, 100.01) == (None, 40)  # 1 behind: wait out the delay
+    assert policy().paced(q, pacer, 40, 100.06) == (3, 50)  # the delay passed: commit, look again
+    assert policy(in_store=False).paced(q, CommitPacer(16), 40, 100.0) == (None, LONG_POLL_BLOCK_MS)  # a file: never
+
+
 # -- rebalance and release ----------------------------------------------------------------------
 
 
