@@ -23,6 +23,7 @@ from mq.aio.tasks import cancel_and_wait
 from mq.connection import Connection
 from mq.consumer.long_poll import LONG_POLL_BLOCK_MS, wait_failed
 from mq.consumer.long_poll import RETRY_PAUSE_S as POLL_RETRY_PAUSE_S
+from mq.consumer.machine import CommitPacer
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import RETRY_PAUSE_S
 from mq.consumer.steps import SHUTDOWN_TIMEOUT_S, CoreSteps
@@ -106,6 +107,10 @@ class AsyncConsumerCore(CoreSteps):
 
     def new_flag(self) -> LoopFlag:
         return LoopFlag()
+
+    def _exclusive(self) -> contextlib.nullcontext[None]:
+        # every step runs on the one event loop thread, and a lost queue is taken in without an await
+        return contextlib.nullcontext()
 
     def _watch(self, pq: ProcessQueue) -> None:
         self._waiters[pq] = self.spawn(self._wait_loop(pq), f"mq-poll-{pq.queue.topic}-{pq.queue.queue_id}")
@@ -246,9 +251,10 @@ class AsyncConsumerCore(CoreSteps):
 
     async def _wait_loop(self, pq: ProcessQueue) -> None:
         """The long-poll waiter of ``pq`` (see :mod:`mq.consumer.long_poll`)."""
+        pacer = CommitPacer(self.settings.pull_batch_size // 2)
         while not (self.stopped or pq.dropped):
             try:
-                await self._wait_once(pq)
+                await self._wait_once(pq, pacer)
             except Exception as e:  # a waiter never dies: the queue would stall
                 if self.stopped or pq.dropped:
                     return
@@ -256,7 +262,7 @@ class AsyncConsumerCore(CoreSteps):
                 await asyncio.sleep(POLL_RETRY_PAUSE_S)
         self._waiters.pop(pq, None)
 
-    async def _wait_once(self, pq: ProcessQueue) -> None:
+    async def _wait_once(self, pq: ProcessQueue, pacer: CommitPacer) -> None:
         if pq.releasing or not self.active():
             await asyncio.sleep(0.1)
             return
@@ -265,16 +271,16 @@ class AsyncConsumerCore(CoreSteps):
             return
         start, last_entry = pq.position()
         client, batch = self._poll_conn.async_client, self.settings.pull_batch_size
-        commit = self.wait_commit(pq)
+        commit, block_ms = self.commits.paced(pq, pacer, start, time.monotonic())
         if commit is None:
             rewound, news = await arun(
                 client,
                 StoreOps.wait_for_messages.op(
-                    self.store, pq.queue, start, batch, LONG_POLL_BLOCK_MS, group=self.group, last_entry=last_entry
+                    self.store, pq.queue, start, batch, block_ms, group=self.group, last_entry=last_entry
                 ),
             )
         else:
-            # what was consumed since the last wake is committed in the wait's own round trip
+            # what was consumed is committed in the wait's own round trip, when the pacer says so
             held, rewound, news = await arun(
                 client,
                 StoreOps.commit_and_wait.op(
@@ -284,7 +290,7 @@ class AsyncConsumerCore(CoreSteps):
                     commit,
                     start,
                     batch,
-                    LONG_POLL_BLOCK_MS,
+                    block_ms,
                     guard=self.ownership.guard,
                     client_id=self.client_id,
                     last_entry=last_entry,

@@ -9,7 +9,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 from mq.aio.core import AsyncConsumerCore
-from mq.consumer.orderly import OrderlySteps, Stop
+from mq.consumer.machine import Orderly, Stop
+from mq.consumer.orderly import OrderlySteps
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.retry import SendBackOps
 from mq.consumer.types import ConsumeOrderlyContext, ConsumeOrderlyStatus
@@ -29,16 +30,11 @@ class AsyncOrderlyService:
         core: AsyncConsumerCore,
         call: CallListener,
         send_back: SendBackOps,
-        *,
-        batch_size: int,
-        max_reconsume_times: int,
-        suspend_ms: int,
+        policy: Orderly,
     ) -> None:
         self._core = core
         self._call = call
-        self._steps = OrderlySteps(
-            core.ownership, send_back, batch_size=batch_size, max_reconsume_times=max_reconsume_times, suspend_ms=suspend_ms
-        )
+        self._steps = OrderlySteps(core.ownership, send_back, policy)
 
     def deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """New messages were cached for ``pq``: make sure its task runs."""
@@ -84,6 +80,5 @@ class AsyncOrderlyService:
         step = self._steps.next(pq, began)
         if isinstance(step, Stop):
             return step
-        msgs, ctx = step
-        status = await self._call(pq, msgs, ctx)
-        return await self._core.run(self._steps.answered(pq, msgs, ctx, status))
+        status = await self._call(pq, step.msgs, step.ctx)
+        return await self._core.run(self._steps.answered(pq, step, status))

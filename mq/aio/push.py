@@ -22,7 +22,6 @@ from mq import otel
 from mq.aio.core import AsyncConsumerCore
 from mq.aio.orderly import AsyncOrderlyService
 from mq.consumer.concurrently import (
-    acknowledged,
     check_startable,
     done,
     send_back_op,
@@ -30,6 +29,7 @@ from mq.consumer.concurrently import (
     tried_again,
 )
 from mq.consumer.listener import ainvoke
+from mq.consumer.machine import Concurrent
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.push import DEFAULT_MAX_RECONSUME_TIMES, LOCAL_RECONSUME_DELAY_S, PushBase, no_listener
 from mq.consumer.retry import SendBackOps
@@ -190,15 +190,13 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         ):  # retries and resent dead letters come back through the group's retry topic
             retry = await arun(self._conn.async_client, SendBackOps.ensure_retry_topic.op(self._send_back))
             self._subscriptions[retry] = MessageSelector.by_tag("*")
-        core = self._build_core(self, orderly=orderly)
-        if orderly:
+        core = self._build_core(self, orderly=orderly is not None)
+        if orderly is not None:
             self._orderly = AsyncOrderlyService(
                 core,
                 self._call_orderly,
                 self._send_back,
-                batch_size=self.consume_message_batch_max_size,
-                max_reconsume_times=self.max_reconsume_times,
-                suspend_ms=self.suspend_current_queue_time_ms,
+                orderly,
             )
         self._slots = asyncio.Semaphore(self.consume_thread_max)
         self._started = True
@@ -282,7 +280,7 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
                         finally:
                             for m in msgs:
                                 consuming.pop(m.queue_offset, None)
-                        ok, failed = acknowledged(msgs, status, ctx, broadcasting=broadcasting)
+                        ok, failed = Concurrent.answered(msgs, status, ctx.ack_index, broadcasting=broadcasting)
                         consumed += ok
                         if failed:
                             await self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)

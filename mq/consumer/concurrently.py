@@ -1,75 +1,32 @@
-"""The decisions of concurrent push consumption, with no scheduling [RocketMQ
-``ConsumeMessageConcurrentlyService``]: how pulled messages are cut into listener calls, what a
-listener's answer acknowledges, and sending the rest back (an operation, see :mod:`mq.store.ops`).
+"""Concurrent push consumption beside its policy (:class:`~mq.consumer.machine.Concurrent`: how pulled
+messages are cut into listener calls and what a listener's answer acknowledges) [RocketMQ
+``ConsumeMessageConcurrentlyService``]: sending the rest back (an operation, see :mod:`mq.store.ops`),
+the settings checks and the consume-timeout scan.
 :class:`mq.PushConsumer` runs them on worker threads, :class:`mq.aio.PushConsumer` in tasks."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
+from mq.consumer.machine import Concurrent
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import Puller
-from mq.consumer.retry import SendBackOps, original_topic
-from mq.consumer.types import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
+from mq.consumer.retry import SendBackOps
 from mq.errors import MQClientError, MQError
 from mq.group import GroupConfig
 from mq.message import MessageExt
 from mq.store.ops import Op
-from mq.validation import RETRY_PREFIX
 
 log = logging.getLogger("mq.consumer")
-
-
-class Batches:
-    """The listener calls of one worker task: ``msgs`` cut into lists of ``batch_size`` as the task
-    iterates them, so each list is made just before its call and freed after it (cutting them all
-    when the pull arrives kept a list per call alive meanwhile, on the puller's thread)."""
-
-    __slots__ = ("batch_size", "msgs")
-
-    def __init__(self, msgs: list[MessageExt], batch_size: int) -> None:
-        self.msgs, self.batch_size = msgs, batch_size
-
-    def __iter__(self) -> Iterator[list[MessageExt]]:
-        msgs, size = self.msgs, self.batch_size
-        for i in range(0, len(msgs), size):
-            yield msgs[i : i + size]
-
-
-def task_batches(pq: ProcessQueue, msgs: list[MessageExt], batch_size: int, *, workers: int, queues: int) -> list[Batches]:
-    """``msgs`` cut into listener calls of ``batch_size``, shared by at most as many tasks as this
-    queue's share of the ``workers`` (``queues`` held): a task runs its listener calls in turn, as
-    handing each call to a worker of its own costs more than a no-op listener, while the pulls of all
-    queues still keep every worker busy. Messages of a retry topic show the topic they were sent to."""
-    if pq.queue.topic.startswith(RETRY_PREFIX):  # the listener sees the topic the message was sent to
-        msgs = [dataclasses.replace(m, topic=original_topic(m)) for m in msgs]
-    calls = -(-len(msgs) // batch_size)
-    tasks = max(1, min(calls, workers // max(1, queues)))
-    per_task = -(-calls // tasks) * batch_size
-    return [Batches(msgs[i : i + per_task], batch_size) for i in range(0, len(msgs), per_task)]
 
 
 def tasks_of(
     pq: ProcessQueue, msgs: list[MessageExt], batch_size: int, *, workers: int, queues: int
 ) -> list[list[list[MessageExt]]]:
-    """:func:`task_batches` with every task's listener calls cut at once."""
-    return [list(task) for task in task_batches(pq, msgs, batch_size, workers=workers, queues=queues)]
-
-
-def acknowledged(
-    msgs: list[MessageExt], status: ConsumeConcurrentlyStatus, ctx: ConsumeConcurrentlyContext, *, broadcasting: bool
-) -> tuple[list[MessageExt], list[MessageExt]]:
-    """The messages the answer acknowledges and those to try again: success covers
-    ``msgs[: ack_index + 1]`` [RocketMQ ``processConsumeResult``]; broadcasting never retries."""
-    if broadcasting:
-        return msgs, []
-    success = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-    if success and ctx.ack_index >= len(msgs) - 1:
-        return msgs, []  # the common case
-    ack = max(-1, min(ctx.ack_index, len(msgs) - 1)) if success else -1
-    return msgs[: ack + 1], msgs[ack + 1 :]
+    """:meth:`Concurrent.tasks` with every task's listener calls cut at once."""
+    return [list(task) for task in Concurrent.tasks(pq, msgs, batch_size, workers=workers, queues=queues)]
 
 
 def done(puller: Puller, pq: ProcessQueue, msgs: list[MessageExt]) -> None:

@@ -15,6 +15,7 @@ change what the core holds run under one re-entrant lock.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -22,9 +23,10 @@ from typing import Any, TypeVar
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from mq.consumer.long_poll import LongPoller
+from mq.consumer.machine import RELEASE_WAIT_S
 from mq.consumer.parts import logged_job
 from mq.consumer.process_queue import ProcessQueue
-from mq.consumer.steps import RELEASE_WAIT_S, SHUTDOWN_TIMEOUT_S, CoreSteps, log
+from mq.consumer.steps import SHUTDOWN_TIMEOUT_S, CoreSteps, log
 from mq.queue import MessageQueue
 from mq.store.ops import Op
 
@@ -38,6 +40,9 @@ class ConsumerCore(CoreSteps):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """As :class:`~mq.consumer.steps.CoreSteps`."""
+        #: keeps the bookkeeping of the jobs, the puller and the waiters apart (re-entrant: one
+        #: thread may nest steps)
+        self._rebalance_lock = threading.RLock()
         super().__init__(*args, **kwargs)
         self._scheduler: BackgroundScheduler | None = None
         self.poller = LongPoller(
@@ -46,12 +51,18 @@ class ConsumerCore(CoreSteps):
             group=self.group,
             on_news=self.puller.take,
             on_rewind=self.puller.rewind,
-            commit_due=self.wait_commit if self.offsets.in_store else None,
+            commits=self.commits,
             before_wait=self._commit_before_wait,
             may_wait=lambda pq: self.active(),
             batch=self.settings.pull_batch_size,
             stopped=self._stopped,
         )
+
+    def new_flag(self) -> threading.Event:
+        return threading.Event()
+
+    def _exclusive(self) -> threading.RLock:
+        return self._rebalance_lock
 
     def _do(self, op: Op[T]) -> T:
         """Run a step under the core's lock."""
@@ -137,8 +148,7 @@ class ConsumerCore(CoreSteps):
 
     def _commit_before_wait(self, pq: ProcessQueue) -> None:
         """Before a waiter blocks: commit what was consumed since the last pull (store offsets only)."""
-        if self.commit_due(pq) is not None:
-            self._do(self.commit_before_wait_op(pq))
+        self._do(self.commit_before_wait_op(pq))
 
     def rebalance(self) -> None:
         """Compute this client's queues and hand queues over cleanly (see claim-queue.lua)."""

@@ -9,7 +9,7 @@ consumer commit what was consumed since the last commit (``before_wait``), so a 
 ever woken by its waiter still keeps its stored offset close behind. Not at every wake: a commit is a
 round trip of its own on the waiter's thread, right after it handed a message over, and at a few
 hundred messages a second per queue that doubled the round trips and held the GIL while the worker
-waited to start the listener (D55). :class:`CommitPacer` decides instead: commit once the stored
+waited to start the listener (D55). :class:`~mq.consumer.machine.CommitPacer` decides instead: commit once the stored
 offset lags by half a pull batch, or once a commit has waited ``WAIT_COMMIT_DELAY_S`` (the wait
 blocks no longer than that while one is pending, so a queue that goes quiet is committed then).
 """
@@ -17,12 +17,12 @@ blocks no longer than that while one is pending, so a queue that goes quiet is c
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
 
 from mq.connection import Connection
+from mq.consumer.machine import LONG_POLL_BLOCK_MS, WAIT_COMMIT_DELAY_S, WAIT_COMMIT_LOOKS, CommitPacer, CommitPolicy
 from mq.consumer.process_queue import ProcessQueue
 from mq.errors import MQBrokerError
 from mq.message import MessageExt
@@ -31,20 +31,22 @@ from mq.store.groups import PullResult
 
 log = logging.getLogger("mq.consumer")
 
-#: Milliseconds a waiter blocks in Redis before it blocks again.
-LONG_POLL_BLOCK_MS = 10_000
+__all__ = [
+    "CLOSE_WAIT_S",
+    "LONG_POLL_BLOCK_MS",
+    "RETRY_PAUSE_S",
+    "WAIT_COMMIT_DELAY_S",
+    "WAIT_COMMIT_LOOKS",
+    "CommitPacer",
+    "LongPoller",
+    "Reconnects",
+    "wait_failed",
+]
+
 #: Seconds a waiter pauses after a failed wait.
 RETRY_PAUSE_S = 1.0
 #: Seconds :meth:`LongPoller.close` waits for the waiters to end (they end at once once stopped).
 CLOSE_WAIT_S = 2.0
-#: Seconds a commit a waiter found due may wait for a quiet moment (or half a pull batch of lag)
-#: before the waiter makes it; while one waits, the waiter's ``XREAD BLOCK`` lasts no longer (D55).
-WAIT_COMMIT_DELAY_S = 0.05
-#: Periods of ``WAIT_COMMIT_DELAY_S`` a waiter keeps looking for messages still being consumed to
-#: commit them, before it leaves them to the periodic commit (a slow listener, a pull consumer's
-#: cache that the application does not poll).
-WAIT_COMMIT_LOOKS = 20
-
 OnNews = Callable[[ProcessQueue, int, list[MessageExt], int], None]
 OnRewind = Callable[[ProcessQueue, int, PullResult], None]
 
@@ -54,63 +56,6 @@ def wait_failed(pq: ProcessQueue, e: Exception) -> None:
     store's and the network's errors, an error with its traceback for anything else."""
     level = logging.WARNING if isinstance(e, (MQBrokerError, OSError)) else logging.ERROR
     log.log(level, "long poll of %s failed, retrying in %s s: %r", pq.queue, RETRY_PAUSE_S, e, exc_info=level == logging.ERROR)
-
-
-class CommitPacer:
-    """When the waiter of one queue commits before it blocks, and how long it blocks (no I/O; one per
-    waiter thread).
-
-    A due commit is made once the stored offset lags ``lag`` offsets or more behind it, or once it has
-    waited ``delay_s``; until then the wait blocks no longer than that. While messages delivered past
-    the stored offset are still being consumed, the waiter looks again every ``delay_s`` (a wait that
-    returns nothing), up to ``WAIT_COMMIT_LOOKS`` times, so the offset of a queue that went quiet is
-    stored about ``delay_s`` after its last message was consumed — not one wake later, or at the
-    5 s commit.
-
-    Args:
-        lag: offsets the store may lag behind before a due commit is made at once (at least 1).
-        delay_s: longest time a due commit waits, seconds.
-    """
-
-    __slots__ = ("delay_s", "lag", "looks", "since")
-
-    def __init__(self, lag: int, delay_s: float = WAIT_COMMIT_DELAY_S) -> None:
-        self.lag, self.delay_s = max(1, lag), delay_s
-        #: when the current pacing period began (monotonic seconds); None: nothing is waited for
-        self.since: float | None = None
-        self.looks = 0  # periods that ended with nothing to commit since the last commit
-
-    def next(self, due: int | None, stored: int, next_offset: int, now_s: float) -> tuple[bool, int]:
-        """Whether to commit before the next wait, and how long that wait may block (milliseconds).
-
-        Args:
-            due: the offset a commit would store now (None: nothing to commit).
-            stored: the offset the store holds (-1: unknown).
-            next_offset: where the queue's next read starts (offsets below it were delivered).
-            now_s: the monotonic clock, seconds.
-        """
-        since = self.since
-        if due is not None:
-            if stored < 0 or due - stored >= self.lag or (since is not None and now_s - since >= self.delay_s):
-                self.looks = 0
-                self.since = now_s if due < next_offset else None  # some still consumed: look again
-                return True, self._block_ms(now_s)
-            if since is None:
-                self.since = now_s
-        elif 0 <= stored < next_offset and self.looks < WAIT_COMMIT_LOOKS:  # delivered, still consumed
-            if since is None:
-                self.since = now_s
-            elif now_s - since >= self.delay_s:
-                self.looks += 1
-                self.since = now_s if self.looks < WAIT_COMMIT_LOOKS else None
-        else:
-            self.since = None
-        return False, self._block_ms(now_s)
-
-    def _block_ms(self, now_s: float) -> int:
-        if self.since is None:
-            return LONG_POLL_BLOCK_MS
-        return max(1, min(LONG_POLL_BLOCK_MS, math.ceil((self.since + self.delay_s - now_s) * 1000)))
 
 
 class Reconnects:
@@ -151,9 +96,9 @@ class LongPoller:
             when a wait returned entries.
         on_rewind: called with ``(pq, start offset, rewound result)`` when the store rewound the
             position a wait was to start from (what the wait read is then dropped).
-        commit_due: the offset a waiter would commit for the queue now (None: nothing to commit); None
-            when waiters never commit (offsets kept in a local file).
-        before_wait: commits the queue's offset if it moved (when :class:`CommitPacer` says so).
+        commits: the consumer's commit policy (what a waiter commits before it blocks, paced by a
+            :class:`CommitPacer` per waiter); None: waiters never commit.
+        before_wait: commits the queue's offset if it moved (when the policy says so).
         may_wait: whether the queue may be polled now (False while the group is paused).
         batch: most messages one wake reads.
         stopped: set at shutdown.
@@ -167,7 +112,7 @@ class LongPoller:
         group: str,
         on_news: OnNews,
         on_rewind: OnRewind,
-        commit_due: Callable[[ProcessQueue], int | None] | None,
+        commits: CommitPolicy[ProcessQueue] | None,
         before_wait: Callable[[ProcessQueue], None],
         may_wait: Callable[[ProcessQueue], bool],
         batch: int,
@@ -177,7 +122,7 @@ class LongPoller:
         self._group = group
         self._on_news = on_news
         self._on_rewind = on_rewind
-        self._commit_due = commit_due
+        self._commits = commits
         self._before_wait = before_wait
         self._may_wait = may_wait
         self._batch = batch
@@ -257,9 +202,9 @@ class LongPoller:
         says so), hand the news on."""
         start, last_entry = pq.position()
         block_ms = LONG_POLL_BLOCK_MS
-        if self._commit_due is not None:
-            commit, block_ms = pacer.next(self._commit_due(pq), pq.stored_offset, start, time.monotonic())
-            if commit:
+        if self._commits is not None:
+            commit, block_ms = self._commits.paced(pq, pacer, start, time.monotonic())
+            if commit is not None:
                 self._before_wait(pq)
         check = reconnects.take()
         rewound, news = store.wait_for_messages(

@@ -7,93 +7,53 @@ yields the worker to other queues. A batch the listener suspends (or raises on) 
 ``suspend_current_queue_time_ms`` with only its own queue paused; once a message has been tried
 ``max_reconsume_times + 1`` times it goes to the DLQ and the queue moves on.
 
-What a batch is and what its listener's answer leads to is :class:`OrderlySteps`, shared with the
-asyncio push consumer (:mod:`mq.aio.orderly`); :class:`OrderlyService` runs it on worker threads.
+What a batch is and what its listener's answer leads to is :class:`~mq.consumer.machine.Orderly`
+(:class:`OrderlySteps` adds the dead-lettering operation), shared with the asyncio push consumer
+(:mod:`mq.aio.orderly`); :class:`OrderlyService` runs it on worker threads.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
 
 from mq.consumer.core import ConsumerCore
+from mq.consumer.machine import Call, DeadLetter, Orderly, Stop
 from mq.consumer.ownership import Ownership
 from mq.consumer.process_queue import ProcessQueue
-from mq.consumer.retry import SendBack, SendBackOps, original_topic
+from mq.consumer.retry import SendBack, SendBackOps
 from mq.consumer.types import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from mq.errors import MQError
 from mq.message import MessageExt
 from mq.store.ops import Op
-from mq.validation import RETRY_PREFIX
 
 log = logging.getLogger("mq.consumer")
-
-#: Seconds a queue is consumed without a break before its task yields [RocketMQ ``MAX_TIME_CONSUME_CONTINUOUSLY``].
-MAX_TIME_CONSUME_CONTINUOUSLY_S = 60.0
-#: Bounds of ``suspend_current_queue_time_ms`` [RocketMQ: 10..30000].
-SUSPEND_MIN_MS, SUSPEND_MAX_MS = 10, 30_000
-#: Seconds before a queue whose lock is not (yet) valid is tried again.
-LOCK_RETRY_S = 0.5
 
 CallListener = Callable[[ProcessQueue, list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
 
 
-@dataclass(frozen=True)
-class Stop:
-    """A queue's consume task stops now; it runs again after ``again`` seconds (None: when messages come)."""
-
-    again: float | None
-
-
-#: What a task does next: stop, or call the listener on these messages with this context.
-Next = Stop | tuple[list[MessageExt], ConsumeOrderlyContext]
-
-
 class OrderlySteps:
-    """The decisions of orderly consumption, with no scheduling: the next batch of a queue, and what
-    the listener's answer leads to (the dead-lettering is an operation, see :mod:`mq.store.ops`)."""
+    """The orderly decisions (:class:`~mq.consumer.machine.Orderly`) with the dead-lettering they may
+    ask for as an operation (see :mod:`mq.store.ops`), for either driver to run."""
 
-    def __init__(
-        self, ownership: Ownership, send_back: SendBackOps, *, batch_size: int, max_reconsume_times: int, suspend_ms: int
-    ) -> None:
+    def __init__(self, ownership: Ownership, send_back: SendBackOps, policy: Orderly) -> None:
         self._ownership = ownership
         self._send_back = send_back
-        self._batch_size = batch_size
-        self._max = max_reconsume_times
-        self._suspend_ms = suspend_ms
+        self._policy = policy
 
-    def next(self, pq: ProcessQueue, began: float) -> Next:
+    def next(self, pq: ProcessQueue, began: float) -> Stop | Call:
         """What the task of ``pq`` (running since monotonic ``began``) does next."""
-        if pq.dropped or pq.releasing:
-            return Stop(None)
-        if not self._ownership.may_consume(pq):
-            return Stop(LOCK_RETRY_S)  # not (or no longer) sure of the lock: wait for its renewal
-        if time.monotonic() - began > MAX_TIME_CONSUME_CONTINUOUSLY_S:
-            return Stop(0.01)  # let other queues have the worker
-        msgs = pq.head(self._batch_size)
-        if not msgs:
-            return Stop(None)
-        if pq.queue.topic.startswith(RETRY_PREFIX):  # the listener sees the topic the message was sent to
-            msgs = [dataclasses.replace(m, topic=original_topic(m)) for m in msgs]
-        return msgs, ConsumeOrderlyContext(pq.queue, suspend_current_queue_time_ms=self._suspend_ms)
+        return self._policy.next(pq, may_consume=self._ownership.may_consume(pq), running_s=time.monotonic() - began)
 
-    def answered(
-        self, pq: ProcessQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext, status: ConsumeOrderlyStatus
-    ) -> Op[Stop | None]:
-        """Take in the listener's answer on ``msgs``: None goes on with the next batch, a Stop suspends the queue."""
-        if status is ConsumeOrderlyStatus.SUCCESS:
-            pq.remove(msgs)  # the next pull or commit stores the offset
-            return None
-        msgs = pq.tried_again(msgs)
-        dead = [m for m in msgs if 0 <= self._max < m.reconsume_times]
-        if dead and (yield from self._dead_letter(pq, dead)):
-            return None
-        return Stop(min(max(ctx.suspend_current_queue_time_ms, SUSPEND_MIN_MS), SUSPEND_MAX_MS) / 1000)
+    def answered(self, pq: ProcessQueue, call: Call, status: ConsumeOrderlyStatus) -> Op[Stop | None]:
+        """Take in the listener's answer on ``call``: None goes on with the next batch, a Stop suspends the queue."""
+        step = self._policy.answered(pq, call, status)
+        if not isinstance(step, DeadLetter):
+            return step
+        return self._policy.dead_lettered(pq, step, moved=(yield from self._dead_letter(pq, step.msgs)))
 
     def _dead_letter(self, pq: ProcessQueue, dead: list[MessageExt]) -> Op[bool]:
         """Move poison messages to the DLQ so their queue can go on; False if the store refused."""
@@ -103,7 +63,6 @@ class OrderlySteps:
         except MQError as e:
             log.warning("moving poison messages of %s to the DLQ failed, retrying: %s", pq.queue, e)
             return False
-        pq.remove(dead)
         return True
 
 
@@ -116,17 +75,12 @@ class OrderlyService:
         executor: Callable[[], Executor | None],
         call: CallListener,
         send_back: SendBack,
-        *,
-        batch_size: int,
-        max_reconsume_times: int,
-        suspend_ms: int,
+        policy: Orderly,
     ) -> None:
         self._core = core
         self._executor = executor
         self._call = call
-        self._steps = OrderlySteps(
-            core.ownership, send_back, batch_size=batch_size, max_reconsume_times=max_reconsume_times, suspend_ms=suspend_ms
-        )
+        self._steps = OrderlySteps(core.ownership, send_back, policy)
         self._lock = threading.Lock()
 
     def deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
@@ -180,6 +134,5 @@ class OrderlyService:
         step = self._steps.next(pq, began)
         if isinstance(step, Stop):
             return step.again, True
-        msgs, ctx = step
-        stop = self._core.store.run(self._steps.answered(pq, msgs, ctx, self._call(pq, msgs, ctx)))
+        stop = self._core.store.run(self._steps.answered(pq, step, self._call(pq, step.msgs, step.ctx)))
         return (None, False) if stop is None else (stop.again, True)

@@ -21,10 +21,16 @@ log = logging.getLogger("mq.consumer")
 class Consumption(Protocol):
     """How a consumer kind hands messages on and what it lets the core commit."""
 
-    #: Flow-control offset span of cached messages (None: no limit).
-    max_span: int | None
-    #: Whether a queue being released first waits for its cached messages to be consumed.
-    drains_on_release: bool
+    @property
+    def max_span(self) -> int | None:
+        """Flow-control offset span of cached messages (None: no limit)."""
+        ...
+
+    @property
+    def drains_on_release(self) -> bool:
+        """Whether a queue being released first waits for its cached messages to be consumed."""
+        ...
+
     #: Whether a queue's starting offset is stored for the group at once (False: only commits store offsets).
     seeds_start: bool
 

@@ -14,6 +14,12 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
+from mq.consumer.machine import (
+    CONSUME_CONCURRENTLY_MAX_SPAN,
+    PULL_THRESHOLD_FOR_QUEUE,
+    PULL_THRESHOLD_SIZE_FOR_QUEUE,
+    FlowControl,
+)
 from mq.consumer.process_queue import ProcessQueue
 from mq.errors import MQBrokerError
 from mq.filter import MessageSelector
@@ -26,12 +32,14 @@ from mq.store.store import StoreOps
 
 log = logging.getLogger("mq.consumer")
 
-#: Messages cached per queue before pulling pauses [RocketMQ ``pullThresholdForQueue``].
-PULL_THRESHOLD_FOR_QUEUE = 1000
-#: Body bytes cached per queue before pulling pauses [RocketMQ ``pullThresholdSizeForQueue`` 100 MiB].
-PULL_THRESHOLD_SIZE_FOR_QUEUE = 100 * 1024 * 1024
-#: Offset span of cached messages before pulling pauses (concurrent) [RocketMQ ``consumeConcurrentlyMaxSpan``].
-CONSUME_CONCURRENTLY_MAX_SPAN = 2000
+__all__ = [
+    "CONSUME_CONCURRENTLY_MAX_SPAN",
+    "PULL_THRESHOLD_FOR_QUEUE",
+    "PULL_THRESHOLD_SIZE_FOR_QUEUE",
+    "Puller",
+    "filter_args",
+]
+
 #: Entries a pull may scan past without a match before it returns (bounds work under a filter).
 PULL_MAX_SCAN = 1024
 #: Bytes of entries one pull may scan (at least one entry): bounds the script's time and memory.
@@ -68,7 +76,8 @@ class Puller:
         selector: the subscription of a topic.
         queues: the consumer's process queues now.
         deliver: hands pulled messages on.
-        commit_offset: what may be committed for a queue now (None: nothing rides along with pulls).
+        commit_offset: what a pull of a queue commits now (None: nothing rides along with it; see
+            :meth:`~mq.consumer.machine.CommitPolicy.with_pull`).
         on_lost: a queue the store says is no longer this client's.
         active: False while the group is paused (nothing is pulled).
         stopped: set at shutdown.
@@ -97,7 +106,8 @@ class Puller:
         self._store = store
         self._group, self._client_id, self._guard = group, client_id, guard
         self.batch = batch
-        self._max_span = max_span
+        # the thresholds are read when the consumer starts (tests lower them on this module)
+        self._flow = FlowControl(max_span, PULL_THRESHOLD_FOR_QUEUE, PULL_THRESHOLD_SIZE_FOR_QUEUE)
         self._selector = selector
         self._queues = queues
         self._deliver = deliver
@@ -124,18 +134,12 @@ class Puller:
         self._wake.set()
 
     def flow_limited(self, pq: ProcessQueue) -> bool:
-        """Whether pulling ``pq`` pauses because too much of it is cached."""
-        if pq.count > PULL_THRESHOLD_FOR_QUEUE or pq.size_bytes > PULL_THRESHOLD_SIZE_FOR_QUEUE:
-            return True
-        # the span can only pass the limit when more than a few messages are cached
-        return self._max_span is not None and pq.count > 1 and pq.span > self._max_span
+        """Whether pulling ``pq`` pauses because too much of it is cached (see :class:`FlowControl`)."""
+        return self._flow.limited(pq)
 
     def _paused(self, pq: ProcessQueue) -> bool:
-        """:meth:`flow_limited`, recorded in ``pq.flow_paused`` for the consumer to wake the puller
-        when it frees room (the flag goes up before the check, so room freed during it is seen)."""
-        pq.flow_paused = True
-        pq.flow_paused = paused = self.flow_limited(pq)
-        return paused
+        """:meth:`flow_limited`, recorded in ``pq.flow_paused`` (see :meth:`FlowControl.paused`)."""
+        return self._flow.paused(pq)
 
     def unfiltered(self, pq: ProcessQueue) -> bool:
         """Whether ``pq``'s subscription takes every message (its waiter may deliver what it read)."""
@@ -206,16 +210,12 @@ class Puller:
             fdata,
             max_bytes,
             self._group,
-            self._commit_due(pq),
+            self._commit_offset(pq),
             self._guard,
             self._client_id,
             read_after,
             last_entry,
         )
-
-    def _commit_due(self, pq: ProcessQueue) -> int | None:
-        offset = self._commit_offset(pq)
-        return None if offset is None or offset == pq.stored_offset else offset
 
     def _apply(self, pq: ProcessQueue, request: PullRequest, result: PullResult | MQBrokerError) -> None:
         if isinstance(result, MQBrokerError):

@@ -15,22 +15,19 @@ from mq import otel
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.base import CoreT, QueueConsumerBase
 from mq.consumer.concurrently import (
-    Batches,
-    acknowledged,
     check_push_options,
     check_startable,
     done,
     max_reconsume_times_of,
     overdue,
     send_back_op,
-    task_batches,
     tried_again,
 )
 from mq.consumer.core import SHUTDOWN_TIMEOUT_S, ConsumerCore
 from mq.consumer.listener import invoke
+from mq.consumer.machine import Batches, Concurrent, Orderly
 from mq.consumer.orderly import OrderlyService
 from mq.consumer.process_queue import ProcessQueue
-from mq.consumer.puller import CONSUME_CONCURRENTLY_MAX_SPAN
 from mq.consumer.retry import SendBack
 from mq.consumer.types import (
     ConsumeConcurrentlyContext,
@@ -138,9 +135,9 @@ class PushBase(QueueConsumerBase[CoreT]):
         self._listener = None
         self._orderly_listener = None
         self._hooks: list[ConsumeHook] = []
-        # what the core needs to know of this kind of consumption (see mq.consumer.parts.Consumption)
-        self.max_span: int | None = CONSUME_CONCURRENTLY_MAX_SPAN
-        self.drains_on_release = True  # orderly releases between two batches instead
+        # how messages reach the listener (the orderly policy replaces it at start when an orderly
+        # listener is registered); the core reads max_span and drains_on_release from it
+        self._dispatch: Concurrent | Orderly = Concurrent()
         self.seeds_start = True
         self._setup(trace)
 
@@ -160,12 +157,27 @@ class PushBase(QueueConsumerBase[CoreT]):
             self._max_reconsume_times, orderly=orderly, config=config, default=DEFAULT_MAX_RECONSUME_TIMES
         )
 
-    def _consumes_orderly(self) -> bool:
-        """At start: whether an orderly listener is registered (then the core's settings for it are set)."""
-        orderly = self._orderly_listener is not None
-        if orderly:
-            self.max_span, self.drains_on_release = None, False
+    def _consumes_orderly(self) -> Orderly | None:
+        """At start: the orderly policy when an orderly listener is registered (then it is the one
+        the core reads its settings from), else None."""
+        if self._orderly_listener is None:
+            return None
+        self._dispatch = orderly = Orderly(
+            batch_size=self.consume_message_batch_max_size,
+            max_reconsume_times=self.max_reconsume_times,
+            suspend_ms=self.suspend_current_queue_time_ms,
+        )
         return orderly
+
+    @property
+    def max_span(self) -> int | None:
+        """Flow control's offset span of cached messages (None: no limit, orderly)."""
+        return self._dispatch.max_span
+
+    @property
+    def drains_on_release(self) -> bool:
+        """Whether a queue being released first waits for its cached messages to be consumed."""
+        return self._dispatch.drains_on_release
 
     @property
     def _overdue_every_s(self) -> float:
@@ -287,16 +299,14 @@ class PushConsumer(PushBase[ConsumerCore]):
             self.message_model is MessageModel.CLUSTERING
         ):  # retries and resent dead letters come back through the group's retry topic
             self._subscriptions[self._send_back.ensure_retry_topic()] = MessageSelector.by_tag("*")
-        core = self._build_core(self, orderly=orderly)
-        if orderly:
+        core = self._build_core(self, orderly=orderly is not None)
+        if orderly is not None:
             self._orderly = OrderlyService(
                 core,
                 lambda: self._executor,
                 self._call_orderly,
                 self._send_back,
-                batch_size=self.consume_message_batch_max_size,
-                max_reconsume_times=self.max_reconsume_times,
-                suspend_ms=self.suspend_current_queue_time_ms,
+                orderly,
             )
         self._executor = ThreadPoolExecutor(self.consume_thread_max, thread_name_prefix=f"mq-consume-{self.group}")
         core.start(jobs=[(self._send_back_overdue, self._overdue_every_s, "consume-timeout")])
@@ -339,7 +349,7 @@ class PushConsumer(PushBase[ConsumerCore]):
         if not msgs:
             return
         queues = len(self._core.process_queues) if self._core is not None else 1
-        for batches in task_batches(
+        for batches in Concurrent.tasks(
             pq, msgs, self.consume_message_batch_max_size, workers=self.consume_thread_max, queues=queues
         ):
             with self._in_flight_cv:
@@ -398,7 +408,7 @@ class PushConsumer(PushBase[ConsumerCore]):
                 consuming.pop(m.queue_offset, None)
         if traced:
             self._tracer.consumed(pq.queue, msgs, status.value, began_ms, (time.monotonic() - began) * 1000)
-        ok, failed = acknowledged(msgs, status, ctx, broadcasting=task.broadcasting)
+        ok, failed = Concurrent.answered(msgs, status, ctx.ack_index, broadcasting=task.broadcasting)
         consumed += ok
         if failed:
             self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)

@@ -9,13 +9,13 @@ asyncio core (:class:`mq.aio.core.AsyncConsumerCore`) awaits the very same steps
 the scheduling — threads or tasks, locks, waiting — lives in those two modules.
 
 A step never waits for anything but the store: the caller holds whatever keeps two steps of one
-consumer apart (a re-entrant lock in the sync core, one asyncio lock in the async core).
+consumer apart (a re-entrant lock in the sync core, one asyncio lock in the async core), and the
+subclass makes the flags its waiters wait on; this module starts and holds no thread primitive.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, TypeVar
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 from mq import metrics
 from mq.connection import is_out_of_memory
 from mq.consumer.locks import LOCK_RENEW_INTERVAL_S
+from mq.consumer.machine import CommitPolicy, plan_rebalance
 from mq.consumer.offsets import PERSIST_INTERVAL_S, OffsetStore
 from mq.consumer.ownership import Ownership
 from mq.consumer.parts import ConsumerSettings, Consumption
@@ -40,16 +41,14 @@ from mq.store.ops import Op
 from mq.store.store import StoreOps
 
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Iterable
+    from contextlib import AbstractContextManager
 
 log = logging.getLogger("mq.consumer")
 
 #: Seconds between rebalances when nothing changed [RocketMQ ``rebalanceInterval`` 20 s].
 REBALANCE_INTERVAL_S = 20.0
-#: Seconds a released queue of a concurrent consumer waits for its cached messages to be consumed
-#: before it is released anyway (the rest is then redelivered to the new owner). An orderly queue
-#: is released between two batches instead, however long that takes.
-RELEASE_WAIT_S = 10.0
 #: Default bound of ``shutdown(timeout_s=…)``: in-flight work, then an orderly batch, may take this long, s.
 SHUTDOWN_TIMEOUT_S = 30.0
 
@@ -97,10 +96,11 @@ class CoreSteps(ABC):
         self._reset_seq = -1  # the group's offset-reset counter as last seen (-1: before the first heartbeat)
         self._unsettled = False
         self._evicted_topics: set[str] = set()  # subscribed topics reported evicted (ERROR once until back)
-        #: keeps the pure bookkeeping of two threads apart (re-entrant: one thread may nest steps)
-        self._rebalance_lock = threading.RLock()
-        self._stopped = threading.Event()
+        self._stopped = self.new_flag()
         self.rebalance_count = 0
+        self.commits: CommitPolicy[ProcessQueue] = CommitPolicy(
+            in_store=offsets.in_store, offset=consumption.commit_offset, may_consume=ownership.may_consume
+        )
         self.puller = Puller(
             store,
             group=self.group,
@@ -111,7 +111,7 @@ class CoreSteps(ABC):
             selector=lambda t: self.subscriptions.get(t) or MATCH_ALL,
             queues=lambda: list(self.process_queues.values()),
             deliver=consumption.deliver,
-            commit_offset=self.commit_with_pull,
+            commit_offset=self.commits.with_pull,
             on_lost=self.lost,
             active=self.active,
             stopped=self._stopped,
@@ -120,9 +120,14 @@ class CoreSteps(ABC):
 
     # -- what the scheduling subclass provides ---------------------------------------------------
 
+    @abstractmethod
     def new_flag(self) -> threading.Event:
-        """A flag the scheduler's waiters can wait on (the puller's wake-up, a queue's ``idle``)."""
-        return threading.Event()
+        """A flag the scheduler's waiters can wait on (the puller's wake-up, a queue's ``idle``, the stop)."""
+
+    @abstractmethod
+    def _exclusive(self) -> AbstractContextManager[object]:
+        """What keeps a step that changes what the core holds apart from the others (called outside
+        the scheduler's own serialisation: a lost queue reported by the puller)."""
 
     def _new_queue(self, mq: MessageQueue, offset: int) -> ProcessQueue:
         """A process queue for a newly held queue (its ``idle`` flag made by :meth:`new_flag`)."""
@@ -169,7 +174,7 @@ class CoreSteps(ABC):
 
     def lost(self, pq: ProcessQueue) -> None:
         """The store says ``pq`` is another member's now: stop consuming it, commit nothing more."""
-        with self._rebalance_lock:
+        with self._exclusive():
             if pq.dropped:
                 return
             log.warning("group %s lost %s to another member; it is no longer consumed here", self.group, pq.queue)
@@ -177,21 +182,10 @@ class CoreSteps(ABC):
             self.process_queues.pop(pq.queue, None)
             self._unsettled = True
 
-    def commit_due(self, pq: ProcessQueue) -> int | None:
-        """The committable offset of ``pq`` when it differs from the stored one (and we may commit)."""
-        if pq.dropped or not self.ownership.may_consume(pq):  # a lost lock's offset belongs to the new holder
-            return None
-        offset = self.consumption.commit_offset(pq)
-        return None if offset is None or offset == pq.stored_offset else offset
-
     def positions(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, tuple[int, str]]:
         """The position (next offset, fingerprint of the entry before it) of each held queue of
         ``queues``: commits carry them for the store to check (D70)."""
         return {mq: pq.position() for mq in queues if (pq := self.process_queues.get(mq)) is not None}
-
-    def commit_with_pull(self, pq: ProcessQueue) -> int | None:
-        """What a pull of ``pq`` commits in the same script: store offsets only (broadcasting's live in a file)."""
-        return self.commit_due(pq) if self.offsets.in_store else None
 
     def begin_stop(self) -> None:
         """Stop pulling and rebalancing: every queue is being released (the shutdown's first step)."""
@@ -295,7 +289,7 @@ class CoreSteps(ABC):
 
     def persist_op(self) -> Op[None]:
         """Commit every queue whose committable offset moved since it was last stored."""
-        due = {mq: o for mq, pq in self.process_queues.items() if (o := self.commit_due(pq)) is not None}
+        due = self.commits.periodic(self.process_queues.values())
         if not due:
             return
         try:
@@ -314,22 +308,15 @@ class CoreSteps(ABC):
 
     def commit_before_wait_op(self, pq: ProcessQueue) -> Op[None]:
         """Before a waiter blocks: commit what was consumed since the last pull (store offsets only)."""
-        offset = self.wait_commit(pq)
+        offset = self.commits.before_wait(pq)
         if offset is not None:
             lost = yield from self.offsets.commit({pq.queue: offset}, self.positions([pq.queue]))
             self.wait_committed(pq, offset, held=not lost)
 
-    def wait_commit(self, pq: ProcessQueue) -> int | None:
-        """The offset a waiter commits before it blocks (store offsets only), or None."""
-        offset = self.commit_due(pq)
-        return None if offset is None or not self.offsets.in_store or pq.dropped else offset
-
     def wait_committed(self, pq: ProcessQueue, offset: int, *, held: bool) -> None:
         """Take in a waiter's commit of ``offset``: stored, or refused as the queue is another
         member's now (unless this client is releasing it anyway, which commits by itself)."""
-        if held:
-            pq.stored_offset = offset
-        elif not pq.releasing:
+        if self.commits.committed(pq, offset, held=held):
             self.lost(pq)
 
     # -- rebalance ------------------------------------------------------------------------------
@@ -373,22 +360,16 @@ class CoreSteps(ABC):
 
     def apply_op(self, wanted: Iterable[MessageQueue]) -> Op[bool]:
         """Release what is no longer wanted, claim what is new; True while a hand-over is pending."""
-        wanted = set(wanted)
-        unsettled = False
-        for mq, pq in list(self.process_queues.items()):
-            if mq in wanted:
-                if pq.releasing:  # handed back before it was released: go on where it stopped
-                    pq.releasing = False
-                    self.consumption.deliver(pq, [])
-                continue
-            if not pq.releasing:
-                pq.releasing, pq.releasing_since = True, time.monotonic()
-            draining = self.consumption.drains_on_release and pq.count
-            if draining and time.monotonic() - pq.releasing_since < RELEASE_WAIT_S:
-                unsettled = True  # let cached messages be consumed first
-                continue
-            unsettled |= not (yield from self.release_op(mq, pq))
-        new = sorted(wanted - set(self.process_queues))
+        # the queues as held now: a queue lost while another is released (the asyncio core awaits
+        # each release) is still released from this snapshot, as before the plan was a function
+        held = dict(self.process_queues)
+        plan = plan_rebalance(held, wanted, drains_on_release=self.consumption.drains_on_release, now_s=time.monotonic())
+        for mq in plan.resumed:  # handed back before it was released: go on where it stopped
+            self.consumption.deliver(held[mq], [])
+        unsettled = plan.unsettled
+        for mq in plan.release:
+            unsettled |= not (yield from self.release_op(mq, held[mq]))
+        new = plan.claim
         sent, claimed = yield from self.ownership.claim(new, self._members)
         unsettled |= len(claimed) < len(new)
         if claimed:

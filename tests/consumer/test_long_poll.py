@@ -186,7 +186,7 @@ def test_a_waiter_that_passed_its_stop_check_leaves_no_connection_open_after_clo
         group="g",
         on_news=lambda *news: None,
         on_rewind=lambda *rewound: None,
-        commit_due=None,
+        commits=None,
         before_wait=lambda pq: None,
         may_wait=may_wait,
         batch=4,
