@@ -415,7 +415,7 @@ def _make_client(url: str, kind: str, socket_timeout_s: float | None, *, asyncio
     if not nodes:
         raise MQClientError(f"no seed nodes in {mask_url(url)!r}: use redis+cluster://host:port[,host:port]")
     tls: dict[str, Any] = {k: v[0] for k, v in parse_qs(parts.query).items() if k in _CLUSTER_TLS_OPTIONS}
-    return (redis.asyncio.RedisCluster if asyncio else RedisCluster)(
+    cluster = (redis.asyncio.RedisCluster if asyncio else RedisCluster)(
         startup_nodes=nodes,
         **tls,
         username=unquote(parts.username) if parts.username else None,
@@ -424,6 +424,8 @@ def _make_client(url: str, kind: str, socket_timeout_s: float | None, *, asyncio
         require_full_coverage=False,
         **common,
     )
+    redispy.route_by_known_keys(cluster)  # no COMMAND GETKEYS round trip per XREAD / pipelined EVALSHA (D132)
+    return cluster
 
 
 @dataclass(frozen=True, repr=False)

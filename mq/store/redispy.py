@@ -18,6 +18,7 @@ from typing import Any
 
 import redis
 import redis.asyncio
+from redis._parsers.commands import AsyncCommandsParser, CommandsParser
 from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
 from redis._parsers.hiredis import _AsyncHiredisParser
 from redis.connection import HiredisRespSerializer
@@ -272,3 +273,73 @@ def use_hiredis_packing(pool: redis.asyncio.ConnectionPool) -> None:
     the pool would open plain ones."""
     if HIREDIS_AVAILABLE and pool.connection_class is redis.asyncio.Connection:
         pool.connection_class = HiredisPackingConnection
+
+
+# -- cluster routing -----------------------------------------------------------------------------
+
+#: Commands whose key count is their third argument (``EVALSHA sha numkeys key…``): redis-py's cluster
+#: client parses these itself only for a single command, not in a sync pipeline (redis-py 8.1).
+_NUMKEYS_COMMANDS = frozenset({"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"})
+#: Commands whose keys follow their ``STREAMS`` option.
+_STREAMS_COMMANDS = frozenset({"XREAD", "XREADGROUP"})
+#: Options of XREAD / XREADGROUP before ``STREAMS``, with how many arguments each takes.
+_STREAMS_OPTIONS = {"COUNT": 1, "BLOCK": 1, "GROUP": 2, "NOACK": 0}
+
+
+def _word(arg: Any) -> str:
+    return (arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)).upper()
+
+
+def known_keys(args: tuple[Any, ...]) -> list[Any] | None:
+    """The keys of command ``args`` when it is one whose key positions a Redis node would otherwise be
+    asked for (``COMMAND GETKEYS``: the commands flagged ``movablekeys``); None for any other command.
+
+    The positions are read the way the server reads them: after ``numkeys`` for scripts and functions,
+    and the first half of what follows ``STREAMS`` for XREAD / XREADGROUP (options skipped as the
+    server skips them, so a group or consumer named "streams" is not taken for the option)."""
+    name = _word(args[0]) if args else ""
+    if name in _NUMKEYS_COMMANDS and len(args) >= 3:
+        count = int(args[2])
+        return list(args[3 : 3 + count])
+    if name in _STREAMS_COMMANDS:
+        i = 1
+        while i < len(args):
+            word = _word(args[i])
+            if word == "STREAMS":
+                rest = args[i + 1 :]
+                return list(rest[: len(rest) // 2])
+            if word not in _STREAMS_OPTIONS:
+                break
+            i += 1 + _STREAMS_OPTIONS[word]
+    return None
+
+
+class _KnownKeysParser(CommandsParser):
+    """redis-py's sync commands parser, which finds the keys of :func:`known_keys`'s commands itself."""
+
+    def get_keys(self, redis_conn: Any, *args: Any) -> Any:
+        keys = known_keys(args)
+        return keys if keys is not None else super().get_keys(redis_conn, *args)  # type: ignore[no-untyped-call]
+
+
+class _AsyncKnownKeysParser(AsyncCommandsParser):
+    """:class:`_KnownKeysParser` for the asyncio cluster client."""
+
+    async def get_keys(self, *args: Any) -> Any:
+        keys = known_keys(args)
+        return keys if keys is not None else await super().get_keys(*args)
+
+
+def route_by_known_keys(client: redis.RedisCluster | redis.asyncio.RedisCluster) -> None:
+    """Make cluster ``client`` find the slot of every command the store sends from its own arguments.
+
+    redis-py asks a node ``COMMAND GETKEYS`` for the keys of each ``movablekeys`` command (XREAD,
+    XREADGROUP; EVALSHA in a sync pipeline), twice for a single command: a round trip per call, all on
+    the client's default node, so that node fields a lookup for every read of the whole cluster (issue
+    33, D132). The client's parser (shared by its pipelines) is given the positions instead; it keeps
+    the command table it read, and asks the server for anything else as before."""
+    parser = client.commands_parser
+    if type(parser) is CommandsParser:
+        parser.__class__ = _KnownKeysParser
+    elif type(parser) is AsyncCommandsParser:
+        parser.__class__ = _AsyncKnownKeysParser

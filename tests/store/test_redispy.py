@@ -239,3 +239,28 @@ def test_the_redis_py_check_finds_an_offence(tmp_path: pathlib.Path) -> None:
         "def f(conn, pool):\n    conn._sock.close()\n    return pool._in_use_connections\n"
     )
     assert len(_reaches_into_redis_py(bad)) == 4
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("EVALSHA", "0" * 40, 2, "{q}:a", "{q}:b", "arg"),
+        ("EVAL", "return 1", 0, "arg"),
+        ("FCALL", "fn", 1, "{q}:a", "arg"),
+        ("XREAD", "COUNT", 5, "BLOCK", 100, "STREAMS", "{q}:a", "{q}:b", "0-0", "$"),
+        ("XREADGROUP", "GROUP", "streams", "c1", "COUNT", 3, "NOACK", "STREAMS", "{q}:a", ">"),
+    ],
+)
+def test_known_keys_are_the_keys_the_server_finds(redis_server: RedisServer, args: tuple[Any, ...]) -> None:
+    """The positions the cluster client is given instead of asking a node (D132) are the server's own:
+    ``COMMAND GETKEYS`` on a real server answers the same keys."""
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        try:
+            expected = [k.decode() if isinstance(k, bytes) else k for k in client.execute_command("COMMAND GETKEYS", *args)]
+        except redis.ResponseError:  # a script with no keys: the server says it has none
+            expected = []
+    finally:
+        client.close()
+    assert redispy.known_keys(args) == expected
+    assert redispy.known_keys(("GET", "k")) is None  # any other command: redis-py's own parser
