@@ -1,0 +1,156 @@
+"""What routing by the known slot saves on a cluster (issue 33 item 1, D132): client CPU and server
+calls a message, for sync ``send``, ``send_async`` and a push consumer's drain, on one standalone
+``redis-server`` and on a 3-master cluster, in the same run.
+
+The cluster is measured twice: with redis-py's own key lookups (the store's routing switched off, as
+on main before D132: a ``COMMAND GETKEYS`` to the default node for every XREAD / XREADGROUP and every
+pipelined EVALSHA) and with the store's routing. Server calls are the sum of every node's ``INFO
+commandstats`` over the phase; a ``COMMAND GETKEYS`` is a round trip of its own, made before the
+command it is about. Client CPU is ``time.process_time`` (every thread of this process).
+
+    python -m bench.cluster_routing -n 5000 --rounds 3
+
+Results go to stdout and ``bench/results/cluster_routing.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+
+from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+from mq.store import redispy
+from tests.servers import RedisClusterProcs, RedisServer
+
+BODY = b"x" * 512
+QUEUES = 16
+GETKEYS = "cmdstat_command|getkeys"
+
+
+def _nodes(ports: list[int]) -> list[redis.Redis]:
+    return [redis.Redis(port=p) for p in ports]
+
+
+def _reset(ports: list[int]) -> None:
+    for node in _nodes(ports):
+        with node:
+            node.config_resetstat()
+
+
+def _calls(ports: list[int]) -> tuple[int, int]:
+    """(all calls, ``COMMAND GETKEYS`` calls) over every node since the last reset."""
+    total = getkeys = 0
+    for node in _nodes(ports):
+        with node:
+            stats = node.info("commandstats")
+        total += sum(int(s["calls"]) for s in stats.values())
+        getkeys += int(stats.get(GETKEYS, {}).get("calls", 0))
+    return total, getkeys
+
+
+@contextmanager
+def _lookups_by_redis_py() -> Iterator[None]:
+    """Clients made inside keep redis-py's own key lookups (the store's routing off, as before D132)."""
+    kept = redispy.route_by_known_keys
+    redispy.route_by_known_keys = lambda client: None
+    try:
+        yield
+    finally:
+        redispy.route_by_known_keys = kept
+
+
+def _phase(ports: list[int], n: int, work: Callable[[], None]) -> dict[str, float]:
+    """Run ``work`` (``n`` messages); client CPU µs, server calls and GETKEYS a message."""
+    _reset(ports)
+    cpu, wall = time.process_time(), time.perf_counter()
+    work()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    total, getkeys = _calls(ports)
+    return {"cpu_us": cpu / n * 1e6, "msg_s": n / wall, "calls": total / n, "getkeys": getkeys / n}
+
+
+def measure(url: str, ports: list[int], n: int) -> dict[str, dict[str, float]]:
+    ns = f"bench{time.monotonic_ns()}"
+    with Admin(url, ns) as admin:
+        admin.create_topic("T", read_queues=QUEUES, write_queues=QUEUES)
+    out: dict[str, dict[str, float]] = {}
+    with Producer("bench-p", url, namespace=ns) as producer:
+        producer.send(Message("T", BODY))  # the route and connections, outside the figures
+
+        def sends() -> None:
+            for _ in range(n):
+                producer.send(Message("T", BODY))
+
+        def async_sends() -> None:
+            futures = [producer.send_async(Message("T", BODY)) for _ in range(n)]
+            for f in futures:
+                f.result()
+
+        out["send"] = _phase(ports, n, sends)
+        out["send_async"] = _phase(ports, n, async_sends)
+    total = 2 * n + 1
+    done = threading.Event()
+    count = [0]
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            count[0] += len(msgs)
+            if count[0] >= total:
+                done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("bench-c", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    consumer.subscribe("T")
+    consumer.register_message_listener(listener)
+
+    def drain() -> None:
+        consumer.start()
+        if not done.wait(300):
+            raise RuntimeError(f"drained {count[0]} of {total}")
+
+    try:
+        out["drain"] = _phase(ports, total, drain)
+    finally:
+        consumer.shutdown()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=5000, help="messages a send phase")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    runs: dict[str, list[dict[str, dict[str, float]]]] = {"standalone": [], "cluster, redis-py lookups": [], "cluster": []}
+    with RedisServer() as server, RedisClusterProcs() as cluster:
+        for _ in range(args.rounds):
+            runs["standalone"].append(measure(server.url, [server.port], args.n))
+            with _lookups_by_redis_py():
+                runs["cluster, redis-py lookups"].append(measure(cluster.url, cluster.ports, args.n))
+            runs["cluster"].append(measure(cluster.url, cluster.ports, args.n))
+    summary: dict[str, Any] = {}
+    for target, rounds in runs.items():
+        summary[target] = {
+            phase: {k: round(statistics.median(r[phase][k] for r in rounds), 2) for k in rounds[0][phase]} for phase in rounds[0]
+        }
+    for phase in ("send", "send_async", "drain"):
+        base = summary["standalone"][phase]["cpu_us"]
+        for target in ("cluster, redis-py lookups", "cluster"):
+            summary[target][phase]["cpu_vs_standalone"] = round(summary[target][phase]["cpu_us"] / base, 2)
+    print(json.dumps(summary, indent=2))
+    out = pathlib.Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "cluster_routing.json").write_text(json.dumps({"n": args.n, "rounds": args.rounds, "median": summary}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
