@@ -19,7 +19,6 @@ import argparse
 import json
 import pathlib
 import statistics
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,7 +26,8 @@ from typing import Any
 
 import redis
 
-from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
+from bench.consumer import LAST_DRAIN_CPU_S, push_drain_rate
+from mq import Admin, Message, Producer
 from mq.store import redispy
 from tests.servers import RedisClusterProcs, RedisServer
 
@@ -68,14 +68,18 @@ def _lookups_by_redis_py() -> Iterator[None]:
         redispy.route_by_known_keys = kept
 
 
+def _per_message(ports: list[int], n: int, cpu_s: float, wall_s: float) -> dict[str, float]:
+    """Client CPU µs, rate, server calls and GETKEYS a message of a phase of ``n`` messages."""
+    total, getkeys = _calls(ports)
+    return {"cpu_us": cpu_s / n * 1e6, "msg_s": n / wall_s, "calls": total / n, "getkeys": getkeys / n}
+
+
 def _phase(ports: list[int], n: int, work: Callable[[], None]) -> dict[str, float]:
-    """Run ``work`` (``n`` messages); client CPU µs, server calls and GETKEYS a message."""
+    """Run ``work`` (``n`` messages) on freshly reset command counts."""
     _reset(ports)
     cpu, wall = time.process_time(), time.perf_counter()
     work()
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    total, getkeys = _calls(ports)
-    return {"cpu_us": cpu / n * 1e6, "msg_s": n / wall, "calls": total / n, "getkeys": getkeys / n}
+    return _per_message(ports, n, time.process_time() - cpu, time.perf_counter() - wall)
 
 
 def measure(url: str, ports: list[int], n: int) -> dict[str, dict[str, float]]:
@@ -98,30 +102,9 @@ def measure(url: str, ports: list[int], n: int) -> dict[str, dict[str, float]]:
         out["send"] = _phase(ports, n, sends)
         out["send_async"] = _phase(ports, n, async_sends)
     total = 2 * n + 1
-    done = threading.Event()
-    count = [0]
-    lock = threading.Lock()
-
-    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
-        with lock:
-            count[0] += len(msgs)
-            if count[0] >= total:
-                done.set()
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer("bench-c", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
-    consumer.subscribe("T")
-    consumer.register_message_listener(listener)
-
-    def drain() -> None:
-        consumer.start()
-        if not done.wait(300):
-            raise RuntimeError(f"drained {count[0]} of {total}")
-
-    try:
-        out["drain"] = _phase(ports, total, drain)
-    finally:
-        consumer.shutdown()
+    _reset(ports)
+    rate = push_drain_rate(url, ns, "T", total)  # its CPU: consumer start to the last message
+    out["drain"] = _per_message(ports, total, LAST_DRAIN_CPU_S[0], total / rate)
     return out
 
 
