@@ -333,11 +333,12 @@ class _AsyncKnownKeysParser(AsyncCommandsParser):
 def route_by_known_keys(client: redis.RedisCluster | redis.asyncio.RedisCluster) -> None:
     """Make cluster ``client`` find the slot of every command the store sends from its own arguments.
 
-    redis-py asks a node ``COMMAND GETKEYS`` for the keys of each ``movablekeys`` command (XREAD,
-    XREADGROUP; EVALSHA in a sync pipeline), twice for a single command: a round trip per call, all on
-    the client's default node, so that node fields a lookup for every read of the whole cluster (issue
-    33, D132). The client's parser (shared by its pipelines) is given the positions instead; it keeps
-    the command table it read, and asks the server for anything else as before."""
+    redis-py asks a node ``COMMAND GETKEYS`` for the keys of each ``movablekeys`` command — XREAD and
+    XREADGROUP (twice each: once for the request policy, once for the node), and EVALSHA queued on a
+    sync pipeline: a round trip per call, all on the client's default node, so that node fields a lookup
+    for every read of the whole cluster (issue 33, D132). The client's parser (shared by its
+    pipelines) is given the positions instead; it keeps the command table it read, and asks the
+    server for anything else as before."""
     parser = client.commands_parser
     if type(parser) is CommandsParser:
         parser.__class__ = _KnownKeysParser
