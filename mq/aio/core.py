@@ -39,8 +39,6 @@ log = logging.getLogger("mq.consumer")
 T = TypeVar("T")
 #: A timed job of the async core: ``(coroutine function, interval in seconds, name)``.
 Job = tuple[Callable[[], Awaitable[None]], float, str]
-#: Seconds between two looks at a running orderly batch while a queue waits to be released.
-RELEASE_POLL_S = 0.01
 #: Puller tasks of one consumer, each pulling every PULL_LANES-th held queue: while one task's reply
 #: is decoded and its messages are consumed (all on the one event loop), the other's pull runs in the
 #: store, so the loop does not wait for Redis between rounds (D54).
@@ -111,6 +109,8 @@ class AsyncConsumerCore(CoreSteps):
         self._waiters: dict[ProcessQueue, asyncio.Task[None]] = {}
         self._spawned: set[asyncio.Task[None]] = set()
         self._puller_tasks: list[asyncio.Task[None]] = []
+        #: the queues a release waits on while an orderly batch runs: set by :meth:`batch_ended`
+        self._batch_ends: dict[ProcessQueue, asyncio.Event] = {}
 
     # -- running steps --------------------------------------------------------------------------
 
@@ -196,14 +196,25 @@ class AsyncConsumerCore(CoreSteps):
     async def _release(self, mq: MessageQueue, pq: ProcessQueue, deadline: float) -> bool:
         """Commit and give up ``mq`` once no orderly batch runs on it (waiting until ``deadline``)."""
         while not pq.consume_lock.acquire(blocking=False):
-            if time.monotonic() >= deadline:
+            # held by an orderly batch (a rebalance's release runs under self._lock, as this does): the
+            # batch's task wakes this one when it lets go (batch_ended), so nothing is looked at meanwhile
+            ended = self._batch_ends.setdefault(pq, asyncio.Event())
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await ended.wait()
+            except TimeoutError:
                 return False
-            await asyncio.sleep(RELEASE_POLL_S)
         try:
             await self.run(self.give_up_op(mq, pq))
         finally:
             pq.consume_lock.release()
         return True
+
+    def batch_ended(self, pq: ProcessQueue) -> None:
+        """An orderly batch of ``pq`` let go of ``pq.consume_lock``: wake a release waiting for it."""
+        ended = self._batch_ends.pop(pq, None)
+        if ended is not None:
+            ended.set()
 
     # -- subscriptions --------------------------------------------------------------------------
 
