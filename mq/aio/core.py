@@ -29,7 +29,9 @@ from mq.consumer.puller import RETRY_PAUSE_S
 from mq.consumer.steps import SHUTDOWN_TIMEOUT_S, CoreSteps
 from mq.errors import MQBrokerError
 from mq.queue import MessageQueue
-from mq.store.ops import Op, arun
+from mq.store.aio import AsyncStore
+from mq.store.ops import Op
+from mq.store.replication import SyncReplicas
 from mq.store.store import StoreOps
 
 log = logging.getLogger("mq.consumer")
@@ -37,8 +39,6 @@ log = logging.getLogger("mq.consumer")
 T = TypeVar("T")
 #: A timed job of the async core: ``(coroutine function, interval in seconds, name)``.
 Job = tuple[Callable[[], Awaitable[None]], float, str]
-#: Seconds between two looks at a running orderly batch while a queue waits to be released.
-RELEASE_POLL_S = 0.01
 #: Puller tasks of one consumer, each pulling every PULL_LANES-th held queue: while one task's reply
 #: is decoded and its messages are consumed (all on the one event loop), the other's pull runs in the
 #: store, so the loop does not wait for Redis between rounds (D54).
@@ -71,32 +71,57 @@ class LoopFlag(threading.Event):
         return self.is_set()
 
 
+class AsyncFacade:
+    """What an asyncio consumer's facade runs its own operations on (before its core exists, too):
+    an :class:`~mq.store.aio.AsyncStore` on the facade's connection, made on first use and dropped
+    when :meth:`_close_connection` closes that connection's asyncio client (a restart makes another)."""
+
+    _conn: Connection
+    _sync: SyncReplicas | None
+    _async_store: AsyncStore | None = None
+
+    def _astore(self) -> AsyncStore:
+        store = self._async_store
+        if store is None:
+            store = self._async_store = AsyncStore(self._conn, sync=self._sync)
+        return store
+
+    async def _close_connection(self) -> None:
+        """Close the connection's asyncio client (and forget the store that ran on it)."""
+        self._async_store = None
+        await self._conn.aclose()
+
+
 class AsyncConsumerCore(CoreSteps):
     """Registration, rebalance, pulling and commits of one asyncio consumer (see the module docstring)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """As :class:`~mq.consumer.steps.CoreSteps`."""
         super().__init__(*args, **kwargs)
-        self._client: Any = self.store.conn.async_client
-        # the waiters' replies may take LONG_POLL_BLOCK_MS: a connection of their own
+        #: the operations built on :attr:`store` (its keys and replica settings) run on this one's client
+        self.astore = AsyncStore(self.store.conn, sync=self.store.sync)
+        # the waiters' replies may take LONG_POLL_BLOCK_MS: a connection (and a store) of their own
         url, namespace = self.store.conn.url, self.store.conn.namespace
         self._poll_conn = Connection(url, namespace, socket_timeout_s=LONG_POLL_BLOCK_MS / 1000 + 5)
+        self._poll_store = AsyncStore(self._poll_conn)
         self._lock = asyncio.Lock()
         self._jobs: list[asyncio.Task[None]] = []
         self._waiters: dict[ProcessQueue, asyncio.Task[None]] = {}
         self._spawned: set[asyncio.Task[None]] = set()
         self._puller_tasks: list[asyncio.Task[None]] = []
+        #: the queues a release waits on while an orderly batch runs: set by :meth:`batch_ended`
+        self._batch_ends: dict[ProcessQueue, asyncio.Event] = {}
 
     # -- running steps --------------------------------------------------------------------------
 
     async def run(self, op: Op[T]) -> T:
-        """Await one operation on the store's asyncio client."""
-        return await arun(self._client, op)
+        """Await one operation on :attr:`astore`."""
+        return await self.astore.run(op)
 
     async def do(self, op: Op[T]) -> T:
         """Await a step that changes what the core holds, one at a time."""
         async with self._lock:
-            return await arun(self._client, op)
+            return await self.astore.run(op)
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Run ``coro`` as a task the core keeps a reference to (until it ends)."""
@@ -171,14 +196,25 @@ class AsyncConsumerCore(CoreSteps):
     async def _release(self, mq: MessageQueue, pq: ProcessQueue, deadline: float) -> bool:
         """Commit and give up ``mq`` once no orderly batch runs on it (waiting until ``deadline``)."""
         while not pq.consume_lock.acquire(blocking=False):
-            if time.monotonic() >= deadline:
+            # held by an orderly batch (a rebalance's release runs under self._lock, as this does): the
+            # batch's task wakes this one when it lets go (batch_ended), so nothing is looked at meanwhile
+            ended = self._batch_ends.setdefault(pq, asyncio.Event())
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await ended.wait()
+            except TimeoutError:
                 return False
-            await asyncio.sleep(RELEASE_POLL_S)
         try:
             await self.run(self.give_up_op(mq, pq))
         finally:
             pq.consume_lock.release()
         return True
+
+    def batch_ended(self, pq: ProcessQueue) -> None:
+        """An orderly batch of ``pq`` let go of ``pq.consume_lock``: wake a release waiting for it."""
+        ended = self._batch_ends.pop(pq, None)
+        if ended is not None:
+            ended.set()
 
     # -- subscriptions --------------------------------------------------------------------------
 
@@ -270,19 +306,17 @@ class AsyncConsumerCore(CoreSteps):
         if not (await idle.wait_for(1.0) if isinstance(idle, LoopFlag) else idle.is_set()):
             return
         start, last_entry = pq.position()
-        client, batch = self._poll_conn.async_client, self.settings.pull_batch_size
+        poll, batch = self._poll_store, self.settings.pull_batch_size
         commit, block_ms = self.commits.paced(pq, pacer, start, time.monotonic())
         if commit is None:
-            rewound, news = await arun(
-                client,
+            rewound, news = await poll.run(
                 StoreOps.wait_for_messages.op(
                     self.store, pq.queue, start, batch, block_ms, group=self.group, last_entry=last_entry
                 ),
             )
         else:
             # what was consumed is committed in the wait's own round trip, when the pacer says so
-            held, rewound, news = await arun(
-                client,
+            held, rewound, news = await poll.run(
                 StoreOps.commit_and_wait.op(
                     self.store,
                     self.group,

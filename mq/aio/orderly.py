@@ -72,6 +72,7 @@ class AsyncOrderlyService:
                 stop = await self._batch(pq, began)
             finally:
                 pq.consume_lock.release()
+                self._core.batch_ended(pq)
             if stop is not None:
                 return stop.again
 

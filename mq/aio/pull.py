@@ -16,20 +16,19 @@ import collections
 import time
 from types import TracebackType
 
-from mq.aio.core import AsyncConsumerCore, LoopFlag
+from mq.aio.core import AsyncConsumerCore, AsyncFacade, LoopFlag
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.pull import DEFAULT_POLL_TIMEOUT_S, PullBase
 from mq.errors import MQClientError
 from mq.message import MessageExt
 from mq.queue import MessageQueue
-from mq.store.ops import arun
 from mq.store.store import StoreOps
 
 #: Seconds a poll sleeps between looks while the group is paused.
 PAUSED_POLL_S = 0.1
 
 
-class PullConsumer(PullBase[AsyncConsumerCore]):
+class PullConsumer(AsyncFacade, PullBase[AsyncConsumerCore]):
     """Polls messages of subscribed or assigned queues, awaited (arguments: see
     :class:`mq.consumer.pull.PullBase`). Use ``async with``, or ``await start()`` and
     ``await shutdown()``. No thread is started."""
@@ -57,7 +56,7 @@ class PullConsumer(PullBase[AsyncConsumerCore]):
                 await core.shutdown()
             else:
                 await core.shutdown(timeout_s=timeout_s)
-            await self._conn.aclose()
+            await self._close_connection()
         return True
 
     async def __aenter__(self) -> PullConsumer:
@@ -126,7 +125,7 @@ class PullConsumer(PullBase[AsyncConsumerCore]):
         """The committed offset of ``queue`` in the store (or local file), -1 when none."""
         core = self._core
         read = core.offsets.read([queue]) if core is not None else StoreOps.read_offsets.op(self._store, self.group, [queue])
-        return (await arun(self._conn.async_client, read)).get(queue, -1)
+        return (await self._astore().run(read)).get(queue, -1)
 
     def seek(self, queue: MessageQueue, offset: int) -> None:
         """Continue ``queue`` from ``offset`` (its position; committed by the next commit)."""
@@ -136,12 +135,12 @@ class PullConsumer(PullBase[AsyncConsumerCore]):
 
     async def seek_to_begin(self, queue: MessageQueue) -> None:
         """Continue ``queue`` from its oldest stored message."""
-        stats = await arun(self._conn.async_client, StoreOps.queue_stats.op(self._store, queue.topic, [queue.queue_id]))
+        stats = await self._astore().run(StoreOps.queue_stats.op(self._store, queue.topic, [queue.queue_id]))
         self.seek(queue, stats[queue.queue_id].min_offset)
 
     async def seek_to_end(self, queue: MessageQueue) -> None:
         """Continue ``queue`` with messages stored from now on."""
-        stats = await arun(self._conn.async_client, StoreOps.queue_stats.op(self._store, queue.topic, [queue.queue_id]))
+        stats = await self._astore().run(StoreOps.queue_stats.op(self._store, queue.topic, [queue.queue_id]))
         self.seek(queue, stats[queue.queue_id].max_offset)
 
     # -- what the core asks (see mq.consumer.parts.Consumption) ----------------------------------

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from mq import otel
-from mq.aio.core import AsyncConsumerCore
+from mq.aio.core import AsyncConsumerCore, AsyncFacade
 from mq.aio.orderly import AsyncOrderlyService
 from mq.consumer.concurrently import (
     check_startable,
@@ -44,7 +44,6 @@ from mq.consumer.types import (
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
 from mq.message import MessageExt
-from mq.store.ops import arun
 from mq.store.store import StoreOps
 
 log = logging.getLogger("mq.consumer")
@@ -103,7 +102,7 @@ class SlowListenerWarner:
         self._last_warned, self._unreported, self._longest_s = now, 0, 0.0
 
 
-class PushConsumer(PushBase[AsyncConsumerCore]):
+class PushConsumer(AsyncFacade, PushBase[AsyncConsumerCore]):
     """Consumes the subscribed topics with an async listener, in tasks (see :class:`mq.PushConsumer`
     for every argument; here ``consume_thread_max`` bounds the listener calls running at once).
 
@@ -183,12 +182,12 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
         if self._started:
             return self
         # a server that cannot confirm as asked is refused before any write
-        await arun(self._conn.async_client, StoreOps.check_writes.op(self._store))
+        await self._astore().run(StoreOps.check_writes.op(self._store))
         orderly = self._consumes_orderly()
         if (
             self.message_model is MessageModel.CLUSTERING
         ):  # retries and resent dead letters come back through the group's retry topic
-            retry = await arun(self._conn.async_client, SendBackOps.ensure_retry_topic.op(self._send_back))
+            retry = await self._astore().run(SendBackOps.ensure_retry_topic.op(self._send_back))
             self._subscriptions[retry] = MessageSelector.by_tag("*")
         core = self._build_core(self, orderly=orderly is not None)
         if orderly is not None:
@@ -221,7 +220,7 @@ class PushConsumer(PushBase[AsyncConsumerCore]):
             return True
         self._started = False
         clean = await core.shutdown(wait_consumed=self._drain, timeout_s=timeout_s)
-        await self._conn.aclose()
+        await self._close_connection()
         return clean
 
     async def __aenter__(self) -> PushConsumer:

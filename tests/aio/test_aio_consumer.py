@@ -282,6 +282,35 @@ async def test_shutdown_with_messages_in_flight_commits_only_finished_ones(env) 
     assert min(m.queue_offset for m in again.messages) == committed
 
 
+async def test_shutdown_waits_for_the_running_orderly_batch_then_commits_it(env) -> None:  # type: ignore[no-untyped-def]
+    """A queue is given up at shutdown only between two orderly batches: the release waits for the
+    batch in progress, is woken when it ends, and commits it (clean: nothing is delivered again)."""
+    url, ns, admin, producer = env
+    admin.create_topic("O", read_queues=1, write_queues=1)
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    async def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        entered.set()
+        await gate.wait()
+        return ConsumeOrderlyStatus.SUCCESS
+
+    c = PushConsumer("gw", url, namespace=ns, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    c.subscribe("O")
+    c.register_orderly_listener(listener)
+    await c.start()
+    producer.send(Message("O", b"x"))
+    await asyncio.wait_for(entered.wait(), 20)
+    core = c._core
+    assert core is not None
+    shutdown = asyncio.create_task(c.shutdown())
+    # stopped, and the core's lock taken by the releases: the one of queue O waits for the batch
+    await until(lambda: core.stopped and core._lock.locked(), 10, "the release waiting for the batch")
+    assert not shutdown.done()
+    gate.set()
+    assert await asyncio.wait_for(shutdown, 20) is True
+    assert _committed(url, ns, "gw", "O", 1) == {0: 1}
+
+
 async def test_pull_consumer_polls_iterates_seeks_and_commits(env) -> None:  # type: ignore[no-untyped-def]
     url, ns, _, producer = env
     q = MessageQueue("T", "broker-a", 3)
