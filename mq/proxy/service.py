@@ -31,6 +31,7 @@ from mq.producer.tx_core import PGROUP, transaction_id, transaction_timeout_ms
 from mq.proxy import convert
 from mq.proxy.auth import Credentials
 from mq.proxy.backend import Backend, is_outage
+from mq.proxy.batch import PutRounds
 from mq.proxy.codes import OK, ProxyError, code_of, status
 from mq.proxy.metrics import ProxyMetrics
 from mq.proxy.pb import definition, service
@@ -140,9 +141,12 @@ class MessagingService:
         self._no_retry_topic: dict[str, float] = {}
         #: The message trace of receives, acks and dead letters (D52's events), per group.
         self.trace = EndpointTrace(backend.store, replica_id, self._now_ms)
+        #: Normal messages' puts of concurrent SendMessage calls, one pipeline per round (D135).
+        self.puts = PutRounds(backend.store)
 
     async def close(self) -> None:
-        """Write the trace events left (before the store is closed)."""
+        """Wait for the puts in the store, then write the trace events left (before the store is closed)."""
+        await self.puts.close()
         await self.trace.close()
 
     # -- the frame of every RPC -----------------------------------------------------------------
@@ -445,7 +449,7 @@ class MessagingService:
         """One store call of :meth:`_plan`: the entries of its messages."""
         topic, qid = write.topic, write.queue_id
         if write.call == "put":
-            offset, _ = await self.backend.call("put", topic, qid, write.encoded)
+            offset, _ = await self.puts.put(topic, qid, write.encoded)
             return [
                 service.SendResultEntry(status=status(), message_id=checked[i].msg_id, offset=offset + n)
                 for n, i in enumerate(write.indexes)
