@@ -33,7 +33,7 @@ class PutRounds:
         self._store = store
         self._pending: list[_Put] = []
         self._rounds: set[asyncio.Task[None]] = set()
-        #: Rounds written per put count (for the tests and the benchmark: how much was shared).
+        #: Rounds written so far (the tests and docs/benchmarks.md compare it with the puts: how much was shared).
         self.rounds = 0
 
     async def put(self, topic: str, queue_id: int, encoded: Sequence[Sequence[Any]]) -> tuple[int, int]:

@@ -592,10 +592,11 @@ class MessagingService:
         ``block_s`` at most (D136). One ``XREAD BLOCK`` over their logs on the connection for blocking
         reads, as the asyncio simple consumer waits: a send wakes the receive at once instead of at the
         end of a 50–500 ms sleep. The cursors are read after the empty receive, so a message that
-        arrived in between is past them and the wait returns at once. ``block_s`` stays
-        :data:`POLL_MAX_S`: messages whose invisibility ends (a redelivery, no arrival) are still found
-        as soon as before. On a cluster (one ``XREAD`` cannot span slots) or for a group whose
-        consumption is paused, the doubling ``pause_s`` sleep instead."""
+        arrived in between is past them and the wait returns at once. ``block_s`` is at most
+        :data:`POLL_MAX_S`, the longest pause of the sleeps this replaces: a message whose invisibility
+        ends (a redelivery: no arrival wakes anyone) is found within it, as then. On a cluster (one
+        ``XREAD`` cannot span slots) or for a group whose consumption is paused, the doubling
+        ``pause_s`` sleep instead."""
         if not queues or self.backend.connection.kind == "cluster":
             await asyncio.sleep(pause_s)
             return
