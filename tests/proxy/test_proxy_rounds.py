@@ -1,5 +1,6 @@
-"""Concurrent SendMessage calls share store rounds (mq/proxy/batch.py): fewer pipelines than sends,
-every message stored once at the offset its answer names, and a failed put fails only its own call."""
+"""Concurrent SendMessage calls share store rounds (mq/proxy/batch.py): puts awaited together go in
+few pipelines, every message is stored once at the offset its answer names, and a failed put fails
+only its own call."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from mq import Admin
+from mq import Admin, Message
 from mq.connection import Connection
+from mq.proxy.batch import PutRounds
 from mq.proxy.codes import OK
 from mq.proxy.pb import service
-from mq.store import Store
+from mq.store import Store, codec
+from mq.store.aio import AsyncStore
 from tests.proxy.test_proxy import _message, running
 from tests.servers import RedisServer
 
@@ -29,7 +32,7 @@ def env(redis_server: RedisServer) -> Any:
         yield redis_server.url, namespace
 
 
-async def test_concurrent_sends_share_rounds_and_each_gets_its_own_offset(env: Any) -> None:
+async def test_concurrent_sends_each_get_their_own_message_and_offset(env: Any) -> None:
     async with running(*env) as r:
         sends = 200
 
@@ -37,10 +40,7 @@ async def test_concurrent_sends_share_rounds_and_each_gets_its_own_offset(env: A
             return await r.stub.SendMessage(service.SendMessageRequest(messages=[_message("T", b"m%d" % n)]))
 
         answers = await asyncio.gather(*(one(n) for n in range(sends)))
-        rounds = r.server.service.puts.rounds
     assert all(a.status.code == OK for a in answers)
-    # 200 calls in flight at once cannot each have had a round to themselves (two rounds in the store at a time)
-    assert rounds < sends
     with contextlib.closing(Connection(*env)) as conn:
         store = Store(conn)
         stored = [m for qid in range(4) for m in store.read("T", qid, 0, sends)]
@@ -48,6 +48,21 @@ async def test_concurrent_sends_share_rounds_and_each_gets_its_own_offset(env: A
     # each answer names its own message and the offset it was stored at (not a neighbour's of its round)
     answered = {a.entries[0].message_id: a.entries[0].offset for a in answers}
     assert answered == {m.msg_id: m.queue_offset for m in stored}
+
+
+async def test_puts_awaited_together_go_in_three_rounds(env: Any) -> None:
+    """200 puts awaited at once: the first two go out alone (two rounds in the store), the other 198
+    gather behind them and go in one round when the first is answered; each gets its own offset."""
+    url, namespace = env
+    with contextlib.closing(Connection(url, namespace)) as conn:
+        store = AsyncStore(conn)
+        rounds = PutRounds(store)
+        message = Message("T", b"x")
+        encoded = [codec.encode(message, "ID", 0)]
+        results = await asyncio.gather(*(rounds.put("T", 0, encoded) for _ in range(200)))
+        await conn.aclose()
+    assert rounds.rounds == 3
+    assert sorted(offset for offset, _ in results) == list(range(200))
 
 
 async def test_a_put_refused_in_a_shared_round_fails_only_its_own_call(env: Any) -> None:
