@@ -31,7 +31,6 @@ from mq.producer.tx_core import PGROUP, transaction_id, transaction_timeout_ms
 from mq.proxy import convert
 from mq.proxy.auth import Credentials
 from mq.proxy.backend import Backend, is_outage
-from mq.proxy.batch import PutRounds
 from mq.proxy.codes import OK, ProxyError, code_of, status
 from mq.proxy.metrics import ProxyMetrics
 from mq.proxy.pb import definition, service
@@ -143,12 +142,9 @@ class MessagingService:
         self._no_retry_topic: dict[str, float] = {}
         #: The message trace of receives, acks and dead letters (D52's events), per group.
         self.trace = EndpointTrace(backend.store, replica_id, self._now_ms)
-        #: Normal messages' puts of concurrent SendMessage calls, one pipeline per round (D135).
-        self.puts = PutRounds(backend.store)
 
     async def close(self) -> None:
-        """Wait for the puts in the store, then write the trace events left (before the store is closed)."""
-        await self.puts.close()
+        """Write the trace events left (before the store is closed)."""
         await self.trace.close()
 
     # -- the frame of every RPC -----------------------------------------------------------------
@@ -451,7 +447,8 @@ class MessagingService:
         """One store call of :meth:`_plan`: the entries of its messages."""
         topic, qid = write.topic, write.queue_id
         if write.call == "put":
-            offset, _ = await self.puts.put(topic, qid, write.encoded)
+            # one put a call, not rounds shared by concurrent calls: measured, sharing cost CPU (D135)
+            offset, _ = await self.backend.call("put", topic, qid, write.encoded)
             return [
                 service.SendResultEntry(status=status(), message_id=checked[i].msg_id, offset=offset + n)
                 for n, i in enumerate(write.indexes)

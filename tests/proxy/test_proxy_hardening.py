@@ -102,21 +102,22 @@ async def test_a_write_failing_part_way_answers_which_messages_were_stored(store
     """Two message groups on different queues: two store calls; the second fails (the store stops
     answering there). The answer says the first message is stored (with its offset), the second not."""
     async with endpoint(store_url) as r:
-        rounds = r.server.service.puts  # normal messages' puts go through the shared rounds (mq/proxy/batch.py)
-        real_put = rounds.put
+        backend = r.server.backend
+        real_call = backend.call
         puts: list[tuple[Any, ...]] = []
 
-        async def failing_second_put(topic: str, queue_id: int, encoded: Any) -> Any:
-            puts.append((topic, queue_id))
-            if len(puts) == 2:
-                raise MQBrokerError("store error while storing: Connection reset by peer (injected)")
-            return await real_put(topic, queue_id, encoded)
+        async def failing_second_put(name: str, *args: Any, **kwargs: Any) -> Any:
+            if name == "put":
+                puts.append(args)
+                if len(puts) == 2:
+                    raise MQBrokerError("store error while storing: Connection reset by peer (injected)")
+            return await real_call(name, *args, **kwargs)
 
-        rounds.put = failing_second_put  # type: ignore[method-assign]
+        backend.call = failing_second_put  # type: ignore[method-assign]
         a = _message("T", b"a", message_type=definition.FIFO, message_group="a")
         b = _message("T", b"b", message_type=definition.FIFO, message_group="x")  # a, x hash to queues 0, 1 of 2
         res = await r.stub.SendMessage(service.SendMessageRequest(messages=[a, b]))
-        rounds.put = real_put  # type: ignore[method-assign]
+        backend.call = real_call  # type: ignore[method-assign]
         assert [p[1] for p in puts] == [0, 1]
         assert res.status.code == Code.Value("MULTIPLE_RESULTS"), res.status.message
         first, second = res.entries

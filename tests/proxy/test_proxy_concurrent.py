@@ -1,6 +1,5 @@
-"""Concurrent SendMessage calls share store rounds (mq/proxy/batch.py): puts awaited together go in
-few pipelines, every message is stored once at the offset its answer names, and a failed put fails
-only its own call."""
+"""Concurrent SendMessage calls: every message is stored once at the offset its answer names, and a
+put refused while others are in flight fails only its own call."""
 
 from __future__ import annotations
 
@@ -11,13 +10,11 @@ from typing import Any
 
 import pytest
 
-from mq import Admin, Message
+from mq import Admin
 from mq.connection import Connection
-from mq.proxy.batch import PutRounds
 from mq.proxy.codes import OK
 from mq.proxy.pb import service
-from mq.store import Store, codec
-from mq.store.aio import AsyncStore
+from mq.store import Store
 from tests.proxy.test_proxy import _message, running
 from tests.servers import RedisServer
 
@@ -50,22 +47,7 @@ async def test_concurrent_sends_each_get_their_own_message_and_offset(env: Any) 
     assert answered == {m.msg_id: m.queue_offset for m in stored}
 
 
-async def test_puts_awaited_together_go_in_three_rounds(env: Any) -> None:
-    """200 puts awaited at once: the first two go out alone (two rounds in the store), the other 198
-    gather behind them and go in one round when the first is answered; each gets its own offset."""
-    url, namespace = env
-    with contextlib.closing(Connection(url, namespace)) as conn:
-        store = AsyncStore(conn)
-        rounds = PutRounds(store)
-        message = Message("T", b"x")
-        encoded = [codec.encode(message, "ID", 0)]
-        results = await asyncio.gather(*(rounds.put("T", 0, encoded) for _ in range(200)))
-        await conn.aclose()
-    assert rounds.rounds == 3
-    assert sorted(offset for offset, _ in results) == list(range(200))
-
-
-async def test_a_put_refused_in_a_shared_round_fails_only_its_own_call(env: Any) -> None:
+async def test_a_put_refused_among_concurrent_calls_fails_each_alike(env: Any) -> None:
     url, namespace = env
     async with running(url, namespace) as r:
         good = service.SendMessageRequest(messages=[_message("T", b"ok")])
