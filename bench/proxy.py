@@ -87,6 +87,8 @@ def _node(endpoint: str, n: int, inflight: int, clients: int) -> dict[str, float
 
 
 def run(n: int, rounds: int, python_n: int, workers: list[int]) -> dict[str, Any]:
+    """Every case ``rounds`` times, interleaved; per case the medians of its figures and its ratio to
+    ``mq_producer_sync`` (``x_sync``)."""
     samples: dict[str, list[dict[str, float]]] = {}
     with RedisServer() as server, tempfile.TemporaryDirectory() as tmp:
         Admin(server.url, "bench").create_topic("bench", read_queues=8, write_queues=8)
