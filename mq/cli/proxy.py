@@ -62,6 +62,12 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         help=f"furthest ahead a delivery time may be, hours, above 0 and at most {MAX_DELAY_H:g} (default: %(default)s)",
     )
     p.add_argument(
+        "--workers",
+        type=number(int, low=1, high=64),
+        default=1,
+        help="endpoint processes serving the same port (SO_REUSEPORT; Linux): one process uses one core (default: %(default)s)",
+    )
+    p.add_argument(
         "--metrics-port", type=FIXED_PORT, default=None, help="serve Prometheus metrics on this port (/metrics) (default: none)"
     )
     p.add_argument(
@@ -115,5 +121,5 @@ def _proxy(args: argparse.Namespace) -> int:
 
         start_http_server(args.metrics_port, addr=args.metrics_host)
         print(f"metrics on http://{args.metrics_host}:{args.metrics_port}/metrics", flush=True)
-    asyncio.run(serve(config, metrics))
+    asyncio.run(serve(config, metrics, workers=args.workers))
     return 0

@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import pickle
 import signal
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,7 +84,11 @@ class ProxyServer:
         )
         size = config.limits.max_body_size + GRPC_HEADROOM
         self._server = grpc.aio.server(
-            options=[("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)]
+            options=[
+                ("grpc.max_receive_message_length", size),
+                ("grpc.max_send_message_length", size),
+                ("grpc.so_reuseport", 1),  # gRPC's default on Linux, relied on by --workers: said, not assumed
+            ]
         )
         grpc_service.add_MessagingServiceServicer_to_server(self.service, self._server)
         self._stop = asyncio.Event()
@@ -127,15 +135,54 @@ class ProxyServer:
         await self._server.wait_for_termination()
 
 
-async def serve(config: ProxyConfig, metrics: ProxyMetrics | None = None) -> None:
-    """Run the endpoint until SIGTERM or SIGINT; prints where it listens."""
+async def serve(config: ProxyConfig, metrics: ProxyMetrics | None = None, workers: int = 1) -> None:
+    """Run the endpoint until SIGTERM or SIGINT; prints where it listens.
+
+    With ``workers`` above 1, ``workers - 1`` more endpoint processes serve the same ports once this
+    one has bound them (port 0 becomes the port found): gRPC binds with ``SO_REUSEPORT`` on Linux, so
+    the kernel spreads new client connections over the processes (D137). One process is CPU-bound
+    in gRPC's own code (docs/benchmarks.md), so more processes are how the endpoint uses more cores.
+    The extra processes serve no metrics port of their own; they stop with this one.
+    """
     server = ProxyServer(config, metrics)
     await server.start()
     where = f"{config.host}:{server.port}" + (f", TLS {config.host}:{server.tls_port}" if server.tls_port else "")
     print(f"mq proxy: RocketMQ 5 endpoint on {where} (store namespace {config.namespace!r}); Ctrl-C to stop", flush=True)
+    bound = dataclasses.replace(config, port=server.port, tls_port=server.tls_port)
+    others = [_start_worker(bound) for _ in range(workers - 1)]
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
     await stopping.wait()
+    for other in others:
+        other.terminate()
     await server.stop()
+    for other in others:
+        await asyncio.to_thread(_reap, other)
+
+
+def _start_worker(config: ProxyConfig) -> subprocess.Popen[bytes]:
+    """Another endpoint process on ``config``'s (already bound) ports: the config goes on its stdin,
+    not its command line, where ``ps`` would show the secret key."""
+    child = subprocess.Popen([sys.executable, "-c", "from mq.proxy.server import worker; worker()"], stdin=subprocess.PIPE)
+    assert child.stdin is not None
+    child.stdin.write(pickle.dumps(config))
+    child.stdin.close()
+    return child
+
+
+def _reap(child: subprocess.Popen[bytes]) -> None:
+    try:
+        child.wait(10)
+    except subprocess.TimeoutExpired:
+        log.warning("endpoint worker %d did not stop in 10 s: killed", child.pid)
+        child.kill()
+        child.wait()
+
+
+def worker() -> None:
+    """An extra endpoint process of ``mq proxy --workers N`` (its config pickled on stdin by its parent)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config: ProxyConfig = pickle.loads(sys.stdin.buffer.read())
+    asyncio.run(serve(config, ProxyMetrics()))
