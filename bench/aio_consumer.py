@@ -28,7 +28,7 @@ import redis.asyncio
 from bench.consumer import BODY, QUEUES, _paced, latency_summary, push_drain_rate, run_cli
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer
 from mq.aio import PushConsumer
-from mq.connection import Connection
+from mq.store.connection import Connection
 
 
 def preload(url: str, ns: str, topic: str, n: int) -> None:

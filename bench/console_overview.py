@@ -15,8 +15,8 @@ import statistics
 import time
 
 from mq import Admin, MessageQueue
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler.stats import read_figures, save_snapshot
 from tests.servers import RedisServer
 

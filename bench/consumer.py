@@ -26,7 +26,7 @@ from typing import Any
 import redis
 
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
-from mq.connection import Connection
+from mq.store.connection import Connection
 from tests.servers import RedisServer
 
 BODY = b"x" * 1024

@@ -20,8 +20,8 @@ import json
 import statistics
 import time
 
-from mq.connection import Connection
 from mq.store import lane
+from mq.store.connection import Connection
 from tests.servers import RedisServer
 
 ROUND = 128

@@ -6,7 +6,7 @@ every command, and the longest ``EVALSHA`` is reported — Redis serves nobody e
 runs, so this is how long one client can stall every other. Beside it, the server time of the raw
 redis-py commands doing the same storage work (one pipeline, no script), and the ratio.
 
-Scenarios (limits from mq/validation.py, mq/filter/limits.py, mq/producer/request.py):
+Scenarios (limits from mq/model/validation.py, mq/filter/limits.py, mq/producer/request.py):
 
 - ``batch``: one ``send_batch`` of 100 000 tiny messages (split into bounded put calls);
 - ``batch-keys``: a batch of 512 messages with 64 keys each (every key indexed);
@@ -34,13 +34,13 @@ from collections.abc import Callable
 from typing import Any
 
 from mq import Admin, Message, Producer
-from mq.connection import Connection
 from mq.consumer.puller import PULL_MAX_BYTES, PULL_MAX_BYTES_FILTERED, PULL_MAX_SCAN, filter_args
 from mq.filter import MessageSelector
 from mq.filter.limits import MAX_LITERAL_LENGTH, MAX_PATTERN_CHARS, MAX_TEXT_TESTS
+from mq.model.validation import MAX_KEYS, MAX_USER_PROPERTY_SIZE
 from mq.store import Store, codec
+from mq.store.connection import Connection
 from mq.store.store import PullRequest
-from mq.validation import MAX_KEYS, MAX_USER_PROPERTY_SIZE
 from tests.servers import RedisServer
 
 GOAL_MS = 50.0

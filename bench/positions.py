@@ -21,8 +21,8 @@ import time
 from typing import Any
 
 from mq import Admin, Message, Producer
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from mq.store.groups import PullRequest, PullResult
 from tests.servers import RedisServer
 

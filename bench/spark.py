@@ -43,7 +43,7 @@ import redis
 from pyspark.sql import functions as F
 
 from mq import Admin, Message, Producer
-from mq.connection import Connection
+from mq.store.connection import Connection
 from spark import MQDataSource, local_session, schema_of
 from tests.servers import RedisServer
 

@@ -17,8 +17,8 @@ import tempfile
 import time
 
 from mq import Admin, ConsumeFromWhere, Message, MessageQueue, Producer, PullConsumer
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler import BrokerConfig, BrokerService
 from tests.servers import RedisServer
 

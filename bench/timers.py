@@ -18,8 +18,8 @@ import threading
 import time
 
 from mq import Admin, ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler import BrokerConfig, BrokerService
 from tests.servers import RedisServer
 

@@ -20,8 +20,8 @@ import time
 from collections.abc import Sequence
 
 from mq import Admin, ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer, TopicNotFoundError
-from mq.connection import resolve_url
-from mq.signals import StopSignals
+from mq.cli.signals import StopSignals
+from mq.store.connection import resolve_url
 
 
 def build_parser() -> argparse.ArgumentParser:

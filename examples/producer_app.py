@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 
 from mq import Admin, Message, MQError, Producer, TopicNotFoundError
-from mq.signals import StopSignals
+from mq.cli.signals import StopSignals
 
 
 def build_parser() -> argparse.ArgumentParser:

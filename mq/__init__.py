@@ -6,7 +6,6 @@ Import what you need from here::
 """
 
 from mq import aio
-from mq.admin import Admin
 from mq.consumer import (
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
@@ -40,7 +39,10 @@ from mq.errors import (
     TopicNotFoundError,
 )
 from mq.filter import ExpressionType, MessageSelector
-from mq.message import Message, MessageExt, SendResult, SendStatus
+from mq.model.message import Message, MessageExt, SendResult, SendStatus
+from mq.model.queue import MessageQueue
+from mq.model.topic import QueueProgress, QueueStats, TierStats, TopicConfig
+from mq.operator.admin import Admin
 from mq.producer import (
     LocalTransactionState,
     MessageQueueSelector,
@@ -51,8 +53,6 @@ from mq.producer import (
     TransactionProducer,
     TransactionSendResult,
 )
-from mq.queue import MessageQueue
-from mq.topic import QueueProgress, QueueStats, TierStats, TopicConfig
 
 __version__ = "0.2.0"
 

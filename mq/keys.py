@@ -79,7 +79,7 @@ class QueueKeys:
 
     @property
     def trace(self) -> str:
-        """The message trace of the queue: msg id → its events (see :mod:`mq.trace`)."""
+        """The message trace of the queue: msg id → its events (see :mod:`mq.observe.trace`)."""
         return f"{self.meta.removesuffix(':q')}:trace"
 
     @property
@@ -225,7 +225,7 @@ class Keys:
     def parse_queue_key(self, key: str) -> tuple[str, int, str] | None:
         """``(topic, queue_id, kind)`` of a queue's meta (``kind`` ``"q"``), log (``"log"``) or offsets
         (``"offsets"``) key of this namespace, else None (any other key, of this or another namespace).
-        Topic names hold no ``:`` and no braces (mq.validation), so the tag splits at its last ``:``."""
+        Topic names hold no ``:`` and no braces (mq.model.validation), so the tag splits at its last ``:``."""
         prefix = f"{{{self.namespace}:"
         tag, sep, kind = key.rpartition("}:")
         if not sep or kind not in QUEUE_KEY_KINDS or not tag.startswith(prefix):

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mq.errors import MQClientError
+from mq.model.timer import DEFAULT_MESSAGE_DELAY_LEVEL, parse_delay_levels
 from mq.store.replication import SyncReplicas
-from mq.timer import DEFAULT_MESSAGE_DELAY_LEVEL, parse_delay_levels
 
 
 @dataclass(frozen=True)

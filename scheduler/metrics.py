@@ -48,10 +48,10 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from mq.connection import Connection
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
 from mq.errors import MQError
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler.stats import read_figures
 from scheduler.storewatch import StoreWatch
 from scheduler.tier import TierUploader

@@ -34,11 +34,11 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from mq.connection import Connection, mask_url, translate_errors
 from mq.consumer.registry import HEARTBEAT_TIMEOUT_S
 from mq.errors import MQError
 from mq.producer.producer import sync_socket_timeout_s
 from mq.store import Store
+from mq.store.connection import Connection, mask_url, translate_errors
 from mq.store.replication import SyncReplicas
 from mq.store.tier import TIER_URL_SETTING
 from scheduler.config import BrokerConfig
@@ -177,7 +177,7 @@ class BrokerService:
     def _check_store(self) -> bool:
         """Run ``mq doctor``'s checks once and log them (a FAIL is logged as an error; the service still
         starts). Returns whether they logged the eviction policy."""
-        from mq.doctor import check, log_findings
+        from mq.operator.doctor import check, log_findings
 
         try:
             findings = check(self._conn.url, self._conn.namespace, keys=False)

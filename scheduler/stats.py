@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from mq.rates import STATS_HISTORY_S
+from mq.model.validation import DLQ_PREFIX, RETRY_PREFIX
+from mq.operator.rates import STATS_HISTORY_S
 from mq.store import Store
-from mq.validation import DLQ_PREFIX, RETRY_PREFIX
 
 
 @dataclass

@@ -30,13 +30,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from mq.errors import MQError
-from mq.message import MessageExt
+from mq.model.message import MessageExt
+from mq.model.topic import TopicConfig
 from mq.store import Store
 from mq.tier.location import TierLocation
 from mq.tier.plan import TierPolicy, hot_cut, upload_range
 from mq.tier.segment import Segment
 from mq.tier.writer import write_segment
-from mq.topic import TopicConfig
 from scheduler.config import BrokerConfig
 from scheduler.retention import report_expired
 

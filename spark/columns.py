@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mq.keys import KEY_SEPARATOR
-from mq.message import MessageExt
+from mq.model.message import MessageExt
 from mq.store import codec
 from spark.schema import record_batch
 

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
-from mq.connection import URL_ENV, check_url, mask_url, parse_sentinel_url, validate_namespace
 from mq.errors import MQClientError
-from mq.validation import check_topic
+from mq.model.validation import check_topic
+from mq.store.connection import URL_ENV, check_url, mask_url, parse_sentinel_url, validate_namespace
 
 #: The tables the source serves.
 TABLES = ("messages", "offsets", "topics")

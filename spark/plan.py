@@ -16,8 +16,8 @@ from typing import Any
 from pyspark.sql.datasource import InputPartition
 
 from mq.errors import MQClientError
+from mq.model.topic import QueueStats
 from mq.store import Store
-from mq.topic import QueueStats
 from spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
 from spark.snapshot import QueueId
 

@@ -19,8 +19,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from spark import plan
 from spark.columns import entries_batch, tier_batch, tier_columns
 from spark.options import ReadOptions

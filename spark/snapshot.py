@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from mq.connection import Connection, mask_url
 from mq.errors import TopicNotFoundError
+from mq.model.topic import QueueStats, TopicConfig
+from mq.model.validation import is_system_topic
 from mq.store import Store
-from mq.topic import QueueStats, TopicConfig
-from mq.validation import is_system_topic
+from mq.store.connection import Connection, mask_url
 from spark.options import ReadOptions, is_pattern
 
 #: A queue of a topic: ``(topic, queue_id)``.

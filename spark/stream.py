@@ -27,7 +27,7 @@ from spark.options import EARLIEST, LATEST
 from spark.reader import RangeReader
 
 if TYPE_CHECKING:
-    from mq.topic import QueueStats
+    from mq.model.topic import QueueStats
 
 log = logging.getLogger("spark.stream")
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mq.connection import URL_ENV
+from mq.store.connection import URL_ENV
 from spark.schema import schema_of
 from spark.source import FORMAT
 

@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from mq import Admin, Message, Producer, SelectMessageQueueByHash, SendStatus
-from mq.connection import Connection
 from mq.consumer.locks import LOCK_TTL_S
 from mq.errors import MQError
+from mq.store.connection import Connection
 from tests.helpers import QUIET_PERIOD_S
 from tests.procs import ROOT, ConsumerProc, first_deliveries, wait_for
 from tests.servers import RedisClusterProcs, RedisServer, SentinelProcs

@@ -18,7 +18,7 @@ import threading
 import time
 
 from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, MessageModel, PushConsumer
-from mq.signals import StopSignals
+from mq.cli.signals import StopSignals
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The suite's leak check: which store connections a test opened and left open.
 
-``tests/conftest.py`` runs it around every test (D67): each :class:`mq.connection.Connection` made
+``tests/conftest.py`` runs it around every test (D67): each :class:`mq.store.connection.Connection` made
 while the test runs is remembered (weakly), and when the test is over (its own fixtures torn down)
 garbage is collected and any of them still alive that holds an open socket fails the test, with
 where it was made: a connection a library object kept open after it was closed or stopped, a
@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from mq.connection import Connection
+from mq.store.connection import Connection
 
 T = TypeVar("T")
 

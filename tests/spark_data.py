@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mq import Admin, Message, MessageQueue, Producer
-from mq.connection import Connection
 from mq.consumer.retry import SendBack
 from mq.store import Store
+from mq.store.connection import Connection
 
 #: Tags the filled messages cycle through.
 TAGS = ("created", "paid", "shipped")

@@ -31,8 +31,8 @@ from mq import (
     TransactionProducer,
     aio,
 )
-from mq.doctor import check
 from mq.errors import MQBrokerError
+from mq.operator.doctor import check
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import admin_once, stays_quiet
 from tests.procs import wait_for

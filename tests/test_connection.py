@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from mq import Admin, Message, Producer
-from mq.connection import Connection, mask_url, resolve_url
 from mq.errors import MQBrokerError, MQClientError
+from mq.store.connection import Connection, mask_url, resolve_url
 from tests.helpers import admin_once
 from tests.leaks import owned
 from tests.procs import ROOT

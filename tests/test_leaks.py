@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from mq.connection import Connection
+from mq.store.connection import Connection
 from tests.leaks import ConnectionWatch, open_sockets
 
 

@@ -13,15 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mq import Admin, Message, MessageSelector, Producer, PullConsumer
-from mq.connection import Connection
 from mq.consumer.puller import filter_args
 from mq.errors import MQClientError
 from mq.filter.limits import MAX_TEXT_TESTS
 from mq.keys import KEY_SEPARATOR
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
+from mq.model.validation import RESERVED_PROPERTIES
 from mq.store import Store
+from mq.store.connection import Connection
 from mq.store.store import PullRequest
-from mq.validation import RESERVED_PROPERTIES
 from tests.helpers import snapshot
 from tests.leaks import owned
 from tests.procs import wait_for
@@ -44,7 +44,7 @@ noisy_messages = st.builds(
     st.dictionaries(text, text, max_size=4),
     st.sampled_from([0, 0, 0, -1, True, 1.5]),
 )
-# Valid by every rule of mq.validation: any non-blank text UTF-8 can encode (no lone surrogates), a tag
+# Valid by every rule of mq.model.validation: any non-blank text UTF-8 can encode (no lone surrogates), a tag
 # without "|" or whitespace, keys without the key separator, property names not reserved.
 valid_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12).filter(lambda t: bool(t.strip()))
 valid_messages = st.builds(

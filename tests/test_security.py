@@ -23,10 +23,10 @@ from mq import (
     SimpleConsumer,
     TransactionProducer,
 )
-from mq.connection import Connection
 from mq.errors import MQBrokerError
-from mq.security import CHECK_COMMANDS, SCRIPT_COMMANDS, acl_setuser_args
+from mq.operator.security import CHECK_COMMANDS, SCRIPT_COMMANDS, acl_setuser_args
 from mq.store import Store
+from mq.store.connection import Connection
 from tests.helpers import admin_once
 from tests.leaks import owned
 from tests.procs import ROOT, wait_for
@@ -345,8 +345,8 @@ def test_namespaces_with_glob_characters_are_refused(bad: str) -> None:
 
 def test_a_resource_user_reaches_only_its_topics_and_groups(redis_server: RedisServer, namespace: str) -> None:
     from mq import PullConsumer
-    from mq.queue import MessageQueue
-    from mq.security import resource_acl_args
+    from mq.model.queue import MessageQueue
+    from mq.operator.security import resource_acl_args
 
     admin = owned(Admin(redis_server.url, namespace))
     for topic in ("mine", "theirs"):
@@ -389,7 +389,7 @@ def test_a_resource_user_reaches_only_its_topics_and_groups(redis_server: RedisS
 def test_a_client_losing_the_race_to_create_a_retry_topic_is_not_refused(redis_server: RedisServer, namespace: str) -> None:
     """Two consumers of a group start at once: both see no retry topic, one adds it, the other's add
     finds it there — and must not fall back to rewriting it (a client may not)."""
-    from mq.topic import TopicConfig
+    from mq.model.topic import TopicConfig
 
     user = f"race-{namespace}"
     url = _acl_user(redis_server, user, acl_setuser_args(namespace, "client", "pw"))
@@ -412,7 +412,7 @@ def test_a_client_losing_the_race_to_create_a_retry_topic_is_not_refused(redis_s
 def test_every_namespace_wide_key_has_a_place_in_the_client_role() -> None:
     """A new ``{ns}:…`` key must be listed as written or only read by clients, or the role refuses it."""
     from mq.keys import Keys
-    from mq.security import CLIENT_READ_ONLY_GLOBALS, CLIENT_WRITABLE_GLOBALS
+    from mq.operator.security import CLIENT_READ_ONLY_GLOBALS, CLIENT_WRITABLE_GLOBALS
 
     keys = Keys("ns")
     names = {value.removeprefix("{ns}:") for value in vars(keys).values() if isinstance(value, str) and value.startswith("{ns}:")}

@@ -13,7 +13,7 @@ import pytest
 
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
 from mq.cli import main
-from mq.trace import FLUSH_INTERVAL_S
+from mq.observe.trace import FLUSH_INTERVAL_S
 from tests.helpers import admin_once, stays_quiet
 from tests.leaks import owned
 from tests.procs import ROOT, wait_for
@@ -160,7 +160,7 @@ def test_a_consumers_process_span_is_a_child_of_the_producers_send_span_across_p
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("test")
-    from mq import otel
+    from mq.observe import otel
 
     # this test's provider, not the process-wide one (which can be set once and would trace every later test)
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)

@@ -7,8 +7,8 @@ import time
 from collections.abc import Iterable
 
 from mq import ConsumeFromWhere, Message, Producer, PullConsumer
-from mq.message import MessageExt
-from mq.queue import MessageQueue
+from mq.model.message import MessageExt
+from mq.model.queue import MessageQueue
 from scheduler import BrokerConfig
 
 #: Tier settings the tests use: small segments, every run due, a short lease.

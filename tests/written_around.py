@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from mq import Admin, Message
-from mq.connection import Connection
 from mq.store import Store, codec
+from mq.store.connection import Connection
 from tests.helpers import raw_client
 from tests.leaks import owned
 

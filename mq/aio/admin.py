@@ -1,9 +1,9 @@
 """``aio.Admin``: :class:`mq.Admin` for asyncio programs [RocketMQ ``mqadmin`` / ``DefaultMQAdminExt``].
 
 Every method of the sync admin, with the same names, arguments and results, as a coroutine on
-``redis.asyncio``. Both run the very same operations (:class:`mq.admin.AdminCore`): nothing here reads
+``redis.asyncio``. Both run the very same operations (:class:`mq.operator.admin.AdminCore`): nothing here reads
 or decides anything. Not here yet: the web console's dashboard views that :class:`mq.Admin` mixes in
-from :class:`mq.admin_views.AdminViews` (``queue_states``, ``group_lags``, ``message_states`` …), which
+from :class:`mq.operator.admin_views.AdminViews` (``queue_states``, ``group_lags``, ``message_states`` …), which
 are sync-only so far.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from mq.admin import AdminCore
-from mq.connection import Connection
+from mq.operator.admin import AdminCore
 from mq.store.aio import AsyncStore
+from mq.store.connection import Connection
 from mq.store.ops import AsyncRunner
 
 
@@ -25,7 +25,7 @@ class Admin(AdminCore, AsyncRunner):
     made on first use, on the running event loop, and must be used from that loop only.
 
     Args:
-        url: store URL (see :mod:`mq.connection`); None uses ``$MQ_URL`` or ``memory://``.
+        url: store URL (see :mod:`mq.store.connection`); None uses ``$MQ_URL`` or ``memory://``.
         namespace: key prefix separating independent deployments on one Redis.
     """
 

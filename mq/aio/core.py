@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from mq.aio.tasks import cancel_and_wait
-from mq.connection import Connection
 from mq.consumer.long_poll import LONG_POLL_BLOCK_MS, wait_failed
 from mq.consumer.long_poll import RETRY_PAUSE_S as POLL_RETRY_PAUSE_S
 from mq.consumer.machine import CommitPacer
@@ -28,8 +27,9 @@ from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import RETRY_PAUSE_S
 from mq.consumer.steps import SHUTDOWN_TIMEOUT_S, CoreSteps
 from mq.errors import MQBrokerError
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
 from mq.store.aio import AsyncStore
+from mq.store.connection import Connection
 from mq.store.ops import Op
 from mq.store.replication import SyncReplicas
 from mq.store.store import StoreOps

@@ -11,9 +11,9 @@ import asyncio
 from typing import Any
 
 from mq.errors import MQClientError
-from mq.message import Message, SendResult
+from mq.model.message import Message, SendResult
+from mq.model.queue import MessageQueue
 from mq.producer.request import Selector, SendRequest
-from mq.queue import MessageQueue
 
 #: What a send still under way when the producer's shutdown ended it fails with.
 SHUT_DOWN_MID_SEND = (

@@ -14,7 +14,7 @@ from mq.consumer.orderly import OrderlySteps
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.retry import SendBackOps
 from mq.consumer.types import ConsumeOrderlyContext, ConsumeOrderlyStatus
-from mq.message import MessageExt
+from mq.model.message import MessageExt
 
 #: Seconds before a queue whose release is in progress is looked at again.
 BUSY_RETRY_S = 0.01

@@ -16,13 +16,14 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from mq import otel
 from mq.aio.futures import AioSendFuture
 from mq.aio.sender import PipelineSender
 from mq.aio.trace import AsyncTracer
 from mq.errors import MQClientError, MQError
-from mq.message import Message, SendResult
-from mq.msgid import new_client_id
+from mq.model.message import Message, SendResult
+from mq.model.msgid import new_client_id
+from mq.model.queue import MessageQueue
+from mq.observe import otel
 from mq.producer.core import (
     DEFAULT_SEND_TIMEOUT_S,
     NOT_STARTED,
@@ -35,7 +36,6 @@ from mq.producer.core import (
     trace_stored,
 )
 from mq.producer.request import Selector
-from mq.queue import MessageQueue
 from mq.store.aio import AsyncStore
 
 #: Seconds :meth:`Producer.shutdown` waits for pending sends by default.

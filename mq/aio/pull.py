@@ -20,8 +20,8 @@ from mq.aio.core import AsyncConsumerCore, AsyncFacade, LoopFlag
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.pull import DEFAULT_POLL_TIMEOUT_S, PullBase
 from mq.errors import MQClientError
-from mq.message import MessageExt
-from mq.queue import MessageQueue
+from mq.model.message import MessageExt
+from mq.model.queue import MessageQueue
 from mq.store.store import StoreOps
 
 #: Seconds a poll sleeps between looks while the group is paused.

@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
-from mq import otel
 from mq.aio.core import AsyncConsumerCore, AsyncFacade
 from mq.aio.orderly import AsyncOrderlyService
 from mq.consumer.concurrently import (
@@ -43,7 +42,8 @@ from mq.consumer.types import (
 )
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
-from mq.message import MessageExt
+from mq.model.message import MessageExt
+from mq.observe import otel
 from mq.store.store import StoreOps
 
 log = logging.getLogger("mq.consumer")

@@ -39,11 +39,11 @@ from typing import Any
 from mq.aio.futures import SHUT_DOWN_MID_SEND, AioSendFuture, UnpreparedSend, cancel_task, settle_from
 from mq.aio.tasks import cancel_and_wait
 from mq.errors import MQBrokerError, MQClientError
-from mq.message import Message, SendResult
+from mq.model.message import Message, SendResult
+from mq.model.queue import MessageQueue
 from mq.producer.core import AsyncSendCore, oneway_failed, round_failed
 from mq.producer.pipeline import MAX_PIPELINE, Pending, Round, SendPipeline, Step
 from mq.producer.request import Selector, SendRequest
-from mq.queue import MessageQueue
 from mq.store.aio import AsyncStore
 from mq.store.store import PutPipeline
 

@@ -22,7 +22,7 @@ from mq.consumer.simple_core import (
     check_receive,
     remaining_s,
 )
-from mq.group import GroupConfig
+from mq.model.group import GroupConfig
 from mq.store.aio import AsyncStore
 
 __all__ = ["MessageView", "SimpleConsumer"]

@@ -1,5 +1,5 @@
 """The message trace for asyncio clients: :class:`AsyncTracer` gathers events as
-:class:`mq.trace.Tracer` does (the same :class:`~mq.trace.TraceEvents`) and writes them from a task,
+:class:`mq.observe.trace.Tracer` does (the same :class:`~mq.observe.trace.TraceEvents`) and writes them from a task,
 not a thread."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import logging
 
 from mq.aio.tasks import cancel_and_wait
 from mq.errors import MQError
-from mq.message import MessageExt
+from mq.model.message import MessageExt
+from mq.observe.trace import FLUSH_INTERVAL_S, TraceEvents
 from mq.store.aio import AsyncStore
 from mq.store.clock import AsyncServerClock
-from mq.trace import FLUSH_INTERVAL_S, TraceEvents
 
 log = logging.getLogger("mq.trace")
 

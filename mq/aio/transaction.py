@@ -14,9 +14,8 @@ from typing import Any
 
 from mq.aio.producer import DEFAULT_SHUTDOWN_TIMEOUT_S, Producer
 from mq.aio.tasks import cancel_and_wait
-from mq.connection import Connection
 from mq.errors import MQError
-from mq.message import Message
+from mq.model.message import Message
 from mq.producer.core import DEFAULT_SEND_TIMEOUT_S
 from mq.producer.tx_core import (
     CHECK_BATCH,
@@ -32,6 +31,7 @@ from mq.producer.tx_core import (
     unknown_after,
 )
 from mq.store.aio import AsyncStore
+from mq.store.connection import Connection
 
 log = logging.getLogger("mq.producer")
 

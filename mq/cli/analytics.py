@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from mq.cli.common import Commands, add_leaf
-from mq.connection import resolve_url
+from mq.store.connection import resolve_url
 
 JOBS = ("throughput", "lag", "dlq", "skew", "all")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from mq.cli.common import Commands, add_leaf, warn_if_memory
 from mq.cli.numbers import FIXED_PORT, number
-from mq.signals import StopSignals
+from mq.cli.signals import StopSignals
 from scheduler.config import BrokerConfig
 
 _DEFAULTS = BrokerConfig()
@@ -100,7 +100,7 @@ def _broker(args: argparse.Namespace) -> int:
     from scheduler import BrokerService, healthy_brokers
 
     if args.check:
-        from mq.doctor import FAIL, check
+        from mq.operator.doctor import FAIL, check
 
         alive = healthy_brokers(args.url, args.namespace)
         print(f"healthy: {', '.join(alive)}" if alive else "no healthy broker service")

@@ -15,10 +15,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from mq.admin import Admin
-from mq.connection import mask_url, resolve_url
-from mq.message import MessageExt
-from mq.times import iso_ms
+from mq.model.message import MessageExt
+from mq.model.times import iso_ms
+from mq.operator.admin import Admin
+from mq.store.connection import mask_url, resolve_url
 
 #: A leaf command's handler: parsed arguments in, exit code out.
 Handler: TypeAlias = Callable[[argparse.Namespace], int]

@@ -18,9 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 
-from mq.admin import Admin
 from mq.cli.common import Commands, add_leaf, connection_options
-from mq.connection import mask_url, resolve_url
 from mq.consumer import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -31,10 +29,12 @@ from mq.consumer import (
 )
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
-from mq.message import Message, MessageExt
+from mq.model.message import Message, MessageExt
+from mq.model.queue import MessageQueue
+from mq.model.validation import RETRY_PREFIX
+from mq.operator.admin import Admin
 from mq.producer import LocalTransactionState, Producer, SelectMessageQueueByHash, TransactionProducer
-from mq.queue import MessageQueue
-from mq.validation import RETRY_PREFIX
+from mq.store.connection import mask_url, resolve_url
 from scheduler import BrokerConfig, BrokerService
 
 #: The demo's topic.

@@ -1,4 +1,4 @@
-"""``mq doctor``: check the store a deployment points at (see :mod:`mq.doctor`)."""
+"""``mq doctor``: check the store a deployment points at (see :mod:`mq.operator.doctor`)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,6 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from mq.doctor import run
+    from mq.operator.doctor import run
 
     return run(args.url, args.namespace, acl_user=args.acl_user)

@@ -21,8 +21,8 @@ from mq.cli.common import (
     warn_if_memory,
 )
 from mq.consumer.types import ConsumeFromWhere
-from mq.group import GroupConfig
-from mq.times import format_ms
+from mq.model.group import GroupConfig
+from mq.model.times import format_ms
 
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:

@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def version_lines(url: str | None) -> list[str]:
     """What ``mq --version`` prints: ``mq VERSION``, then the server of ``url`` (default ``$MQ_URL``) —
     its name and version, or why there is none. The URL is shown with its password masked."""
-    from mq.connection import mask_url
+    from mq.store.connection import mask_url
 
     url = url if url is not None else os.environ.get("MQ_URL") or None
     lines = [f"mq {mq.__version__}"]
@@ -62,8 +62,8 @@ def version_lines(url: str | None) -> list[str]:
 def _server_line(url: str) -> str:
     """``server: Redis 8.2.3 at URL``, one entry per distinct version on a cluster's masters, or
     ``server: not reachable at URL (why)``; never the URL's password, even inside a driver's error."""
-    from mq.connection import REDIS_ERRORS, Connection, mask_url, url_passwords
-    from mq.doctor import server_of
+    from mq.operator.doctor import server_of
+    from mq.store.connection import REDIS_ERRORS, Connection, mask_url, url_passwords
     from mq.store.health import Health
 
     shown = mask_url(url)

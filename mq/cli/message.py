@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 
-from mq.admin import MAX_RANGE_READ
 from mq.cli.common import (
     TIME_FORMS,
     Commands,
@@ -18,7 +17,8 @@ from mq.cli.common import (
     print_json_lines,
     warn_if_memory,
 )
-from mq.message import Message
+from mq.model.message import Message
+from mq.operator.admin import MAX_RANGE_READ
 from mq.producer import Producer, SelectMessageQueueByHash
 
 #: Messages ``mq query --key`` prints unless told otherwise.

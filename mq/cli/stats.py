@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from mq.admin import STATS_WINDOW_S
 from mq.cli.common import Commands, add_leaf, admin, print_table, warn_if_memory
-from mq.rates import STATS_HISTORY_S, Rates
-from mq.times import format_ms
+from mq.model.times import format_ms
+from mq.operator.admin import STATS_WINDOW_S
+from mq.operator.rates import STATS_HISTORY_S, Rates
 
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from mq.cli.common import Commands, add_family, add_leaf, add_raw_ms, admin, print_table, warn_if_memory
-from mq.times import format_ms
-from mq.topic import DEFAULT_QUEUE_NUMS, TopicConfig
+from mq.model.times import format_ms
+from mq.model.topic import DEFAULT_QUEUE_NUMS, TopicConfig
 
 PERMS = ("rw", "r", "w")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from mq.cli.common import Commands, add_leaf, add_raw_ms, admin, print_table, warn_if_memory
-from mq.times import format_ms
+from mq.model.times import format_ms
 
 
 def register(commands: Commands, common: argparse.ArgumentParser) -> None:

@@ -50,7 +50,7 @@ def create_app(
     """The console app for the store at ``url`` and ``namespace``.
 
     Args:
-        url: store URL (see :mod:`mq.connection`); its password never reaches a response.
+        url: store URL (see :mod:`mq.store.connection`); its password never reaches a response.
         namespace: key prefix of the deployment.
         read_only: refuse every change (403) and tell pages to hide their controls.
         token: require this token on every page (login form, session cookie) and API call (bearer header).

@@ -27,7 +27,7 @@ headers of every response (ASGI middleware).
   and CSP ``frame-ancestors 'none'``: no clickjacking), loads scripts from the console only, turns
   MIME sniffing off and sends no ``Referer`` to other sites.
 
-Secrets are masked where they are put into output (:func:`mq.connection.mask_url` for the store URL);
+Secrets are masked where they are put into output (:func:`mq.store.connection.mask_url` for the store URL);
 responses are not rewritten.
 """
 

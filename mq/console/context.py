@@ -9,14 +9,14 @@ from collections.abc import Callable
 from datetime import UTC
 from typing import Any, TypeVar
 
-from mq.admin import Admin
-from mq.admin_views import QueueState
-from mq.connection import mask_url, resolve_url
 from mq.errors import InvalidNameError, MQClientError, TopicNotFoundError
+from mq.model.times import iso_ms
+from mq.model.topic import TopicConfig
+from mq.model.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic
+from mq.operator.admin import Admin
+from mq.operator.admin_views import QueueState
 from mq.producer import Producer
-from mq.times import iso_ms
-from mq.topic import TopicConfig
-from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic
+from mq.store.connection import mask_url, resolve_url
 
 #: Items per page unless asked otherwise, and the most a page may hold.
 DEFAULT_PER_PAGE, MAX_PER_PAGE = 50, 500

@@ -22,9 +22,9 @@ from mq.console.context import (
 )
 from mq.console.shapes import Body, Discarded, Letter, MessageDetail, MessageRow, Page, ResendResult
 from mq.consumer.retry import dlq_topic, original_topic
-from mq.message import MessageExt
-from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
-from mq.trace import TraceEvent
+from mq.model.message import MessageExt
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.observe.trace import TraceEvent
 
 #: Bytes of a body shown as text, JSON or hex (the size is always given).
 BODY_CAP = 64 * 1024

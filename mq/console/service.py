@@ -22,8 +22,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from mq.admin import Admin
-from mq.admin_views import QueueState
 from mq.console.context import (
     DEFAULT_PER_PAGE,
     MAX_PER_PAGE,
@@ -85,10 +83,12 @@ from mq.console.shapes import (
 )
 from mq.consumer.retry import dlq_topic
 from mq.errors import InvalidNameError, MQClientError
-from mq.message import Message
-from mq.rates import Rates, rates_over
-from mq.topic import DEFAULT_QUEUE_NUMS, MAX_QUEUE_NUMS, PERMS, TopicConfig
-from mq.validation import DLQ_PREFIX, check_user_topic
+from mq.model.message import Message
+from mq.model.topic import DEFAULT_QUEUE_NUMS, MAX_QUEUE_NUMS, PERMS, TopicConfig
+from mq.model.validation import DLQ_PREFIX, check_user_topic
+from mq.operator.admin import Admin
+from mq.operator.admin_views import QueueState
+from mq.operator.rates import Rates, rates_over
 
 #: Seconds a broker service's last beat may be old and still count as healthy.
 BROKER_HEALTHY_S = 10.0
@@ -237,7 +237,7 @@ def _series(console: Console, topic: str | None) -> list[SeriesPoint]:
 
 def doctor(console: Console) -> list[Check]:
     """The store checks of ``mq doctor`` (slow-ish: one round of ``INFO`` / ``CONFIG`` per master)."""
-    from mq.doctor import check
+    from mq.operator.doctor import check
 
     return [Check(f.level, f.check, f.text) for f in check(console.url, console.namespace)]
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from mq.trace import TraceEvent
+from mq.observe.trace import TraceEvent
 
 T = TypeVar("T")
 
@@ -267,7 +267,7 @@ class Body:
 @dataclass(frozen=True)
 class MessageDetail:
     """A message's page: every field, the body, what each reading group did with it, the trace
-    (:class:`mq.trace.TraceEvent` rows, oldest first)."""
+    (:class:`mq.observe.trace.TraceEvent` rows, oldest first)."""
 
     msg_id: str
     topic: str

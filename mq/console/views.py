@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mq.console.service import Console, Overview, is_system, overview_of, recent_rates, refreshed, snapshot_key
-from mq.rates import Rates
-from mq.topic import TopicConfig
+from mq.model.topic import TopicConfig
+from mq.operator.rates import Rates
 
 #: Topics the overview lists.
 BUSIEST_LIMIT = 10

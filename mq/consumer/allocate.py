@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 
 from mq.errors import MQClientError
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
 
 log = logging.getLogger("mq.rebalance")
 

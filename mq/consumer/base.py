@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from mq.connection import Connection
 from mq.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from mq.consumer.ownership import choose
 from mq.consumer.parts import ConsumerSettings, Consumption
@@ -18,11 +17,12 @@ from mq.consumer.steps import CoreSteps
 from mq.consumer.types import ConsumeFromWhere, MessageModel
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
-from mq.msgid import new_client_id
-from mq.queue import MessageQueue
+from mq.model.msgid import new_client_id
+from mq.model.queue import MessageQueue
+from mq.model.validation import check_group, check_topic
 from mq.store import Store
+from mq.store.connection import Connection
 from mq.store.replication import SyncReplicas
-from mq.validation import check_group, check_topic
 
 #: Most messages one pull may bring per queue.
 MAX_PULL_BATCH_SIZE = 1024

@@ -15,8 +15,8 @@ from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import Puller
 from mq.consumer.retry import SendBackOps
 from mq.errors import MQClientError, MQError
-from mq.group import GroupConfig
-from mq.message import MessageExt
+from mq.model.group import GroupConfig
+from mq.model.message import MessageExt
 from mq.store.ops import Op
 
 log = logging.getLogger("mq.consumer")

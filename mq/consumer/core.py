@@ -27,7 +27,7 @@ from mq.consumer.machine import RELEASE_WAIT_S
 from mq.consumer.parts import logged_job
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.steps import SHUTDOWN_TIMEOUT_S, CoreSteps, log
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
 from mq.store.ops import Op
 
 __all__ = ["RELEASE_WAIT_S", "SHUTDOWN_TIMEOUT_S", "ConsumerCore"]

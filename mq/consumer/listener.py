@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
-from mq import metrics, otel
 from mq.consumer.types import ConsumeHook, ConsumeMessageContext
-from mq.message import MessageExt
-from mq.queue import MessageQueue
+from mq.model.message import MessageExt
+from mq.model.queue import MessageQueue
+from mq.observe import metrics, otel
 
 log = logging.getLogger("mq.consumer")
 

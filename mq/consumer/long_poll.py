@@ -21,12 +21,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from mq.connection import Connection
 from mq.consumer.machine import LONG_POLL_BLOCK_MS, WAIT_COMMIT_DELAY_S, WAIT_COMMIT_LOOKS, CommitPacer, CommitPolicy
 from mq.consumer.process_queue import ProcessQueue
 from mq.errors import MQBrokerError
-from mq.message import MessageExt
+from mq.model.message import MessageExt
 from mq.store import Store
+from mq.store.connection import Connection
 from mq.store.groups import PullResult
 
 log = logging.getLogger("mq.consumer")
@@ -87,7 +87,7 @@ class Reconnects:
 
 class LongPoller:
     """Runs the waiters of one consumer on a client of their own (replies may take ``LONG_POLL_BLOCK_MS``),
-    each waiter on one connection it holds (see :meth:`~mq.connection.Connection.held`).
+    each waiter on one connection it holds (see :meth:`~mq.store.connection.Connection.held`).
 
     Args:
         url, namespace: the store.

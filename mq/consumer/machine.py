@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
 from mq.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus
-from mq.message import MessageExt
-from mq.properties import RETRY_TOPIC
-from mq.queue import MessageQueue
-from mq.validation import RETRY_PREFIX
+from mq.model.message import MessageExt
+from mq.model.properties import RETRY_TOPIC
+from mq.model.queue import MessageQueue
+from mq.model.validation import RETRY_PREFIX
 
 #: Messages cached per queue before pulling pauses [RocketMQ ``pullThresholdForQueue``].
 PULL_THRESHOLD_FOR_QUEUE = 1000

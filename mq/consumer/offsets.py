@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Protocol, TypeVar
 
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
 from mq.store import Store
 from mq.store.groups import NO_GUARD
 from mq.store.ops import Op

@@ -27,7 +27,7 @@ from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.retry import SendBack, SendBackOps
 from mq.consumer.types import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from mq.errors import MQError
-from mq.message import MessageExt
+from mq.model.message import MessageExt
 from mq.store.ops import Op
 
 log = logging.getLogger("mq.consumer")

@@ -28,7 +28,7 @@ from mq.consumer.offsets import LocalFileOffsetStore, OffsetStore, RemoteOffsetS
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.types import MessageModel
 from mq.errors import MQBrokerError
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
 from mq.store import Store
 from mq.store.groups import LOCK_GUARD, NO_GUARD, OWNER_GUARD
 from mq.store.ops import Op

@@ -13,7 +13,7 @@ from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.start import StartPolicy
 from mq.consumer.types import MessageModel
-from mq.message import MessageExt
+from mq.model.message import MessageExt
 
 log = logging.getLogger("mq.consumer")
 

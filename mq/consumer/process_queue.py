@@ -8,8 +8,8 @@ import threading
 import time
 
 from mq.consumer.machine import QueueState
-from mq.message import MessageExt
-from mq.queue import MessageQueue
+from mq.model.message import MessageExt
+from mq.model.queue import MessageQueue
 from mq.store.groups import fingerprint
 
 

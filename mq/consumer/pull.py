@@ -24,8 +24,8 @@ from mq.consumer.steps import CoreSteps
 from mq.consumer.types import ConsumeFromWhere, MessageModel
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
-from mq.message import MessageExt
-from mq.queue import MessageQueue
+from mq.model.message import MessageExt
+from mq.model.queue import MessageQueue
 
 #: Seconds :meth:`PullConsumer.poll` waits by default.
 DEFAULT_POLL_TIMEOUT_S = 5.0

@@ -20,11 +20,11 @@ from mq.consumer.machine import (
     PULL_THRESHOLD_SIZE_FOR_QUEUE,
     FlowControl,
 )
+from mq.consumer.positions import rewound
 from mq.consumer.process_queue import ProcessQueue
 from mq.errors import MQBrokerError
 from mq.filter import MessageSelector
-from mq.message import MessageExt
-from mq.positions import rewound
+from mq.model.message import MessageExt
 from mq.store import Store
 from mq.store.groups import PullRequest, PullResult
 from mq.store.ops import Op

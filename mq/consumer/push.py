@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Literal
 
-from mq import otel
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.base import CoreT, QueueConsumerBase
 from mq.consumer.concurrently import (
@@ -40,9 +39,10 @@ from mq.consumer.types import (
 )
 from mq.errors import MQClientError
 from mq.filter import MessageSelector
-from mq.message import MessageExt
+from mq.model.message import MessageExt
+from mq.observe import otel
+from mq.observe.trace import Tracer
 from mq.store.replication import SyncReplicas
-from mq.trace import Tracer
 
 log = logging.getLogger("mq.consumer")
 

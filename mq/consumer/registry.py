@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from mq.errors import MQBrokerError, MQClientError
-from mq.group import GroupConfig
+from mq.model.group import GroupConfig
 from mq.store import Store
 from mq.store.ops import Op
 from mq.store.store import StoreOps

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import logging
 
-from mq.connection import is_out_of_memory
 from mq.errors import MQBrokerError
-from mq.message import Message, MessageExt
-from mq.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
+from mq.model.message import Message, MessageExt
+from mq.model.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
+from mq.model.timer import DelayLevels
+from mq.model.topic import TopicConfig
+from mq.model.validation import DLQ_PREFIX, RETRY_PREFIX
+from mq.observe.trace import Tracer
 from mq.store import Store, codec
 from mq.store.clock import ClockOffset
+from mq.store.connection import is_out_of_memory
 from mq.store.ops import Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps
-from mq.timer import DelayLevels
-from mq.topic import TopicConfig
-from mq.trace import Tracer
-from mq.validation import DLQ_PREFIX, RETRY_PREFIX
 
 log = logging.getLogger("mq.consumer")
 

@@ -31,9 +31,9 @@ from mq.consumer.simple_core import (
     received_view,
     remaining_s,
 )
-from mq.group import GroupConfig
+from mq.model.group import GroupConfig
+from mq.observe.trace import Tracer
 from mq.store import Store
-from mq.trace import Tracer
 
 __all__ = [
     "MAX_AWAIT_S",

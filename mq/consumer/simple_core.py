@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from mq.connection import Connection
 from mq.consumer.puller import filter_args
 from mq.consumer.registry import HEARTBEAT_INTERVAL_S, ClientInfo, Registry
 from mq.consumer.retry import dlq_topic, original_topic, retry_topic
@@ -24,19 +23,20 @@ from mq.consumer.start import DEFAULT_CONSUME_TIMESTAMP_AGO_MS
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError, StoreEvictedError, evicted_message
 from mq.filter import MessageSelector
-from mq.group import GroupConfig
-from mq.message import Message, MessageExt
-from mq.msgid import new_client_id
-from mq.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, RETRY_TOPIC
-from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.group import GroupConfig
+from mq.model.message import Message, MessageExt
+from mq.model.msgid import new_client_id
+from mq.model.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, RETRY_TOPIC
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.topic import TopicConfig
+from mq.model.validation import RETRY_PREFIX, check_group, check_topic
+from mq.observe.trace import TraceEvents
 from mq.store import codec
 from mq.store.base import StoreBase
 from mq.store.clock import ClockOffset
+from mq.store.connection import Connection
 from mq.store.ops import AsyncRunner, Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps
-from mq.topic import TopicConfig
-from mq.trace import TraceEvents
-from mq.validation import RETRY_PREFIX, check_group, check_topic
 
 log = logging.getLogger("mq.consumer")
 

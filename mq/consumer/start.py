@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mq.connection import is_out_of_memory
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQBrokerError
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
+from mq.model.validation import RETRY_PREFIX
 from mq.store import Store
+from mq.store.connection import is_out_of_memory
 from mq.store.ops import Op
 from mq.store.store import StoreOps
-from mq.validation import RETRY_PREFIX
 
 #: Default of ``consume_timestamp_ms``: 30 minutes before start [RocketMQ ``consumeTimestamp``].
 DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mq.consumer.process_queue import ProcessQueue
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
 
 
 class StatusMeter:

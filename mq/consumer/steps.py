@@ -20,8 +20,6 @@ import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, TypeVar
 
-from mq import metrics
-from mq.connection import is_out_of_memory
 from mq.consumer.locks import LOCK_RENEW_INTERVAL_S
 from mq.consumer.machine import CommitPolicy, plan_rebalance
 from mq.consumer.offsets import PERSIST_INTERVAL_S, OffsetStore
@@ -34,9 +32,11 @@ from mq.consumer.status import StatusMeter
 from mq.consumer.types import MessageModel
 from mq.errors import MQBrokerError, MQClientError, evicted_message
 from mq.filter import MessageSelector
-from mq.group import GroupConfig
-from mq.queue import MessageQueue
+from mq.model.group import GroupConfig
+from mq.model.queue import MessageQueue
+from mq.observe import metrics
 from mq.store import Store
+from mq.store.connection import is_out_of_memory
 from mq.store.ops import Op
 from mq.store.store import StoreOps
 

@@ -7,8 +7,8 @@ from enum import Enum
 from typing import Any
 
 from mq.errors import MQClientError
-from mq.message import MessageExt
-from mq.queue import MessageQueue
+from mq.model.message import MessageExt
+from mq.model.queue import MessageQueue
 
 
 class MessageModel(str, Enum):

@@ -2,7 +2,7 @@
 
 The store evaluates a subscription's filter against every message a pull scans, inside one Lua
 script, which blocks Redis for everyone while it runs. These bounds cap the work per message (with
-the message limits of :mod:`mq.validation`: properties of at most 16 KiB) so that a pull at the
+the message limits of :mod:`mq.model.validation`: properties of at most 16 KiB) so that a pull at the
 limits stays within tens of milliseconds (measured by ``bench/limits.py``; figures in
 docs/benchmarks.md). They are checked on the JSON tree the store receives, so they hold whatever
 the parser accepts.

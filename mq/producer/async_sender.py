@@ -27,12 +27,12 @@ from operator import attrgetter
 from typing import Any
 
 from mq.errors import MQBrokerError
-from mq.message import SendResult
+from mq.model.message import SendResult
+from mq.model.queue import MessageQueue
 from mq.producer.core import oneway_failed, round_failed
 from mq.producer.futures import FutureGroup
 from mq.producer.pipeline import MAX_PIPELINE, Pending, Round, SendPipeline, Step
 from mq.producer.request import SendRequest
-from mq.queue import MessageQueue
 from mq.store import Store
 from mq.store.store import PutPipeline
 

@@ -16,8 +16,6 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from mq import metrics
-from mq.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory, is_unreachable
 from mq.errors import (
     MQBrokerError,
     MQClientError,
@@ -27,22 +25,24 @@ from mq.errors import (
     StoreEvictedError,
     TopicNotFoundError,
 )
-from mq.message import Message, SendResult, SendStatus
-from mq.msgid import new_msg_id
+from mq.model.message import Message, SendResult, SendStatus
+from mq.model.msgid import new_msg_id
+from mq.model.queue import MessageQueue
+from mq.model.recall import make_handle
+from mq.model.timer import DelayLevels, due_time_ms
+from mq.model.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
+from mq.observe import metrics
+from mq.observe.trace import TraceEvents
 from mq.producer.fault import LatencyFaultTolerance
 from mq.producer.request import Selector, SendRequest
 from mq.producer.route import RouteCache, TopicRoute
 from mq.producer.selectors import MessageQueueSelector
-from mq.queue import MessageQueue
-from mq.recall import make_handle
 from mq.store import codec
 from mq.store.clock import ClockOffset
+from mq.store.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory, is_unreachable
 from mq.store.ops import AsyncRunner, Op, Sleep, SyncRunner, operation, share_client
 from mq.store.replication import SyncReplicas
 from mq.store.store import StoreOps
-from mq.timer import DelayLevels, due_time_ms
-from mq.trace import TraceEvents
-from mq.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
 
 log = logging.getLogger("mq.producer")
 

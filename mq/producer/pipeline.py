@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from mq.errors import MQBrokerError, ReplicaAckTimeout, StoreEvictedError
-from mq.message import SendResult, SendStatus
+from mq.model.message import SendResult, SendStatus
+from mq.model.queue import MessageQueue
 from mq.producer.request import SendRequest, split_ends
-from mq.queue import MessageQueue
 
 #: Most sends one round of the sync sender carries (the asyncio one carries twice as many, D56).
 MAX_PIPELINE = 128

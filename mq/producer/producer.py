@@ -8,10 +8,13 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
-from mq import otel
 from mq.errors import MQClientError
-from mq.message import Message, SendResult
-from mq.msgid import new_client_id
+from mq.model.message import Message, SendResult
+from mq.model.msgid import new_client_id
+from mq.model.queue import MessageQueue
+from mq.model.timer import DELAY_LEVELS_TTL_S
+from mq.observe import otel
+from mq.observe.trace import Tracer
 from mq.producer.async_sender import AsyncSender
 from mq.producer.core import (
     DEFAULT_RETRY_TIMES,
@@ -27,10 +30,7 @@ from mq.producer.core import (
 from mq.producer.futures import FutureGroup
 from mq.producer.pipeline import Pending
 from mq.producer.request import Selector, SendRequest
-from mq.queue import MessageQueue
 from mq.store import Store
-from mq.timer import DELAY_LEVELS_TTL_S
-from mq.trace import Tracer
 
 __all__ = ["DEFAULT_RETRY_TIMES", "DEFAULT_SEND_TIMEOUT_S", "DELAY_LEVELS_TTL_S", "Producer", "sync_socket_timeout_s"]
 
@@ -62,7 +62,7 @@ class Producer(ProducerSettings):
             before anything is written. A send not fsynced in time returns ``FLUSH_SLAVE_TIMEOUT``.
 
     Sends are traced with OpenTelemetry when the ``otel`` extra is installed and a tracer provider is
-    set (:mod:`mq.otel`): a ``send`` span whose context travels in the message to its consumers.
+    set (:mod:`mq.observe.otel`): a ``send`` span whose context travels in the message to its consumers.
 
     Use as a context manager, or call :meth:`start` and :meth:`shutdown`.
     """

@@ -9,9 +9,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from mq.message import Message, SendResult
+from mq.model.message import Message, SendResult
+from mq.model.queue import MessageQueue
 from mq.producer.selectors import MessageQueueSelector
-from mq.queue import MessageQueue
 
 #: Most messages one put script call stores (a larger batch is split into calls of at most this many,
 #: each atomic; measured in bench/limits.py to keep each call well under 50 ms).

@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass, field
 
 from mq.errors import MQClientError, StoreEvictedError, TopicNotFoundError, evicted_message
-from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.topic import TopicConfig
 from mq.store.ops import Op
 from mq.store.store import StoreOps
-from mq.topic import TopicConfig
 
 #: Seconds a cached route is used before it is read again.
 ROUTE_REFRESH_S = 30.0

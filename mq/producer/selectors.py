@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from mq.errors import MQClientError
-from mq.message import Message
-from mq.queue import MessageQueue
+from mq.model.message import Message
+from mq.model.queue import MessageQueue
 
 
 @runtime_checkable

@@ -20,9 +20,8 @@ import logging
 import threading
 from typing import Any
 
-from mq.connection import Connection
 from mq.errors import MQError
-from mq.message import Message
+from mq.model.message import Message
 from mq.producer.producer import DEFAULT_SEND_TIMEOUT_S, Producer
 from mq.producer.tx_core import (
     CHECK_BATCH,
@@ -39,6 +38,7 @@ from mq.producer.tx_core import (
     run_local,
 )
 from mq.store import Store
+from mq.store.connection import Connection
 
 log = logging.getLogger("mq.producer")
 

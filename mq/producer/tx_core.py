@@ -17,10 +17,10 @@ from enum import Enum
 from typing import Any
 
 from mq.errors import MQClientError, MQError, ReplicaAckTimeout
-from mq.message import Message, MessageExt, SendStatus
-from mq.msgid import new_msg_id
+from mq.model.message import Message, MessageExt, SendStatus
+from mq.model.msgid import new_msg_id
+from mq.model.queue import MessageQueue
 from mq.producer.core import SendCore
-from mq.queue import MessageQueue
 from mq.store import codec
 from mq.store.ops import AsyncRunner, Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps

@@ -16,9 +16,9 @@ from typing import Any
 
 import redis.exceptions
 
-from mq.connection import Connection
 from mq.errors import MQBrokerError
 from mq.store.aio import AsyncStore
+from mq.store.connection import Connection
 from mq.store.ops import Op
 
 log = logging.getLogger("mq.proxy")

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from mq.errors import MessageTooLargeError, MQClientError
-from mq.message import Message, MessageExt
+from mq.model.message import Message, MessageExt
+from mq.model.validation import MAX_USER_PROPERTY_SIZE, RESERVED_PROPERTIES, check_message, check_user_topic
 from mq.proxy.codes import ProxyError
 from mq.proxy.pb import definition
-from mq.validation import MAX_USER_PROPERTY_SIZE, RESERVED_PROPERTIES, check_message, check_user_topic
 
 #: System property: the message group of a FIFO message [RocketMQ ``__SHARDINGKEY``].
 MESSAGE_GROUP = "__SHARDINGKEY"

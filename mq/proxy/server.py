@@ -17,7 +17,8 @@ import grpc
 
 from mq.aio.tasks import cancel_and_wait
 from mq.errors import MQBrokerError, MQClientError
-from mq.msgid import new_client_id
+from mq.model.msgid import new_client_id
+from mq.model.validation import MAX_DELAY_MS
 from mq.proxy.auth import Credentials
 from mq.proxy.backend import Backend
 from mq.proxy.metrics import ProxyMetrics
@@ -25,7 +26,6 @@ from mq.proxy.pb import grpc_service
 from mq.proxy.service import PROXY_PRODUCER_GROUP, MessagingService
 from mq.proxy.settings import Limits
 from mq.proxy.telemetry import pump_checks
-from mq.validation import MAX_DELAY_MS
 
 log = logging.getLogger("mq.proxy")
 

@@ -23,8 +23,12 @@ from mq.consumer.simple_core import EVERY_TAG, dead_letter_op, receive_round_op,
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQBrokerError, MQClientError
 from mq.filter import MessageSelector
-from mq.group import GroupConfig
-from mq.message import MessageExt
+from mq.model.group import GroupConfig
+from mq.model.message import MessageExt
+from mq.model.queue import MessageQueue
+from mq.model.recall import make_handle, parse_handle
+from mq.model.topic import TopicConfig
+from mq.model.validation import MAX_DELAY_MS, RETRY_PREFIX, check_group
 from mq.producer.request import split_puts
 from mq.producer.selectors import consistent_hash, java_hash
 from mq.producer.tx_core import PGROUP, transaction_id, transaction_timeout_ms
@@ -37,12 +41,8 @@ from mq.proxy.pb import definition, service
 from mq.proxy.settings import Limits, check_client_settings, client_info, reply
 from mq.proxy.telemetry import Sessions
 from mq.proxy.tracing import EndpointTrace, Receipt, receipt_of
-from mq.queue import MessageQueue
-from mq.recall import make_handle, parse_handle
 from mq.store import codec
 from mq.store.clock import ClockOffset
-from mq.topic import TopicConfig
-from mq.validation import MAX_DELAY_MS, RETRY_PREFIX, check_group
 
 log = logging.getLogger("mq.proxy")
 #: The filter the group's retry topic is read with: every message (its copies passed the filter when first read).

@@ -1,6 +1,6 @@
 """The message trace of what goes through the endpoint (``mq trace``, ``Admin.message_trace``): the
 same events as the simple consumers record (D52), through the same
-:class:`~mq.trace.TraceEvents` — an ack a ``consume`` event ``ACK``, a delivery not acked in time
+:class:`~mq.observe.trace.TraceEvents` — an ack a ``consume`` event ``ACK``, a delivery not acked in time
 ``consume``/``INVISIBLE_TIMEOUT`` (recorded by the receive round when the message is handed out
 again), a dead letter a ``dlq`` event, each with the delivery attempt it ended.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from mq.aio.trace import AsyncTracer
 from mq.consumer.simple_core import RECEIVED_AT, MessageView, make_receipt, parse_receipt
 from mq.errors import MQClientError, MQError
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
 from mq.store.aio import AsyncStore
 
 log = logging.getLogger("mq.proxy")

@@ -1,7 +1,7 @@
 """The Redis store: key layout, Lua scripts and typed operations.
 
-``Store`` is imported on first use: ``mq.connection`` and ``mq.sentinel`` use :mod:`mq.store.redispy`
-(the one home of redis-py's private parts), and the store itself imports ``mq.connection``.
+``Store`` is imported on first use: ``mq.store.connection`` and ``mq.store.sentinel`` use :mod:`mq.store.redispy`
+(the one home of redis-py's private parts), and the store itself imports ``mq.store.connection``.
 """
 
 from __future__ import annotations

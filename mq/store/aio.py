@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mq.connection import Connection
+from mq.store.connection import Connection
 from mq.store.ops import AsyncRunner
 from mq.store.store import StoreOps
 
@@ -17,7 +17,7 @@ class AsyncStore(StoreOps, AsyncRunner):
     """Typed operations on the Redis data of one namespace, awaited (``await store.put(...)``).
 
     Args:
-        connection: the URL and key names; its :attr:`~mq.connection.Connection.async_client` is used
+        connection: the URL and key names; its :attr:`~mq.store.connection.Connection.async_client` is used
             (close it with ``await connection.aclose()``).
         sync: as for :class:`~mq.store.Store`.
     """

@@ -11,13 +11,13 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from mq.connection import Connection, translate_errors
 from mq.errors import MQBrokerError, ReplicaAckTimeout
 from mq.keys import QueueKeys
+from mq.model.topic import QueueStats
 from mq.store import scripts
+from mq.store.connection import Connection, translate_errors
 from mq.store.ops import Cmd, Op, Pipe, operation
 from mq.store.replication import SyncReplicas, check_first, run_synced
-from mq.topic import QueueStats
 
 #: One script call of a pipelined batch: ``(script name, keys, argv)``.
 ScriptCall = tuple[str, Sequence[str], Sequence[Any]]

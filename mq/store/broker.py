@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mq.keys import QueueKeys, parse_timer_member, stream_id, timer_member
+from mq.model.topic import TopicConfig
 from mq.store.base import StoreBase, all_or_raise, without_dicts
 from mq.store.ops import Cmd, Op, operation
-from mq.topic import TopicConfig
 
 
 class BrokerOps(StoreBase):

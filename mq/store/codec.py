@@ -26,8 +26,8 @@ from operator import itemgetter
 from typing import Any, TypeVar
 
 from mq.keys import KEY_SEPARATOR, offset_of
-from mq.message import Message, MessageExt
-from mq.queue import DEFAULT_BROKER_NAME
+from mq.model.message import Message, MessageExt
+from mq.model.queue import DEFAULT_BROKER_NAME
 
 log = logging.getLogger("mq.store")
 

@@ -17,8 +17,8 @@ from redis.exceptions import NoScriptError
 
 from mq.errors import MQBrokerError, ReplicaAckTimeout, StoreEvictedError, evicted_message
 from mq.keys import offset_of, stream_id
-from mq.message import MessageExt
-from mq.queue import MessageQueue
+from mq.model.message import MessageExt
+from mq.model.queue import MessageQueue
 from mq.store import codec, scripts
 from mq.store.base import QUEUE_BATCH, ScriptCall, StoreBase, all_or_raise, chunks, without_dicts
 from mq.store.ops import Cmd, Op, operation

@@ -12,7 +12,7 @@ from typing import Any
 
 import redis
 
-from mq.connection import REDIS_ERRORS, Connection, parse_sentinel_url
+from mq.store.connection import REDIS_ERRORS, Connection, parse_sentinel_url
 
 #: What a read returns when the server refused it for permissions (``NOPERM``) or does not know it.
 NOT_ALLOWED = "not allowed"

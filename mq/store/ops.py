@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar,
 
 from redis.exceptions import AskError, MovedError, TryAgainError
 
-from mq.connection import REDIS_ERRORS
+from mq.store.connection import REDIS_ERRORS
 
 if TYPE_CHECKING:
     from mq.store.base import StoreBase

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mq.recall import parse_handle
+from mq.model.recall import parse_handle
 from mq.store.base import StoreBase
 from mq.store.ops import Op, operation
 

@@ -2,7 +2,7 @@
 
 redis-py's public API has no way to keep a connection out of the pool and talk over it, to read many
 replies from hiredis's reader at once, or to find a pool's connections: the kept connections of
-:mod:`mq.store.lease` and the Sentinel view (:mod:`mq.sentinel`) need all three. What they need sits
+:mod:`mq.store.lease` and the Sentinel view (:mod:`mq.store.sentinel`) need all three. What they need sits
 here, each behind a function named for what it does, and ``tests/store/test_redispy.py`` holds one
 test per behaviour relied on: a redis-py upgrade that changes one fails there, and is fixed here.
 Nothing else in ``mq`` reaches into redis-py (``tests/test_store_boundary.py``).

@@ -191,7 +191,7 @@ class Confirmed:
 
 def run_synced(calls: Sequence[Call], sync: SyncReplicas, *, kind: str) -> Op[list[tuple[Any, Confirmed]]]:
     """The operation running script calls, each node's share followed by ``WAIT`` (or ``WAITAOF``) in
-    one pipeline on that node (``kind``: the connection's kind, see :class:`~mq.connection.Connection`).
+    one pipeline on that node (``kind``: the connection's kind, see :class:`~mq.store.connection.Connection`).
 
     Returns, per call in order, ``(result or exception instance, what was confirmed)``. The embedded
     ``memory://`` store has no replicas (0 confirm) and no disk (``flush`` is refused). Raises the

@@ -1,6 +1,6 @@
 """The store: every read and write of messages, queues and topic configs goes through here.
 
-One :class:`Store` wraps one :class:`~mq.connection.Connection`. Writes that must be atomic are Lua
+One :class:`Store` wraps one :class:`~mq.store.connection.Connection`. Writes that must be atomic are Lua
 scripts over one queue's keys (one hash slot); views over many queues are pipelined, which redis-py
 groups by node on a cluster.
 """
@@ -16,7 +16,6 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from mq.connection import REDIS_ERRORS
 from mq.errors import (
     MQBrokerError,
     QueueNotWritableError,
@@ -26,11 +25,13 @@ from mq.errors import (
     evicted_message,
 )
 from mq.keys import Keys, key_index_offset, key_index_range, stream_id, timer_member
-from mq.message import MessageExt
+from mq.model.message import MessageExt
+from mq.model.topic import QueueStats, TopicConfig
 from mq.store import codec, lane, scripts
 from mq.store.admin import AdminOps
 from mq.store.base import ScriptCall, StoreBase, all_or_raise
 from mq.store.broker import BrokerOps
+from mq.store.connection import REDIS_ERRORS
 from mq.store.groups import GroupOps, PullRequest, PullResult
 from mq.store.ops import Cmd, Op, SyncRunner, operation
 from mq.store.proxy import ProxyOps
@@ -40,7 +41,6 @@ from mq.store.tier import TierOps
 from mq.store.trace import TraceOps
 from mq.store.transactions import TransactionOps
 from mq.store.views import ViewOps
-from mq.topic import QueueStats, TopicConfig
 
 log = logging.getLogger("mq.store")
 
@@ -197,7 +197,7 @@ class MessageOps(StoreBase):
     def put_delayed(self, topic: str, queue_id: int, encoded: Sequence[Any], due_ms: int) -> Op[str]:
         """Keep one encoded message in a queue's timer until ``due_ms`` (then index the queue).
 
-        Returns its entry id in the queue's timer (what a recall handle names, :mod:`mq.recall`).
+        Returns its entry id in the queue's timer (what a recall handle names, :mod:`mq.model.recall`).
 
         Raises:
             TopicNotFoundError / QueueNotWritableError: as :meth:`put`.

@@ -19,8 +19,8 @@ from typing import Any, cast
 
 from mq.errors import MQBrokerError
 from mq.keys import offset_of
-from mq.message import MessageExt
-from mq.queue import MessageQueue
+from mq.model.message import MessageExt
+from mq.model.queue import MessageQueue
 from mq.store.base import StoreBase, all_or_raise
 from mq.store.groups import PullRequest, PullResult, SimpleDelivery
 from mq.store.ops import Blocking, Cmd, Op, operation

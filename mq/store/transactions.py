@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 
-from mq.connection import REDIS_ERRORS
 from mq.store.base import StoreBase
+from mq.store.connection import REDIS_ERRORS
 from mq.store.ops import Cmd, Op, operation
 
 #: The stream consumer group every transaction producer of a group reads check-backs through.

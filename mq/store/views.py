@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mq.keys import QueueKeys, key_index_range, parse_timer_member
+from mq.model.topic import QueueStats
 from mq.store.base import StoreBase
 from mq.store.broker import BrokerOps
 from mq.store.ops import Cmd, Op, operation
-from mq.topic import QueueStats
 
 #: Entries of a timer stream read per round trip by :meth:`ViewOps.delayed_holds`.
 TIMER_PAGE = 500

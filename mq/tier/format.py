@@ -1,5 +1,5 @@
 """The Parquet form of a segment: one row per message with every field of
-:class:`~mq.message.MessageExt`, in offset order.
+:class:`~mq.model.message.MessageExt`, in offset order.
 
 Columns: ``queue_offset`` (int64), ``msg_id``, ``tags`` (null when untagged), ``keys``
 (list<string>), ``properties`` and ``system_properties`` (map<string, string>), ``body`` (binary),
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from mq.message import MessageExt
+from mq.model.message import MessageExt
 from mq.store.codec import message_of
 
 #: Messages per row group: about 4 MiB of 1 KiB messages, the unit a read at an offset fetches.

@@ -17,7 +17,7 @@ from typing import Any
 
 from mq.filter import sql92
 from mq.filter.sql92_nodes import Condition, from_json
-from mq.message import MessageExt
+from mq.model.message import MessageExt
 from mq.tier import format as fmt
 from mq.tier.location import TierLocation
 from mq.tier.segment import Segment, covering

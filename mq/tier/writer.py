@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from mq.message import MessageExt
+from mq.model.message import MessageExt
 from mq.tier import format as fmt
 from mq.tier.location import TierLocation
 from mq.tier.segment import Segment, segment_name

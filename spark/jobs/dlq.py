@@ -16,7 +16,7 @@ import pathlib
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from mq.validation import DLQ_PREFIX
+from mq.model.validation import DLQ_PREFIX
 from spark import charts
 from spark.jobs import runner
 

@@ -23,8 +23,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from mq.connection import URL_ENV
 from mq.errors import MQError
+from mq.store.connection import URL_ENV
 from spark.schema import schema_of
 from spark.source import FORMAT
 

@@ -1,4 +1,4 @@
-"""``mq.aio.Admin`` runs the sync admin's very operations (``mq.admin.AdminCore``): every method is there,
+"""``mq.aio.Admin`` runs the sync admin's very operations (``mq.operator.admin.AdminCore``): every method is there,
 awaitable, and the same calls on two namespaces of one server give the same results, errors included."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 
 import mq
 from mq import ConsumeFromWhere, Message, MessageQueue, Producer, PullConsumer, aio
-from mq.admin import AdminCore
-from mq.admin_views import AdminViews
 from mq.errors import MQClientError, TopicNotFoundError
-from mq.message import MessageExt
+from mq.model.message import MessageExt
+from mq.operator.admin import AdminCore
+from mq.operator.admin_views import AdminViews
 
-#: The console's dashboard views (``mq.admin_views.AdminViews``), mixed into the sync admin only so far.
+#: The console's dashboard views (``mq.operator.admin_views.AdminViews``), mixed into the sync admin only so far.
 SYNC_ONLY = {n for n in dir(AdminViews) if not n.startswith("_")} - {
     "CONSUMED",
     "DEAD_LETTERED",

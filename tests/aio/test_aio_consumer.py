@@ -27,9 +27,9 @@ from mq import (
 from mq import PushConsumer as SyncPushConsumer
 from mq.aio import PullConsumer, PushConsumer
 from mq.aio.core import PULL_LANES
-from mq.connection import Connection
 from mq.errors import MQClientError
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import QUIET_PERIOD_S, stays_quiet_async
 from tests.leaks import owned

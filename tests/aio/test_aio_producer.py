@@ -317,8 +317,8 @@ async def test_many_tasks_at_once_wait_for_a_connection(redis_server: Any, names
     concurrent sends that each read a stale setting (the trace switch, delay levels) did that. (A
     standalone server's pool: redis-py's asyncio cluster client has no such limit, but many first
     commands at once on a fresh one sometimes fail inside redis-py — see D45.)"""
-    from mq.connection import Connection
     from mq.store.aio import AsyncStore
+    from mq.store.connection import Connection
 
     store = AsyncStore(Connection(redis_server.url, namespace))
     try:
@@ -331,7 +331,7 @@ async def test_async_commands_are_packed_as_redis_asyncio_packs_them(redis_serve
     """The standalone asyncio client packs with hiredis (as the sync client does): the same bytes."""
     import redis.asyncio
 
-    from mq.connection import Connection
+    from mq.store.connection import Connection
     from mq.store.redispy import HiredisPackingConnection
 
     for args in [
@@ -359,7 +359,7 @@ async def test_async_writes_make_no_task_and_keep_their_timeout(redis_server: An
     import redis.asyncio
     import redis.exceptions
 
-    from mq.connection import Connection
+    from mq.store.connection import Connection
     from mq.store.redispy import HiredisPackingConnection
 
     conn = owned(Connection(redis_server.url, namespace))

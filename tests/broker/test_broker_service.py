@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer, SendStatus
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler import BrokerConfig, BrokerService, healthy_brokers
 from tests.helpers import admin_once, stays_quiet
 from tests.leaks import owned

@@ -29,11 +29,11 @@ from mq import (
     aio,
 )
 from mq.cli import main
-from mq.connection import Connection
 from mq.console import create_app
 from mq.errors import MQBrokerError
+from mq.model.topic import TopicConfig
 from mq.store import Store, codec
-from mq.topic import TopicConfig
+from mq.store.connection import Connection
 from scheduler import BrokerConfig, BrokerService
 from scheduler.metrics import StoreCollector
 from scheduler.retention import apply_retention

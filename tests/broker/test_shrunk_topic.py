@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from mq import Admin, Message, MessageQueue, Producer
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from tests.consumer.test_robustness import _fill
 from tests.helpers import raw_client
 from tests.leaks import owned

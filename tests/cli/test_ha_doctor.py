@@ -8,8 +8,8 @@ import time
 import pytest
 
 from mq.cli.main import main
-from mq.doctor import FAIL, OK, WARN, Finding, check
-from mq.security import acl_setuser_args
+from mq.operator.doctor import FAIL, OK, WARN, Finding, check
+from mq.operator.security import acl_setuser_args
 from scheduler import BrokerService, healthy_brokers
 from tests.servers import RedisClusterProcs, RedisServer, SentinelProcs
 
@@ -131,12 +131,12 @@ def test_broker_logs_checks_at_start_and_check_fails_on_a_fail(
 def test_a_failing_check_never_keeps_the_broker_from_starting(
     redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import mq.doctor
+    import mq.operator.doctor
 
     def broken(*args: object, **kwargs: object) -> list[Finding]:
         raise RuntimeError("probe exploded")
 
-    monkeypatch.setattr(mq.doctor, "check", broken)
+    monkeypatch.setattr(mq.operator.doctor, "check", broken)
     with caplog.at_level(logging.WARNING, logger="scheduler"), BrokerService(redis_server.url, namespace) as service:
         assert service.id in healthy_brokers(redis_server.url, namespace)
     assert any("store checks could not run: probe exploded" in r.getMessage() for r in caplog.records)

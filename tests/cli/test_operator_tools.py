@@ -19,8 +19,8 @@ from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Prod
 from mq.cli import main
 from mq.cli.common import parse_time_ms
 from mq.errors import MQClientError, TopicNotFoundError
-from mq.rates import rates_over
-from mq.times import format_ms
+from mq.model.times import format_ms
+from mq.operator.rates import rates_over
 from scheduler import BrokerConfig, BrokerService
 from tests.cli.test_cli import run_mq
 from tests.helpers import admin_once, stays_quiet
@@ -54,7 +54,7 @@ def test_times_are_printed_as_iso_8601_with_the_zone() -> None:
 
 def test_times_follow_the_local_zone_in_and_out() -> None:
     code = (
-        "from mq.cli.common import parse_time_ms; from mq.times import format_ms; print(format_ms(1700000000123)); "
+        "from mq.cli.common import parse_time_ms; from mq.model.times import format_ms; print(format_ms(1700000000123)); "
         "print(parse_time_ms('2023-11-15T06:13:20.123'))"
     )
     for tz, shown in (("UTC-8", "2023-11-15T06:13:20.123+08:00"), ("UTC+0", "2023-11-14T22:13:20.123+00:00")):

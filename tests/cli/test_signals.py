@@ -1,4 +1,4 @@
-"""Stopping on SIGTERM (mq/signals.py, D66): the long-running programs stop whenever the signal comes.
+"""Stopping on SIGTERM (mq/cli/signals.py, D66): the long-running programs stop whenever the signal comes.
 
 A handler that sets a ``threading.Event`` the main thread waits on deadlocks when it runs inside
 ``Event.wait`` while that holds the event's lock (the example consumer of ``scripts/stack.py``, once,
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mq.signals import StopSignals
+from mq.cli.signals import StopSignals
 from tests.servers import RedisServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Admin views behind the web console (mq/admin_views.py, mq/store/views.py) against a real
+"""Admin views behind the web console (mq/operator/admin_views.py, mq/store/views.py) against a real
 redis-server: queue states of many topics, key queries by page past the 64 cap, timer and half
 backlogs per topic, what each group did with a message, resend reports, members of many groups."""
 
@@ -20,8 +20,8 @@ from mq import (
     PushConsumer,
     TransactionProducer,
 )
-from mq.admin_views import CONSUMED, DEAD_LETTERED, PENDING, RETRYING, UNKNOWN
 from mq.errors import MQClientError, TopicNotFoundError
+from mq.operator.admin_views import CONSUMED, DEAD_LETTERED, PENDING, RETRYING, UNKNOWN
 from scheduler import BrokerConfig, BrokerService
 from tests.procs import wait_for
 

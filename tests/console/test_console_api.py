@@ -628,7 +628,7 @@ def test_a_password_from_mq_url_and_one_with_url_characters_are_hidden(
     secure_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The URL may come from $MQ_URL (no --url), and a password may hold characters a URL parser stops at."""
-    from mq.connection import url_passwords
+    from mq.store.connection import url_passwords
 
     assert url_passwords("redis://u:p%2Fq#r@h:1/0") == ["p%2Fq#r", "p/q#r"]
     assert url_passwords("redis://user@h:1/0") == [] and url_passwords("redis://h:1/0") == []
@@ -830,7 +830,7 @@ def test_a_short_token_and_a_common_password_do_not_mangle_responses(monkeypatch
 
 def test_a_password_in_the_url_query_is_masked_in_the_api_pages_and_cli_errors(secure_server: RedisServer) -> None:
     """Finding 10: redis-py takes ``?password=`` and ``?ssl_password=``; neither is ever shown."""
-    from mq.connection import mask_url
+    from mq.store.connection import mask_url
 
     assert (
         mask_url("rediss://h:1/0?ssl_cert_reqs=none&ssl_password=k3y&x=1")
@@ -863,8 +863,8 @@ def test_a_password_in_the_url_query_is_masked_in_the_api_pages_and_cli_errors(s
 
 def _put_with_id(url: str, ns: str, topic: str, msg_id: str, body: bytes) -> None:
     """Store a message with a client-chosen id, as ``mq proxy`` does for a RocketMQ 5 client."""
-    from mq.connection import Connection
     from mq.store import Store, codec
+    from mq.store.connection import Connection
 
     conn = Connection(url, ns)
     try:
@@ -959,8 +959,8 @@ def test_the_overview_is_computed_once_per_broker_snapshot(secure_server: RedisS
     broker stats snapshot: between two snapshots no call reads the topic table, the stats history or
     any queue, and the answer is the same; a new snapshot, or a topic made through the console, is
     shown at the next call."""
-    from mq.connection import Connection
     from mq.store import Store as MessageStore
+    from mq.store.connection import Connection
     from scheduler.stats import read_figures, save_snapshot
 
     url, ns = secure_server.url, "ov" + uuid.uuid4().hex[:8]
@@ -1046,9 +1046,9 @@ def test_long_client_fields_are_cut_on_the_page_and_in_the_api_and_download_whol
     cut at FIELD_CAP characters with "… (N bytes more)", and downloads whole from a link."""
     import dataclasses
 
-    from mq.connection import Connection
+    from mq.observe.trace import TraceEvent
     from mq.store import Store, codec
-    from mq.trace import TraceEvent
+    from mq.store.connection import Connection
 
     trace = "00-" + "t" * (4 * 1024 * 1024)
     group, host, prop, key, tags = "g" * 100_000, "h" * 70_000, "ü" * 50_000, "k" * 5_000, "T" * 3_000
@@ -1115,9 +1115,9 @@ def test_long_client_fields_are_cut_on_the_page_and_in_the_api_and_download_whol
 def test_a_members_long_self_description_is_cut_on_the_group_page_and_in_the_api(still: tuple[str, str, Admin]) -> None:
     """Finding 12 (the console's part): what a member says of itself (its host name: through the endpoint,
     the RocketMQ 5 client's user agent) is shown cut at FIELD_CAP characters, as a message's fields are."""
-    from mq.connection import Connection
     from mq.consumer.registry import ClientInfo, Registry
     from mq.store import Store
+    from mq.store.connection import Connection
     from mq.store.ops import run
 
     url, ns, _ = still

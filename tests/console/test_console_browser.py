@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
-from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 from scheduler import BrokerConfig, BrokerService
 from tests.servers import RedisServer, free_port, wait_until
 
@@ -739,9 +739,9 @@ def test_logging_out_ends_the_session_even_for_a_kept_copy_of_its_cookie(tab: Ta
 def test_message_ids_with_url_characters_open_from_their_links(tab: Tab, console: str, store: Store) -> None:
     """Finding 14: a RocketMQ 5 client chooses its message ids; ids with ``/``, ``?``, ``#``, ``%`` or
     ``..`` are encoded in every link, and each link opens its own message (real uvicorn: one decoding)."""
-    from mq.connection import Connection
     from mq.store import Store as MessageStore
     from mq.store import codec
+    from mq.store.connection import Connection
 
     admin, page = store.admin(), tab.page
     admin.create_topic("oddids", read_queues=1, write_queues=1)

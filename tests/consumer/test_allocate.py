@@ -22,7 +22,7 @@ from mq.consumer.allocate import (
     md5_hash,
 )
 from mq.errors import MQClientError
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
 
 GROUP = "group-a"
 

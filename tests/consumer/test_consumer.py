@@ -21,10 +21,10 @@ from mq import (
     PullConsumer,
     PushConsumer,
 )
-from mq.connection import Connection
 from mq.consumer.retry import SendBackOps
 from mq.errors import FilterExpressionError, MQBrokerError, MQClientError
 from mq.store import Store
+from mq.store.connection import Connection
 from tests.helpers import blocked_readers, stays_quiet
 from tests.leaks import owned
 from tests.procs import wait_for

@@ -14,7 +14,7 @@ from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueu
 from mq.consumer import puller, push
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.push import DEFAULT_PULL_BATCH_SIZE
-from mq.message import MessageExt
+from mq.model.message import MessageExt
 from tests.helpers import admin_once
 from tests.procs import wait_for
 

@@ -9,11 +9,11 @@ import time
 import pytest
 
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue, Producer, PushConsumer
-from mq.connection import Connection
 from mq.consumer import puller, steps
 from mq.consumer.long_poll import CLOSE_WAIT_S, LONG_POLL_BLOCK_MS, WAIT_COMMIT_LOOKS, CommitPacer, LongPoller
 from mq.consumer.process_queue import ProcessQueue
 from mq.store import Store
+from mq.store.connection import Connection
 from tests.helpers import admin_once, blocked_readers
 from tests.leaks import open_sockets, owned
 from tests.procs import wait_for

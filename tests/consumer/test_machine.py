@@ -27,9 +27,9 @@ from mq.consumer.machine import (
     plan_rebalance,
 )
 from mq.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus
-from mq.message import MessageExt
-from mq.properties import RETRY_TOPIC
-from mq.queue import MessageQueue
+from mq.model.message import MessageExt
+from mq.model.properties import RETRY_TOPIC
+from mq.model.queue import MessageQueue
 
 QUEUE = MessageQueue("T", "broker-a", 0)
 OTHER = MessageQueue("T", "broker-a", 1)

@@ -37,9 +37,9 @@ from mq import (
     aio,
     metrics,
 )
-from mq.connection import Connection
-from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store import Store
+from mq.store.connection import Connection
 from tests.servers import RedisServer
 
 TOPIC, NS = "T", "pos"

@@ -22,10 +22,10 @@ from mq import (
     PushConsumer,
     SimpleConsumer,
 )
-from mq.connection import Connection
 from mq.consumer.types import ConsumeConcurrentlyContext
 from mq.errors import MQClientError
 from mq.store import Store
+from mq.store.connection import Connection
 from tests.helpers import admin_once, blocked_readers, raw_client
 from tests.leaks import owned
 from tests.procs import wait_for

@@ -146,7 +146,7 @@ def test_queues_added_to_a_topic_are_read_from_their_start(
     """A topic that grows: a running consumer picks the new queues up, and a member starting
     later reads what landed on them before it started (only a group new to a topic skips history)."""
     from mq.consumer import simple
-    from mq.queue import MessageQueue
+    from mq.model.queue import MessageQueue
 
     monkeypatch.setattr(simple, "QUEUE_REFRESH_S", 0.2)
     admin = owned(Admin(backend_url, namespace))
@@ -184,9 +184,9 @@ def test_invisibility_is_on_the_stores_clock_not_a_skewed_host(
 ) -> None:
     """A host an hour behind: with its own clock it would hand a received message out again at once
     (visible an hour ago + 30 s); on the store's clock it stays invisible for 30 s."""
-    from mq.connection import Connection
     from mq.consumer.simple_core import parse_receipt
     from mq.store import Store
+    from mq.store.connection import Connection
 
     admin_once(backend_url, namespace).create_topic("SK", read_queues=1, write_queues=1)
     real_time = time.time

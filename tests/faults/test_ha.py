@@ -22,12 +22,12 @@ from mq import (
     SendStatus,
     TransactionProducer,
 )
-from mq.connection import Connection, mask_url, parse_sentinel_url
 from mq.errors import MQBrokerError, MQClientError
+from mq.model.topic import TopicConfig
 from mq.producer.producer import DEFAULT_SEND_TIMEOUT_S
 from mq.store import Store, codec
 from mq.store.aio import AsyncStore
-from mq.topic import TopicConfig
+from mq.store.connection import Connection, mask_url, parse_sentinel_url
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import admin_once, stays_quiet
 from tests.leaks import owned

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer, SendStatus
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from tests.helpers import blocked_readers, wait_for_async
 from tests.procs import wait_for
 from tests.servers import RedisServer, SentinelProcs

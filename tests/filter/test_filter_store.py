@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 from mq import Message, MessageSelector, Producer
-from mq.connection import Connection
 from mq.consumer.puller import filter_args
 from mq.errors import MQBrokerError
 from mq.store import Store
+from mq.store.connection import Connection
 from mq.store.store import PullRequest
 from tests.helpers import admin_once
 from tests.leaks import owned

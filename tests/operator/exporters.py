@@ -18,8 +18,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from mq import Admin, Message, MessageQueue, Producer
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from tests.procs import ROOT, wait_for
 from tests.servers import free_port
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pathlib
 
 from mq import Message, MessageQueue, Producer
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler.metrics import serve_metrics
 from tests.helpers import admin_once
 from tests.leaks import owned

@@ -18,8 +18,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 
-import mq.metrics
-from mq.metrics import enable_client_metrics
+import mq.observe.metrics
+from mq.observe.metrics import enable_client_metrics
 from tests.operator.exporters import broker_cli, mq_cli, promtool, scrape, seed, series_names
 from tests.procs import ROOT
 from tests.servers import free_port
@@ -61,14 +61,14 @@ def published(redis_server, tmp_path_factory: pytest.TempPathFactory) -> list[Me
     topic, sends, a group's offsets) so the labelled families have samples."""
     url, ns = redis_server.url, "t" + uuid.uuid4().hex[:8]
     tier = tmp_path_factory.mktemp("tier")
-    mq.metrics.CLIENT_METRICS = None
+    mq.observe.metrics.CLIENT_METRICS = None
     try:
         client_port = free_port()
         enable_client_metrics(client_port, registry=CollectorRegistry())
         seed(url, ns)  # the sends are recorded by the client exporter
         families = scrape("127.0.0.1", client_port)
     finally:
-        mq.metrics.CLIENT_METRICS = None
+        mq.observe.metrics.CLIENT_METRICS = None
     with broker_cli(url, ns, "--tier-url", tier.as_uri()) as port:
         families += scrape("127.0.0.1", port)
     with mq_cli("proxy", "--url", url, "--namespace", ns, "--port", "0", ready="endpoint on") as port:

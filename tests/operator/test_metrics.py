@@ -19,9 +19,9 @@ from mq import (
     PushConsumer,
     TransactionProducer,
 )
-from mq.connection import Connection
-from mq.metrics import enable_client_metrics
+from mq.observe.metrics import enable_client_metrics
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler import BrokerConfig, BrokerService
 from scheduler.metrics import serve_metrics
 from tests.helpers import admin_once
@@ -104,9 +104,9 @@ def test_group_lag_follows_a_real_consumer(redis_server, namespace: str) -> None
 
 def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, namespace: str) -> None:
     registry = CollectorRegistry()
-    import mq.metrics
+    import mq.observe.metrics
 
-    mq.metrics.CLIENT_METRICS = None
+    mq.observe.metrics.CLIENT_METRICS = None
     try:
         port = free_port()
         enable_client_metrics(port, registry=registry)
@@ -125,7 +125,7 @@ def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, na
             wait_for(lambda: len(got) == 7, 10, "7 consumed")
         m = _scrape(port)
     finally:
-        mq.metrics.CLIENT_METRICS = None
+        mq.observe.metrics.CLIENT_METRICS = None
     assert m[("rocketredis_send_latency_seconds_count", (("topic", "C"),))] == 7
     assert m[("rocketredis_consume_latency_seconds_count", (("group", "cg"), ("topic", "C")))] == 7
     assert m[("rocketredis_rebalance_total", (("group", "cg"),))] >= 1

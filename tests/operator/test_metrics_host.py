@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-import mq.metrics
+import mq.observe.metrics
 from mq.cli.main import build_parser
-from mq.metrics import enable_client_metrics
+from mq.observe.metrics import enable_client_metrics
 from tests.operator.exporters import accepts, broker_cli, scrape
 from tests.servers import free_port
 
@@ -22,9 +22,9 @@ OTHER = "127.0.0.2"
 @pytest.fixture
 def fresh_client_metrics() -> Iterator[None]:
     """The client metrics are process-wide: start from none and leave none for the next test."""
-    mq.metrics.CLIENT_METRICS = None
+    mq.observe.metrics.CLIENT_METRICS = None
     yield
-    mq.metrics.CLIENT_METRICS = None
+    mq.observe.metrics.CLIENT_METRICS = None
 
 
 def test_broker_service_exporter_listens_on_the_metrics_host(redis_server, namespace: str) -> None:
@@ -52,7 +52,7 @@ def test_client_exporter_keeps_its_first_keyword(fresh_client_metrics: None) -> 
 def test_client_exporter_refuses_two_different_hosts(fresh_client_metrics: None, host: str) -> None:
     with pytest.raises(ValueError, match="pass host only"):
         enable_client_metrics(free_port(), registry=CollectorRegistry(), host=host, addr="127.0.0.3")
-    assert mq.metrics.CLIENT_METRICS is None  # refused before anything was registered or served
+    assert mq.observe.metrics.CLIENT_METRICS is None  # refused before anything was registered or served
 
 
 @pytest.mark.parametrize("command", ["broker", "proxy"])

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from mq.errors import MQBrokerError, MQClientError, ReplicaAckTimeout, StoreEvictedError
-from mq.message import SendResult, SendStatus
+from mq.model.message import SendResult, SendStatus
+from mq.model.queue import MessageQueue
 from mq.producer import pipeline
 from mq.producer.pipeline import Pending, Round, SendPipeline, Settled, Step
 from mq.producer.request import PUT_CALL_MAX_MESSAGES, SendRequest
-from mq.queue import MessageQueue
 
 Q0 = MessageQueue("t", "b", 0)
 Q1 = MessageQueue("t", "b", 1)

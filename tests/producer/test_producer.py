@@ -142,7 +142,7 @@ def test_msg_ids_unique_across_processes() -> None:
     import subprocess
     import sys
 
-    code = "from mq.msgid import new_msg_id\nprint('\\n'.join(new_msg_id() for _ in range(2000)))"
+    code = "from mq.model.msgid import new_msg_id\nprint('\\n'.join(new_msg_id() for _ in range(2000)))"
     procs = [
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60) for _ in range(3)
     ]

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mq import Admin, Message, Producer, aio
-from mq.connection import Connection
 from mq.errors import MQClientError
-from mq.recall import MAX_HANDLE_LENGTH, PREFIX, make_handle, parse_handle
+from mq.model.recall import MAX_HANDLE_LENGTH, PREFIX, make_handle, parse_handle
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler.timers import TimerDelivery
 from tests.helpers import raw_client, snapshot
 from tests.leaks import owned

@@ -11,12 +11,12 @@ import pytest
 
 from mq import Message, Producer
 from mq.errors import MessageTooLargeError, MQBrokerError, MQClientError
+from mq.model.validation import MAX_DELAY_MS, MAX_KEYS, MAX_PROPERTIES, MAX_USER_PROPERTY_SIZE
 from mq.producer import request as send_request
 from mq.producer.request import SendRequest
 from mq.store import Store, scripts
 from mq.store.ops import operation
 from mq.store.store import StoreOps
-from mq.validation import MAX_DELAY_MS, MAX_KEYS, MAX_PROPERTIES, MAX_USER_PROPERTY_SIZE
 from tests.helpers import snapshot
 from tests.servers import RedisServer
 from tests.written_around import close_opened, open_store  # noqa: F401 - close_opened: autouse

@@ -17,15 +17,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from mq import Admin, Message
-from mq.connection import Connection
 from mq.consumer.types import ConsumeFromWhere
+from mq.model.queue import MessageQueue
 from mq.proxy import auth
 from mq.proxy.metrics import ProxyMetrics
 from mq.proxy.pb import definition, grpc_service, service
 from mq.proxy.server import ProxyConfig, ProxyServer
 from mq.proxy.tracing import Receipt
-from mq.queue import MessageQueue
 from mq.store import Store, codec
+from mq.store.connection import Connection
 from tests.cli.test_cli import leaves
 from tests.helpers import snapshot
 from tests.leaks import owned

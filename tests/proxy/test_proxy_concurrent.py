@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from mq import Admin
-from mq.connection import Connection
 from mq.proxy.codes import OK
 from mq.proxy.pb import service
 from mq.store import Store
+from mq.store.connection import Connection
 from tests.proxy.test_proxy import _message, running
 from tests.servers import RedisServer
 

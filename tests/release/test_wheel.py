@@ -281,12 +281,12 @@ def test_console_check_finds_the_console_healthy(venv: Venv, server: RedisServer
 
 
 def test_otel_finds_the_opentelemetry_api(venv: Venv) -> None:
-    """The extra has no entry point of its own: mq.otel sees the API (spans need a tracer provider the
+    """The extra has no entry point of its own: mq.observe.otel sees the API (spans need a tracer provider the
     application sets, from an SDK the extra does not bring, so none is recorded here)."""
     venv.install("otel")
     out = venv.script("""
-        import mq.otel
-        print(mq.otel.trace is not None, mq.otel.enabled())
+        import mq.observe.otel
+        print(mq.observe.otel.trace is not None, mq.observe.otel.enabled())
     """)
     assert out.split() == ["True", "False"]
 

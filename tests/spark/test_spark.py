@@ -26,8 +26,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mq import Admin, Message, MessageQueue, MQClientError, Producer, TopicNotFoundError
-from mq.connection import Connection
-from mq.msgid import new_msg_id
+from mq.model.msgid import new_msg_id
+from mq.store.connection import Connection
 from spark import MQDataSource, parse_options
 from spark.plan import ReadPartition, cap, plan
 from spark.schema import MESSAGES

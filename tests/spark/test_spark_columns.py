@@ -20,9 +20,9 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.types import StructType
 
 from mq import Message, MessageQueue, MQClientError, Producer
-from mq.connection import Connection
-from mq.msgid import new_msg_id
+from mq.model.msgid import new_msg_id
 from mq.store import Store, codec
+from mq.store.connection import Connection
 from spark import MQDataSource, schema_of
 from spark.schema import MESSAGES, arrow_schema
 from tests.helpers import admin_once, raw_client

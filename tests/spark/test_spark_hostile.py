@@ -31,8 +31,8 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from mq import MQClientError
-from mq.connection import Connection
 from mq.store import Store, codec
+from mq.store.connection import Connection
 from spark import MQDataSource, columns, parse_options
 from spark.schema import MESSAGES, arrow_schema, schema_of
 from tests.helpers import admin_once, raw_client

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mq import Admin, Message, Producer
-from mq.connection import Connection
 from mq.store import scripts
+from mq.store.connection import Connection
 from tests.helpers import raw_client
 from tests.leaks import owned
 

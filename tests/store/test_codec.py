@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from mq.message import Message, MessageExt
-from mq.msgid import new_msg_id
+from mq.model.message import Message, MessageExt
+from mq.model.msgid import new_msg_id
 from mq.store import codec
 
 HOSTILE = {"quote": 'say "hi"\\', "line": "a\nb\tc", "uni": "ü\u2028€", "empty": "", 'k,"}': "]\n,["}

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mq import Message, Producer, PushConsumer, SendStatus, TransactionProducer, aio
-from mq.connection import Connection
 from mq.errors import MQBrokerError, MQClientError
 from mq.store import Store, replication
+from mq.store.connection import Connection
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import admin_once, snapshot
 from tests.leaks import owned
@@ -353,7 +353,7 @@ def test_broker_service_and_push_consumer_write_with_all_and_sync_flush_on_redis
 def test_all_for_a_user_who_may_not_run_role_is_refused_at_start(redis_server: RedisServer, namespace: str) -> None:
     """Without ROLE the replicas cannot be counted: the start fails naming the refused command rather
     than letting "all" mean none."""
-    from mq.security import acl_setuser_args
+    from mq.operator.security import acl_setuser_args
 
     with redis_server.client() as c:
         c.execute_command("ACL", "SETUSER", "norole", *acl_setuser_args(namespace, "client", "pw"), "-role")

@@ -30,10 +30,10 @@ from mq import (
     aio,
 )
 from mq.cli.main import main
-from mq.connection import Connection
-from mq.doctor import FAIL, OK, check
 from mq.keys import Keys
+from mq.operator.doctor import FAIL, OK, check
 from mq.store import Store
+from mq.store.connection import Connection
 from mq.store.groups import PullRequest
 from scheduler import BrokerConfig, BrokerService
 from scheduler.metrics import serve_metrics

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import redis
 
-from mq.connection import Connection
 from mq.store import lane, redispy
+from mq.store.connection import Connection
 from mq.store.lease import Lease, lease_for
 from tests.helpers import blocked_readers, raw_client, redis_py_observability_on
 from tests.leaks import owned

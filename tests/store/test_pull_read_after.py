@@ -14,11 +14,11 @@ import pytest
 import redis
 
 from mq import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
-from mq.connection import Connection
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import Puller
-from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.store import Store
+from mq.store.connection import Connection
 from mq.store.groups import OWNER_GUARD, PullRequest, PullResult
 from tests.helpers import admin_once, stays_quiet
 from tests.leaks import owned

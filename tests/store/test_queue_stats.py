@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from mq import Admin, Message, Producer
-from mq.connection import Connection
 from mq.errors import MQBrokerError
 from mq.store import Store
+from mq.store.connection import Connection
 from tests.helpers import raw_client
 from tests.leaks import owned
 from tests.servers import RedisServer

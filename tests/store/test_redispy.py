@@ -13,8 +13,8 @@ import pytest
 import redis
 import redis.asyncio
 
-from mq.connection import Connection
 from mq.store import redispy
+from mq.store.connection import Connection
 from tests.helpers import blocked_readers
 from tests.leaks import owned
 from tests.procs import wait_for

@@ -11,9 +11,9 @@ import redis
 
 from mq import Message, Producer
 from mq.errors import MQBrokerError, MQClientError
+from mq.model.validation import MAX_KEYS
 from mq.producer import request as send_request
 from mq.store import scripts
-from mq.validation import MAX_KEYS
 from tests.helpers import snapshot
 from tests.procs import ROOT
 from tests.servers import RedisServer

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from mq import Admin, Message, Producer
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from tests.consumer.test_robustness import _fill
 from tests.helpers import raw_client
 from tests.leaks import owned
@@ -47,7 +47,7 @@ def test_producers_reread_delay_levels_and_time_delays_on_the_stores_clock(
     backend_url: str, namespace: str, admin: Admin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Delay levels were cached forever by producers, and delayed sends were timed on the sender's clock."""
-    from mq import timer as timer_module
+    from mq.model import timer as timer_module
 
     admin.create_topic("DL", read_queues=1, write_queues=1)
     store = owned(Store(Connection(backend_url, namespace)))

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from mq.connection import Connection
 from mq.errors import MQBrokerError, ReplicaAckTimeout
-from mq.message import Message
-from mq.queue import MessageQueue
+from mq.model.message import Message
+from mq.model.queue import MessageQueue
+from mq.model.topic import TopicConfig
 from mq.store import Store, codec
 from mq.store.aio import AsyncStore
+from mq.store.connection import Connection
 from mq.store.groups import PullRequest
 from mq.store.replication import SyncReplicas
-from mq.topic import TopicConfig
 from tests.leaks import owned
 
 

@@ -1,7 +1,7 @@
 """The store is the only boundary: no module outside ``mq/store`` runs a Lua script, builds a
 pipeline, sends a raw Redis command, reaches into the store (its ``_run`` alias, its ``_client``, the
 connection's ``async_client``) or into redis-py (private modules, private attributes, subclasses).
-``mq/connection.py`` stays outside the store because ``mq.Connection`` is public API: it parses the
+``mq/store/connection.py`` stays outside the store because ``mq.Connection`` is public API: it parses the
 URL and builds and closes clients with redis-py's public constructors, and defines the ``client`` and
 ``async_client`` the store runs on (D109); every other rule holds for it too."""
 

@@ -12,9 +12,9 @@ import pytest
 import redis
 
 from mq import Admin, Message, Producer, SendStatus, aio
-from mq.connection import Connection
 from mq.errors import MQBrokerError, MQClientError
 from mq.store import lane
+from mq.store.connection import Connection
 from tests.helpers import admin_once, blocked_readers, raw_client, redis_py_observability_on, wait_for_async
 from tests.leaks import owned
 from tests.servers import RedisServer

@@ -21,10 +21,10 @@ from mq import (
     PullConsumer,
     PushConsumer,
 )
-from mq.connection import Connection
-from mq.message import MessageExt
-from mq.queue import MessageQueue
+from mq.model.message import MessageExt
+from mq.model.queue import MessageQueue
 from mq.store import Store
+from mq.store.connection import Connection
 from mq.store.tier import SegmentRefused
 from mq.tier.location import open_tier
 from mq.tier.reader import TierReader, matcher

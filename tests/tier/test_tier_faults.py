@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from mq import Admin
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler import BrokerService
 from tests.leaks import owned
 from tests.procs import ROOT, wait_for

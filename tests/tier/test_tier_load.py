@@ -20,7 +20,7 @@ import redis
 from mq import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue, Producer, PushConsumer
 from mq.errors import MQBrokerError
 from mq.keys import Keys
-from mq.message import MessageExt
+from mq.model.message import MessageExt
 from scheduler import BrokerConfig, BrokerService
 from tests.helpers import admin_once, stays_quiet
 from tests.s3_server import MotoServer

@@ -11,10 +11,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mq import Admin, ConsumeFromWhere, PullConsumer, TierStats
 from mq.cli import main
-from mq.connection import Connection
-from mq.doctor import FAIL, OK, check
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
+from mq.operator.doctor import FAIL, OK, check
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler import BrokerService
 from scheduler.metrics import serve_metrics
 from tests.leaks import owned

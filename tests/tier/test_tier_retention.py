@@ -13,9 +13,9 @@ import pathlib
 import pytest
 
 from mq import Admin
-from mq.connection import Connection
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler import BrokerService
 from tests.broker.test_retention_loss import _counter
 from tests.leaks import owned

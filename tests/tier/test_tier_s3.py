@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from mq import Admin
-from mq.connection import Connection
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler import BrokerService
 from tests.leaks import owned
 from tests.s3_server import MotoServer

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from mq import Admin, ConsumeFromWhere, MessageSelector, SimpleConsumer, aio
-from mq.connection import Connection
+from mq.model.queue import MessageQueue
 from mq.proxy.pb import definition
-from mq.queue import MessageQueue
 from mq.store import Store
+from mq.store.connection import Connection
 from scheduler import BrokerService
 from tests.helpers import QUIET_PERIOD_S
 from tests.leaks import owned

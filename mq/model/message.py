@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 
 
 def _normalise_keys(keys: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from mq.errors import MQClientError
-from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 
 #: Default number of read and of write queues of a new topic (RocketMQ ``defaultTopicQueueNums``
 #: is 4 for auto-created topics; ``mqadmin updateTopic`` uses 8; the spec asks for 16).

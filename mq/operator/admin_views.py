@@ -12,13 +12,13 @@ from mq.consumer import registry
 from mq.consumer.registry import ClientInfo
 from mq.consumer.retry import dlq_topic, retry_topic
 from mq.errors import MQClientError
-from mq.group import GroupConfig
 from mq.keys import QueueKeys
-from mq.message import MessageExt
-from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.group import GroupConfig
+from mq.model.message import MessageExt
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.topic import QueueStats, TopicConfig
+from mq.model.validation import check_group, check_topic
 from mq.store import Store
-from mq.topic import QueueStats, TopicConfig
-from mq.validation import check_group, check_topic
 
 #: Delayed entries of a retry topic :meth:`AdminViews.message_states` reads at most per message and group.
 MAX_TIMER_SCAN = 10_000
@@ -136,7 +136,7 @@ class AdminViews:
 
     def messages_by_key(self, topic: str, key: str, *, start: int, count: int) -> list[MessageExt]:
         """Messages of ``topic`` with business key ``key``, the ``start``-th to ``start + count - 1``-th
-        in (queue id, offset) order: pages through every match, without :data:`mq.admin.MAX_KEY_QUERY`'s cap.
+        in (queue id, offset) order: pages through every match, without :data:`mq.operator.admin.MAX_KEY_QUERY`'s cap.
         With a tier, a queue's tiered matches (its ``keys`` column read whole, at most
         :data:`MAX_TIER_KEY_MATCHES`) come before the ones Redis holds.
 

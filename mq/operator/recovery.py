@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mq.topic import MAX_QUEUE_NUMS, TopicConfig
+from mq.model.topic import MAX_QUEUE_NUMS, TopicConfig
 
 #: Problems :func:`find_evicted` reports.
 NO_TOPIC_CONFIG = "queue streams without a topic config"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from mq.errors import InvalidNameError, MessageTooLargeError, MQClientError
 from mq.keys import KEY_SEPARATOR
-from mq.message import Message
+from mq.model.message import Message
 
 #: Allowed characters of topic and group names (RocketMQ ``Validators.PATTERN``).
 NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")

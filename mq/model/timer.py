@@ -12,7 +12,7 @@ import re
 import time
 
 from mq.errors import MQClientError
-from mq.message import Message
+from mq.model.message import Message
 from mq.store import Store
 from mq.store.ops import Op
 from mq.store.store import StoreOps

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 
-from mq import metrics
-from mq.queue import MessageQueue
+from mq.model.queue import MessageQueue
+from mq.observe import metrics
 from mq.store.groups import PullResult
 
 log = logging.getLogger("mq.consumer")

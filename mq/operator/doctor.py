@@ -9,9 +9,9 @@ Checks, on the master (each cluster primary):
 - cluster: state and slot coverage → FAIL unless ok and all 16384 slots served; masters without replica;
 - the server (Redis or Valkey) and its version, and what ``sync_replicas`` and ``sync_flush`` use on it
   (``WAIT``; ``WAITAOF`` from Redis 7.2);
-- the ACL user's missing commands (``ACL DRYRUN``) against the ``client`` role of :mod:`mq.security`;
+- the ACL user's missing commands (``ACL DRYRUN``) against the ``client`` role of :mod:`mq.operator.security`;
 - the namespace's keys: queue streams whose topic config or queue meta Redis evicted, group offsets
-  of topics without a config → FAIL, with ``mq topic recover`` to rebuild them (:mod:`mq.recovery`).
+  of topics without a config → FAIL, with ``mq topic recover`` to rebuild them (:mod:`mq.operator.recovery`).
 
 A fact the user may not read (``CONFIG`` refused, as on managed services and least-privilege users)
 is reported as "unknown" with WARN, never a crash. The broker service runs the same checks at start
@@ -25,9 +25,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from mq.connection import REDIS_ERRORS, Connection, mask_url, translate_errors
 from mq.errors import MQError
-from mq.security import role_commands
+from mq.operator.security import role_commands
+from mq.store.connection import REDIS_ERRORS, Connection, mask_url, translate_errors
 from mq.store.health import NOT_ALLOWED, Health, Node
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
@@ -200,7 +200,8 @@ def _acl(health: Health, node: Node, namespace: str, user: str | None) -> Findin
         return Finding(
             FAIL,
             "acl",
-            f"user {user or 'of the URL'} may not run: {', '.join(missing)} (see docs/security.md, mq.security.acl_setuser_args)",
+            f"user {user or 'of the URL'} may not run: {', '.join(missing)} "
+            "(see docs/security.md, mq.operator.security.acl_setuser_args)",
         )
     return Finding(OK, "acl", f"user {user or 'of the URL'} may run every command of the client role")
 
@@ -231,9 +232,9 @@ MAX_EVICTED_LINES = 20
 
 
 def _evicted(conn: Connection) -> list[Finding]:
-    """Bookkeeping Redis evicted from the namespace (see :mod:`mq.recovery`): queue streams without a
+    """Bookkeeping Redis evicted from the namespace (see :mod:`mq.operator.recovery`): queue streams without a
     topic config or a queue meta, group offsets of topics without a config. Scans the namespace's keys."""
-    from mq.recovery import find_evicted, needs_seq
+    from mq.operator.recovery import find_evicted, needs_seq
     from mq.store import Store
 
     store = Store(conn)

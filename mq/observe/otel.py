@@ -7,7 +7,7 @@ sender's span (one message), or with a link to each message's sender (a batch). 
 OpenTelemetry's messaging semantic conventions for RocketMQ (``messaging.system = "rocketmq"``,
 destination, consumer group, message id, keys, tag, message type). Without a configured tracer
 provider the API's no-op tracer is used and nothing is recorded; without the package nothing here
-runs. Metrics stay on Prometheus (:mod:`mq.metrics`).
+runs. Metrics stay on Prometheus (:mod:`mq.observe.metrics`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ try:  # the extra is optional
 except ImportError:  # pragma: no cover - exercised where the extra is not installed
     trace = None  # type: ignore[assignment]
 
-from mq.message import Message, MessageExt
+from mq.model.message import Message, MessageExt
 
 #: Property names that carry the trace context in a message (W3C Trace Context).
 TRACE_PROPERTIES = ("traceparent", "tracestate")

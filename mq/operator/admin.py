@@ -11,27 +11,27 @@ from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
-from mq.admin_views import AdminViews
-from mq.connection import Connection
 from mq.consumer import registry
 from mq.consumer.registry import ClientInfo, parse_group_config
 from mq.consumer.retry import dlq_topic, original_topic, retry_topic
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQBrokerError, MQClientError, TopicNotFoundError
-from mq.group import GroupConfig
-from mq.message import Message, MessageExt
-from mq.msgid import msgid_time_ms
-from mq.properties import DLQ_LETTER, DLQ_REASON, ORIGIN_MESSAGE_ID, RESENT, RETRY_TOPIC
-from mq.queue import DEFAULT_BROKER_NAME, MessageQueue
-from mq.rates import STATS_HISTORY_S, Rates, rates_over
-from mq.recovery import RecoveredTopic, rebuilt_config, restored
+from mq.model.group import GroupConfig
+from mq.model.message import Message, MessageExt
+from mq.model.msgid import msgid_time_ms
+from mq.model.properties import DLQ_LETTER, DLQ_REASON, ORIGIN_MESSAGE_ID, RESENT, RETRY_TOPIC
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.model.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TierStats, TopicConfig
+from mq.model.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
+from mq.observe.trace import NAMESPACE_SETTING, TraceEvent
+from mq.operator.admin_views import AdminViews
+from mq.operator.rates import STATS_HISTORY_S, Rates, rates_over
+from mq.operator.recovery import RecoveredTopic, rebuilt_config, restored
 from mq.store import Store, codec
+from mq.store.connection import Connection
 from mq.store.ops import Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps, decode_half
 from mq.store.tier import TIER_URL_SETTING
-from mq.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TierStats, TopicConfig
-from mq.trace import NAMESPACE_SETTING, TraceEvent
-from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
 
 log = logging.getLogger("mq.admin")
 
@@ -142,7 +142,7 @@ class AdminCore:
     def recover_topics(self, topics: Iterable[str] | None = None) -> Op[list[RecoveredTopic]]:
         """Rebuild what Redis evicted (``maxmemory-policy`` other than ``noeviction``) from what the
         queue streams still hold: a missing topic config is made from the stored queue ids
-        (:func:`mq.recovery.rebuilt_config`), and every queue's seq (next offset) is raised to what its
+        (:func:`mq.operator.recovery.rebuilt_config`), and every queue's seq (next offset) is raised to what its
         log's last entry id and its groups' offsets show, never lowered (no new send reuses an
         offset). Existing configs are kept as they are. Safe to run again, and while clients run.
 
@@ -154,7 +154,7 @@ class AdminCore:
             topics: the topics to recover (default: every topic the namespace stores a queue of).
 
         Returns:
-            What was done, one :class:`~mq.recovery.RecoveredTopic` per topic looked at.
+            What was done, one :class:`~mq.operator.recovery.RecoveredTopic` per topic looked at.
 
         Raises:
             TopicNotFoundError: a topic named in ``topics`` has neither a config nor a stored queue.
@@ -741,11 +741,11 @@ class AdminCore:
 
 class Admin(AdminCore, AdminViews, SyncRunner):
     """Administration of one namespace (every method runs at once; :class:`mq.aio.Admin` is the asyncio
-    form, with every method but the console's dashboard views of :class:`~mq.admin_views.AdminViews`,
+    form, with every method but the console's dashboard views of :class:`~mq.operator.admin_views.AdminViews`,
     which are sync-only so far).
 
     Args:
-        url: store URL (see :mod:`mq.connection`); None uses ``$MQ_URL`` or ``memory://``.
+        url: store URL (see :mod:`mq.store.connection`); None uses ``$MQ_URL`` or ``memory://``.
         namespace: key prefix separating independent deployments on one Redis.
     """
 

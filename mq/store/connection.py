@@ -44,7 +44,9 @@ from redis.retry import Retry
 
 from mq.errors import MQBrokerError, MQClientError
 from mq.keys import Keys
-from mq.sentinel import (
+from mq.store import redispy
+from mq.store.lease import Lease, lease_for
+from mq.store.sentinel import (
     AsyncFollowingConnection,
     AsyncFollowingSentinel,
     AsyncFollowingSSLConnection,
@@ -53,8 +55,6 @@ from mq.sentinel import (
     FollowingSSLConnection,
     view_of,
 )
-from mq.store import redispy
-from mq.store.lease import Lease, lease_for
 
 #: Environment variable consulted when no URL is given.
 URL_ENV = "MQ_URL"
@@ -484,7 +484,7 @@ def parse_sentinel_url(url: str) -> SentinelURL:
 
 def _sentinel_client(parsed: SentinelURL, common: dict[str, Any], *, asyncio: bool = False) -> Any:
     """A client of the master the sentinels name: redis-py asks them again after a failed connection,
-    and the process's :class:`~mq.sentinel.SentinelView` makes every connection leave a node the
+    and the process's :class:`~mq.store.sentinel.SentinelView` makes every connection leave a node the
     sentinels no longer name (also one that still answers: an old master after a partition heals)."""
     tls: dict[str, Any] = {k: v for k, v in parsed.options.items() if k in _CLUSTER_TLS_OPTIONS}
     auth = {"username": parsed.username, "password": parsed.password}

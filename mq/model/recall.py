@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from mq.errors import MQClientError
-from mq.validation import check_topic
+from mq.model.validation import check_topic
 
 #: What every handle starts with (the format's version: a later format gets another prefix).
 PREFIX = "r1."

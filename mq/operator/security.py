@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from mq.connection import validate_namespace
 from mq.errors import MQClientError
-from mq.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic
+from mq.model.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic
+from mq.store.connection import validate_namespace
 
 #: Commands the Lua scripts run (see mq/store/lua): Redis checks them against the caller's ACL.
 SCRIPT_COMMANDS = (

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from mq.errors import MQError
-from mq.message import MessageExt
-from mq.properties import ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
-from mq.queue import MessageQueue
+from mq.model.message import MessageExt
+from mq.model.properties import ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
+from mq.model.queue import MessageQueue
 from mq.store import Store
 from mq.store.clock import ServerClock
 from mq.store.ops import Op

@@ -1,0 +1,1 @@
+"""Observability: client metrics (Prometheus), OpenTelemetry spans, message trace."""
