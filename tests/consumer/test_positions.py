@@ -35,9 +35,9 @@ from mq import (
     PushConsumer,
     SimpleConsumer,
     aio,
-    metrics,
 )
 from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
+from mq.observe import metrics
 from mq.store import Store
 from mq.store.connection import Connection
 from tests.servers import RedisServer

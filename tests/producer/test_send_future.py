@@ -109,7 +109,7 @@ def test_settle_completes_a_plain_future_on_its_own_condition() -> None:
 
 def test_otel_is_enabled_when_the_environment_names_a_provider_after_import() -> None:
     code = (
-        "import os\nfrom mq import otel\nassert not otel.enabled()\n"
+        "import os\nfrom mq.observe import otel\nassert not otel.enabled()\n"
         "os.environ['OTEL_PYTHON_TRACER_PROVIDER'] = 'sdk_tracer_provider'\nprint(otel.enabled())\n"
         "del os.environ['OTEL_PYTHON_TRACER_PROVIDER']\nprint(otel.enabled())\n"
     )
