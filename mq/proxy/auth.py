@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from mq.proxy.codes import ProxyError
 
@@ -48,6 +49,11 @@ class Credentials:
 
     def __repr__(self) -> str:
         return f"Credentials(access_key={self.access_key!r}, secret_key=<hidden>)"
+
+    def fields(self) -> list[Any]:
+        """``[access_key, secret_key, max_skew_s]``, for handing to an endpoint worker on its stdin
+        (never on a command line, never logged)."""
+        return [self.access_key, self._secret_key, self.max_skew_s]
 
     def check(self, metadata: Mapping[str, str], *, now_s: float | None = None) -> None:
         """Accept a request whose headers carry a valid signature of a current date.

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
-import pickle
 import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -167,9 +168,43 @@ def _start_worker(config: ProxyConfig) -> subprocess.Popen[bytes]:
     not its command line, where ``ps`` would show the secret key."""
     child = subprocess.Popen([sys.executable, "-c", "from mq.proxy.server import worker; worker()"], stdin=subprocess.PIPE)
     assert child.stdin is not None
-    child.stdin.write(pickle.dumps(config))
+    child.stdin.write(json.dumps(_config_fields(config)).encode())
     child.stdin.close()
     return child
+
+
+def _config_fields(config: ProxyConfig) -> dict[str, Any]:
+    """``config`` as plain JSON fields (never pickled: a worker builds its config from data, not code)."""
+    creds = config.credentials
+    return {
+        "url": config.url,
+        "namespace": config.namespace,
+        "host": config.host,
+        "port": config.port,
+        "tls_port": config.tls_port,
+        "tls_cert": None if config.tls_cert is None else str(config.tls_cert),
+        "tls_key": None if config.tls_key is None else str(config.tls_key),
+        "credentials": None if creds is None else creds.fields(),
+        "limits": dataclasses.asdict(config.limits),
+        "max_delay_ms": config.max_delay_ms,
+    }
+
+
+def _config_of(fields: dict[str, Any]) -> ProxyConfig:
+    """The :class:`ProxyConfig` :func:`_config_fields` wrote (checked again by its constructor)."""
+    creds = fields["credentials"]
+    return ProxyConfig(
+        url=fields["url"],
+        namespace=fields["namespace"],
+        host=fields["host"],
+        port=fields["port"],
+        tls_port=fields["tls_port"],
+        tls_cert=None if fields["tls_cert"] is None else Path(fields["tls_cert"]),
+        tls_key=None if fields["tls_key"] is None else Path(fields["tls_key"]),
+        credentials=None if creds is None else Credentials(creds[0], creds[1], max_skew_s=creds[2]),
+        limits=Limits(**fields["limits"]),
+        max_delay_ms=fields["max_delay_ms"],
+    )
 
 
 def _reap(child: subprocess.Popen[bytes]) -> None:
@@ -182,7 +217,7 @@ def _reap(child: subprocess.Popen[bytes]) -> None:
 
 
 def worker() -> None:
-    """An extra endpoint process of ``mq proxy --workers N`` (its config pickled on stdin by its parent)."""
+    """An extra endpoint process of ``mq proxy --workers N`` (its config as JSON on stdin from its parent)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config: ProxyConfig = pickle.loads(sys.stdin.buffer.read())
+    config = _config_of(json.loads(sys.stdin.buffer.read()))
     asyncio.run(serve(config, ProxyMetrics()))

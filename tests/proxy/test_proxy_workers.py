@@ -61,3 +61,31 @@ def test_two_workers_share_the_port_and_stop_together(redis_server: RedisServer,
         proxy.stop()
     assert proxy.proc.returncode == 0
     assert not pathlib.Path(f"/proc/{child}").exists() or "Z" in pathlib.Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
+def test_a_workers_config_travels_as_json_data_and_comes_back_whole() -> None:
+    """The config a worker gets on its stdin is JSON (data), never a pickle (code), and every field
+    comes back, the secret key included."""
+    import json
+    from pathlib import Path
+
+    from mq.proxy.auth import Credentials
+    from mq.proxy.server import ProxyConfig, _config_fields, _config_of
+    from mq.proxy.settings import Limits
+
+    config = ProxyConfig(
+        url="redis://127.0.0.1:1/0",
+        namespace="ns",
+        port=0,
+        tls_port=0,
+        tls_cert=Path("/c.pem"),
+        tls_key=Path("/k.pem"),
+        credentials=Credentials("ak", "sk", max_skew_s=30.0),
+        limits=Limits(max_body_size=1024, long_polling_s=5),
+        max_delay_ms=1000,
+    )
+    sent = json.dumps(_config_fields(config))
+    back = _config_of(json.loads(sent))
+    assert back.credentials is not None and back.credentials.fields() == ["ak", "sk", 30.0]
+    assert (back.url, back.namespace, back.host, back.port, back.tls_port) == ("redis://127.0.0.1:1/0", "ns", "127.0.0.1", 0, 0)
+    assert (back.tls_cert, back.tls_key, back.limits, back.max_delay_ms) == (Path("/c.pem"), Path("/k.pem"), config.limits, 1000)
