@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from mq import Admin
 from tests.apis import api  # noqa: F401 - the both-APIs fixture, for every test module
 from tests.leaks import ConnectionWatch, close_owned
 from tests.procs import ConsumerProc
@@ -197,6 +198,14 @@ def replicated_cluster() -> Iterator[RedisClusterProcs]:
     """A cluster of the test's own: 3 masters with 1 replica each."""
     with RedisClusterProcs(replicas=1) as cluster:
         yield cluster
+
+
+@pytest.fixture
+def admin(backend_url: str, namespace: str) -> Iterator[Admin]:
+    """An :class:`~mq.Admin` on the test's backend and namespace, closed after the test (a module may
+    define its own, e.g. one that also creates its topic)."""
+    with Admin(backend_url, namespace) as a:
+        yield a
 
 
 @pytest.fixture

@@ -4,9 +4,6 @@ lists (messages stay on them until read or trimmed)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from mq import Admin, Message, MessageQueue, Producer
 from mq.store import Store
@@ -14,12 +11,6 @@ from mq.store.connection import Connection
 from tests.consumer.test_robustness import _fill
 from tests.helpers import raw_client
 from tests.leaks import owned
-
-
-@pytest.fixture
-def admin(backend_url: str, namespace: str) -> Iterator[Admin]:
-    with Admin(backend_url, namespace) as a:
-        yield a
 
 
 def test_timer_retention_and_sweep_cover_queues_of_a_shrunk_topic(backend_url: str, namespace: str, admin: Admin) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -25,12 +24,6 @@ from mq.errors import MQClientError
 from tests.consumer.test_robustness import _fill
 from tests.leaks import owned
 from tests.procs import wait_for
-
-
-@pytest.fixture
-def admin(backend_url: str, namespace: str) -> Iterator[Admin]:
-    with Admin(backend_url, namespace) as a:
-        yield a
 
 
 def test_group_pause_and_resume_reach_push_pull_and_simple_consumers(backend_url: str, namespace: str, admin: Admin) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -29,12 +28,6 @@ from mq.store.connection import Connection
 from tests.helpers import admin_once, blocked_readers, raw_client
 from tests.leaks import owned
 from tests.procs import wait_for
-
-
-@pytest.fixture
-def admin(backend_url: str, namespace: str) -> Iterator[Admin]:
-    with Admin(backend_url, namespace) as a:
-        yield a
 
 
 def _fill(url: str, namespace: str, topic: str, n: int, queue: int = 0) -> None:

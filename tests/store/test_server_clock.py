@@ -4,7 +4,6 @@ delay levels producers reread."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,12 +13,6 @@ from mq.store.connection import Connection
 from tests.consumer.test_robustness import _fill
 from tests.helpers import raw_client
 from tests.leaks import owned
-
-
-@pytest.fixture
-def admin(backend_url: str, namespace: str) -> Iterator[Admin]:
-    with Admin(backend_url, namespace) as a:
-        yield a
 
 
 def test_retry_due_times_follow_the_servers_clock_not_a_skewed_host(
