@@ -17,7 +17,7 @@ Measured a target, from the producers' start until the consumers have everything
 - the namespace node's control traffic (topics, timers index, halves, brokers, group registries):
   the calls on the nodes holding the namespace's and the groups' hash tags above what their queues
   account for, at the calls a queue of the other nodes (an estimate: commandstats do not split calls
-  by key).
+  by key; none where every node holds such a tag, as on 3 masters with two producer groups).
 
     python -m bench.cluster -n 20000 --masters 3 6 9
 
@@ -216,14 +216,15 @@ def run_load(url: str, ports: list[int], args: argparse.Namespace, cluster: bool
         even = sum(calls) / len(calls)
         plain = [i for i in range(len(ports)) if i not in tagged]
         per_queue = sum(calls[i] for i in plain) / max(1, sum(queues[i] for i in plain))
-        control = sum(max(0.0, calls[i] - queues[i] * per_queue) for i in tagged)
+        control = sum(max(0.0, calls[i] - queues[i] * per_queue) for i in tagged) if plain else None
         result |= {
             "queues_a_node": queues,
             "share_vs_even": [round(c / even, 3) for c in calls],
             "worst_share_vs_even": round(max(abs(c / even - 1) for c in calls), 3),
             "queue_share_vs_even": [round(q / (args.queues / len(ports)), 3) for q in queues],
             "namespace_and_group_nodes": sorted(tagged),
-            "control_share": round(control / sum(calls), 4),
+            # None where every node holds a namespace or group tag: no node shows a queue's calls alone
+            "control_share": None if control is None else round(control / sum(calls), 4),
         }
     return result
 

@@ -212,6 +212,12 @@ def main() -> None:
         base = summary["standalone"][phase]["cpu_us"]
         for target in variants:
             summary[target][phase]["cpu_vs_standalone"] = round(summary[target][phase]["cpu_us"] / base, 2)
+            # each round's own ratio (the same round's standalone figure): the spread of a loaded machine
+            summary[target][phase]["cpu_vs_standalone_rounds"] = [
+                round(r[phase]["cpu_us"] / s[phase]["cpu_us"], 2) for r, s in zip(runs[target], runs["standalone"])
+            ]
+        for target in runs:
+            summary[target][phase]["cpu_us_rounds"] = [round(r[phase]["cpu_us"], 1) for r in runs[target]]
     print(json.dumps(summary, indent=2))
     out = pathlib.Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
