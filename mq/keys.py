@@ -42,10 +42,10 @@ key                             type        holds
 ``{ns}:proxy:client:C``         string      the RocketMQ 5 endpoint: client C's last Telemetry settings (protobuf), with a TTL
 ``{ns:T:Q}:segments``           zset        tiered storage: the queue's manifest, segment JSON → its start offset
 ``{ns:T:Q}:tierlease``          string      tiered storage: the uploader holding the queue (owner token, with a TTL)
-``{ns:P:lite}:m:L``             stream      lite topic L of lite parent P: its messages, entry id ``0-(offset+1)``;
-                                            expires ``lite_expiration_s`` after its last write (PEXPIRE)
-``{ns:P:lite}:s:L``             hash        lite topic L: ``seq`` next offset, ``c:G`` group G's cursor,
-                                            ``a:G:OFFSET`` delivery attempts; expires with its stream
+``{ns:P:lite}:s:L``             hash        lite topic L of lite parent P: ``seq`` next offset, ``m:OFFSET`` a
+                                            message (packed fields), ``lo`` first kept offset, ``c:G`` group G's
+                                            cursor, ``a:G:OFFSET`` delivery attempts; expires
+                                            ``lite_expiration_s`` after its last write (PEXPIRE)
 ``{ns:P:lite}:i:G:L``           zset        lite topic L, group G: offset → visible again at, ms; expires with L
 ``{ns:P:lite}:groups``          set         groups that subscribe lite topics of P (a send wakes their owners)
 ``{ns:P:lite}:owner:G``         hash        lite topic → the member of G that subscribed it (owns it)
@@ -58,7 +58,7 @@ key                             type        holds
 Lite topics: everything of one parent shares the tag ``{ns:P:lite}`` (one slot) so that a send can
 wake the member owning its lite topic in the same script. The scripts that touch a lite topic or
 another member build those keys from :attr:`LiteKeys.prefix` in exactly the shapes above (``prefix ..
-'m:' .. L``); :class:`LiteKeys` is their Python form, and a test checks the two agree.
+'s:' .. L``); :class:`LiteKeys` is their Python form, and a test checks the two agree.
 
 The broker service publishes its ``tier_url`` (a place, never a credential) in ``{ns}:config``; clients
 read the tier from there.
@@ -193,12 +193,8 @@ class LiteKeys:
 
     prefix: str
 
-    def log(self, lite: str) -> str:
-        """Lite topic ``lite``'s messages (a stream)."""
-        return f"{self.prefix}m:{lite}"
-
     def state(self, lite: str) -> str:
-        """Lite topic ``lite``'s next offset, group cursors and delivery attempts (a hash)."""
+        """Lite topic ``lite``: its messages, next offset, group cursors and delivery attempts (a hash)."""
         return f"{self.prefix}s:{lite}"
 
     def inflight(self, group: str, lite: str) -> str:

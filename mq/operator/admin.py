@@ -101,10 +101,10 @@ class AdminCore:
 
     @operation
     def list_lite_topics(self, parent: str, prefix: str = "", *, cursor: int = 0, count: int = 100) -> Op[LiteTopicPage]:
-        """A page of the live lite topics of lite parent ``parent`` whose names start with ``prefix``:
-        about ``count`` names (sorted within the page) and the ``cursor`` of the next page (0: none).
-        Pass ``cursor`` back for the next page; a lite topic created or expiring meanwhile may be
-        listed or not, and no name is listed twice unless it expired and was created again.
+        """A page of the live lite topics of lite parent ``parent`` whose names start with ``prefix``: at
+        most ``count`` names and the ``cursor`` of the next page (0: none; pass it back, it is opaque).
+        Pages go through the parent's keys without an index (``SCAN``): names come in no useful order,
+        and a lite topic created or expiring while the pages are read may be listed or not.
 
         Raises:
             TopicNotFoundError: ``parent`` does not exist; MQClientError: it is not a lite parent, or
@@ -116,7 +116,7 @@ class AdminCore:
         if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_LITE_PAGE:
             raise MQClientError(f"count must be an int in 1..{MAX_LITE_PAGE}, got {count!r}")
         if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
-            raise MQClientError(f"cursor must be an int >= 0 (0 for the first page), got {cursor!r}")
+            raise MQClientError(f"cursor must be an int >= 0 (0 for the first page, then the one a page gave), got {cursor!r}")
         if prefix:
             check_lite_topic(prefix)
         names, next_cursor = yield from StoreOps.list_lite_topics.op(self._store, parent, prefix, cursor=cursor, count=count)

@@ -21,6 +21,14 @@ from mq.store import codec
 from mq.store.base import StoreBase
 from mq.store.ops import Cmd, Op, operation
 
+#: Messages a lite topic keeps: a send past them removes the oldest (a lite topic is a session's
+#: conversation; an idle one expires whole).
+LITE_KEEP_MESSAGES = 10_000
+
+#: Low bits of a listing cursor: how many names of the ``SCAN`` step at the high bits a page took.
+_SKIP_BITS = 24
+_SKIP_MASK = (1 << _SKIP_BITS) - 1
+
 #: The lite topics whose name starts with the prefix, a page: ``(names, cursor)``; cursor 0: the last page.
 LitePage = tuple[list[str], int]
 
@@ -70,10 +78,12 @@ class LiteOps(StoreBase):
         return self.keys.lite(parent)
 
     @operation
-    def put_lite(self, parent: str, lite: str, fields: Sequence[Any], expiration_ms: int) -> Op[tuple[int, int, bool]]:
+    def put_lite(
+        self, parent: str, lite: str, fields: Sequence[Any], expiration_ms: int, keep: int = LITE_KEEP_MESSAGES
+    ) -> Op[tuple[int, int, bool]]:
         """Append one encoded message (:func:`codec.encode`'s put form: its item count, then its field/value
-        pairs) to lite topic ``lite`` of ``parent``,
-        creating it when it does not exist; it expires ``expiration_ms`` after this write.
+        pairs) to lite topic ``lite`` of ``parent``, creating it when it does not exist; it expires
+        ``expiration_ms`` after this write and keeps its last ``keep`` messages.
 
         Returns:
             ``(offset, store_timestamp_ms, created)``.
@@ -87,7 +97,7 @@ class LiteOps(StoreBase):
         with self._errors(f"sending to lite topic {lite!r} of {parent!r}"):
             try:
                 reply = yield from self._write(
-                    "put-lite", [k.log(lite), k.state(lite), k.groups], [k.prefix, lite, expiration_ms, *fields[1:]]
+                    "put-lite", [k.state(lite), k.groups], put_lite_argv(k, lite, fields, expiration_ms, keep)
                 )
             except ReplicaAckTimeout as e:
                 e.result = (int(e.result[0]), int(e.result[1]))
@@ -140,9 +150,9 @@ class LiteOps(StoreBase):
         argv = [k.prefix, group, client, now_ms, invisible_ms, max_messages, max_attempts, max_topics]
         out, next_ready, wake_id = yield from self._script("receive-lite", keys, argv, f"receiving lite topics of {parent!r}")
         deliveries = []
-        for kind, lite, offset, attempt, visible_at, fields in out:
+        for kind, lite, offset, attempt, visible_at, packed in out:
             name = _text(lite)
-            msgs = codec.decode_entries(parent, 0, [(f"0-{int(offset) + 1}".encode(), fields)])
+            msgs = codec.decode_entries(parent, 0, [(f"0-{int(offset) + 1}".encode(), unpack_fields(packed))])
             msg = msgs[0] if msgs else None
             if msg is not None:
                 msg.lite_topic = name
@@ -225,23 +235,29 @@ class LiteOps(StoreBase):
 
     @operation
     def list_lite_topics(self, parent: str, prefix: str = "", *, cursor: int = 0, count: int = 100) -> Op[LitePage]:
-        """Up to about ``count`` live lite topics of ``parent`` whose names start with ``prefix``, and
-        the cursor of the next page (0: this was the last). ``SCAN`` over the node holding the parent
-        (no index to keep up to date on each send): a page may hold fewer than ``count`` names; a lite
-        topic created or expiring while pages are read may be listed or not."""
+        """Up to ``count`` live lite topics of ``parent`` whose names start with ``prefix``, and the
+        cursor of the next page (0: this was the last). ``SCAN`` over the node holding the parent (no
+        index to keep up to date on each send); the cursor is the ``SCAN`` cursor and how many names of
+        that step's reply the page took (a step may return more than a page holds). A lite topic
+        created or expiring while pages are read may be listed or not."""
         k = self.lite_keys(parent)
-        pattern = k.state_pattern(prefix)
-        skip = len(k.state(""))
-        names: list[str] = []
+        skip_len = len(k.state(""))
         scan = functools.partial(
-            _scan, cluster=self.conn.kind == "cluster", pattern=pattern, count=max(count, 1000), node_key=k.groups
+            _scan, cluster=self.conn.kind == "cluster", pattern=k.state_pattern(prefix), count=max(count, 10), node_key=k.groups
         )
+        at, skip = cursor >> _SKIP_BITS, cursor & _SKIP_MASK
+        names: list[str] = []
         with self._errors(f"listing the lite topics of {parent!r}"):
             while True:
-                cursor, found = yield Cmd(functools.partial(scan, cursor=cursor))
-                names += [_text(key)[skip:] for key in found]
-                if cursor == 0 or len(names) >= count:
-                    return sorted(names), cursor
+                following, found = yield Cmd(functools.partial(scan, cursor=at))
+                step = sorted(_text(key)[skip_len:] for key in found)
+                taken = step[skip : skip + count - len(names)]
+                names += taken
+                if skip + len(taken) < len(step):  # the page is full within this step: resume inside it
+                    return names, (at << _SKIP_BITS) | (skip + len(taken))
+                at, skip = following, 0
+                if at == 0 or len(names) >= count:
+                    return names, at << _SKIP_BITS
 
     @operation
     def lite_topic_state(self, parent: str, lite: str) -> Op[tuple[int, int] | None]:
@@ -284,3 +300,31 @@ def _seen(client: Any, *, key: str, member: str, at_ms: int) -> Any:
 def _stopped(client: Any, *, key: str, before_ms: int) -> Any:
     """Up to 16 members of alive zset ``key`` last seen before ``before_ms``."""
     return client.zrangebyscore(key, "-inf", f"({before_ms}", start=0, num=16)
+
+
+def put_lite_argv(keys: LiteKeys, lite: str, fields: Sequence[Any], expiration_ms: int, keep: int) -> list[Any]:
+    """The ``put-lite`` arguments of one encoded message (:func:`codec.encode`'s put form)."""
+    return [keys.prefix, lite, expiration_ms, keep, pack_fields(fields[1:])]
+
+
+def pack_fields(items: Sequence[Any]) -> bytes:
+    """Field/value items as one value: netstrings (``LEN:BYTES`` each), what a lite topic's hash
+    stores a message as (one hash field a message; D144)."""
+    out = bytearray()
+    for item in items:
+        raw = item if isinstance(item, bytes) else str(item).encode()
+        out += b"%d:" % len(raw)
+        out += raw
+    return bytes(out)
+
+
+def unpack_fields(packed: bytes) -> list[bytes]:
+    """The items :func:`pack_fields` packed (and ``put-lite`` appended to)."""
+    items: list[bytes] = []
+    at, end = 0, len(packed)
+    while at < end:
+        colon = packed.index(b":", at)
+        size = int(packed[at:colon])
+        items.append(packed[colon + 1 : colon + 1 + size])
+        at = colon + 1 + size
+    return items

@@ -14,17 +14,19 @@
   KEYS[4] the group's owner hash ({ns:P:lite}:owner:G; a lite topic the member no longer owns leaves
           its ready zset)
 
-  ARGV[1] the parent's key prefix (each lite topic's stream, state hash and the group's in-flight
-          zset are built from it in the shapes mq/keys.py documents, same slot)
+  ARGV[1] the parent's key prefix (each lite topic's hash and the group's in-flight zset of it are
+          built from it in the shapes mq/keys.py documents, same slot)
   ARGV[2] group, ARGV[3] the member, ARGV[4] now, ms, ARGV[5] invisible duration, ms
   ARGV[6] most messages to return, ARGV[7] most delivery attempts (one due for attempt ARGV[7] + 1
   is dead), ARGV[8] most lite topics to look at
 
   Returns {deliveries, next_ready_ms, wake_id}: each delivery {kind, lite topic, offset, attempt,
-  visible_at, fields} with kind "m" (a message) or "d" (dead: attempts exhausted; it stays invisible
+  visible_at, packed message} with kind "m" (a message) or "d" (dead: attempts exhausted; it stays invisible
   until the caller has stored it in the DLQ and acked it); next_ready_ms the earliest ready time left
   (-1: none); wake_id the wake stream's last entry id ("0-0": none), to block for entries after it.
-  A lite topic that expired leaves the ready zset.
+  A lite topic that expired leaves the ready zset. Each message is returned as put-lite stored it
+  (packed fields, "st" last); a message no longer kept (the lite topic's bound of kept messages
+  passed it) is passed by.
 
   Flags: allow-oom (a consumer's bookkeeping goes on when the store is full: see scripts.py)
 ]]
@@ -41,7 +43,7 @@ local out, found = {}, 0
 local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))
 for _, lite in ipairs(ready) do
   if found >= want then break end
-  local log, state, inflight = prefix .. 'm:' .. lite, prefix .. 's:' .. lite, prefix .. 'i:' .. group .. ':' .. lite
+  local state, inflight = prefix .. 's:' .. lite, prefix .. 'i:' .. group .. ':' .. lite
   local seq = redis.call('HGET', state, 'seq')
   if redis.call('HGET', KEYS[4], lite) ~= me or not seq then
     redis.call('ZREM', KEYS[1], lite)  -- taken by another member, or expired
@@ -49,38 +51,38 @@ for _, lite in ipairs(ready) do
     seq = tonumber(seq)
     -- 1. invisible time over: hand out again
     for _, raw in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, want - found)) do
-      local id = '0-' .. (tonumber(raw) + 1)
-      local e = redis.call('XRANGE', log, id, id)
+      local packed = redis.call('HGET', state, 'm:' .. raw)
       local attempts = 'a:' .. group .. ':' .. raw
-      if #e == 0 then
+      if not packed then
         redis.call('ZREM', inflight, raw)
         redis.call('HDEL', state, attempts)
       else
         local attempt = redis.call('HINCRBY', state, attempts, 1)
         redis.call('ZADD', inflight, visible_at, raw)
         if attempt > max_attempts then
-          out[#out + 1] = {'d', lite, tonumber(raw), attempt - 1, visible_at, e[1][2]}
+          out[#out + 1] = {'d', lite, tonumber(raw), attempt - 1, visible_at, packed}
         else
-          out[#out + 1] = {'m', lite, tonumber(raw), attempt, visible_at, e[1][2]}
+          out[#out + 1] = {'m', lite, tonumber(raw), attempt, visible_at, packed}
           found = found + 1
         end
       end
     end
     -- 2. new messages from the group's cursor
     local cursor = tonumber(redis.call('HGET', state, 'c:' .. group) or '0')
+    cursor = math.max(cursor, tonumber(redis.call('HGET', state, 'lo') or '0'))  -- messages no longer kept
     if found < want and cursor < seq then
-      local entries = redis.call('XRANGE', log, '0-' .. (cursor + 1), '+', 'COUNT', want - found)
-      for _, e in ipairs(entries) do
-        local offset = tonumber(string.match(e[1], '-(%d+)$')) - 1
-        redis.call('ZADD', inflight, visible_at, offset)
-        redis.call('HSET', state, 'a:' .. group .. ':' .. offset, 1)
-        out[#out + 1] = {'m', lite, offset, 1, visible_at, e[2]}
-        found = found + 1
-        cursor = offset + 1
+      while found < want and cursor < seq do
+        local packed = redis.call('HGET', state, 'm:' .. cursor)
+        if packed then
+          redis.call('ZADD', inflight, visible_at, cursor)
+          redis.call('HSET', state, 'a:' .. group .. ':' .. cursor, 1)
+          out[#out + 1] = {'m', lite, cursor, 1, visible_at, packed}
+          found = found + 1
+        end
+        cursor = cursor + 1
       end
-      if #entries == 0 then cursor = seq end
       redis.call('HSET', state, 'c:' .. group, cursor)
-      local ttl = redis.call('PTTL', log)
+      local ttl = redis.call('PTTL', state)
       if ttl > 0 then redis.call('PEXPIRE', inflight, ttl) end
     end
     -- 3. the lite topic's next turn
