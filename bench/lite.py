@@ -236,6 +236,12 @@ def main() -> None:
                 time.sleep(2)
                 previous_memory = int(raw.info("memory")["used_memory"])
                 result["bytes_per_subscription"] = round((previous_memory - memory) / args.subscribed)
+            drained = min(step, args.subscribed)  # one message in each lite topic the member owns
+            deadline = time.monotonic() + 1800
+            while len(member.got) < drained and time.monotonic() < deadline:
+                time.sleep(0.5)
+            row["member_drained"] = len(member.got)
+            time.sleep(2)  # nothing left to do: the window below is idle
             row.update(idle_cpu(raw, args.idle_s))
             result["steps"].append(row)
             print(json.dumps(row), flush=True)

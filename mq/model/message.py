@@ -126,8 +126,11 @@ class MessageExt(Message):
         delay_level: int = 0,
         deliver_time_ms: int | None = None,
         system_properties: Mapping[str, str] | None = None,
+        lite_topic: str | None = None,
     ) -> None:
-        super().__init__(topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms)
+        super().__init__(
+            topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms, lite_topic=lite_topic
+        )
         self.msg_id = msg_id
         self.queue_id = queue_id
         self.queue_offset = queue_offset

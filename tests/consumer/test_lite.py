@@ -4,6 +4,7 @@ member's lite topics, and a stopped member's lite topics handed to another membe
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -14,6 +15,7 @@ from mq import Admin, Message, Producer, SimpleConsumer
 from mq.consumer import lite as lite_member
 from mq.errors import InvalidNameError, MQClientError
 from mq.keys import Keys
+from mq.model.message import MessageExt
 from mq.store import Store
 from mq.store.connection import Connection
 from tests.helpers import raw_client, snapshot, stays_quiet
@@ -271,3 +273,13 @@ def drain_unacked(consumer: SimpleConsumer, want: int) -> list[Any]:
         assert time.monotonic() < deadline
         got += consumer.receive(max_messages=want - len(got), invisible_duration_s=30)
     return got
+
+
+def test_a_stored_message_copied_by_dataclasses_replace_keeps_its_lite_topic() -> None:
+    # a consumer's retry copies messages with dataclasses.replace (mq/consumer/concurrently.py): the
+    # lite_topic field must be one MessageExt's constructor takes (it was not, and every retry failed)
+    stored = MessageExt("t", b"x", msg_id="i", queue_id=0, queue_offset=3, born_timestamp_ms=1, store_timestamp_ms=2)
+    assert dataclasses.replace(stored, reconsume_times=1).lite_topic is None
+    stored.lite_topic = "s-1"
+    copy = dataclasses.replace(stored, reconsume_times=1)
+    assert (copy.lite_topic, copy.reconsume_times, copy.queue_offset) == ("s-1", 1, 3)
