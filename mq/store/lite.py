@@ -259,15 +259,6 @@ class LiteOps(StoreBase):
                 if at == 0 or len(names) >= count:
                     return names, at << _SKIP_BITS
 
-    @operation
-    def lite_topic_state(self, parent: str, lite: str) -> Op[tuple[int, int] | None]:
-        """``(next offset, milliseconds to live)`` of lite topic ``lite``, None when it does not exist."""
-        key = self.lite_keys(parent).state(lite)
-        with self._errors(f"reading lite topic {lite!r}"):
-            seq = yield Cmd(lambda c: c.hget(key, "seq"))
-            ttl = yield Cmd(lambda c: c.pttl(key))
-        return None if seq is None else (int(seq), int(ttl))
-
 
 def _scan(client: Any, *, cursor: int, cluster: bool, pattern: str, count: int, node_key: str) -> Any:
     """One ``SCAN`` step on the node holding ``node_key``'s slot: ``(next cursor, keys)`` (an awaitable of
