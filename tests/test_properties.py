@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mq import Admin, Message, MessageSelector, Producer, PullConsumer
+from mq import Admin, Message, MessageSelector, Producer, PullConsumer, SimpleConsumer
 from mq.consumer.puller import filter_args
 from mq.errors import MQClientError
 from mq.filter.limits import MAX_TEXT_TESTS
@@ -135,6 +135,37 @@ def test_names_are_refused_unchanged_or_created_and_listed(server: RedisServer, 
     with contextlib.suppress(MQClientError):
         Producer(name, url, namespace=ns).shutdown()
     assert snapshot(url, ns) == before  # building a producer writes nothing, refused or not
+
+
+def test_lite_topic_names_are_refused_unchanged_or_created_listed_and_subscribed(server: RedisServer) -> None:
+    ns = "prop-lite"
+    url = server.url
+    admin = owned(Admin(url, ns))
+    admin.create_topic("LP", read_queues=1, write_queues=1, lite=True)
+    created: list[str] = []
+    consumer = SimpleConsumer("prop-lg", url, namespace=ns, subscriptions={"LP": "*"}, await_duration_s=0)
+    with Producer("p", url, namespace=ns) as producer, consumer:
+
+        @SETTINGS
+        @given(name=text)
+        def check(name: str) -> None:
+            before = snapshot(url, ns)
+            try:
+                sent = producer.send(Message("LP", b"x", lite_topic=name))
+            except MQClientError:
+                assert snapshot(url, ns) == before
+                with pytest.raises(MQClientError):
+                    consumer.subscribe_lite("LP", name)
+                assert snapshot(url, ns) == before
+                return
+            assert name in admin.list_lite_topics("LP", name, count=10_000).names
+            assert sent.queue_offset == created.count(name)
+            created.append(name)
+            consumer.subscribe_lite("LP", name)
+
+        check()
+
+    assert len(set(created)) >= 10, f"only {len(set(created))} valid lite topic names: the strategy tests little"
 
 
 # SQL92 pieces: mostly well-formed expressions over a few properties, and some noise.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
@@ -36,6 +36,8 @@ class Message:
         delay_level: 1..N picks level N of the broker's ``message_delay_level`` (clamped to the top
             level); 0 sends at once.
         deliver_time_ms: absolute delivery time, epoch milliseconds (RocketMQ 5 timer message).
+        lite_topic: the lite topic of a lite parent ``topic`` this message goes to (created on
+            this first send, one queue, ordered; see ``Admin.create_topic(…, lite=True)``) [RIP-83].
     """
 
     topic: str
@@ -45,6 +47,8 @@ class Message:
     properties: dict[str, str]
     delay_level: int
     deliver_time_ms: int | None
+    #: a class default: messages read from a queue (built field by field) have none
+    lite_topic: str | None = field(default=None, kw_only=True)
 
     def __init__(
         self,
@@ -56,6 +60,7 @@ class Message:
         *,
         delay_level: int = 0,
         deliver_time_ms: int | None = None,
+        lite_topic: str | None = None,
     ) -> None:
         if isinstance(body, str):
             raise TypeError("Message body must be bytes, not str: encode it first, e.g. text.encode('utf-8')")
@@ -68,6 +73,8 @@ class Message:
         self.properties = {} if properties is None else dict(properties) if isinstance(properties, Mapping) else properties or {}
         self.delay_level = delay_level
         self.deliver_time_ms = deliver_time_ms
+        if lite_topic is not None:
+            self.lite_topic = lite_topic
 
     def __repr__(self) -> str:
         return (
@@ -119,8 +126,11 @@ class MessageExt(Message):
         delay_level: int = 0,
         deliver_time_ms: int | None = None,
         system_properties: Mapping[str, str] | None = None,
+        lite_topic: str | None = None,
     ) -> None:
-        super().__init__(topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms)
+        super().__init__(
+            topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms, lite_topic=lite_topic
+        )
         self.msg_id = msg_id
         self.queue_id = queue_id
         self.queue_offset = queue_offset

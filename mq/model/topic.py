@@ -15,6 +15,10 @@ DEFAULT_QUEUE_NUMS = 16
 MAX_QUEUE_NUMS = 1024
 #: Valid permissions: read and write, read only, write only [RocketMQ PermName 6, 4, 2].
 PERMS = ("rw", "r", "w")
+#: Longest ``lite_expiration_s`` (30 days), seconds.
+MAX_LITE_EXPIRATION_S = 30 * 86400
+#: How long a lite topic lives after its last write when its parent names no ``lite_expiration_s``, seconds.
+DEFAULT_LITE_EXPIRATION_S = 600
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,10 @@ class TopicConfig:
             (None: the broker service's ``hot_retention_s``).
         hot_retention_bytes: with a tier, about how much of each queue's log Redis keeps, bytes
             (None: the broker service's ``hot_retention_bytes``).
+        lite: a parent of lite topics [RIP-83]: messages name a lite topic (``Message(…,
+            lite_topic=…)``), each a one-queue ordered topic created on its first send.
+        lite_expiration_s: a lite topic (its messages and offsets) is removed this long after its
+            last write, seconds (Redis expires it; None: :data:`DEFAULT_LITE_EXPIRATION_S`).
     """
 
     name: str
@@ -40,6 +48,8 @@ class TopicConfig:
     order: bool = False
     hot_retention_s: float | None = None
     hot_retention_bytes: int | None = None
+    lite: bool = False
+    lite_expiration_s: int | None = None
 
     def __post_init__(self) -> None:
         for field in ("read_queues", "write_queues"):
@@ -52,6 +62,19 @@ class TopicConfig:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
                 raise MQClientError(f"{name} must be a positive number or None, got {value!r}")
+        if not isinstance(self.lite, bool):
+            raise MQClientError(f"lite must be a bool, got {self.lite!r}")
+        expiry = self.lite_expiration_s
+        if expiry is not None:
+            if not self.lite:
+                raise MQClientError("lite_expiration_s is for lite parents only: pass lite=True with it")
+            if not isinstance(expiry, int) or isinstance(expiry, bool) or not 1 <= expiry <= MAX_LITE_EXPIRATION_S:
+                raise MQClientError(f"lite_expiration_s must be an int in 1..{MAX_LITE_EXPIRATION_S} seconds, got {expiry!r}")
+
+    @property
+    def lite_expiration_ms(self) -> int:
+        """How long a lite topic of this parent lives after its last write, ms."""
+        return 1000 * (self.lite_expiration_s or DEFAULT_LITE_EXPIRATION_S)
 
     @property
     def queue_count(self) -> int:
@@ -76,12 +99,12 @@ class TopicConfig:
 
     def to_json(self) -> str:
         """The stored form (hot retention only when set: topics without stay as before)."""
-        data = {k: v for k, v in asdict(self).items() if v is not None or k not in _OPTIONAL}
+        data = {k: v for k, v in asdict(self).items() if (v is not None and v is not False) or k not in _OPTIONAL}
         return json.dumps(data, separators=(",", ":"))
 
 
 #: TopicConfig fields stored only when set.
-_OPTIONAL = ("hot_retention_s", "hot_retention_bytes")
+_OPTIONAL = ("hot_retention_s", "hot_retention_bytes", "lite", "lite_expiration_s")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from mq.model.message import Message
 NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 #: Longest topic name (RocketMQ ``TOPIC_MAX_LENGTH``).
 TOPIC_MAX_LENGTH = 127
+#: Longest lite topic name (it is part of several key names of its parent, so kept short).
+LITE_TOPIC_MAX_LENGTH = 64
 #: Longest retry or dead-letter topic name.
 SYSTEM_TOPIC_MAX_LENGTH = 255
 #: Longest consumer or producer group name.
@@ -157,7 +159,20 @@ def check_message(msg: object, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         )
     if not (msg.delay_level.__class__ is int and msg.delay_level == 0 and msg.deliver_time_ms is None):
         _check_delay(msg, now_ms)
+    if msg.lite_topic is not None:
+        _check_lite(msg)
     return msg
+
+
+def check_lite_topic(name: object) -> str:
+    """A valid lite topic name (a topic name's characters and length), else :class:`InvalidNameError`."""
+    return _check_name("lite topic", name, LITE_TOPIC_MAX_LENGTH)
+
+
+def _check_lite(msg: Message) -> None:
+    check_lite_topic(msg.lite_topic)
+    if msg.delay_level or msg.deliver_time_ms is not None:
+        raise MQClientError(f"a message to lite topic {msg.lite_topic!r} cannot be delayed or timed; send it at once")
 
 
 def message_size(msg: Message) -> int:
@@ -245,6 +260,8 @@ def check_batch(msgs: Sequence[Message], max_batch_size: int = DEFAULT_MAX_MESSA
             raise MQClientError(f"a batch must have one topic; found {topic!r} and {msg.topic!r}")
         if msg.delay_level or msg.deliver_time_ms is not None:
             raise MQClientError("a batch cannot contain delayed or timer messages")
+        if msg.lite_topic is not None:
+            raise MQClientError("a batch cannot contain lite topic messages; send them one by one")
         total += message_size(msg)
     if total > max_batch_size:
         raise MessageTooLargeError(f"batch is {total} bytes; the limit is {max_batch_size}")

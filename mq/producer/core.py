@@ -27,7 +27,7 @@ from mq.errors import (
 )
 from mq.model.message import Message, SendResult, SendStatus
 from mq.model.msgid import new_msg_id
-from mq.model.queue import MessageQueue
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.model.recall import make_handle
 from mq.model.timer import DelayLevels, due_time_ms
 from mq.model.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
@@ -170,7 +170,10 @@ class SendCore:
         deadline = time.monotonic() + timeout_s
         # the message is kept only for a selector to see (a send in flight holds no more than it needs)
         first = msg if selector is not None else None
-        return SendRequest(msg.topic, fields, msg_id, deadline, first, queue, selector, arg, due_ms, oneway)
+        request = SendRequest(msg.topic, fields, msg_id, deadline, first, queue, selector, arg, due_ms, oneway)
+        if msg.lite_topic is not None:
+            request.lite = msg.lite_topic
+        return request
 
     def prepare_at_once(self, msg: Message, where: Where, timeout_s: float, oneway: bool, carried: Carried) -> Prepared | None:
         """:meth:`prepare` without the store, or None when it needs it (a delay level, or a route
@@ -178,7 +181,7 @@ class SendCore:
         request = self.request_at_once(msg, where, timeout_s, oneway, carried)
         if request is None:
             return None
-        if request.due_ms is not None:
+        if request.due_ms is not None or request.lite is not None:
             return request, None
         route = self.routes.cached(request.topic)
         return None if route is None else (request, self.queue_of(route, request))
@@ -201,7 +204,7 @@ class SendCore:
         if prepared is not None:
             return prepared
         request = yield from SendCore.request.op(self, msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried)
-        if request.due_ms is not None:
+        if request.due_ms is not None or request.lite is not None:
             return request, None
         return request, (yield from SendCore.pipeline_queue.op(self, request))
 
@@ -223,6 +226,8 @@ class SendCore:
 
     def queue_of(self, route: TopicRoute, request: SendRequest) -> MessageQueue:
         """The queue a pipelined (first) attempt of ``request`` goes to on ``route``."""
+        if route.config.lite:
+            raise MQClientError(lite_only(request.topic))
         if request.queue is None and request.selector is None and not self.send_latency_fault_enable:
             return route.next_queue()  # round-robin, as select_default (once a send: no two calls for it)
         return self.fixed_queue(route, request) or self.select_default(route, None)
@@ -235,6 +240,8 @@ class SendCore:
         offset is assigned when it is delivered). A big batch goes out as several bounded put calls
         to one queue, each atomic: when a later call fails, the error says how much was stored.
         """
+        if request.lite is not None:
+            return (yield from self._put_lite(request))
         chunks = [[request.fields]] if request.batch is None else request.chunks()  # one message always fits one call
         mq, offset, confirmed, handle = yield from self._put_with_retries(request, chunks[0], None)
         stored = len(chunks[0])
@@ -251,6 +258,35 @@ class SendCore:
         status = SendStatus.SEND_OK if confirmed else SendStatus.FLUSH_SLAVE_TIMEOUT
         return SendResult(status, request.msg_id, mq, offset, handle)
 
+    def _put_lite(self, request: SendRequest) -> Op[SendResult]:
+        """Store a lite topic message (one script call on the parent's slot; retried within the budget
+        when the store fails, as a queue's send is — there is one place it can go)."""
+        topic, lite = request.topic, str(request.lite)
+        route = self.routes.cached(topic) or (yield from self.routes.get(topic))
+        if not route.config.lite:
+            raise MQClientError(f"topic {topic!r} is not a lite parent: create it with Admin.create_topic({topic!r}, lite=True)")
+        if request.queue is not None or request.selector is not None:
+            raise MQClientError(f"a message to lite topic {lite!r} has one place to go: send it without queue or selector")
+        mq = MessageQueue(topic, route.queues[0].broker_name if route.queues else DEFAULT_BROKER_NAME, 0)
+        error: Exception | None = None
+        for attempt in range(1 + self.retry_times_when_send_failed):
+            if attempt and time.monotonic() >= request.deadline:
+                break
+            try:
+                offset, _, _ = yield from StoreOps.put_lite.op(
+                    self.store, topic, lite, request.fields, route.config.lite_expiration_ms
+                )
+            except ReplicaAckTimeout as e:
+                log.warning("send of %s to lite topic %s: %s", request.msg_id, lite, e)
+                return SendResult(SendStatus.FLUSH_SLAVE_TIMEOUT, request.msg_id, mq, int(e.result[0]))
+            except MQBrokerError as e:
+                error = e
+                if is_out_of_memory(e):
+                    break
+                continue
+            return SendResult(SendStatus.SEND_OK, request.msg_id, mq, offset)
+        raise MQBrokerError(f"sending to lite topic {lite!r} of {topic!r} failed: {error}") from error
+
     def _put_with_retries(
         self, request: SendRequest, encoded: Sequence[Sequence[Any]], pinned: MessageQueue | None
     ) -> Op[tuple[MessageQueue, int, bool, str | None]]:
@@ -260,6 +296,8 @@ class SendCore:
         message, else None."""
         topic = request.topic
         route = self.routes.cached(topic) or (yield from self.routes.get(topic))
+        if route.config.lite:
+            raise MQClientError(lite_only(topic))
         fixed = pinned or self.fixed_queue(route, request)
         attempts = 1 if fixed is not None and pinned is None else 1 + self.retry_times_when_send_failed
         last_node: str | None = None
@@ -462,6 +500,11 @@ def trace_stored(tracer: TraceEvents, topic: str, msg_ids: Sequence[str], result
     if result.queue_offset >= 0:
         cost_ms = (time.monotonic() - began) * 1000
         tracer.sent(topic, result.message_queue.queue_id, result.queue_offset, msg_ids, now_ms - int(cost_ms), cost_ms)
+
+
+def lite_only(topic: str) -> str:
+    """The error of a message without a lite topic sent to lite parent ``topic``."""
+    return f"topic {topic!r} is a lite parent: its messages name a lite topic, Message({topic!r}, body, lite_topic=...)"
 
 
 def check_timeout(timeout_s: float) -> None:
