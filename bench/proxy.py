@@ -18,9 +18,9 @@ Starts its own redis-server, then times in interleaved rounds:
 For each endpoint case also the endpoint's CPU per message (µs: user + system time of the endpoint's
 processes over the case, its warm-up included, divided by the messages), the Node.js client's own CPU
 per timed send (µs, the median of its processes: one Node.js process runs on one core, so its rate
-is at most 10⁶ / that) and the clients' p50/p99 send latency (ms). Messages are 1 KiB, the topic
-has 8 queues. Ratios are what to compare across machines. Results go to stdout and
-``bench/results/proxy.json``.
+is at most 10⁶ / that; for ``mq_producer_sync`` this process's CPU a send) and the clients' p50/p99
+send latency (ms). Messages are 1 KiB, the topic has 8 queues. Ratios are what to compare across
+machines. Results go to stdout and ``bench/results/proxy.json``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import pathlib
 import statistics
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -92,6 +93,14 @@ def _node(endpoint: str, n: int, inflight: int, clients: int) -> dict[str, float
     }
 
 
+def _with_cpu(n: int, timed: Callable[[], float]) -> dict[str, float]:
+    """The rate ``timed`` returns and this process's CPU per message over it (µs): what sending one
+    message costs ``mq.Producer``, beside what it costs the Node.js client."""
+    before = time.process_time()
+    sent = timed()
+    return {"rate": sent, "client_cpu_us_per_msg": (time.process_time() - before) / n * 1e6}
+
+
 def run(n: int, rounds: int, python_n: int, workers: list[int]) -> dict[str, Any]:
     """Every case ``rounds`` times, interleaved; per case the medians of its figures and its ratio to
     ``mq_producer_sync`` (``x_sync``)."""
@@ -123,7 +132,7 @@ def run(n: int, rounds: int, python_n: int, workers: list[int]) -> dict[str, Any
                     return {"rate": float(out["rate"]), "messages": float(python_n + 50)}
 
                 cases: dict[str, Any] = {
-                    "mq_producer_sync": lambda: {"rate": rate(n, sync)},
+                    "mq_producer_sync": lambda: _with_cpu(n, lambda: rate(n, sync)),
                     "mq_producer_send_async": lambda: {"rate": rate(n, lambda: send_async_all(producer, n))},
                 }
                 for p in workers:
