@@ -45,7 +45,9 @@ MAX_BORN_HOST = 255
 BORN_MS_RANGE = (0, 253_402_300_799_999)
 MESSAGE_TYPES = definition.MessageType
 #: The message types the endpoint takes (and announces in routes), as ``MessageType`` numbers.
-SUPPORTED_TYPES = [MESSAGE_TYPES.Value(n) for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")]
+#: The ``MessageType`` numbers, looked up once (every message of every SendMessage is checked against them).
+NORMAL, FIFO, DELAY, TRANSACTION = (MESSAGE_TYPES.Value(n) for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION"))
+SUPPORTED_TYPES = [NORMAL, FIFO, DELAY, TRANSACTION]
 
 
 @dataclass
@@ -178,10 +180,10 @@ def _delivery_ms(sp: Any) -> int:
 
 def _check_type(kind: int, group: str | None, due_ms: int | None, msg_id: str) -> None:
     conflict = (
-        (kind == MESSAGE_TYPES.Value("FIFO") and not group)
-        or (kind == MESSAGE_TYPES.Value("DELAY") and due_ms is None)
-        or (kind == MESSAGE_TYPES.Value("TRANSACTION") and (group or due_ms is not None))
-        or (kind == MESSAGE_TYPES.Value("NORMAL") and (group or due_ms is not None))
+        (kind == FIFO and not group)
+        or (kind == DELAY and due_ms is None)
+        or (kind == TRANSACTION and (group or due_ms is not None))
+        or (kind == NORMAL and (group or due_ms is not None))
     )
     if conflict:
         raise ProxyError("MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", f"message {msg_id}: its message type does not fit its fields")
@@ -214,15 +216,15 @@ def outgoing(
     group = system.get(MESSAGE_GROUP)
     deliver = system.get(DELIVER_MS)
     if transaction:
-        sp.message_type = MESSAGE_TYPES.Value("TRANSACTION")
+        sp.message_type = TRANSACTION
     elif group:
-        sp.message_type = MESSAGE_TYPES.Value("FIFO")
+        sp.message_type = FIFO
         sp.message_group = group
     elif deliver:
-        sp.message_type = MESSAGE_TYPES.Value("DELAY")
+        sp.message_type = DELAY
         sp.delivery_timestamp.FromMilliseconds(int(deliver))
     else:
-        sp.message_type = MESSAGE_TYPES.Value("NORMAL")
+        sp.message_type = NORMAL
     sp.born_timestamp.FromMilliseconds(msg.born_timestamp_ms)
     sp.born_host = system.get(BORN_HOST, "")
     sp.store_timestamp.FromMilliseconds(msg.store_timestamp_ms)

@@ -82,6 +82,27 @@ def _encoded(item: convert.Incoming, extra: dict[str, str] | None = None) -> Any
     return codec.encode(item.message, item.msg_id, item.born_ms, system_properties=system or None)
 
 
+def _shared_read(
+    reads: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str, str], read: Callable[[], Awaitable[Any]]
+) -> Awaitable[Any]:
+    """The store read of ``key`` in flight, else a new one: the calls that find a cached entry stale at
+    the same moment share one read instead of each making its own (with 64 sends in flight, each expiry
+    of a topic's config made up to 64 reads of it). A caller cancelled while waiting leaves the read
+    running for the others."""
+    future = reads.get(key)
+    if future is None:
+        future = reads[key] = asyncio.ensure_future(read())
+        future.add_done_callback(lambda done: _read_done(reads, key, done))
+    return asyncio.shield(future)
+
+
+def _read_done(reads: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str, str], done: asyncio.Future[Any]) -> None:
+    if reads.get(key) is done:
+        del reads[key]
+    if not done.cancelled():
+        done.exception()  # retrieved here: a read whose callers were all cancelled ends quietly
+
+
 @dataclass
 class _GroupCache:
     config: GroupConfig | None
@@ -138,6 +159,10 @@ class MessagingService:
         self._seeded: set[tuple[str, str]] = set()
         self._tx_timeout_ms: int | None = None
         self._topics: dict[str, tuple[TopicConfig, float]] = {}
+        #: the writable queue ids of each cached topic config (found once a config, not once a message)
+        self._writable_ids: dict[str, tuple[TopicConfig, list[int]]] = {}
+        #: the cache reads in flight (topic and group configs, the clock), shared by concurrent calls
+        self._reads: dict[tuple[str, str], asyncio.Future[Any]] = {}
         #: groups found without a retry topic, and when (monotonic s): not read again for TOPIC_TTL_S
         self._no_retry_topic: dict[str, float] = {}
         #: The message trace of receives, acks and dead letters (D52's events), per group.
@@ -151,7 +176,7 @@ class MessagingService:
 
     def _begin(self, rpc: str, context: Any) -> RpcCall:
         if self.metrics is not None:
-            self.metrics.requests.labels(rpc).inc()
+            self.metrics.request(rpc)
         request = RpcCall(rpc, _headers(context))
         if self.credentials is not None:
             self.credentials.check(request.metadata)
@@ -183,6 +208,10 @@ class MessagingService:
         cached = self._topics.get(name)
         if cached is not None and time.monotonic() - cached[1] < TOPIC_TTL_S:
             return cached[0]
+        config: TopicConfig = await _shared_read(self._reads, ("topic", name), lambda: self._read_topic(name))
+        return config
+
+    async def _read_topic(self, name: str) -> TopicConfig:
         config: TopicConfig | None = await self.backend.call("topic", name)
         if config is None:
             self._topics.pop(name, None)
@@ -328,6 +357,10 @@ class MessagingService:
         cached = self._groups.get(group)
         if cached is not None and time.monotonic() - cached.read_s < GROUP_CONFIG_TTL_S:
             return cached.config
+        config: GroupConfig | None = await _shared_read(self._reads, ("group", group), lambda: self._read_group_config(group))
+        return config
+
+    async def _read_group_config(self, group: str) -> GroupConfig | None:
         raw = await self.backend.call("group_config_json", group)
         config = GroupConfig.from_json(raw) if raw else None
         self._groups[group] = _GroupCache(config, time.monotonic())
@@ -352,8 +385,12 @@ class MessagingService:
         return queues
 
     async def _now_ms(self) -> int:
-        """The store's time now, epoch ms (one ``TIME`` round trip a minute)."""
-        return int(await self.backend.run(self._clock.now_op))
+        """The store's time now, epoch ms (one ``TIME`` round trip a minute, shared by the calls that
+        find the estimate stale at once; between them no operation is run)."""
+        if not self._clock.stale():
+            return self._clock.now_ms()
+        now: int = await _shared_read(self._reads, ("clock", ""), lambda: self.backend.run(self._clock.now_op))
+        return now
 
     # -- producing ------------------------------------------------------------------------------
 
@@ -382,13 +419,13 @@ class MessagingService:
         Raises:
             ProxyError: ``FORBIDDEN`` when a message's topic has no writable queue.
         """
-        normal, transaction = definition.MessageType.Value("NORMAL"), definition.MessageType.Value("TRANSACTION")
+        normal, transaction = convert.NORMAL, convert.TRANSACTION
         puts: dict[tuple[str, int], list[int]] = {}
         writes: list[_Write] = []
         batch_queue: dict[str, int] = {}
         for index, item in enumerate(checked):
             topic = item.message.topic
-            writable = [q.queue_id for q in configs[topic].writable_queues()]
+            writable = self._writable(configs[topic])
             if not writable:
                 raise ProxyError("FORBIDDEN", f"topic {topic!r} has no writable queue: nothing of the request was stored")
             if item.group is not None:
@@ -411,6 +448,13 @@ class MessagingService:
                 writes.append(_Write(topic, qid, indexes[start : start + len(chunk)], chunk, "put"))
                 start += len(chunk)
         return writes
+
+    def _writable(self, config: TopicConfig) -> list[int]:
+        """The ids of ``config``'s writable queues (kept while ``config`` is the cached one)."""
+        known = self._writable_ids.get(config.name)
+        if known is None or known[0] is not config:
+            known = self._writable_ids[config.name] = (config, [q.queue_id for q in config.writable_queues()])
+        return known[1]
 
     async def _write(self, checked: list[convert.Incoming], writes: list[_Write]) -> Any:
         """Run ``writes`` in order, stopping at the first that fails. The answer has an entry per
