@@ -19,6 +19,10 @@ from mq.model.topic import TopicConfig
 from mq.store.ops import Op
 from mq.store.store import StoreOps
 
+#: This module's own random numbers: a library must not draw from (and so shift) the application's
+#: global ``random`` stream, which a program may seed to repeat its runs.
+_RANDOM = random.Random()
+
 #: Seconds a cached route is used before it is read again.
 ROUTE_REFRESH_S = 30.0
 
@@ -31,7 +35,7 @@ class TopicRoute:
     queues: list[MessageQueue]
     nodes: dict[MessageQueue, str]
     loaded_at: float
-    _cursor: itertools.count[int] = field(default_factory=lambda: itertools.count(random.randrange(1 << 16)))
+    _cursor: itertools.count[int] = field(default_factory=lambda: itertools.count(_RANDOM.randrange(1 << 16)))
 
     def next_queue(self) -> MessageQueue:
         """The next queue in round-robin order (from a random start)."""
