@@ -24,6 +24,13 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     )
     create.add_argument("--perm", choices=PERMS, default="rw", help="r: readable, w: writable (default: %(default)s)")
     create.add_argument("--order", action="store_true", help="mark the topic as ordered (default: not ordered)")
+    create.add_argument(
+        "--priority-levels",
+        type=int,
+        default=None,
+        help="make a priority topic of N levels, 2..10: messages of priority 0..9 go to the queues of their "
+        "level, consumers take higher levels first; needs at least N queues (default: no priority)",
+    )
 
     update = add_leaf(actions, "update", _update, "change an existing topic's queue counts or perm", common)
     update.add_argument("topic", help="topic name")
@@ -49,7 +56,8 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 
 def _describe(verb: str, c: TopicConfig) -> None:
-    print(f"{verb} {c.name}: read_queues={c.read_queues} write_queues={c.write_queues} perm={c.perm}")
+    levels = f" priority_levels={c.priority_levels}" if c.priority_levels else ""
+    print(f"{verb} {c.name}: read_queues={c.read_queues} write_queues={c.write_queues} perm={c.perm}{levels}")
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -57,7 +65,7 @@ def _create(args: argparse.Namespace) -> int:
     queues = {"read_queues": args.read_queues, "write_queues": args.write_queues}
     with admin(args) as a:
         existed = a.topic_exists(args.topic)
-        config = a.create_topic(args.topic, **queues, perm=args.perm, order=args.order)
+        config = a.create_topic(args.topic, **queues, perm=args.perm, order=args.order, priority_levels=args.priority_levels)
     _describe("updated" if existed else "created", config)
     return 0
 
@@ -83,8 +91,8 @@ def _list(args: argparse.Namespace) -> int:
     with admin(args) as a:
         topics = a.topics()
     print_table(
-        ("TOPIC", "READ", "WRITE", "PERM", "ORDER"),
-        [(c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "") for c in topics],
+        ("TOPIC", "READ", "WRITE", "PERM", "ORDER", "PRIORITY_LEVELS"),
+        [(c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "", c.priority_levels or "") for c in topics],
     )
     return 0
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from mq.model.properties import PRIORITY
 from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 
 
@@ -36,6 +37,8 @@ class Message:
         delay_level: 1..N picks level N of the broker's ``message_delay_level`` (clamped to the top
             level); 0 sends at once.
         deliver_time_ms: absolute delivery time, epoch milliseconds (RocketMQ 5 timer message).
+        priority: 0..9, higher first [RocketMQ 5.4 RIP-80]; anything but 0 needs a topic created with
+            ``priority_levels`` (its queues are split among the levels, D142).
     """
 
     topic: str
@@ -45,6 +48,7 @@ class Message:
     properties: dict[str, str]
     delay_level: int
     deliver_time_ms: int | None
+    priority: int
 
     def __init__(
         self,
@@ -56,6 +60,7 @@ class Message:
         *,
         delay_level: int = 0,
         deliver_time_ms: int | None = None,
+        priority: int = 0,
     ) -> None:
         if isinstance(body, str):
             raise TypeError("Message body must be bytes, not str: encode it first, e.g. text.encode('utf-8')")
@@ -68,6 +73,7 @@ class Message:
         self.properties = {} if properties is None else dict(properties) if isinstance(properties, Mapping) else properties or {}
         self.delay_level = delay_level
         self.deliver_time_ms = deliver_time_ms
+        self.priority = priority
 
     def __repr__(self) -> str:
         return (
@@ -89,7 +95,8 @@ class MessageExt(Message):
         reconsume_times: how often it has been sent back for retry.
         broker_name: the queue's broker name.
         system_properties: properties set by the system, e.g. ``RETRY_TOPIC`` (the original topic of
-            a retried or dead-lettered message) and ``ORIGIN_MESSAGE_ID``.
+            a retried or dead-lettered message), ``ORIGIN_MESSAGE_ID`` and ``PRIORITY`` (where
+            ``priority`` is stored; a retried copy keeps it).
     """
 
     msg_id: str
@@ -120,7 +127,11 @@ class MessageExt(Message):
         deliver_time_ms: int | None = None,
         system_properties: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms)
+        system = dict(system_properties or {})
+        priority = int(system.get(PRIORITY, 0))
+        super().__init__(
+            topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms, priority=priority
+        )
         self.msg_id = msg_id
         self.queue_id = queue_id
         self.queue_offset = queue_offset
@@ -128,7 +139,7 @@ class MessageExt(Message):
         self.store_timestamp_ms = store_timestamp_ms
         self.reconsume_times = reconsume_times
         self.broker_name = broker_name
-        self.system_properties = dict(system_properties or {})
+        self.system_properties = system
 
     @property
     def message_queue(self) -> MessageQueue:

@@ -14,3 +14,5 @@ DLQ_REASON = "DLQ_REASON"
 DLQ_LETTER = "DLQ_LETTER"
 #: On a dead letter read by ``Admin.dlq_messages``: ``"true"`` when it was resent already.
 RESENT = "RESENT"
+#: A message's priority, 0..9 (``Message.priority``), stored only when not 0 (D142).
+PRIORITY = "PRIORITY"

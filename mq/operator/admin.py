@@ -77,14 +77,24 @@ class AdminCore:
         write_queues: int = DEFAULT_QUEUE_NUMS,
         perm: str = "rw",
         order: bool = False,
+        priority_levels: int | None = None,
     ) -> Op[TopicConfig]:
         """Create ``topic``, or update it when it exists (as ``mqadmin updateTopic`` does).
 
+        ``priority_levels`` (2..10) makes a priority topic [RocketMQ 5.4 RIP-80]: its queues are split
+        among the levels (queue ``q`` holds level ``q % priority_levels``), a message of priority ``p``
+        goes to a queue of level ``min(p, priority_levels - 1)`` and consumers take higher levels first
+        (D142). Not with ``order=True``: ordered consumption and priority do not mix.
+
         Raises:
             InvalidNameError: the name is invalid or reserved.
-            MQClientError: bad queue counts or perm.
+            MQClientError: bad queue counts, perm or priority levels.
         """
-        config = TopicConfig(check_user_topic(topic), read_queues, write_queues, perm, bool(order))
+        if priority_levels is not None and order:
+            raise MQClientError("a priority topic cannot be ordered: priority reorders messages across queues (D142)")
+        config = TopicConfig(
+            check_user_topic(topic), read_queues, write_queues, perm, bool(order), priority_levels=priority_levels
+        )
         (yield from StoreOps.save_topic.op(self._store, config))
         return config
 

@@ -40,6 +40,7 @@ class SendRequest:
         due_ms: delivery time of a delayed message, epoch ms (None: deliver at once).
         oneway: nobody waits for the result (failures are logged, not retried).
         batch: every message of a batch in put-script form (None: a single send, ``fields`` alone).
+        priority: the message's priority (a batch's messages share one): picks the level's queues.
 
     Slotted, and a single send holds no list or tuple of its own beyond its ``fields`` (and no
     message unless a selector needs it): thousands are in flight at once, and each object less per
@@ -57,6 +58,7 @@ class SendRequest:
     due_ms: int | None = None
     oneway: bool = False
     batch: Sequence[Sequence[Any]] | None = None
+    priority: int = 0
     _future: Future[SendResult] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property

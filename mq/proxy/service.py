@@ -30,6 +30,7 @@ from mq.model.recall import make_handle, parse_handle
 from mq.model.topic import TopicConfig
 from mq.model.validation import MAX_DELAY_MS, RETRY_PREFIX, check_group
 from mq.producer.request import split_puts
+from mq.producer.route import no_levels
 from mq.producer.selectors import consistent_hash, java_hash
 from mq.producer.tx_core import PGROUP, transaction_id, transaction_timeout_ms
 from mq.proxy import convert
@@ -80,6 +81,25 @@ class _Write:
 def _encoded(item: convert.Incoming, extra: dict[str, str] | None = None) -> Any:
     system = {**item.system, **(extra or {})}
     return codec.encode(item.message, item.msg_id, item.born_ms, system_properties=system or None)
+
+
+def _level_queues(config: TopicConfig, item: convert.Incoming) -> list[int]:
+    """The writable queue ids ``item`` may go to: on a priority topic, those of its priority's level (D142).
+
+    Raises:
+        ProxyError: ``BAD_REQUEST`` for a priority on a topic without levels, or a FIFO message on a
+            priority topic.
+    """
+    writable = [q.queue_id for q in config.writable_queues()]
+    priority = item.message.priority
+    if not config.priority_levels:
+        if priority:
+            raise ProxyError("BAD_REQUEST", f"message {item.msg_id}: {no_levels(config.name, priority)}")
+        return writable
+    if item.group is not None:
+        raise ProxyError("BAD_REQUEST", f"message {item.msg_id}: topic {config.name!r} has priority levels: no FIFO messages")
+    level = config.level_for(priority)
+    return [q for q in writable if config.level_of(q) == level]
 
 
 @dataclass
@@ -189,6 +209,11 @@ class MessagingService:
             raise ProxyError("TOPIC_NOT_FOUND", f"topic {name!r} does not exist: create it with mq topic create")
         self._topics[name] = (config, time.monotonic())
         return config
+
+    def _levels(self, queues: list[MessageQueue]) -> dict[str, int]:
+        """Priority levels of the topics of ``queues`` that have them (from the cached configs, D142)."""
+        configs = (self._topics.get(t) for t in {q.topic for q in queues})
+        return {c[0].name: c[0].priority_levels for c in configs if c is not None and c[0].priority_levels}
 
     async def _retry_queues(self, group: str) -> list[MessageQueue]:
         """The readable queues of ``group``'s retry topic (none until a message is first sent back); its
@@ -382,23 +407,25 @@ class MessagingService:
         Raises:
             ProxyError: ``FORBIDDEN`` when a message's topic has no writable queue.
         """
-        normal, transaction = definition.MessageType.Value("NORMAL"), definition.MessageType.Value("TRANSACTION")
+        normal = (definition.MessageType.Value("NORMAL"), definition.MessageType.Value("PRIORITY"))
+        transaction = definition.MessageType.Value("TRANSACTION")
         puts: dict[tuple[str, int], list[int]] = {}
         writes: list[_Write] = []
         batch_queue: dict[str, int] = {}
         for index, item in enumerate(checked):
             topic = item.message.topic
-            writable = [q.queue_id for q in configs[topic].writable_queues()]
+            writable = _level_queues(configs[topic], item)
             if not writable:
                 raise ProxyError("FORBIDDEN", f"topic {topic!r} has no writable queue: nothing of the request was stored")
+            batch = f"{topic}:{item.message.priority}"  # a priority topic: one queue a level (D142)
             if item.group is not None:
                 qid = writable[consistent_hash(java_hash(item.group), len(writable))]  # as RocketMQ 5's proxy
-            elif item.kind == normal and topic in batch_queue:
-                qid = batch_queue[topic]  # a request's normal messages of a topic go to one queue, as a batch
+            elif item.kind in normal and batch in batch_queue:
+                qid = batch_queue[batch]  # a request's normal messages of a topic go to one queue, as a batch
             else:
                 qid = writable[next(self._turns.setdefault(topic, itertools.count())) % len(writable)]
-                if item.kind == normal:
-                    batch_queue[topic] = qid
+                if item.kind in normal:
+                    batch_queue[batch] = qid
             if item.kind == transaction:
                 writes.append(_Write(topic, qid, [index], [_encoded(item, {PGROUP: PROXY_PRODUCER_GROUP})], "put_half"))
             elif item.due_ms is not None:
@@ -624,6 +651,7 @@ class MessagingService:
             filter_of=lambda q: UNFILTERED if q.topic.startswith(RETRY_PREFIX) else (ftype, fdata),
             fifo=fifo,
             trace=await self.trace.active(group),
+            levels=self._levels(queues),
         )
         return views
 
