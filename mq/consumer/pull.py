@@ -99,6 +99,10 @@ class HeldBuffer(Generic[T]):
         self._held: HeldMessages[T] = HeldMessages()
         self._ready = threading.Condition()
 
+    def __len__(self) -> int:
+        with self._ready:
+            return len(self._held)
+
     def put(self, key: MessageQueue, priority: int, item: T) -> None:
         """Hold ``item`` of queue ``key``."""
         with self._ready:

@@ -126,9 +126,11 @@ class MessageExt(Message):
         delay_level: int = 0,
         deliver_time_ms: int | None = None,
         system_properties: Mapping[str, str] | None = None,
+        priority: int | None = None,
     ) -> None:
         system = dict(system_properties or {})
-        priority = int(system.get(PRIORITY, 0))
+        if priority is None:  # as stored: with the system properties (``dataclasses.replace`` passes it)
+            priority = int(system.get(PRIORITY, 0))
         super().__init__(
             topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms, priority=priority
         )

@@ -348,11 +348,7 @@ class SendCore:
             return queue
         if selector is None:
             return None
-        if route.levels is not None:
-            raise MQClientError(
-                f"topic {topic!r} has priority levels: its queues are chosen by priority, so a selector "
-                "(ordered sending) cannot be used with it (D142)"
-            )
+        check_route(route, request)
         assert request.first is not None  # kept for the selector
         select = selector.select if isinstance(selector, MessageQueueSelector) else selector
         chosen = select(list(route.queues), request.first, request.arg)
@@ -442,6 +438,19 @@ class SyncSendCore(SendCore, SyncRunner):
 
 class AsyncSendCore(SendCore, AsyncRunner):
     """:class:`SendCore` awaited (the asyncio producer)."""
+
+
+def check_route(route: TopicRoute, request: SendRequest) -> None:
+    """Refuse (MQClientError) what the queue choice on ``route`` would refuse of ``request``, before it
+    is handed to a background sender: a priority for a topic without levels, a selector for one with."""
+    if route.levels is None:
+        if request.priority:
+            raise no_levels(route.config.name, request.priority)
+    elif request.selector is not None:
+        raise MQClientError(
+            f"topic {route.config.name!r} has priority levels: its queues are chosen by priority, so a "
+            "selector (ordered sending) cannot be used with it (D142)"
+        )
 
 
 def check_queue_level(route: TopicRoute, queue: MessageQueue, priority: int) -> None:
