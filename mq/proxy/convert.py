@@ -46,6 +46,10 @@ BORN_MS_RANGE = (0, 253_402_300_799_999)
 MESSAGE_TYPES = definition.MessageType
 #: The message types the endpoint takes (and announces in routes), as ``MessageType`` numbers.
 SUPPORTED_TYPES = [MESSAGE_TYPES.Value(n) for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY")]
+#: What the routes of a topic without priority levels announce (every type but PRIORITY).
+PLAIN_TYPES = [t for t in SUPPORTED_TYPES if t != MESSAGE_TYPES.Value("PRIORITY")]
+#: What the routes of a priority topic announce: not FIFO (priority reorders messages, D142).
+PRIORITY_TOPIC_TYPES = [t for t in SUPPORTED_TYPES if t != MESSAGE_TYPES.Value("FIFO")]
 
 
 @dataclass

@@ -240,7 +240,7 @@ class MessagingService:
             for qid in range(config.queue_count):
                 readable, writable = config.readable(qid), config.writable(qid)
                 perm = "READ_WRITE" if readable and writable else "READ" if readable else "WRITE" if writable else "NONE"
-                _route_queue(out.message_queues.add(), request, qid, perm)
+                _route_queue(out.message_queues.add(), request, qid, perm, config)
             return out
 
         return await self._unary("QueryRoute", context, service.QueryRouteResponse, body)
@@ -252,7 +252,7 @@ class MessagingService:
             for qid in range(config.queue_count):
                 if not config.readable(qid):
                     continue
-                _route_queue(out.assignments.add().message_queue, request, qid, "READ_WRITE")
+                _route_queue(out.assignments.add().message_queue, request, qid, "READ_WRITE", config)
             return out
 
         return await self._unary("QueryAssignment", context, service.QueryAssignmentResponse, body)
@@ -725,15 +725,16 @@ class MessagingService:
         )
 
 
-def _route_queue(queue: Any, request: Any, qid: int, perm: str) -> None:
+def _route_queue(queue: Any, request: Any, qid: int, perm: str, config: TopicConfig) -> None:
     """Fill ``queue`` (a ``MessageQueue`` of a route or an assignment) as queue ``qid`` of the request's
-    topic, served at the endpoints the client asked, with permission ``perm`` (a ``Permission`` name)."""
+    topic, served at the endpoints the client asked, with permission ``perm`` (a ``Permission`` name)
+    and the message types the topic takes (PRIORITY on a priority topic, D142)."""
     queue.topic.CopyFrom(request.topic)
     queue.id = qid
     queue.permission = definition.Permission.Value(perm)
     queue.broker.name = "rocketredis"
     queue.broker.endpoints.CopyFrom(request.endpoints)
-    queue.accept_message_types.extend(convert.SUPPORTED_TYPES)
+    queue.accept_message_types.extend(convert.PRIORITY_TOPIC_TYPES if config.priority_levels else convert.PLAIN_TYPES)
 
 
 def _expired(message_id: str) -> ProxyError:
