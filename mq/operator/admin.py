@@ -271,7 +271,8 @@ class AdminCore:
 
         Args:
             max_num: at most this many (1..64).
-            begin_ms, end_ms: only messages stored in ``[begin_ms, end_ms]`` (epoch ms) when given.
+            begin_ms: only messages stored at or after this time (epoch ms) when given.
+            end_ms: only messages stored at or before this time (epoch ms) when given.
 
         With a tier, its segments are searched too: the ``keys`` column of every segment the time
         bounds leave (give bounds: without them the whole tier's key column is read).

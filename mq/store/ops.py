@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar,
 
 from redis.exceptions import AskError, MovedError, TryAgainError
 
+from mq.store import lane, redispy
 from mq.store.connection import REDIS_ERRORS
 
 if TYPE_CHECKING:
@@ -118,6 +119,11 @@ class NodePipe(Pipe):
     def do(self, client: Any) -> Any:
         if not _cluster(client):
             return super().do(client)
+        node = redispy.node_client(client, self.key) if redispy.is_sync_cluster(client) else None
+        queued = self._queued(client, node) if node is not None else None
+        routed = lane.execute_many(client, queued) if queued is not None else None
+        if routed is not None:  # one round on the node's kept connection (D141)
+            return routed
         for again in (True, False):
             try:
                 replies = super().do(client)
@@ -149,6 +155,11 @@ class NodePipe(Pipe):
             if not (again and _all_moved(replies)):
                 break
         return replies
+
+    def _queued(self, client: Any, node: Any) -> list[lane.Routed] | None:
+        """The commands of this request as :func:`lane.execute_many` takes them (recorded on a plain
+        pipeline of ``node``, the client of the node serving :attr:`key`), or None to pipeline the usual way."""
+        return redispy.recorded(node, self.build)
 
     def _pipeline(self, client: Any, *, asyncio: bool = False) -> Any:
         if not _cluster(client):

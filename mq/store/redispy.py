@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -344,3 +345,54 @@ def route_by_known_keys(client: redis.RedisCluster | redis.asyncio.RedisCluster)
         parser.__class__ = _KnownKeysParser
     elif type(parser) is AsyncCommandsParser:
         parser.__class__ = _AsyncKnownKeysParser
+
+
+# -- cluster: straight to the node of a known slot (D141) --------------------------------------------
+
+
+def is_sync_cluster(client: Any) -> bool:
+    """Whether ``client`` is redis-py's sync cluster client (not a subclass: one whose routing the store knows)."""
+    return type(client) is redis.RedisCluster
+
+
+def node_client(client: redis.RedisCluster, key: Any) -> redis.Redis | None:
+    """The plain client redis-py's sync cluster ``client`` keeps for the primary serving ``key``'s slot in
+    its slot map, or None while the map names no node for that slot.
+
+    redis-py keeps one ``redis.Redis`` a node, over a ``ConnectionPool`` whose connections never retry
+    by themselves (the cluster client retries, after reading the slot map again); the map lists a
+    slot's primary first. One hash of the key and two dictionary look-ups: none of the cluster
+    client's command path (its request policy, the key hashed twice, a pool checkout a command)."""
+    nodes = client.nodes_manager.slots_cache.get(client.keyslot(key))  # type: ignore[no-untyped-call]
+    if not nodes:
+        return None
+    node = nodes[0]
+    return node.redis_connection or client.get_redis_connection(node)
+
+
+#: Options of a queued command that change how its reply is read (redis-py's ``NEVER_DECODE`` and
+#: ``EMPTY_RESPONSE``): such a command is left to redis-py's own pipeline.
+_READ_OPTIONS = frozenset({"NEVER_DECODE", "EMPTY_RESPONSE"})
+#: A queued command as :func:`recorded` gives it: ``(args, options, key, parse)``.
+Queued = tuple[tuple[Any, ...], dict[str, Any], Any, Any]
+
+
+def recorded(client: redis.Redis, build: Callable[[Any], object]) -> list[Queued] | None:
+    """The commands ``build(pipeline)`` queues on a plain (non-transactional) pipeline of ``client``,
+    each as ``(args, options, key, parse)``: its arguments, its options as redis-py keeps them, its
+    first key (redis-py records a command's keys in its options), and ``parse(reply)`` applying the
+    pipeline's response callback (None without one: ``without_dicts`` may have removed it). None when a
+    command names no key or is read in a way of its own (the caller pipelines the usual way)."""
+    pipe = client.pipeline(transaction=False)
+    build(pipe)
+    callbacks = pipe.response_callbacks
+    out = []
+    for args, options in pipe.command_stack:
+        keys = options.get("keys")
+        if not keys or not _READ_OPTIONS.isdisjoint(options):
+            return None
+        callback = callbacks.get(args[0])  # type: ignore[no-untyped-call]
+        extra = {k: v for k, v in options.items() if k != "keys"}
+        parse = None if callback is None else functools.partial(callback, **extra)
+        out.append((args, options, keys[0], parse))
+    return out
