@@ -42,6 +42,26 @@ def _cases() -> dict[str, tuple[Callable[[Producer], object], type[Exception], s
         "missing queue": (lambda p: p.send(Message("ok", ok), queue=MessageQueue("ok", "broker-a", 9)), TopicNotFoundError, "9"),
         "async unknown topic": (lambda p: p.send_async(Message("nosuch", ok)), TopicNotFoundError, "nosuch"),
         "async empty body": (lambda p: p.send_async(Message("ok", b"")), MQClientError, "empty"),
+        "priority above 9": (lambda p: p.send(Message("prio", ok, priority=10)), MQClientError, "10"),
+        "negative priority": (lambda p: p.send(Message("prio", ok, priority=-1)), MQClientError, "-1"),
+        "bool priority": (lambda p: p.send(Message("prio", ok, priority=True)), MQClientError, "True"),
+        "priority on a plain topic": (lambda p: p.send(Message("ok", ok, priority=3)), MQClientError, "priority 3"),
+        "async priority on a plain topic": (lambda p: p.send_async(Message("ok", ok, priority=3)), MQClientError, "'ok'"),
+        "batch mixed priorities": (
+            lambda p: p.send_batch([Message("prio", ok), Message("prio", ok, priority=1)]),
+            MQClientError,
+            "one priority",
+        ),
+        "selector on a priority topic": (
+            lambda p: p.send(Message("prio", ok), selector=lambda qs, m, a: qs[0]),
+            MQClientError,
+            "selector",
+        ),
+        "queue of another level": (
+            lambda p: p.send(Message("prio", ok, priority=1), queue=MessageQueue("prio", "broker-a", 0)),
+            MQClientError,
+            "level",
+        ),
     }
 
 
@@ -53,6 +73,7 @@ def test_bad_input_is_refused_and_store_unchanged(case: str, backend_url: str, n
     admin = owned(Admin(backend_url, namespace))
     admin.create_topic("ok", read_queues=2, write_queues=2)
     admin.create_topic("ok2", read_queues=2, write_queues=2)
+    admin.create_topic("prio", read_queues=2, write_queues=2, priority_levels=2)
     with Producer("pg", backend_url, namespace=namespace, max_message_size=LIMIT) as producer:
         producer.send(Message("ok", b"before"))
         before = snapshot(backend_url, namespace)
@@ -70,7 +91,15 @@ def test_str_body_is_a_type_error() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "quoted"),
-    [({"read_queues": 0}, "0"), ({"write_queues": 5000}, "5000"), ({"perm": "x"}, "'x'")],
+    [
+        ({"read_queues": 0}, "0"),
+        ({"write_queues": 5000}, "5000"),
+        ({"perm": "x"}, "'x'"),
+        ({"priority_levels": 11}, "11"),
+        ({"priority_levels": 1}, "1"),
+        ({"priority_levels": 10, "read_queues": 4, "write_queues": 4}, "at least 10"),
+        ({"priority_levels": 4, "order": True}, "ordered"),
+    ],
 )
 def test_bad_topic_config_is_refused(kwargs: dict[str, object], quoted: str, backend_url: str, namespace: str) -> None:
     admin = owned(Admin(backend_url, namespace))

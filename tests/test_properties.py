@@ -37,22 +37,24 @@ text = st.one_of(
     st.text(alphabet="abc", min_size=1, max_size=3),
 )
 noisy_messages = st.builds(
-    lambda body, tags, keys, props, delay: (body, tags, keys, props, delay),
+    lambda body, tags, keys, props, delay, priority: (body, tags, keys, props, delay, priority),
     st.binary(max_size=64),
     st.one_of(st.none(), text),
     st.one_of(st.none(), st.lists(text, max_size=4)),
     st.dictionaries(text, text, max_size=4),
     st.sampled_from([0, 0, 0, -1, True, 1.5]),
+    st.sampled_from([0, 0, 0, 9, -1, 10, True, 2.0, "3", None]),
 )
 # Valid by every rule of mq.model.validation: any non-blank text UTF-8 can encode (no lone surrogates), a tag
 # without "|" or whitespace, keys without the key separator, property names not reserved.
 valid_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12).filter(lambda t: bool(t.strip()))
 valid_messages = st.builds(
-    lambda body, tags, keys, props: (body, tags, keys, props, 0),
+    lambda body, tags, keys, props, priority: (body, tags, keys, props, 0, priority),
     st.binary(min_size=1, max_size=64),
     st.one_of(st.none(), valid_text.filter(lambda t: not any(c.isspace() or c == "|" for c in t))),
     st.one_of(st.none(), st.lists(valid_text.filter(lambda t: KEY_SEPARATOR not in t), max_size=4)),
     st.dictionaries(valid_text.filter(lambda t: t.upper() not in RESERVED_PROPERTIES), valid_text, max_size=4),
+    st.integers(0, 9),
 )
 # (fields, whether they are valid): the producer must take every valid one
 messages = st.one_of(valid_messages.map(lambda m: (m, True)), noisy_messages.map(lambda m: (m, False)))
@@ -65,11 +67,12 @@ def server() -> Any:
 
 
 def _same(stored: Any, sent: Message) -> bool:
-    return (stored.body, stored.tags, list(stored.keys), stored.properties) == (
+    return (stored.body, stored.tags, list(stored.keys), stored.properties, stored.priority) == (
         bytes(sent.body),
         sent.tags,
         list(sent.keys),
         sent.properties,
+        sent.priority,
     )
 
 
@@ -86,12 +89,12 @@ def test_messages_are_refused_unchanged_or_stored_and_read_back_identical(server
         @SETTINGS
         @given(messages)
         def check(drawn: tuple[tuple[Any, ...], bool]) -> None:
-            (body, tags, keys, props, delay), valid = drawn
+            (body, tags, keys, props, delay, priority), valid = drawn
             topic = f"pt{next(counter)}"  # a topic per example: key queries never see other examples
-            admin.create_topic(topic, read_queues=1, write_queues=1)
+            admin.create_topic(topic, read_queues=2, write_queues=2, priority_levels=2)  # priorities 1..9: queue 1
             before = snapshot(url, ns)
             try:
-                msg = Message(topic, body, tags, keys, props, delay_level=delay)
+                msg = Message(topic, body, tags, keys, props, delay_level=delay, priority=priority)
                 result = producer.send(msg)
             except MQClientError as e:
                 assert not valid, f"valid message refused: {e}"
@@ -99,6 +102,7 @@ def test_messages_are_refused_unchanged_or_stored_and_read_back_identical(server
                 return
             by_id = admin.query_message(topic, result.msg_id)
             assert by_id is not None and _same(by_id, msg)
+            assert result.message_queue.queue_id == min(msg.priority, 1)  # the queue of its level
             for key in set(msg.keys):
                 assert result.msg_id in [m.msg_id for m in admin.query_messages_by_key(topic, key)]
             copy = Message("pt", msg.body, msg.tags, msg.keys, msg.properties)

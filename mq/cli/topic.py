@@ -28,6 +28,13 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     create.add_argument(
         "--lite-expiration-s", type=int, default=None, help="a lite topic expires this long after its last write (default: 600)"
     )
+    create.add_argument(
+        "--priority-levels",
+        type=int,
+        default=None,
+        help="make a priority topic of N levels, 2..10: messages of priority 0..9 go to the queues of their "
+        "level, consumers take higher levels first; needs at least N queues (default: no priority)",
+    )
 
     update = add_leaf(actions, "update", _update, "change an existing topic's queue counts or perm", common)
     update.add_argument("topic", help="topic name")
@@ -59,7 +66,8 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 def _describe(verb: str, c: TopicConfig) -> None:
     lite = f" lite (expires after {c.lite_expiration_ms // 1000} s idle)" if c.lite else ""
-    print(f"{verb} {c.name}: read_queues={c.read_queues} write_queues={c.write_queues} perm={c.perm}{lite}")
+    levels = f" priority_levels={c.priority_levels}" if c.priority_levels else ""
+    print(f"{verb} {c.name}: read_queues={c.read_queues} write_queues={c.write_queues} perm={c.perm}{levels}{lite}")
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -68,7 +76,9 @@ def _create(args: argparse.Namespace) -> int:
     with admin(args) as a:
         existed = a.topic_exists(args.topic)
         lite = {"lite": True, "lite_expiration_s": args.lite_expiration_s} if args.lite else {}
-        config = a.create_topic(args.topic, **queues, perm=args.perm, order=args.order, **lite)
+        config = a.create_topic(
+            args.topic, **queues, perm=args.perm, order=args.order, priority_levels=args.priority_levels, **lite
+        )
     _describe("updated" if existed else "created", config)
     return 0
 
@@ -94,8 +104,8 @@ def _list(args: argparse.Namespace) -> int:
     with admin(args) as a:
         topics = a.topics()
     print_table(
-        ("TOPIC", "READ", "WRITE", "PERM", "ORDER"),
-        [(c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "") for c in topics],
+        ("TOPIC", "READ", "WRITE", "PERM", "ORDER", "PRIORITY_LEVELS"),
+        [(c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "", c.priority_levels or "") for c in topics],
     )
     return 0
 

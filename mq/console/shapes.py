@@ -130,7 +130,8 @@ class Check:
 
 @dataclass(frozen=True)
 class TopicRow:
-    """A line of the topics list: config, messages stored (max − min over queues), newest store time."""
+    """A line of the topics list: config, messages stored (max − min over queues), newest store time;
+    ``priority_levels`` of a priority topic (None: not one)."""
 
     name: str
     read_queues: int
@@ -140,6 +141,7 @@ class TopicRow:
     system: bool
     messages: int
     last_store_ms: int
+    priority_levels: int | None = None
 
 
 @dataclass(frozen=True)

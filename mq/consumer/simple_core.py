@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from mq.consumer.lite import LiteMember, is_lite_receipt, make_lite_receipt, parse_lite_receipt
+from mq.consumer.priority import priority_order
 from mq.consumer.puller import filter_args
 from mq.consumer.registry import HEARTBEAT_INTERVAL_S, ClientInfo, Registry
 from mq.consumer.retry import dlq_topic, original_topic, retry_topic
@@ -223,6 +224,8 @@ class SimpleCore:
         )
         self.registry = Registry(store, self.group, info)  # type: ignore[arg-type]  # builds operations only
         self.queues: list[MessageQueue] = []
+        #: Priority levels of the topics read that have them (D142).
+        self.levels: dict[str, int] = {}
         self._refreshed_s = 0.0
         self._beat_s = 0.0
         self._turn = itertools.count()
@@ -338,6 +341,7 @@ class SimpleCore:
 
     def _refresh_queues(self) -> Op[None]:
         queues = []
+        configs = []
         for topic in self.settings.subscriptions:
             config = yield from StoreOps.topic.op(self.store, topic)
             if config is None:
@@ -345,9 +349,12 @@ class SimpleCore:
                     raise StoreEvictedError(evicted_message(f"topic {topic!r} has stored queues but no config", topic))
                 raise MQClientError(f"topic {topic!r} does not exist; create it with Admin.create_topic")
             queues += config.readable_queues()
+            configs.append(config)
         retry = yield from StoreOps.topic.op(self.store, retry_topic(self.group))
         if retry is not None:  # dead letters resent to the group (``Admin.resend_dlq``) come back here
             queues += retry.readable_queues()
+            configs.append(retry)
+        self.levels = {c.name: c.priority_levels for c in configs if c.priority_levels}
         if set(queues) - set(self.queues):
             yield from self._seed_cursors(queues)
         self.queues = queues
@@ -372,6 +379,7 @@ class SimpleCore:
             max_attempts=self.settings.max_delivery_attempts,
             filter_of=lambda q: filter_args(subscriptions.get(q.topic, EVERY_TAG)),
             trace=self.trace if traced else None,
+            levels=self.levels,
         )
         if self.lite.parents and len(views) < want:
             lite = yield from self.lite.receive(want - len(views), now_ms, invisible_ms, self.settings.max_delivery_attempts)
@@ -425,6 +433,7 @@ def receive_round_op(
     filter_of: Callable[[MessageQueue], tuple[str, str]],
     fifo: bool = False,
     trace: TraceEvents | None = None,
+    levels: Mapping[str, int] | None = None,
 ) -> Op[list[MessageView]]:
     """One receive round for a simple-consumer group (an operation, for the simple consumers and the
     RocketMQ 5 endpoint): up to ``want`` messages handed out from ``queues``, one queue at a time from
@@ -436,10 +445,16 @@ def receive_round_op(
         filter_of: a queue's ``(filter type, filter data)`` (see :func:`mq.consumer.puller.filter_args`).
         fifo: hand out message groups in order (receive-fifo.lua).
         trace: record ``INVISIBLE_TIMEOUT`` and ``dlq`` events here (None: not traced).
+        levels: priority levels of the topics that have them: their higher levels' queues are read
+            first (:func:`mq.consumer.priority.priority_order`, D142).
+
+    Raises:
+        MQClientError: ``fifo`` with a priority topic (priority reorders across queues).
     """
+    if fifo and levels and any(q.topic in levels for q in queues):
+        raise MQClientError("a priority topic cannot be consumed in FIFO order: priority reorders messages (D142)")
     views: list[MessageView] = []
-    for i in range(len(queues)):  # one queue at a time: nothing handed out beyond ``want``
-        q = queues[(start + i) % len(queues)]
+    for q in priority_order(queues, levels or {}, start):  # one queue at a time: nothing handed out beyond ``want``
         ftype, fdata = filter_of(q)
         handed = yield from StoreOps.receive_simple.op(
             store,

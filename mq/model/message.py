@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from mq.model.properties import PRIORITY
 from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 
 
@@ -38,6 +39,8 @@ class Message:
         deliver_time_ms: absolute delivery time, epoch milliseconds (RocketMQ 5 timer message).
         lite_topic: the lite topic of a lite parent ``topic`` this message goes to (created on
             this first send, one queue, ordered; see ``Admin.create_topic(…, lite=True)``) [RIP-83].
+        priority: 0..9, higher first [RocketMQ 5.4 RIP-80]; anything but 0 needs a topic created with
+            ``priority_levels`` (its queues are split among the levels, D142).
     """
 
     topic: str
@@ -47,6 +50,7 @@ class Message:
     properties: dict[str, str]
     delay_level: int
     deliver_time_ms: int | None
+    priority: int
     #: a class default: messages read from a queue (built field by field) have none
     lite_topic: str | None = field(default=None, kw_only=True)
 
@@ -61,6 +65,7 @@ class Message:
         delay_level: int = 0,
         deliver_time_ms: int | None = None,
         lite_topic: str | None = None,
+        priority: int = 0,
     ) -> None:
         if isinstance(body, str):
             raise TypeError("Message body must be bytes, not str: encode it first, e.g. text.encode('utf-8')")
@@ -75,6 +80,7 @@ class Message:
         self.deliver_time_ms = deliver_time_ms
         if lite_topic is not None:
             self.lite_topic = lite_topic
+        self.priority = priority
 
     def __repr__(self) -> str:
         return (
@@ -96,7 +102,8 @@ class MessageExt(Message):
         reconsume_times: how often it has been sent back for retry.
         broker_name: the queue's broker name.
         system_properties: properties set by the system, e.g. ``RETRY_TOPIC`` (the original topic of
-            a retried or dead-lettered message) and ``ORIGIN_MESSAGE_ID``.
+            a retried or dead-lettered message), ``ORIGIN_MESSAGE_ID`` and ``PRIORITY`` (where
+            ``priority`` is stored; a retried copy keeps it).
     """
 
     msg_id: str
@@ -127,9 +134,21 @@ class MessageExt(Message):
         deliver_time_ms: int | None = None,
         system_properties: Mapping[str, str] | None = None,
         lite_topic: str | None = None,
+        priority: int | None = None,
     ) -> None:
+        system = dict(system_properties or {})
+        if priority is None:  # as stored: with the system properties (``dataclasses.replace`` passes it)
+            priority = int(system.get(PRIORITY, 0))
         super().__init__(
-            topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms, lite_topic=lite_topic
+            topic,
+            body,
+            tags,
+            keys,
+            properties,
+            delay_level=delay_level,
+            deliver_time_ms=deliver_time_ms,
+            lite_topic=lite_topic,
+            priority=priority,
         )
         self.msg_id = msg_id
         self.queue_id = queue_id
@@ -138,7 +157,7 @@ class MessageExt(Message):
         self.store_timestamp_ms = store_timestamp_ms
         self.reconsume_times = reconsume_times
         self.broker_name = broker_name
-        self.system_properties = dict(system_properties or {})
+        self.system_properties = system
 
     @property
     def message_queue(self) -> MessageQueue:

@@ -16,3 +16,5 @@ LITE_TOPIC = "LITE_TOPIC"
 DLQ_LETTER = "DLQ_LETTER"
 #: On a dead letter read by ``Admin.dlq_messages``: ``"true"`` when it was resent already.
 RESENT = "RESENT"
+#: A message's priority, 0..9 (``Message.priority``), stored only when not 0 (D142).
+PRIORITY = "PRIORITY"

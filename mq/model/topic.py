@@ -13,6 +13,8 @@ from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 DEFAULT_QUEUE_NUMS = 16
 #: Largest number of queues a topic may have.
 MAX_QUEUE_NUMS = 1024
+#: Most priority levels of a topic (priorities 0..9).
+MAX_PRIORITY_LEVELS = 10
 #: Valid permissions: read and write, read only, write only [RocketMQ PermName 6, 4, 2].
 PERMS = ("rw", "r", "w")
 #: Longest ``lite_expiration_s`` (30 days), seconds.
@@ -39,6 +41,10 @@ class TopicConfig:
             lite_topic=…)``), each a one-queue ordered topic created on its first send.
         lite_expiration_s: a lite topic (its messages and offsets) is removed this long after its
             last write, seconds (Redis expires it; None: :data:`DEFAULT_LITE_EXPIRATION_S`).
+        priority_levels: a priority topic's number of levels, 2..10 (None: not a priority topic).
+            Queue ``q`` holds level ``q % priority_levels``; a message of priority ``p`` goes to a
+            queue of level ``min(p, priority_levels - 1)``, and consumers take higher levels first
+            (D142). Needs at least as many read and write queues as levels.
     """
 
     name: str
@@ -50,6 +56,7 @@ class TopicConfig:
     hot_retention_bytes: int | None = None
     lite: bool = False
     lite_expiration_s: int | None = None
+    priority_levels: int | None = None
 
     def __post_init__(self) -> None:
         for field in ("read_queues", "write_queues"):
@@ -70,6 +77,17 @@ class TopicConfig:
                 raise MQClientError("lite_expiration_s is for lite parents only: pass lite=True with it")
             if not isinstance(expiry, int) or isinstance(expiry, bool) or not 1 <= expiry <= MAX_LITE_EXPIRATION_S:
                 raise MQClientError(f"lite_expiration_s must be an int in 1..{MAX_LITE_EXPIRATION_S} seconds, got {expiry!r}")
+        levels = self.priority_levels
+        if levels is not None:
+            if levels.__class__ is not int or not 2 <= levels <= MAX_PRIORITY_LEVELS:
+                raise MQClientError(f"priority_levels must be an int in 2..{MAX_PRIORITY_LEVELS} or None, got {levels!r}")
+            if min(self.read_queues, self.write_queues) < levels:
+                raise MQClientError(
+                    f"a topic with {levels} priority levels needs at least {levels} read and write queues "
+                    f"(one a level at least), got {self.read_queues} and {self.write_queues}"
+                )
+            if self.lite:
+                raise MQClientError("a lite parent cannot have priority levels: each lite topic is one ordered queue")
 
     @property
     def lite_expiration_ms(self) -> int:
@@ -97,6 +115,14 @@ class TopicConfig:
         """The queues producers send to, by queue id."""
         return [MessageQueue(self.name, broker_name, q) for q in range(self.write_queues) if self.writable(q)]
 
+    def level_of(self, queue_id: int) -> int:
+        """The priority level queue ``queue_id`` holds (0 on a topic without priority levels)."""
+        return queue_id % self.priority_levels if self.priority_levels else 0
+
+    def level_for(self, priority: int) -> int:
+        """The level a message of ``priority`` goes to: the priority itself, the top level above it."""
+        return min(priority, self.priority_levels - 1) if self.priority_levels else 0
+
     def to_json(self) -> str:
         """The stored form (hot retention only when set: topics without stay as before)."""
         data = {k: v for k, v in asdict(self).items() if (v is not None and v is not False) or k not in _OPTIONAL}
@@ -104,7 +130,7 @@ class TopicConfig:
 
 
 #: TopicConfig fields stored only when set.
-_OPTIONAL = ("hot_retention_s", "hot_retention_bytes", "lite", "lite_expiration_s")
+_OPTIONAL = ("hot_retention_s", "hot_retention_bytes", "lite", "lite_expiration_s", "priority_levels")
 
 
 @dataclass(frozen=True)

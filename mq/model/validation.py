@@ -32,6 +32,8 @@ MAX_USER_PROPERTY_SIZE = 16 * 1024
 MAX_PROPERTIES = 128
 #: Most keys of a message (RocketMQ bounds keys only by ``maxUserPropertySize``).
 MAX_KEYS = 64
+#: Highest ``Message.priority`` [RocketMQ 5.4 RIP-80: 0..9, higher first].
+MAX_PRIORITY = 9
 #: Furthest ahead a ``deliver_time_ms`` may be, ms (RocketMQ 5 proxy ``maxDelayTimeMills``, 1 day).
 MAX_DELAY_MS = 24 * 3_600_000
 #: Prefix of a group's retry topic.
@@ -161,6 +163,8 @@ def check_message(msg: object, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         _check_delay(msg, now_ms)
     if msg.lite_topic is not None:
         _check_lite(msg)
+    if msg.priority.__class__ is not int or not 0 <= msg.priority <= MAX_PRIORITY:
+        raise MQClientError(f"priority must be an int in 0..{MAX_PRIORITY} (higher first), got {msg.priority!r}")
     return msg
 
 
@@ -262,6 +266,10 @@ def check_batch(msgs: Sequence[Message], max_batch_size: int = DEFAULT_MAX_MESSA
             raise MQClientError("a batch cannot contain delayed or timer messages")
         if msg.lite_topic is not None:
             raise MQClientError("a batch cannot contain lite topic messages; send them one by one")
+        if msg.priority != msgs[0].priority:
+            raise MQClientError(
+                f"a batch goes to one queue, so its messages share one priority; found {msgs[0].priority} and {msg.priority}"
+            )
         total += message_size(msg)
     if total > max_batch_size:
         raise MessageTooLargeError(f"batch is {total} bytes; the limit is {max_batch_size}")

@@ -81,6 +81,7 @@ class AdminCore:
         order: bool = False,
         lite: bool = False,
         lite_expiration_s: int | None = None,
+        priority_levels: int | None = None,
     ) -> Op[TopicConfig]:
         """Create ``topic``, or update it when it exists (as ``mqadmin updateTopic`` does).
 
@@ -89,12 +90,26 @@ class AdminCore:
         seconds after its last write (messages and offsets, by Redis itself; default
         :data:`~mq.model.topic.DEFAULT_LITE_EXPIRATION_S`). Its own queues carry nothing then.
 
+        ``priority_levels`` (2..10) makes a priority topic [RocketMQ 5.4 RIP-80]: its queues are split
+        among the levels (queue ``q`` holds level ``q % priority_levels``), a message of priority ``p``
+        goes to a queue of level ``min(p, priority_levels - 1)`` and consumers take higher levels first
+        (D142). Not with ``order=True``: ordered consumption and priority do not mix; not on a lite parent.
+
         Raises:
             InvalidNameError: the name is invalid or reserved.
-            MQClientError: bad queue counts, perm or lite expiration.
+            MQClientError: bad queue counts, perm, lite expiration or priority levels.
         """
+        if priority_levels is not None and order:
+            raise MQClientError("a priority topic cannot be ordered: priority reorders messages across queues (D142)")
         config = TopicConfig(
-            check_user_topic(topic), read_queues, write_queues, perm, bool(order), lite=lite, lite_expiration_s=lite_expiration_s
+            check_user_topic(topic),
+            read_queues,
+            write_queues,
+            perm,
+            bool(order),
+            lite=lite,
+            lite_expiration_s=lite_expiration_s,
+            priority_levels=priority_levels,
         )
         (yield from StoreOps.save_topic.op(self._store, config))
         return config

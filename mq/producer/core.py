@@ -35,7 +35,7 @@ from mq.observe import metrics
 from mq.observe.trace import TraceEvents
 from mq.producer.fault import LatencyFaultTolerance
 from mq.producer.request import Selector, SendRequest
-from mq.producer.route import RouteCache, TopicRoute
+from mq.producer.route import RouteCache, TopicRoute, no_levels
 from mq.producer.selectors import MessageQueueSelector
 from mq.store import codec
 from mq.store.clock import ClockOffset
@@ -170,7 +170,9 @@ class SendCore:
         deadline = time.monotonic() + timeout_s
         # the message is kept only for a selector to see (a send in flight holds no more than it needs)
         first = msg if selector is not None else None
-        request = SendRequest(msg.topic, fields, msg_id, deadline, first, queue, selector, arg, due_ms, oneway)
+        request = SendRequest(
+            msg.topic, fields, msg_id, deadline, first, queue, selector, arg, due_ms, oneway, priority=msg.priority
+        )
         if msg.lite_topic is not None:
             request.lite = msg.lite_topic
         return request
@@ -217,7 +219,9 @@ class SendCore:
         ids = [new_msg_id() for _ in msgs]
         encoded = [codec.encode(m, i, extra_properties=carried) for m, i in zip(msgs, ids)]
         deadline = time.monotonic() + timeout_s
-        return SendRequest(topic, encoded[0], ",".join(ids), deadline, msgs[0], queue=queue, batch=encoded)
+        return SendRequest(
+            topic, encoded[0], ",".join(ids), deadline, msgs[0], queue=queue, batch=encoded, priority=msgs[0].priority
+        )
 
     @operation
     def pipeline_queue(self, request: SendRequest) -> Op[MessageQueue]:
@@ -229,8 +233,8 @@ class SendCore:
         if route.config.lite:
             raise MQClientError(lite_only(request.topic))
         if request.queue is None and request.selector is None and not self.send_latency_fault_enable:
-            return route.next_queue()  # round-robin, as select_default (once a send: no two calls for it)
-        return self.fixed_queue(route, request) or self.select_default(route, None)
+            return route.next_queue(request.priority)  # round-robin, as select_default (once a send: no two calls for it)
+        return self.fixed_queue(route, request) or self.select_default(route, None, request.priority)
 
     @operation
     def send(self, request: SendRequest) -> Op[SendResult]:
@@ -307,7 +311,7 @@ class SendCore:
             attempt += 1
             if attempt and time.monotonic() >= request.deadline:
                 break
-            mq = fixed or self.select_default(route, last_node)
+            mq = fixed or self.select_default(route, last_node, request.priority)
             started = time.monotonic()
             try:
                 if request.due_ms is None:
@@ -378,9 +382,11 @@ class SendCore:
         if queue is not None:
             if not isinstance(queue, MessageQueue) or queue.topic != topic:
                 raise MQClientError(f"queue {queue!r} does not belong to topic {topic!r}")
+            check_queue_level(route, queue, request.priority)
             return queue
         if selector is None:
             return None
+        check_route(route, request)
         assert request.first is not None  # kept for the selector
         select = selector.select if isinstance(selector, MessageQueueSelector) else selector
         chosen = select(list(route.queues), request.first, request.arg)
@@ -388,26 +394,27 @@ class SendCore:
             raise MQClientError(f"selector returned {chosen!r}, which is not a writable queue of {topic!r}")
         return chosen
 
-    def select_default(self, route: TopicRoute, last_node: str | None) -> MessageQueue:
-        """Round-robin, skipping avoided nodes (fault tolerance) or the node that just failed."""
+    def select_default(self, route: TopicRoute, last_node: str | None, priority: int = 0) -> MessageQueue:
+        """Round-robin (among the queues of ``priority``'s level on a priority topic), skipping avoided
+        nodes (fault tolerance) or the node that just failed."""
         n = len(route.queues)
         if self.send_latency_fault_enable:
             for _ in range(n):
-                mq = route.next_queue()
+                mq = route.next_queue(priority)
                 if self.fault.is_available(route.nodes[mq]):
                     return mq
             node = self.fault.pick_one_at_least()
             for _ in range(n if node else 0):
-                mq = route.next_queue()
+                mq = route.next_queue(priority)
                 if route.nodes[mq] == node:
                     return mq
-            return route.next_queue()
+            return route.next_queue(priority)
         if last_node is not None:
             for _ in range(n):
-                mq = route.next_queue()
+                mq = route.next_queue(priority)
                 if route.nodes[mq] != last_node:
                     return mq
-        return route.next_queue()
+        return route.next_queue(priority)
 
     def record(self, node: str, started: float, *, isolation: bool = False) -> None:
         """Record how a send to ``node`` that began at ``started`` (monotonic s) went."""
@@ -469,6 +476,33 @@ class SyncSendCore(SendCore, SyncRunner):
 
 class AsyncSendCore(SendCore, AsyncRunner):
     """:class:`SendCore` awaited (the asyncio producer)."""
+
+
+def check_route(route: TopicRoute, request: SendRequest) -> None:
+    """Refuse (MQClientError) what the queue choice on ``route`` would refuse of ``request``, before it
+    is handed to a background sender: a priority for a topic without levels, a selector for one with."""
+    if route.levels is None:
+        if request.priority:
+            raise no_levels(route.config.name, request.priority)
+    elif request.selector is not None:
+        raise MQClientError(
+            f"topic {route.config.name!r} has priority levels: its queues are chosen by priority, so a "
+            "selector (ordered sending) cannot be used with it (D142)"
+        )
+
+
+def check_queue_level(route: TopicRoute, queue: MessageQueue, priority: int) -> None:
+    """Refuse an explicit ``queue`` that does not hold ``priority``'s level (MQClientError)."""
+    if route.levels is None:
+        if priority:
+            raise no_levels(route.config.name, priority)
+        return
+    config = route.config
+    if config.level_of(queue.queue_id) != config.level_for(priority):
+        raise MQClientError(
+            f"{queue} holds priority level {config.level_of(queue.queue_id)}, not the level of priority {priority} "
+            f"({config.level_for(priority)}): send without a queue, or to a queue of that level (D142)"
+        )
 
 
 def oneway_failed(request: SendRequest, error: BaseException) -> None:

@@ -41,6 +41,7 @@ class SendRequest:
         oneway: nobody waits for the result (failures are logged, not retried).
         batch: every message of a batch in put-script form (None: a single send, ``fields`` alone).
         lite: the lite topic of a message to a lite parent (its own script call, no queue).
+        priority: the message's priority (a batch's messages share one): picks the level's queues.
 
     Slotted, and a single send holds no list or tuple of its own beyond its ``fields`` (and no
     message unless a selector needs it): thousands are in flight at once, and each object less per
@@ -59,6 +60,7 @@ class SendRequest:
     oneway: bool = False
     batch: Sequence[Sequence[Any]] | None = None
     lite: str | None = None
+    priority: int = 0
     _future: Future[SendResult] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property

@@ -173,7 +173,7 @@ class TransactionCore:
         if (yield from SendCore.due_ms.op(self.core, msg)) is not None:
             raise MQClientError("a transaction message cannot be delayed: send it without delay_level/deliver_time_ms")
         route = yield from self.core.routes.get(msg.topic)
-        mq = self.core.select_default(route, None)
+        mq = self.core.select_default(route, None, msg.priority)  # a priority topic: a queue of its level (D142)
         msg_id = new_msg_id()
         encoded = codec.encode(msg, msg_id, system_properties={PGROUP: self.group})
         wait_s = check_immunity_time_s if check_immunity_time_s is not None else (yield from self._timeout_s())

@@ -30,6 +30,7 @@ from mq.model.recall import make_handle, parse_handle
 from mq.model.topic import TopicConfig
 from mq.model.validation import MAX_DELAY_MS, RETRY_PREFIX, check_group
 from mq.producer.request import split_puts
+from mq.producer.route import no_levels
 from mq.producer.selectors import consistent_hash, java_hash
 from mq.producer.tx_core import PGROUP, transaction_id, transaction_timeout_ms
 from mq.proxy import convert
@@ -101,6 +102,25 @@ def _read_done(reads: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str
         del reads[key]
     if not done.cancelled():
         done.exception()  # retrieved here: a read whose callers were all cancelled ends quietly
+
+
+def _level_queues(config: TopicConfig, item: convert.Incoming, writable: list[int]) -> list[int]:
+    """The ids of ``writable`` (the topic's writable queues) ``item`` may go to: on a priority topic,
+    those of its priority's level (D142).
+
+    Raises:
+        ProxyError: ``BAD_REQUEST`` for a priority on a topic without levels, or a FIFO message on a
+            priority topic.
+    """
+    priority = item.message.priority
+    if not config.priority_levels:
+        if priority:
+            raise ProxyError("BAD_REQUEST", f"message {item.msg_id}: {no_levels(config.name, priority)}")
+        return writable
+    if item.group is not None:
+        raise ProxyError("BAD_REQUEST", f"message {item.msg_id}: topic {config.name!r} has priority levels: no FIFO messages")
+    level = config.level_for(priority)
+    return [q for q in writable if config.level_of(q) == level]
 
 
 @dataclass
@@ -219,6 +239,11 @@ class MessagingService:
         self._topics[name] = (config, time.monotonic())
         return config
 
+    def _levels(self, queues: list[MessageQueue]) -> dict[str, int]:
+        """Priority levels of the topics of ``queues`` that have them (from the cached configs, D142)."""
+        configs = (self._topics.get(t) for t in {q.topic for q in queues})
+        return {c[0].name: c[0].priority_levels for c in configs if c is not None and c[0].priority_levels}
+
     async def _retry_queues(self, group: str) -> list[MessageQueue]:
         """The readable queues of ``group``'s retry topic (none until a message is first sent back); its
         config, or its absence, is read again after :data:`TOPIC_TTL_S`. Dead letters resent by
@@ -244,7 +269,7 @@ class MessagingService:
             for qid in range(config.queue_count):
                 readable, writable = config.readable(qid), config.writable(qid)
                 perm = "READ_WRITE" if readable and writable else "READ" if readable else "WRITE" if writable else "NONE"
-                _route_queue(out.message_queues.add(), request, qid, perm)
+                _route_queue(out.message_queues.add(), request, qid, perm, config)
             return out
 
         return await self._unary("QueryRoute", context, service.QueryRouteResponse, body)
@@ -256,7 +281,7 @@ class MessagingService:
             for qid in range(config.queue_count):
                 if not config.readable(qid):
                     continue
-                _route_queue(out.assignments.add().message_queue, request, qid, "READ_WRITE")
+                _route_queue(out.assignments.add().message_queue, request, qid, "READ_WRITE", config)
             return out
 
         return await self._unary("QueryAssignment", context, service.QueryAssignmentResponse, body)
@@ -419,23 +444,24 @@ class MessagingService:
         Raises:
             ProxyError: ``FORBIDDEN`` when a message's topic has no writable queue.
         """
-        normal, transaction = convert.NORMAL, convert.TRANSACTION
+        normal, transaction = (convert.NORMAL, convert.PRIORITY), convert.TRANSACTION
         puts: dict[tuple[str, int], list[int]] = {}
         writes: list[_Write] = []
         batch_queue: dict[str, int] = {}
         for index, item in enumerate(checked):
             topic = item.message.topic
-            writable = self._writable(configs[topic])
+            writable = _level_queues(configs[topic], item, self._writable(configs[topic]))
             if not writable:
                 raise ProxyError("FORBIDDEN", f"topic {topic!r} has no writable queue: nothing of the request was stored")
+            batch = f"{topic}:{item.message.priority}"  # a priority topic: one queue a level (D142)
             if item.group is not None:
                 qid = writable[consistent_hash(java_hash(item.group), len(writable))]  # as RocketMQ 5's proxy
-            elif item.kind == normal and topic in batch_queue:
-                qid = batch_queue[topic]  # a request's normal messages of a topic go to one queue, as a batch
+            elif item.kind in normal and batch in batch_queue:
+                qid = batch_queue[batch]  # a request's normal messages of a topic go to one queue, as a batch
             else:
                 qid = writable[next(self._turns.setdefault(topic, itertools.count())) % len(writable)]
-                if item.kind == normal:
-                    batch_queue[topic] = qid
+                if item.kind in normal:
+                    batch_queue[batch] = qid
             if item.kind == transaction:
                 writes.append(_Write(topic, qid, [index], [_encoded(item, {PGROUP: PROXY_PRODUCER_GROUP})], "put_half"))
             elif item.due_ms is not None:
@@ -668,6 +694,7 @@ class MessagingService:
             filter_of=lambda q: UNFILTERED if q.topic.startswith(RETRY_PREFIX) else (ftype, fdata),
             fifo=fifo,
             trace=await self.trace.active(group),
+            levels=self._levels(queues),
         )
         return views
 
@@ -741,15 +768,16 @@ class MessagingService:
         )
 
 
-def _route_queue(queue: Any, request: Any, qid: int, perm: str) -> None:
+def _route_queue(queue: Any, request: Any, qid: int, perm: str, config: TopicConfig) -> None:
     """Fill ``queue`` (a ``MessageQueue`` of a route or an assignment) as queue ``qid`` of the request's
-    topic, served at the endpoints the client asked, with permission ``perm`` (a ``Permission`` name)."""
+    topic, served at the endpoints the client asked, with permission ``perm`` (a ``Permission`` name)
+    and the message types the topic takes (PRIORITY on a priority topic, D142)."""
     queue.topic.CopyFrom(request.topic)
     queue.id = qid
     queue.permission = definition.Permission.Value(perm)
     queue.broker.name = "rocketredis"
     queue.broker.endpoints.CopyFrom(request.endpoints)
-    queue.accept_message_types.extend(convert.SUPPORTED_TYPES)
+    queue.accept_message_types.extend(convert.PRIORITY_TOPIC_TYPES if config.priority_levels else convert.PLAIN_TYPES)
 
 
 def _expired(message_id: str) -> ProxyError:
