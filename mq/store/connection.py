@@ -267,10 +267,15 @@ class Connection:
     def on_reconnect(self, callback: Callable[[Any], None]) -> bool:
         """Call ``callback(redis_connection)`` each time the one connection of a :meth:`held` copy
         (re)connects — redis-py's retry reconnects silently, and a consumer's position check must run
-        again after it (D70). redis-py keeps the callback as a weak reference. Returns False (and
-        registers nothing) where there is no held connection (a cluster, ``memory://``, a shared
-        pool): the caller then checks on every wait."""
+        again after it (D70). On a sync cluster (no held copy: this connection itself), each time any
+        connection to any of its nodes (re)connects or its slot map changes (D145). ``callback`` must
+        be a bound method: redis-py keeps it as a weak reference. Returns False (and registers
+        nothing) where there is neither (``memory://``, a shared pool): the caller then checks on
+        every wait."""
         if self._lease is None:
+            if redispy.is_sync_cluster(self.client):
+                redispy.on_cluster_change(self.client, callback)
+                return True
             return False
         self._lease.on_connect(callback)
         return True

@@ -169,6 +169,27 @@ class NodePipe(Pipe):
         return client.get_redis_connection(client.get_node_from_key(self.key)).pipeline(transaction=False)
 
 
+class NodeCmd(NodePipe):
+    """One command, ``build(client)``: a :class:`Cmd` (its value), except on a sync cluster client, where
+    it goes to the node serving ``key`` as a :class:`NodePipe` of one command — on that node's kept
+    connection (D141): redis-py's cluster command path costs more client CPU than a command such as a
+    long-poll's unchecked ``XREAD BLOCK`` (D145). Its error reply is raised, as a :class:`Cmd`'s."""
+
+    __slots__ = ()
+
+    def do(self, client: Any) -> Any:
+        if not redispy.is_sync_cluster(client):
+            return self.build(client)
+        reply = super().do(client)[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    async def ado(self, client: Any) -> Any:
+        value = self.build(client)
+        return await value if inspect.isawaitable(value) else value
+
+
 #: Replies saying a cluster node does not serve a key's slot (now): the command did not run.
 ROUTING_ERRORS: tuple[type[Exception], ...] = (MovedError, AskError, TryAgainError)
 

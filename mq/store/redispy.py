@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import functools
 import socket
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -396,3 +398,95 @@ def recorded(client: redis.Redis, build: Callable[[Any], object]) -> list[Queued
         parse = None if callback is None else functools.partial(callback, **extra)
         out.append((args, options, keys[0], parse))
     return out
+
+
+# -- cluster: a signal that a node connection was (re)made or the slot map changed (D145) -------------
+
+#: Attribute of a sync cluster client holding its :class:`_ClusterChanges` (made on first use).
+_CHANGES = "_mq_changes"
+_CHANGES_LOCK = threading.Lock()
+
+
+class _ClusterChanges:
+    """The callbacks of one sync cluster client (weak references to bound methods, as redis-py keeps a
+    connection's connect callbacks), called when any connection of any of its nodes (re)connects or
+    its slot map is read again or patched after a MOVED."""
+
+    __slots__ = ("__weakref__", "_callbacks", "_lock")
+
+    def __init__(self) -> None:
+        self._callbacks: list[weakref.WeakMethod[Callable[[Any], None]]] = []
+        self._lock = threading.Lock()
+
+    def add(self, callback: Callable[[Any], None]) -> None:
+        ref = weakref.WeakMethod(callback)
+        with self._lock:
+            self._callbacks = [r for r in self._callbacks if r() is not None and r != ref] + [ref]
+
+    def fire(self, conn: Any = None) -> None:
+        for ref in self._callbacks:  # replaced, never changed in place: a copy is not needed
+            callback = ref()
+            if callback is not None:
+                callback(conn)
+
+    def watch_pool(self, pool: Any) -> None:
+        """Have every connection of node ``pool``, made now or later, call :meth:`fire` when it connects."""
+        if pool.__dict__.get(_CHANGES) is self:
+            return
+        pool.__dict__[_CHANGES] = self
+        make = pool.make_connection
+
+        def make_connection() -> Any:  # looked up on the instance by the pool's checkout
+            conn = make()
+            conn.register_connect_callback(self.fire)
+            return conn
+
+        pool.make_connection = make_connection
+        with pool._lock:
+            for conn in [*pool._available_connections, *pool._in_use_connections]:
+                conn.register_connect_callback(self.fire)
+
+
+def on_cluster_change(client: redis.RedisCluster, callback: Callable[[Any], None]) -> None:
+    """Call ``callback(connection or None)`` each time a connection to any node of sync cluster
+    ``client`` (re)connects — redis-py reconnects a node's pooled connection at checkout and a kept one
+    on its next use, silently — and each time its slot map is read again (``initialize``) or patched
+    after a MOVED (``move_slot``): a slot served by a node the client was already connected to (a
+    promoted replica) changes no connection. ``callback`` must be a bound method; it is kept as a weak
+    reference. A sync cluster's counterpart of a held connection's connect callbacks (D70, D145)."""
+    changes = client.__dict__.get(_CHANGES)
+    if changes is None:
+        with _CHANGES_LOCK:
+            changes = client.__dict__.get(_CHANGES)
+            if changes is None:
+                changes = _ClusterChanges()
+                _watch_cluster(client, changes)
+                client.__dict__[_CHANGES] = changes
+    changes.add(callback)
+
+
+def _watch_cluster(client: redis.RedisCluster, changes: _ClusterChanges) -> None:
+    manager = client.nodes_manager
+    create = manager.create_redis_node
+
+    def create_redis_node(*args: Any, **kwargs: Any) -> Any:
+        node = create(*args, **kwargs)  # type: ignore[no-untyped-call]
+        changes.watch_pool(node.connection_pool)
+        return node
+
+    def then_fire(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def changed(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            finally:
+                changes.fire(None)
+
+        return changed
+
+    manager.create_redis_node = create_redis_node  # type: ignore[method-assign]
+    manager.initialize = then_fire(manager.initialize)  # type: ignore[method-assign]
+    manager.move_slot = then_fire(manager.move_slot)  # type: ignore[method-assign]
+    for node in [*manager.nodes_cache.values(), *manager.startup_nodes.values()]:
+        if node.redis_connection is not None:
+            changes.watch_pool(node.redis_connection.connection_pool)

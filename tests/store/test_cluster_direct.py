@@ -5,13 +5,15 @@ again and retries, as before."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from mq import Admin, Message, Producer, SendStatus
-from mq.store import lane, redispy
+from mq import Admin, Message, MessageQueue, Producer, SendStatus
+from mq.store import Store, lane, redispy
 from mq.store.connection import Connection
 from tests.helpers import raw_client
 from tests.leaks import owned
@@ -99,12 +101,7 @@ def test_killed_node_connections_are_replaced_and_nothing_runs_twice(
     producer: Producer, redis_cluster: RedisClusterProcs, namespace: str
 ) -> None:
     _send_both_ways(producer, "direct", 5)
-    for port in redis_cluster.ports:  # every kept connection closed by its server
-        node = raw_client(f"redis://127.0.0.1:{port}")
-        try:
-            assert node.client_kill_filter(_type="normal", skipme=True) >= 1
-        finally:
-            node.close()
+    _kill_normal_clients(redis_cluster)  # every kept connection closed by its server
     _send_both_ways(producer, "direct", 5)
     _send_both_ways(producer, "direct", 5)
     assert _stored(redis_cluster.url, namespace, "direct") == 36
@@ -125,3 +122,74 @@ def test_a_node_whose_kept_connection_is_busy_gets_its_round_through_redis_pys_p
     finally:
         kept.unhold()
     assert _stored(redis_cluster.url, namespace, "one") == 11
+
+
+class _Seen:
+    """A waiter's reconnect callback (a bound method: kept as a weak reference)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def seen(self, _conn: Any) -> None:
+        self.count += 1
+
+
+def _kill_normal_clients(redis_cluster: RedisClusterProcs) -> None:
+    for port in redis_cluster.ports:
+        node = raw_client(f"redis://127.0.0.1:{port}")
+        try:
+            assert node.client_kill_filter(_type="normal", skipme=True) >= 1
+        finally:
+            node.close()
+
+
+def test_a_cluster_waiter_is_told_when_a_node_connection_is_replaced_or_the_slot_map_changes(
+    producer: Producer, redis_cluster: RedisClusterProcs, namespace: str
+) -> None:
+    """A long-poll waiter checks its position after a reconnect only if it hears of it (D70); on a
+    cluster the store tells it of every node connection made again and every slot-map change (D145),
+    and of nothing while its connections stay up, so its waits need no check each."""
+    conn = owned(Connection(redis_cluster.url, namespace, socket_timeout_s=5)).held()
+    seen = _Seen()
+    assert conn.on_reconnect(seen.seen) is True
+    store = Store(conn)
+    queue = MessageQueue("one", "broker-0", 0)
+
+    def wait() -> None:
+        _, news = store.wait_for_messages(queue, 0, 8, 10, group="g", check=False)
+        assert news is not None and news[0][0].body == b"warm"
+
+    wait()  # the first connections
+    seen.count = 0
+    counted = _Counted(conn.client)
+    for _ in range(5):
+        wait()
+    assert seen.count == 0  # connections kept: nothing to tell
+    assert (counted.commands, counted.pipelines) == ([], 0)  # the unchecked XREAD straight to the node too
+    del conn.client.execute_command, conn.client.pipeline
+    _kill_normal_clients(redis_cluster)
+    wait()  # redis-py / the kept lease reconnect silently: the wait itself succeeds
+    assert seen.count >= 1
+    seen.count = 0
+    client = conn.client
+    slot = client.keyslot(conn.keys.queue("one", 0).log)
+    right = client.nodes_manager.slots_cache[slot][0]
+    client.nodes_manager.slots_cache[slot] = [next(n for n in client.get_primaries() if n.name != right.name)]
+    wait()  # MOVED from the wrong node: redis-py patches the map
+    assert seen.count >= 1
+    assert client.nodes_manager.slots_cache[slot][0].name == right.name
+
+
+def test_a_cluster_reconnect_callback_is_held_weakly_and_told_of_a_slot_map_read_again(
+    redis_cluster: RedisClusterProcs, namespace: str
+) -> None:
+    conn = owned(Connection(redis_cluster.url, namespace))
+    kept, dropped = _Seen(), _Seen()
+    ref = weakref.ref(dropped)
+    assert conn.on_reconnect(kept.seen) is True
+    assert conn.on_reconnect(dropped.seen) is True
+    del dropped
+    gc.collect()
+    assert ref() is None  # not kept alive by the store
+    conn.client.nodes_manager.initialize()  # as redis-py and the store do after a failed node
+    assert kept.count >= 1
