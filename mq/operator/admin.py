@@ -29,6 +29,7 @@ from mq.operator.rates import STATS_HISTORY_S, Rates, rates_over
 from mq.operator.recovery import RecoveredTopic, rebuilt_config, restored
 from mq.store import Store, codec
 from mq.store.connection import Connection
+from mq.store.lite import LITE_CURSOR_LIMIT
 from mq.store.ops import Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps, decode_half
 from mq.store.tier import TIER_URL_SETTING
@@ -130,12 +131,13 @@ class AdminCore:
             raise MQClientError(f"topic {parent!r} is not a lite parent (Admin.create_topic({parent!r}, lite=True))")
         if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_LITE_PAGE:
             raise MQClientError(f"count must be an int in 1..{MAX_LITE_PAGE}, got {count!r}")
-        if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
-            raise MQClientError(f"cursor must be an int >= 0 (0 for the first page, then the one a page gave), got {cursor!r}")
+        if not isinstance(cursor, int) or isinstance(cursor, bool) or not 0 <= cursor < LITE_CURSOR_LIMIT:
+            first = "0 for the first page, then the one a page gave"
+            raise MQClientError(f"cursor must be an int in 0..{LITE_CURSOR_LIMIT - 1} ({first}), got {cursor!r}")
         if prefix:
             check_lite_topic(prefix)
         names, next_cursor = yield from StoreOps.list_lite_topics.op(self._store, parent, prefix, cursor=cursor, count=count)
-        return LiteTopicPage(names, next_cursor)
+        return LiteTopicPage(sorted(names), next_cursor)  # a page may span SCAN steps, each sorted alone
 
     @operation
     def update_topic(

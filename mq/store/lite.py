@@ -28,6 +28,8 @@ LITE_KEEP_MESSAGES = 10_000
 #: Low bits of a listing cursor: how many names of the ``SCAN`` step at the high bits a page took.
 _SKIP_BITS = 24
 _SKIP_MASK = (1 << _SKIP_BITS) - 1
+#: Listing cursors are below this: a ``SCAN`` cursor (an unsigned 64-bit number) above the skip bits.
+LITE_CURSOR_LIMIT = 1 << (64 + _SKIP_BITS)
 
 #: The lite topics whose name starts with the prefix, a page: ``(names, cursor)``; cursor 0: the last page.
 LitePage = tuple[list[str], int]
