@@ -119,6 +119,9 @@ class LongPoller:
         stopped: threading.Event,
     ) -> None:
         self._conn = Connection(url, namespace, socket_timeout_s=LONG_POLL_BLOCK_MS / 1000 + 5)
+        #: a wait blocks no longer than this: on a store whose blocked read no close reaches, a waiter
+        #: then sees the consumer's stop within CLOSE_WAIT_S (see Connection.max_block_ms)
+        self._max_block_ms = self._conn.max_block_ms or LONG_POLL_BLOCK_MS
         self._group = group
         self._on_news = on_news
         self._on_rewind = on_rewind
@@ -208,7 +211,7 @@ class LongPoller:
                 self._before_wait(pq)
         check = reconnects.take()
         rewound, news = store.wait_for_messages(
-            pq.queue, start, self._batch, block_ms, group=self._group, last_entry=last_entry, check=check
+            pq.queue, start, self._batch, min(block_ms, self._max_block_ms), group=self._group, last_entry=last_entry, check=check
         )
         if rewound is not None:
             self._on_rewind(pq, start, rewound)

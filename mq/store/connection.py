@@ -64,6 +64,8 @@ DEFAULT_URL = "memory://"
 DEFAULT_CONNECT_TIMEOUT_S = 1.0
 #: Seconds to wait for one Redis reply (long polls use their own, longer budget).
 DEFAULT_SOCKET_TIMEOUT_S = 3.0
+#: Longest a blocking read of the embedded store blocks, ms (see :attr:`Connection.max_block_ms`).
+MEMORY_MAX_BLOCK_MS = 250
 
 #: Every exception redis-py raises for a failed command (cluster errors are not RedisErrors).
 REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.RedisClusterException)
@@ -230,6 +232,15 @@ class Connection:
 
     def __repr__(self) -> str:
         return f"Connection({mask_url(self.url)!r}, namespace={self.namespace!r})"
+
+    @property
+    def max_block_ms(self) -> int | None:
+        """The longest a blocking read (``XREAD BLOCK``) should block so that closing this connection
+        ends it in time, ms; None: no bound (a close disconnects the socket the read waits on). The
+        embedded store (fakeredis) waits in-process on a condition that no close reaches, for the
+        whole block: a long-poll waiter blocked for 10 s outlived its consumer's shutdown by that long,
+        so it blocks ``MEMORY_MAX_BLOCK_MS`` at a time there (a wake is a function call, no round trip)."""
+        return MEMORY_MAX_BLOCK_MS if self.kind == "memory" else None
 
     def node_of(self, key: str) -> str:
         """The address of the node (Redis master) that serves ``key``."""

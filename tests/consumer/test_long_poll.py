@@ -212,3 +212,30 @@ def test_a_waiter_that_passed_its_stop_check_leaves_no_connection_open_after_clo
     waiters = [t for t in threading.enumerate() if t.name == "mq-poll-LC-0"]
     wait_for(lambda: not any(t.is_alive() for t in waiters), 3, "the waiter to end")
     assert open_sockets(poller._conn) == 0
+
+
+def test_the_waiters_of_a_consumer_on_the_embedded_store_end_when_it_stops(
+    namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The embedded store's blocked read waits in-process and no close reaches it: its waiters blocked
+    ``LONG_POLL_BLOCK_MS`` (10 s) and outlived every shutdown ("N long-poll waiter(s) still running
+    2.0 s after the consumer stopped", several times per ``make demo``). They block in short steps
+    there now (``Connection.max_block_ms``), so they end within ``CLOSE_WAIT_S`` of the stop."""
+    url = f"memory://waiters-{namespace}"
+    with Admin(url, namespace) as admin:
+        admin.create_topic("MW", read_queues=4, write_queues=4)
+    consumer = PushConsumer("g", url, namespace=namespace)
+    consumer.subscribe("MW")
+    consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    consumer.start()
+    try:
+        core = consumer._core
+        assert core is not None
+        caught_up = [pq for mq, pq in core.process_queues.items() if mq.topic == "MW"]
+        wait_for(lambda: len(caught_up) == 4 and all(pq.idle.is_set() for pq in caught_up), 10, "4 caught-up queues")
+        time.sleep(0.3)  # not a synchronisation: the waiters enter their block right after, and stay in it
+    finally:
+        with caplog.at_level("WARNING", logger="mq.consumer"):
+            consumer.shutdown()
+    assert not [r for r in caplog.records if "still running" in r.getMessage()]
+    assert not [t for t in threading.enumerate() if t.name.startswith("mq-poll-MW-") and t.is_alive()]
