@@ -300,6 +300,24 @@ class Connection:
         if self._lease is None:  # a held copy shares its parent's pool, sentinels and view
             _leave_view(self.client)
 
+    def stop_retrying(self) -> None:
+        """Every command of the sync client fails at its first error from now on: redis-py's retry no
+        longer reconnects and sends it again (a blocked read that a close or :meth:`interrupt` ends
+        would block again). For a client being closed for good (the long-poll waiters')."""
+        with contextlib.suppress(*REDIS_ERRORS):
+            redispy.stop_retrying(self.client)
+
+    def interrupt(self) -> None:
+        """From another thread: shut the socket of every connection of the sync client in use now (a
+        :meth:`held` copy's too, as they share the pool), so that a read blocked on one (``XREAD
+        BLOCK``) fails at once; its own thread then disconnects it (a ``disconnect()`` from here, as
+        :meth:`close` does, races that thread's read and reconnect). Idle connections are left as they
+        are. Nothing on the embedded store (no socket: see :attr:`max_block_ms`)."""
+        if self.kind == "memory":
+            return
+        with contextlib.suppress(*REDIS_ERRORS):
+            redispy.interrupt_in_use(self.client)
+
     async def aclose(self) -> None:
         """Close every connection of the asyncio client, if one was made (and the sync client's)."""
         client, self._async_client = self._async_client, None
