@@ -16,7 +16,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from mq.aio.core import AsyncConsumerCore, AsyncFacade
 from mq.aio.orderly import AsyncOrderlyService
@@ -28,7 +28,7 @@ from mq.consumer.concurrently import (
     tried_again,
 )
 from mq.consumer.listener import ainvoke
-from mq.consumer.machine import Listen, consume_task, next_step
+from mq.consumer.machine import Listen, Reconsume, consume_task
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.push import DEFAULT_MAX_RECONSUME_TIMES, LOCAL_RECONSUME_DELAY_S, PushBase, no_listener
 from mq.consumer.retry import SendBackOps
@@ -260,11 +260,15 @@ class PushConsumer(AsyncFacade, PushBase[AsyncConsumerCore]):
         namespace, consuming, slow = self._conn.namespace, pq.consuming, self._slow
         try:
             async with self._slots:
-                step = next(steps, None)
-                while step is not None:
+                send, status = steps.send, None
+                while True:
+                    try:
+                        step = send(status)
+                    except StopIteration:
+                        break
                     status = None
                     try:
-                        if isinstance(step, Listen):
+                        if type(step) is Listen:
                             if not self._started:
                                 return  # shutting down: only calls in progress finish, the rest is delivered again (D98)
                             msgs, began = step.msgs, time.monotonic()
@@ -287,10 +291,10 @@ class PushConsumer(AsyncFacade, PushBase[AsyncConsumerCore]):
                                 for m in msgs:
                                     consuming.pop(m.queue_offset, None)
                         else:
-                            await self._reconsume_later(pq, step.msgs, step.delay_level)
+                            back = cast(Reconsume, step)
+                            await self._reconsume_later(pq, back.msgs, back.delay_level)
                     except Exception:  # our own handling failed: never leave the messages stuck in flight
-                        self._handling_failed(pq, step.msgs, "handling the listener's answer for")
-                    step = next_step(steps, status)
+                        self._handling_failed(pq, step[0], "handling the listener's answer for")
         finally:
             try:
                 if consumed and self._core is not None:

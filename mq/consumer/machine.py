@@ -15,7 +15,7 @@ What lives here is what the sync consumer (threads) and the asyncio one (tasks) 
 - :func:`plan_rebalance` — which held queues go on, which are released now, which are new.
 - :class:`Concurrent` and :class:`Orderly` — how messages reach the listener and what its answer
   leads to, as two policy objects the consumer is given (not flags); :func:`consume_task` — one
-  concurrent worker task as commands out (:class:`Listen`, :class:`SendBack`) and statuses in, the
+  concurrent worker task as commands out (:class:`Listen`, :class:`Reconsume`) and statuses in, the
   loop both push consumers run.
 
 Time is an input (``now_s``: a monotonic clock read by the driver), so every rule can be checked by a
@@ -517,7 +517,7 @@ class Listen(NamedTuple):
     ctx: ConsumeConcurrentlyContext
 
 
-class SendBack(NamedTuple):
+class Reconsume(NamedTuple):
     """Command of a concurrent consume task: send ``msgs`` back for retry at ``delay_level`` (the
     retry topic, or the DLQ past ``max_reconsume_times``); nothing is sent to the task."""
 
@@ -526,7 +526,7 @@ class SendBack(NamedTuple):
 
 
 #: A concurrent consume task as the drivers run it: commands out, listener statuses in.
-ConsumeTask = Generator[Listen | SendBack, ConsumeConcurrentlyStatus | None, None]
+ConsumeTask = Generator[Listen | Reconsume, ConsumeConcurrentlyStatus | None, None]
 
 
 def consume_task(
@@ -536,26 +536,21 @@ def consume_task(
     asyncio tasks run it alike): one listener call per batch while ``q`` is held; what each answer
     acknowledges goes to ``consumed`` (the driver has the queue forget them together at the end, one
     flow-control check per task, also when the task stops early), the rest is sent back."""
+    queue, context, success = q.queue, ConsumeConcurrentlyContext.of, ConsumeConcurrentlyStatus.CONSUME_SUCCESS
     for msgs in batches:
         if q.dropped:
             return  # taken over after a failure: the new owner consumes the rest
-        ctx = ConsumeConcurrentlyContext.of(q.queue)
+        ctx = context(queue)
         status = yield Listen(msgs, ctx)
+        if status is success and ctx.ack_index >= len(msgs) - 1:
+            consumed += msgs  # the common case, without a call
+            continue
         if status is None:
             continue
         ok, failed = Concurrent.answered(msgs, status, ctx.ack_index, broadcasting=broadcasting)
         consumed += ok
         if failed:
-            yield SendBack(failed, ctx.delay_level_when_next_consume)
-
-
-def next_step(task: ConsumeTask, status: ConsumeConcurrentlyStatus | None) -> Listen | SendBack | None:
-    """The task's next command once it is sent ``status`` (the answer to a :class:`Listen`; None after
-    a :class:`SendBack` or a failed call); None: the task is done."""
-    try:
-        return task.send(status)
-    except StopIteration:
-        return None
+            yield Reconsume(failed, ctx.delay_level_when_next_consume)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.base import CoreT, QueueConsumerBase
@@ -24,7 +24,7 @@ from mq.consumer.concurrently import (
 )
 from mq.consumer.core import SHUTDOWN_TIMEOUT_S, ConsumerCore
 from mq.consumer.listener import invoke
-from mq.consumer.machine import Batches, Concurrent, Listen, Orderly, consume_task, next_step
+from mq.consumer.machine import Batches, Concurrent, Listen, Orderly, Reconsume, consume_task
 from mq.consumer.orderly import OrderlyService
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.retry import SendBack
@@ -362,18 +362,22 @@ class PushConsumer(PushBase[ConsumerCore]):
         consumed: list[MessageExt] = []
         task = _Task(self, pq)
         steps = consume_task(pq, batches, consumed, broadcasting=task.broadcasting)
+        send, status = steps.send, None
         try:
-            step = next(steps, None)
-            while step is not None:
+            while True:
+                try:
+                    step = send(status)
+                except StopIteration:
+                    break
                 status = None
                 try:
-                    if isinstance(step, Listen):
+                    if type(step) is Listen:
                         status = self._listen(task, step)
                     else:
-                        self._reconsume_later(pq, step.msgs, step.delay_level)
+                        back = cast(Reconsume, step)
+                        self._reconsume_later(pq, back.msgs, back.delay_level)
                 except Exception:  # our own handling failed: never leave the messages stuck in flight
-                    self._handling_failed(pq, step.msgs, "handling the listener's answer for")
-                step = next_step(steps, status)
+                    self._handling_failed(pq, step[0], "handling the listener's answer for")
         finally:
             try:
                 if consumed:

@@ -19,16 +19,16 @@ from mq.consumer.machine import (
     CommitPacer,
     CommitPolicy,
     Concurrent,
+    ConsumeTask,
     DeadLetter,
     FlowControl,
     Listen,
     Orderly,
     PullPlan,
     QueueState,
-    SendBack,
+    Reconsume,
     Stop,
     consume_task,
-    next_step,
     plan_rebalance,
 )
 from mq.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus
@@ -249,6 +249,14 @@ def test_ack_index_splits_acknowledged_from_sent_back() -> None:
     assert Concurrent.answered(msgs, later, 3, broadcasting=True) == (msgs, [])  # broadcasting never retries
 
 
+def next_step(task: ConsumeTask, status: ConsumeConcurrentlyStatus | None) -> Listen | Reconsume | None:
+    """What a driver does: send the task its answer, take the next command (None: the task is done)."""
+    try:
+        return task.send(status)
+    except StopIteration:
+        return None
+
+
 def test_a_consume_task_calls_the_listener_per_batch_and_sends_back_what_it_did_not_acknowledge() -> None:
     q = held(offsets=range(5))
     msgs = [msg(o) for o in range(5)]
@@ -260,7 +268,7 @@ def test_a_consume_task_calls_the_listener_per_batch_and_sends_back_what_it_did_
     assert isinstance(second, Listen) and second.msgs == msgs[2:4]
     second.ctx.ack_index, second.ctx.delay_level_when_next_consume = 0, 3  # the listener's own answer
     back = next_step(task, ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
-    assert back == SendBack([msgs[3]], 3)
+    assert back == Reconsume([msgs[3]], 3)
     third = next_step(task, None)
     assert isinstance(third, Listen) and third.msgs == msgs[4:]
     assert next_step(task, None) is None  # the driver's handling of the last call failed: not acknowledged here
