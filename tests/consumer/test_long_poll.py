@@ -275,4 +275,8 @@ def test_the_waiters_of_a_consumer_on_redis_end_when_it_stops(
         )
         consumer.start()
         wait_for(lambda: sum(consumed) >= 1000 * (cycle + 1), 20, "the messages consumed")  # noqa: B023 (waited for here)
-        assert stopped_and_waiters_left(consumer, "RW", caplog) == (0, 0), f"cycle {cycle}"  # at once: waiters still busy
+        # at once, the waiters still busy: none left running once shutdown returned (its close waits for
+        # them up to CLOSE_WAIT_S; the "still running" warning is not counted: on a loaded machine a waiter
+        # that ends may be scheduled late)
+        warnings, left = stopped_and_waiters_left(consumer, "RW", caplog)
+        assert left == 0, f"cycle {cycle}: {left} waiter(s) left, {warnings} warning(s)"
