@@ -16,7 +16,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from mq.aio.core import AsyncConsumerCore, AsyncFacade
 from mq.aio.orderly import AsyncOrderlyService
@@ -28,7 +28,7 @@ from mq.consumer.concurrently import (
     tried_again,
 )
 from mq.consumer.listener import ainvoke
-from mq.consumer.machine import Concurrent
+from mq.consumer.machine import Listen, Reconsume, consume_task
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.push import DEFAULT_MAX_RECONSUME_TIMES, LOCAL_RECONSUME_DELAY_S, PushBase, no_listener
 from mq.consumer.retry import SendBackOps
@@ -248,43 +248,53 @@ class PushConsumer(AsyncFacade, PushBase[AsyncConsumerCore]):
             task.add_done_callback(self._consuming.discard)
 
     async def _consume(self, pq: ProcessQueue, batches: list[list[MessageExt]]) -> None:
-        # As the sync consumer's task: what holds for the whole task is looked up once, one slot is
-        # held for its listener calls (made one after another anyway), and the consumed messages are
-        # forgotten by the process queue together at the end. The calls are made in this one
-        # coroutine (no coroutine of our own per call: a no-op listener's call costs less than the
-        # frames around it).
+        # One worker task (mq.consumer.machine.consume_task, as the sync consumer runs it) in this
+        # coroutine: one slot is held for its listener calls (made one after another anyway), and the
+        # consumed messages are forgotten together at the end. No coroutine of our own per call: a
+        # no-op listener's call costs less than the frames around it.
         assert self._slots is not None
         consumed: list[MessageExt] = []
+        steps = consume_task(pq, batches, consumed, broadcasting=self.message_model is MessageModel.BROADCASTING)
         spans = otel.enabled()
-        broadcasting = self.message_model is MessageModel.BROADCASTING
         group, hooks, listener, queue = self.group, self._hooks, self._listener or no_listener, pq.queue
         namespace, consuming, slow = self._conn.namespace, pq.consuming, self._slow
         try:
             async with self._slots:
-                for msgs in batches:
-                    if pq.dropped:
-                        return  # taken over after a failure: the new owner consumes the rest
-                    if not self._started:
-                        return  # shutting down: only calls in progress finish, the rest is delivered again (D98)
+                send, status = steps.send, None
+                while True:
                     try:
-                        # one listener call; the messages it consumed go to ``consumed``, the others are sent back
-                        ctx = ConsumeConcurrentlyContext.of(queue)
-                        began = time.monotonic()
-                        for m in msgs:
-                            consuming[m.queue_offset] = began
-                        try:
-                            status = await ainvoke(
-                                group, hooks, listener, queue, msgs, ctx, _LATER, namespace=namespace, spans=spans, blocked=slow
-                            )
-                        finally:
+                        step = send(status)
+                    except StopIteration:
+                        break
+                    status = None
+                    try:
+                        if type(step) is Listen:
+                            if not self._started:
+                                return  # shutting down: only calls in progress finish, the rest is delivered again (D98)
+                            msgs, began = step.msgs, time.monotonic()
                             for m in msgs:
-                                consuming.pop(m.queue_offset, None)
-                        ok, failed = Concurrent.answered(msgs, status, ctx.ack_index, broadcasting=broadcasting)
-                        consumed += ok
-                        if failed:
-                            await self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
+                                consuming[m.queue_offset] = began
+                            try:
+                                status = await ainvoke(
+                                    group,
+                                    hooks,
+                                    listener,
+                                    queue,
+                                    msgs,
+                                    step.ctx,
+                                    _LATER,
+                                    namespace=namespace,
+                                    spans=spans,
+                                    blocked=slow,
+                                )
+                            finally:
+                                for m in msgs:
+                                    consuming.pop(m.queue_offset, None)
+                        else:
+                            back = cast(Reconsume, step)
+                            await self._reconsume_later(pq, back.msgs, back.delay_level)
                     except Exception:  # our own handling failed: never leave the messages stuck in flight
-                        self._handling_failed(pq, msgs, "handling the listener's answer for")
+                        self._handling_failed(pq, step[0], "handling the listener's answer for")
         finally:
             try:
                 if consumed and self._core is not None:

@@ -115,8 +115,8 @@ class ConsumerCore(CoreSteps):
                     clean = False
                     log.warning("a batch of %s still runs at shutdown: its lock expires by itself", mq)
         self.store.run(self.registry.unregister())
+        self.poller.close()  # first: a waiter may be committing on the store's connection (D139)
         self.store.conn.close()
-        self.poller.close()
         return clean
 
     @property

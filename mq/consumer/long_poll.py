@@ -119,6 +119,9 @@ class LongPoller:
         stopped: threading.Event,
     ) -> None:
         self._conn = Connection(url, namespace, socket_timeout_s=LONG_POLL_BLOCK_MS / 1000 + 5)
+        #: a wait blocks no longer than this: on a store whose blocked read no close reaches, a waiter
+        #: then sees the consumer's stop within CLOSE_WAIT_S (see Connection.max_block_ms)
+        self._max_block_ms = self._conn.max_block_ms or LONG_POLL_BLOCK_MS
         self._group = group
         self._on_news = on_news
         self._on_rewind = on_rewind
@@ -137,22 +140,29 @@ class LongPoller:
         self._threads.append(thread)
 
     def close(self) -> None:
-        """Close the waiters' connections and wait (up to ``CLOSE_WAIT_S``) for the waiters to end.
+        """End the waiters (up to ``CLOSE_WAIT_S``) and close their connections.
 
-        Closed until every waiter has ended, not once: a waiter past its ``stopped`` check when the
-        consumer stopped sends its next wait after the first close, and redis-py connects the closed
-        connection again for it; the waiter then gave it back to the pool open, and it stayed open for
-        good (a socket leaked by each such shutdown). Blocked calls end with an error the waiters ignore."""
+        The waiters' connections stop retrying, and the socket of every one in use is shut from here
+        until the waiters have ended: a blocked wait fails at once and its waiter, seeing ``stopped``,
+        gives the connection back. Before, only the pool was closed under the waiters (``disconnect()``
+        of connections in use, from this thread), which raced them: redis-py's retry connected a failed
+        wait again and sent it again, so a waiter blocked anew for up to ``LONG_POLL_BLOCK_MS`` and
+        outlived the consumer (about every other shutdown). The pool is closed again once every waiter
+        has ended: a waiter past its ``stopped`` check sends one more wait after the first close, and
+        the connection redis-py made for it must not stay open (a socket leaked by each such shutdown)."""
         deadline = time.monotonic() + CLOSE_WAIT_S
+        self._conn.stop_retrying()
+        self._conn.close()  # idle connections, and a cluster's (no socket of a waiter's own to shut)
         while True:
             alive = [t for t in self._threads if t.is_alive()]  # looked at first: one that ends now has given its connection back
-            self._conn.close()
             if not alive:
-                return
+                break
+            self._conn.interrupt()
             if time.monotonic() > deadline:
                 log.warning("%d long-poll waiter(s) still running %s s after the consumer stopped", len(alive), CLOSE_WAIT_S)
-                return
+                break
             alive[0].join(0.05)
+        self._conn.close()
 
     def _run(self, pq: ProcessQueue) -> None:
         # Each waiter holds a connection of its own (the pool's checkout per wait cost ~10 µs of CPU
@@ -208,7 +218,7 @@ class LongPoller:
                 self._before_wait(pq)
         check = reconnects.take()
         rewound, news = store.wait_for_messages(
-            pq.queue, start, self._batch, block_ms, group=self._group, last_entry=last_entry, check=check
+            pq.queue, start, self._batch, min(block_ms, self._max_block_ms), group=self._group, last_entry=last_entry, check=check
         )
         if rewound is not None:
             self._on_rewind(pq, start, rewound)

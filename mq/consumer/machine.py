@@ -8,11 +8,15 @@ What lives here is what the sync consumer (threads) and the asyncio one (tasks) 
   what the store holds as committed, whether it is being released. The drivers' ``ProcessQueue``
   adds the locks and the waiter's flag to it.
 - :class:`FlowControl` — when pulling a queue pauses (too many messages, bytes, or too wide a span).
+- :class:`PullPlan` — which queues the next pull round takes, in the order its ``order`` gives (the
+  one place that decides which queue is pulled first).
 - :class:`CommitPolicy` — what a queue may commit now and when (one policy for both APIs: with the
   next pull, before a long-poll waiter blocks, paced by :class:`CommitPacer`, and the periodic job).
 - :func:`plan_rebalance` — which held queues go on, which are released now, which are new.
 - :class:`Concurrent` and :class:`Orderly` — how messages reach the listener and what its answer
-  leads to, as two policy objects the consumer is given (not flags).
+  leads to, as two policy objects the consumer is given (not flags); :func:`consume_task` — one
+  concurrent worker task as commands out (:class:`Listen`, :class:`Reconsume`) and statuses in, the
+  loop both push consumers run.
 
 Time is an input (``now_s``: a monotonic clock read by the driver), so every rule can be checked by a
 unit test with scripted values (``tests/consumer/test_machine.py``).
@@ -23,11 +27,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
-from mq.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus
+from mq.consumer.types import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus
 from mq.model.message import MessageExt
 from mq.model.properties import RETRY_TOPIC
 from mq.model.queue import MessageQueue
@@ -244,10 +248,44 @@ class FlowControl:
         return paused
 
 
-# -- commits ------------------------------------------------------------------------------------
-
 #: The queue state a driver keeps (its ``ProcessQueue`` adds locks to :class:`QueueState`).
 Q = TypeVar("Q", bound=QueueState)
+
+
+# -- what to pull next ---------------------------------------------------------------------------
+
+
+def held_order(ready: list[Q]) -> list[Q]:
+    """The default pull order: the ready queues as held (claimed earlier first), one round trip for all."""
+    return ready
+
+
+class PullPlan(Generic[Q]):
+    """Which held queues the puller's next round pulls, and in what order (both drivers; the asyncio
+    one then deals them to its puller tasks in that order).
+
+    ``order`` is the one place that decides which queue is pulled first: a consumer that must serve
+    some queues before others (higher-priority queues first) gives its own; the default keeps the
+    held order.
+
+    Args:
+        flow: the flow control that leaves a queue out while too much of it is cached.
+        order: the ready queues, in the order they are pulled (a function of the list).
+    """
+
+    __slots__ = ("flow", "order")
+
+    def __init__(self, flow: FlowControl, order: Callable[[list[Q]], list[Q]] = held_order) -> None:
+        self.flow, self.order = flow, order
+
+    def ready(self, queues: Iterable[Q], *, busy: Callable[[Q], bool]) -> list[Q]:
+        """The queues to pull now, in pull order: not being released, not ``busy`` (the driver's word:
+        caught up and left to its long-poll waiter, or being pulled right now), not flow-limited
+        (recorded in ``flow_paused``, see :meth:`FlowControl.paused`)."""
+        return self.order([q for q in queues if not (q.releasing or busy(q) or self.flow.paused(q))])
+
+
+# -- commits ------------------------------------------------------------------------------------
 
 
 class CommitPolicy(Generic[Q]):
@@ -469,6 +507,50 @@ class Concurrent:
             return msgs, []  # the common case
         ack = max(-1, min(ack_index, len(msgs) - 1)) if success else -1
         return msgs[: ack + 1], msgs[ack + 1 :]
+
+
+class Listen(NamedTuple):
+    """Command of a concurrent consume task: call the listener on ``msgs`` with ``ctx``, and send the
+    task its status (None: the driver's own handling of the call failed and took care of ``msgs``)."""
+
+    msgs: list[MessageExt]
+    ctx: ConsumeConcurrentlyContext
+
+
+class Reconsume(NamedTuple):
+    """Command of a concurrent consume task: send ``msgs`` back for retry at ``delay_level`` (the
+    retry topic, or the DLQ past ``max_reconsume_times``); nothing is sent to the task."""
+
+    msgs: list[MessageExt]
+    delay_level: int
+
+
+#: A concurrent consume task as the drivers run it: commands out, listener statuses in.
+ConsumeTask = Generator[Listen | Reconsume, ConsumeConcurrentlyStatus | None, None]
+
+
+def consume_task(
+    q: QueueState, batches: Iterable[list[MessageExt]], consumed: list[MessageExt], *, broadcasting: bool
+) -> ConsumeTask:
+    """One worker task of a concurrent push consumer, written once for both drivers (threads and
+    asyncio tasks run it alike): one listener call per batch while ``q`` is held; what each answer
+    acknowledges goes to ``consumed`` (the driver has the queue forget them together at the end, one
+    flow-control check per task, also when the task stops early), the rest is sent back."""
+    queue, context, success = q.queue, ConsumeConcurrentlyContext.of, ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    for msgs in batches:
+        if q.dropped:
+            return  # taken over after a failure: the new owner consumes the rest
+        ctx = context(queue)
+        status = yield Listen(msgs, ctx)
+        if status is success and ctx.ack_index >= len(msgs) - 1:
+            consumed += msgs  # the common case, without a call
+            continue
+        if status is None:
+            continue
+        ok, failed = Concurrent.answered(msgs, status, ctx.ack_index, broadcasting=broadcasting)
+        consumed += ok
+        if failed:
+            yield Reconsume(failed, ctx.delay_level_when_next_consume)
 
 
 @dataclass(frozen=True)

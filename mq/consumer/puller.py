@@ -19,6 +19,7 @@ from mq.consumer.machine import (
     PULL_THRESHOLD_FOR_QUEUE,
     PULL_THRESHOLD_SIZE_FOR_QUEUE,
     FlowControl,
+    PullPlan,
 )
 from mq.consumer.positions import rewound
 from mq.consumer.process_queue import ProcessQueue
@@ -65,6 +66,11 @@ def filter_args(selector: MessageSelector) -> tuple[str, str]:
     return ("", "") if tags == ["*"] else ("TAG", "\x1f".join(tags))
 
 
+def _busy(pq: ProcessQueue) -> bool:
+    """Whether ``pq`` is left out of a pull round: caught up (its waiter blocks for it) or being pulled."""
+    return pq.idle.is_set() or pq.pull_lock.locked()
+
+
 class Puller:
     """Pulls the queues of one consumer (see the module docstring).
 
@@ -108,6 +114,8 @@ class Puller:
         self.batch = batch
         # the thresholds are read when the consumer starts (tests lower them on this module)
         self._flow = FlowControl(max_span, PULL_THRESHOLD_FOR_QUEUE, PULL_THRESHOLD_SIZE_FOR_QUEUE)
+        #: which queues a round pulls, in what order (PullPlan.order: the one place that decides it)
+        self.plan: PullPlan[ProcessQueue] = PullPlan(self._flow)
         self._selector = selector
         self._queues = queues
         self._deliver = deliver
@@ -137,10 +145,6 @@ class Puller:
         """Whether pulling ``pq`` pauses because too much of it is cached (see :class:`FlowControl`)."""
         return self._flow.limited(pq)
 
-    def _paused(self, pq: ProcessQueue) -> bool:
-        """:meth:`flow_limited`, recorded in ``pq.flow_paused`` (see :meth:`FlowControl.paused`)."""
-        return self._flow.paused(pq)
-
     def unfiltered(self, pq: ProcessQueue) -> bool:
         """Whether ``pq``'s subscription takes every message (its waiter may deliver what it read)."""
         return filter_args(self._selector(pq.queue.topic))[0] == ""
@@ -168,9 +172,7 @@ class Puller:
     def ready(self) -> list[ProcessQueue]:
         """The queues to pull now (not releasing, not caught up, not flow-limited, not being pulled by
         their waiter, which wakes the puller when it is done); [] while paused."""
-        ready = [
-            pq for pq in self._queues() if not (pq.releasing or pq.idle.is_set() or pq.pull_lock.locked() or self._paused(pq))
-        ]
+        ready = self.plan.ready(self._queues(), busy=_busy)
         return ready if self._active() else []
 
     def idle_wait_s(self) -> float:

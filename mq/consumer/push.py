@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.base import CoreT, QueueConsumerBase
@@ -24,7 +24,7 @@ from mq.consumer.concurrently import (
 )
 from mq.consumer.core import SHUTDOWN_TIMEOUT_S, ConsumerCore
 from mq.consumer.listener import invoke
-from mq.consumer.machine import Batches, Concurrent, Orderly
+from mq.consumer.machine import Batches, Concurrent, Listen, Orderly, Reconsume, consume_task
 from mq.consumer.orderly import OrderlyService
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.retry import SendBack
@@ -357,18 +357,27 @@ class PushConsumer(PushBase[ConsumerCore]):
             executor.submit(self._consume, pq, batches)
 
     def _consume(self, pq: ProcessQueue, batches: Batches) -> None:
-        # What holds for the whole task is looked up once; the messages consumed are forgotten by the
-        # process queue together at the end (one lock, one flow-control check per task).
+        # One worker task (mq.consumer.machine.consume_task) run on this thread: what holds for the
+        # whole task is looked up once; the consumed messages are forgotten together at the end.
         consumed: list[MessageExt] = []
         task = _Task(self, pq)
+        steps = consume_task(pq, batches, consumed, broadcasting=task.broadcasting)
+        send, status = steps.send, None
         try:
-            for msgs in batches:
-                if pq.dropped:
-                    return  # taken over after a failure: the new owner consumes the rest
+            while True:
                 try:
-                    self._consume_batch(task, msgs, consumed)
+                    step = send(status)
+                except StopIteration:
+                    break
+                status = None
+                try:
+                    if type(step) is Listen:
+                        status = self._listen(task, step)
+                    else:
+                        back = cast(Reconsume, step)
+                        self._reconsume_later(pq, back.msgs, back.delay_level)
                 except Exception:  # our own handling failed: never leave the messages stuck in flight
-                    self._handling_failed(pq, msgs, "handling the listener's answer for")
+                    self._handling_failed(pq, step[0], "handling the listener's answer for")
         finally:
             try:
                 if consumed:
@@ -380,11 +389,9 @@ class PushConsumer(PushBase[ConsumerCore]):
                     self._in_flight -= 1
                     self._in_flight_cv.notify_all()
 
-    def _consume_batch(self, task: _Task, msgs: list[MessageExt], consumed: list[MessageExt]) -> None:
-        """One listener call; the messages it consumed go to ``consumed`` (for the process queue to
-        forget), the others are sent back or consumed again here."""
-        pq = task.pq
-        ctx = ConsumeConcurrentlyContext.of(pq.queue)
+    def _listen(self, task: _Task, step: Listen) -> ConsumeConcurrentlyStatus:
+        """One listener call (its messages marked in flight meanwhile, for the consume timeout)."""
+        pq, msgs = task.pq, step.msgs
         began = time.monotonic()
         traced = task.traced
         began_ms = self._tracer.now_ms() if traced else 0
@@ -398,7 +405,7 @@ class PushConsumer(PushBase[ConsumerCore]):
                 task.listener,
                 pq.queue,
                 msgs,
-                ctx,
+                step.ctx,
                 _RECONSUME_LATER,
                 namespace=task.namespace,
                 spans=task.spans,
@@ -408,10 +415,7 @@ class PushConsumer(PushBase[ConsumerCore]):
                 consuming.pop(m.queue_offset, None)
         if traced:
             self._tracer.consumed(pq.queue, msgs, status.value, began_ms, (time.monotonic() - began) * 1000)
-        ok, failed = Concurrent.answered(msgs, status, ctx.ack_index, broadcasting=task.broadcasting)
-        consumed += ok
-        if failed:
-            self._reconsume_later(pq, failed, ctx.delay_level_when_next_consume)
+        return status
 
     def _call_orderly(self, pq: ProcessQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
         # a running batch is marked by pq.consume_lock (held by OrderlyService), not pq.consuming

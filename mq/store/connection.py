@@ -64,6 +64,8 @@ DEFAULT_URL = "memory://"
 DEFAULT_CONNECT_TIMEOUT_S = 1.0
 #: Seconds to wait for one Redis reply (long polls use their own, longer budget).
 DEFAULT_SOCKET_TIMEOUT_S = 3.0
+#: Longest a blocking read of the embedded store blocks, ms (see :attr:`Connection.max_block_ms`).
+MEMORY_MAX_BLOCK_MS = 250
 
 #: Every exception redis-py raises for a failed command (cluster errors are not RedisErrors).
 REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.RedisClusterException)
@@ -233,6 +235,15 @@ class Connection:
     def __repr__(self) -> str:
         return f"Connection({mask_url(self.url)!r}, namespace={self.namespace!r})"
 
+    @property
+    def max_block_ms(self) -> int | None:
+        """The longest a blocking read (``XREAD BLOCK``) should block so that closing this connection
+        ends it in time, ms; None: no bound (a close disconnects the socket the read waits on). The
+        embedded store (fakeredis) waits in-process on a condition that no close reaches, for the
+        whole block: a long-poll waiter blocked for 10 s outlived its consumer's shutdown by that long,
+        so it blocks ``MEMORY_MAX_BLOCK_MS`` at a time there (a wake is a function call, no round trip)."""
+        return MEMORY_MAX_BLOCK_MS if self.kind == "memory" else None
+
     def node_of(self, key: str) -> str:
         """The address of the node (Redis master) that serves ``key``."""
         if self.kind == "cluster":
@@ -295,6 +306,24 @@ class Connection:
                 sentinel.close()
         if self._lease is None:  # a held copy shares its parent's pool, sentinels and view
             _leave_view(self.client)
+
+    def stop_retrying(self) -> None:
+        """Every command of the sync client fails at its first error from now on: redis-py's retry no
+        longer reconnects and sends it again (a blocked read that a close or :meth:`interrupt` ends
+        would block again). For a client being closed for good (the long-poll waiters')."""
+        with contextlib.suppress(*REDIS_ERRORS):
+            redispy.stop_retrying(self.client)
+
+    def interrupt(self) -> None:
+        """From another thread: shut the socket of every connection of the sync client in use now (a
+        :meth:`held` copy's too, as they share the pool), so that a read blocked on one (``XREAD
+        BLOCK``) fails at once; its own thread then disconnects it (a ``disconnect()`` from here, as
+        :meth:`close` does, races that thread's read and reconnect). Idle connections are left as they
+        are. Nothing on the embedded store (no socket: see :attr:`max_block_ms`)."""
+        if self.kind == "memory":
+            return
+        with contextlib.suppress(*REDIS_ERRORS):
+            redispy.interrupt_in_use(self.client)
 
     async def aclose(self) -> None:
         """Close every connection of the asyncio client, if one was made (and the sync client's)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import socket
 import threading
@@ -150,6 +151,35 @@ def pool_connections(pool: Any) -> tuple[list[Any], list[Any]]:
         return list(pool._get_free_connections()), list(pool._get_in_use_connections())
     with pool._lock:
         return list(pool._get_free_connections()), list(pool._get_in_use_connections())
+
+
+def _sync_pools(client: Any) -> list[Any]:
+    """The connection pools of sync ``client`` (a cluster's: one per node connected)."""
+    if isinstance(client, redis.RedisCluster):
+        return [n.redis_connection.connection_pool for n in client.get_nodes() if n.redis_connection is not None]  # type: ignore[no-untyped-call]
+    return [client.connection_pool]
+
+
+def stop_retrying(client: Any) -> None:
+    """Make every connection of sync ``client`` give up at its first error, those its pools make later
+    too: a command in progress fails once its socket is shut, where redis-py's retry reconnected and
+    sent it again — a blocking read then blocked again, after a backoff sleep of a second or more
+    (``Retry.update_retries``; each connection has its own copy of the pool's)."""
+    for pool in _sync_pools(client):
+        retry = pool.connection_kwargs.get("retry")
+        if retry is not None:
+            pool.connection_kwargs["retry"] = retry = copy.copy(retry)
+            retry.update_retries(0)
+        idle, in_use = pool_connections(pool)
+        for conn in idle + in_use:
+            conn.retry.update_retries(0)
+
+
+def interrupt_in_use(client: Any) -> None:
+    """:func:`shut_down` every connection of sync ``client``'s pools in use now."""
+    for pool in _sync_pools(client):
+        for conn in pool_connections(pool)[1]:
+            shut_down(conn)
 
 
 def shut_down(conn: Any) -> None:

@@ -19,11 +19,16 @@ from mq.consumer.machine import (
     CommitPacer,
     CommitPolicy,
     Concurrent,
+    ConsumeTask,
     DeadLetter,
     FlowControl,
+    Listen,
     Orderly,
+    PullPlan,
     QueueState,
+    Reconsume,
     Stop,
+    consume_task,
     plan_rebalance,
 )
 from mq.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus
@@ -244,6 +249,42 @@ def test_ack_index_splits_acknowledged_from_sent_back() -> None:
     assert Concurrent.answered(msgs, later, 3, broadcasting=True) == (msgs, [])  # broadcasting never retries
 
 
+def next_step(task: ConsumeTask, status: ConsumeConcurrentlyStatus | None) -> Listen | Reconsume | None:
+    """What a driver does: send the task its answer, take the next command (None: the task is done)."""
+    try:
+        return task.send(status)
+    except StopIteration:
+        return None
+
+
+def test_a_consume_task_calls_the_listener_per_batch_and_sends_back_what_it_did_not_acknowledge() -> None:
+    q = held(offsets=range(5))
+    msgs = [msg(o) for o in range(5)]
+    consumed: list[MessageExt] = []
+    task = consume_task(q, [msgs[:2], msgs[2:4], msgs[4:]], consumed, broadcasting=False)
+    first = next(task)
+    assert isinstance(first, Listen) and first.msgs == msgs[:2] and first.ctx.message_queue == QUEUE
+    second = next_step(task, ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    assert isinstance(second, Listen) and second.msgs == msgs[2:4]
+    second.ctx.ack_index, second.ctx.delay_level_when_next_consume = 0, 3  # the listener's own answer
+    back = next_step(task, ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    assert back == Reconsume([msgs[3]], 3)
+    third = next_step(task, None)
+    assert isinstance(third, Listen) and third.msgs == msgs[4:]
+    assert next_step(task, None) is None  # the driver's handling of the last call failed: not acknowledged here
+    assert consumed == msgs[:3]
+
+
+def test_a_consume_task_stops_at_a_dropped_queue_keeping_what_it_consumed() -> None:
+    q = held(offsets=range(2))
+    consumed: list[MessageExt] = []
+    task = consume_task(q, [[msg(0)], [msg(1)]], consumed, broadcasting=True)
+    assert isinstance(next(task), Listen)
+    q.dropped = True  # taken over meanwhile: the new owner consumes the rest
+    assert next_step(task, ConsumeConcurrentlyStatus.RECONSUME_LATER) is None
+    assert [m.queue_offset for m in consumed] == [0]  # broadcasting never sends back
+
+
 # -- orderly: batches in order, suspension, dead letters, hand-over -----------------------------
 
 
@@ -317,3 +358,18 @@ def test_the_machine_imports_no_threads_asyncio_or_store() -> None:
     assert io_imports(source + "\nimport threading\n") == ["threading"]  # the check sees a planted import
     assert io_imports(source + "\nfrom mq.store.groups import fingerprint\n") == ["mq.store.groups"]
     assert io_imports("def f():\n    import asyncio\n") == ["asyncio"]  # also inside a function
+
+
+# -- what to pull next ----------------------------------------------------------------------------
+
+
+def test_a_pull_round_takes_the_ready_queues_in_the_plans_order() -> None:
+    flow = FlowControl(max_span=None, max_count=1)
+    first, caught_up, releasing, full, last = (held(MessageQueue("T", "broker-a", i)) for i in range(5))
+    releasing.releasing = True
+    full.add([msg(0), msg(1)], 2)
+    queues = [first, caught_up, releasing, full, last]
+    assert PullPlan(flow).ready(queues, busy=lambda q: q is caught_up) == [first, last]  # as held by default
+    assert full.flow_paused  # left out for flow control: consuming wakes the puller
+    backwards = PullPlan(flow, order=lambda ready: ready[::-1])  # e.g. higher-priority queues first
+    assert backwards.ready(queues, busy=lambda q: q is caught_up) == [last, first]

@@ -144,6 +144,37 @@ def test_shutting_down_a_busy_connection_wakes_its_blocked_read(redis_server: Re
         pool.disconnect()
 
 
+def test_a_client_that_stopped_retrying_fails_a_blocked_command_whose_socket_is_shut(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """``stop_retrying`` + ``interrupt_in_use``: the blocked command fails once, on connections made
+    before and after; without them redis-py's retry connects again and blocks anew (the waiters of D139)."""
+    conn = owned(Connection(redis_server.url, namespace))
+    client = conn.client
+    assert client.connection_pool.connection_kwargs["retry"].get_retries() > 0  # the project's retry policy
+    errors: list[BaseException] = []
+
+    def blocked() -> None:
+        try:
+            client.blpop([f"{namespace}:never"], 20)
+        except redis.ConnectionError as e:
+            errors.append(e)
+
+    try:
+        client.ping()  # a connection made before stop_retrying, idle now: it is the one the read takes
+        redispy.stop_retrying(client)
+        assert client.connection_pool.connection_kwargs["retry"].get_retries() == 0  # and those made later
+        reader = threading.Thread(target=blocked)
+        reader.start()
+        wait_for(lambda: blocked_readers(redis_server.url, "blpop") == 1, 10, "the read blocked")
+        redispy.interrupt_in_use(client)
+        reader.join(5)
+        assert not reader.is_alive() and len(errors) == 1
+        assert blocked_readers(redis_server.url, "blpop") == 0  # not sent again
+    finally:
+        conn.close()
+
+
 @pytest.mark.anyio
 async def test_an_asyncio_pool_lists_its_connections_and_an_abort_wakes_a_read(redis_server: RedisServer, namespace: str) -> None:
     conn = owned(Connection(redis_server.url, namespace))
