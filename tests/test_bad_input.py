@@ -42,6 +42,17 @@ def _cases() -> dict[str, tuple[Callable[[Producer], object], type[Exception], s
         "missing queue": (lambda p: p.send(Message("ok", ok), queue=MessageQueue("ok", "broker-a", 9)), TopicNotFoundError, "9"),
         "async unknown topic": (lambda p: p.send_async(Message("nosuch", ok)), TopicNotFoundError, "nosuch"),
         "async empty body": (lambda p: p.send_async(Message("ok", b"")), MQClientError, "empty"),
+        "dedup id not a str": (lambda p: p.send(Message("ok", ok, dedup_id=7)), MQClientError, "int"),  # type: ignore[arg-type]
+        "empty dedup id": (lambda p: p.send(Message("ok", ok, dedup_id="")), MQClientError, "dedup_id"),
+        "dedup id too long": (lambda p: p.send(Message("ok", ok, dedup_id="d" * 129)), MQClientError, "1..128"),
+        "dedup id with a control character": (lambda p: p.send(Message("ok", ok, dedup_id="a\x1fb")), MQClientError, "a\\x1fb"),
+        "dedup id on a delayed message": (
+            lambda p: p.send(Message("ok", ok, delay_level=2, dedup_id="d1")),
+            MQClientError,
+            "d1",
+        ),
+        "dedup id in a batch": (lambda p: p.send_batch([Message("ok", ok, dedup_id="d2")]), MQClientError, "d2"),
+        "async dedup id too long": (lambda p: p.send_async(Message("ok", ok, dedup_id="d" * 200)), MQClientError, "1..128"),
     }
 
 
@@ -70,7 +81,15 @@ def test_str_body_is_a_type_error() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "quoted"),
-    [({"read_queues": 0}, "0"), ({"write_queues": 5000}, "5000"), ({"perm": "x"}, "'x'")],
+    [
+        ({"read_queues": 0}, "0"),
+        ({"write_queues": 5000}, "5000"),
+        ({"perm": "x"}, "'x'"),
+        ({"dedup_window_s": 0}, "dedup_window_s"),
+        ({"dedup_window_s": 7 * 24 * 3600 + 1}, "604801"),
+        ({"dedup_window_s": 1.5}, "1.5"),
+        ({"dedup_window_s": True}, "True"),
+    ],
 )
 def test_bad_topic_config_is_refused(kwargs: dict[str, object], quoted: str, backend_url: str, namespace: str) -> None:
     admin = owned(Admin(backend_url, namespace))

@@ -32,6 +32,8 @@ MAX_PROPERTIES = 128
 MAX_KEYS = 64
 #: Furthest ahead a ``deliver_time_ms`` may be, ms (RocketMQ 5 proxy ``maxDelayTimeMills``, 1 day).
 MAX_DELAY_MS = 24 * 3_600_000
+#: Longest ``Message.dedup_id``, characters (D140).
+MAX_DEDUP_ID_LENGTH = 128
 #: Prefix of a group's retry topic.
 RETRY_PREFIX = "%RETRY%"
 #: Prefix of a group's dead-letter topic.
@@ -157,7 +159,23 @@ def check_message(msg: object, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         )
     if not (msg.delay_level.__class__ is int and msg.delay_level == 0 and msg.deliver_time_ms is None):
         _check_delay(msg, now_ms)
+    if msg.dedup_id is not None:
+        check_dedup_id(msg)
     return msg
+
+
+def check_dedup_id(msg: Message) -> None:
+    """Raise MQClientError unless ``msg.dedup_id`` is 1..:data:`MAX_DEDUP_ID_LENGTH` printable
+    characters on a message sent at once (a delayed message is not deduplicated: refused, D140)."""
+    dedup_id = msg.dedup_id
+    if not isinstance(dedup_id, str):
+        raise MQClientError(f"dedup_id must be a str or None, got {type(dedup_id).__name__}")
+    if not 1 <= len(dedup_id) <= MAX_DEDUP_ID_LENGTH or not dedup_id.isprintable():
+        raise MQClientError(
+            f"dedup_id must be 1..{MAX_DEDUP_ID_LENGTH} printable characters, got {dedup_id[:MAX_DEDUP_ID_LENGTH]!r}"
+        )
+    if msg.delay_level or msg.deliver_time_ms is not None:
+        raise MQClientError(f"dedup_id {dedup_id!r} on a delayed message: only messages sent at once are deduplicated")
 
 
 def message_size(msg: Message) -> int:
@@ -245,6 +263,8 @@ def check_batch(msgs: Sequence[Message], max_batch_size: int = DEFAULT_MAX_MESSA
             raise MQClientError(f"a batch must have one topic; found {topic!r} and {msg.topic!r}")
         if msg.delay_level or msg.deliver_time_ms is not None:
             raise MQClientError("a batch cannot contain delayed or timer messages")
+        if msg.dedup_id is not None:
+            raise MQClientError(f"a batch cannot carry dedup ids (found {msg.dedup_id!r}): send such messages one by one")
         total += message_size(msg)
     if total > max_batch_size:
         raise MessageTooLargeError(f"batch is {total} bytes; the limit is {max_batch_size}")
