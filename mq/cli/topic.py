@@ -6,7 +6,7 @@ import argparse
 
 from mq.cli.common import Commands, add_family, add_leaf, add_raw_ms, admin, print_table, warn_if_memory
 from mq.model.times import format_ms
-from mq.model.topic import DEFAULT_QUEUE_NUMS, TopicConfig
+from mq.model.topic import DEFAULT_DEDUP_WINDOW_S, DEFAULT_QUEUE_NUMS, TopicConfig
 
 PERMS = ("rw", "r", "w")
 
@@ -24,12 +24,24 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     )
     create.add_argument("--perm", choices=PERMS, default="rw", help="r: readable, w: writable (default: %(default)s)")
     create.add_argument("--order", action="store_true", help="mark the topic as ordered (default: not ordered)")
+    create.add_argument(
+        "--dedup-window-s",
+        type=int,
+        default=DEFAULT_DEDUP_WINDOW_S,
+        help="how long a message's dedup id is remembered, seconds (default: %(default)s)",
+    )
 
-    update = add_leaf(actions, "update", _update, "change an existing topic's queue counts or perm", common)
+    update = add_leaf(actions, "update", _update, "change an existing topic's queue counts, perm or dedup window", common)
     update.add_argument("topic", help="topic name")
     update.add_argument("--read-queues", type=int, default=None, help="queues consumers read (default: unchanged)")
     update.add_argument("--write-queues", type=int, default=None, help="queues producers write (default: unchanged)")
     update.add_argument("--perm", choices=PERMS, default=None, help="r: readable, w: writable (default: unchanged)")
+    update.add_argument(
+        "--dedup-window-s",
+        type=int,
+        default=None,
+        help="how long a message's dedup id is remembered, seconds (default: unchanged)",
+    )
 
     delete = add_leaf(actions, "delete", _delete, "delete a topic and every message it stores", common)
     delete.add_argument("topic", help="topic name")
@@ -49,7 +61,10 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 
 def _describe(verb: str, c: TopicConfig) -> None:
-    print(f"{verb} {c.name}: read_queues={c.read_queues} write_queues={c.write_queues} perm={c.perm}")
+    print(
+        f"{verb} {c.name}: read_queues={c.read_queues} write_queues={c.write_queues} perm={c.perm} "
+        f"dedup_window_s={c.dedup_window_s}"
+    )
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -57,7 +72,7 @@ def _create(args: argparse.Namespace) -> int:
     queues = {"read_queues": args.read_queues, "write_queues": args.write_queues}
     with admin(args) as a:
         existed = a.topic_exists(args.topic)
-        config = a.create_topic(args.topic, **queues, perm=args.perm, order=args.order)
+        config = a.create_topic(args.topic, **queues, perm=args.perm, order=args.order, dedup_window_s=args.dedup_window_s)
     _describe("updated" if existed else "created", config)
     return 0
 
@@ -66,7 +81,7 @@ def _update(args: argparse.Namespace) -> int:
     warn_if_memory(args.url, writes=True)
     queues = {"read_queues": args.read_queues, "write_queues": args.write_queues}
     with admin(args) as a:
-        _describe("updated", a.update_topic(args.topic, **queues, perm=args.perm))
+        _describe("updated", a.update_topic(args.topic, **queues, perm=args.perm, dedup_window_s=args.dedup_window_s))
     return 0
 
 
@@ -83,8 +98,8 @@ def _list(args: argparse.Namespace) -> int:
     with admin(args) as a:
         topics = a.topics()
     print_table(
-        ("TOPIC", "READ", "WRITE", "PERM", "ORDER"),
-        [(c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "") for c in topics],
+        ("TOPIC", "READ", "WRITE", "PERM", "ORDER", "DEDUP_S"),
+        [(c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "", c.dedup_window_s) for c in topics],
     )
     return 0
 
