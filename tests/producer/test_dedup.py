@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import redis
 
-from mq import Admin, Message, Producer, aio
-from mq.errors import MessageFencedError, MQBrokerError
+from mq import Admin, LocalTransactionState, Message, Producer, TransactionProducer, aio
+from mq.errors import MessageFencedError, MQBrokerError, MQClientError
 from mq.model.queue import MessageQueue
 from mq.store import Store, scripts
 from mq.store.connection import Connection
 from mq.store.store import MessageOps, check_put_result
-from tests.helpers import raw_client
+from tests.helpers import raw_client, snapshot
 from tests.leaks import owned
 from tests.procs import wait_for
 
@@ -195,3 +195,13 @@ def test_remembered_ids_expire_with_the_window(store: Store, backend_url: str, n
     assert client.exists(keys.dedup, keys.dedup_expiry) == 2
     assert 0 < client.pttl(keys.dedup) <= 1000
     wait_for(lambda: client.exists(keys.dedup, keys.dedup_expiry) == 0, 10, "the window's keys to expire")
+
+
+def test_a_transaction_message_with_a_dedup_id_is_refused_before_anything_is_written(
+    store: Store, backend_url: str, namespace: str
+) -> None:
+    with TransactionProducer("txg", backend_url, namespace=namespace, checker=lambda m: LocalTransactionState.COMMIT_MESSAGE) as tp:
+        before = snapshot(backend_url, namespace)
+        with pytest.raises(MQClientError, match="dedup_id"):
+            tp.send_message_in_transaction(Message("once", b"t", dedup_id="tx-1"), lambda m, a: LocalTransactionState.COMMIT_MESSAGE)
+        assert snapshot(backend_url, namespace) == before
