@@ -200,8 +200,12 @@ def test_remembered_ids_expire_with_the_window(store: Store, backend_url: str, n
 def test_a_transaction_message_with_a_dedup_id_is_refused_before_anything_is_written(
     store: Store, backend_url: str, namespace: str
 ) -> None:
-    with TransactionProducer("txg", backend_url, namespace=namespace, checker=lambda m: LocalTransactionState.COMMIT_MESSAGE) as tp:
+    with TransactionProducer(
+        "txg", backend_url, namespace=namespace, checker=lambda m: LocalTransactionState.COMMIT_MESSAGE
+    ) as tp:
         before = snapshot(backend_url, namespace)
         with pytest.raises(MQClientError, match="dedup_id"):
-            tp.send_message_in_transaction(Message("once", b"t", dedup_id="tx-1"), lambda m, a: LocalTransactionState.COMMIT_MESSAGE)
+            tp.send_message_in_transaction(
+                Message("once", b"t", dedup_id="tx-1"), lambda m, a: LocalTransactionState.COMMIT_MESSAGE
+            )
         assert snapshot(backend_url, namespace) == before
