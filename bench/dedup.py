@@ -41,9 +41,9 @@ BODY = b"x" * 1024
 NS = "bench"
 #: The lookups of put-messages the fence adds on every put (cut out for the baseline script).
 LOOKUPS = (
-    "local known = redis.call('HGET', KEYS[3], first_id)\n"
-    "if known then return {tonumber(known), dedup_store_ms(KEYS[2], tonumber(known))} end\n"
-    "if redis.call('HEXISTS', KEYS[5], '\\31' .. first_id) == 1 then return -4 end\n"
+    "  local known = redis.call('HGET', KEYS[3], first_id)\n"
+    "  if known then return {tonumber(known), dedup_store_ms(KEYS[2], tonumber(known))} end\n"
+    "  if redis.call('HEXISTS', KEYS[5], '\\31' .. first_id) == 1 then return -4 end\n"
 )
 
 

@@ -120,7 +120,7 @@ class SendBackOps:
             system_properties=system,
         )
         if to_dlq:
-            yield from StoreOps.put.op(self._store, topic, 0, [encoded])
+            yield from StoreOps.put.op(self._store, topic, 0, [encoded], copies=True)
         else:
             levels = yield from self._delay_levels()
             level = delay_level if delay_level > 0 else RETRY_BASE_LEVEL + msg.reconsume_times

@@ -548,7 +548,7 @@ class AdminCore:
                     retry = (
                         retry or (yield from StoreOps.ensure_topic.op(self._store, TopicConfig(retry_topic(group), 1, 1))).name
                     )
-                    (yield from StoreOps.put.op(self._store, retry, 0, [_resend_copy(m, retry, topic)]))
+                    (yield from StoreOps.put.op(self._store, retry, 0, [_resend_copy(m, retry, topic)], copies=True))
                 except BaseException:
                     (yield from StoreOps.unclaim_resend.op(self._store, group, str(m.queue_offset)))
                     raise

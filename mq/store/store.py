@@ -140,8 +140,12 @@ class MessageOps(StoreBase):
     # -- messages -------------------------------------------------------------------------------
 
     @operation
-    def put(self, topic: str, queue_id: int, encoded: Sequence[Sequence[Any]]) -> Op[tuple[int, int]]:
+    def put(self, topic: str, queue_id: int, encoded: Sequence[Sequence[Any]], *, copies: bool = False) -> Op[tuple[int, int]]:
         """Append encoded messages (see :func:`codec.encode`) to one queue atomically.
+
+        A put whose first msg id the queue holds already stores nothing and answers where it is, and
+        one a producer retry fenced is refused (D140) — unless ``copies``: copies of stored messages
+        under their own ids (retries, dead letters, resends), which may meet their id again.
 
         Returns:
             ``(first_offset, store_timestamp_ms)`` — a :class:`Duplicate` (the first send's, with its
@@ -153,7 +157,9 @@ class MessageOps(StoreBase):
             MQBrokerError: the store failed.
         """
         try:
-            result = yield from self._write("put-messages", _put_keys(self.keys.namespace, topic, queue_id), _put_argv(encoded))
+            result = yield from self._write(
+                "put-messages", _put_keys(self.keys.namespace, topic, queue_id), _put_argv(encoded, copies=copies)
+            )
         except ReplicaAckTimeout as e:
             e.result = check_put_result(topic, queue_id, e.result)
             raise
@@ -537,8 +543,8 @@ def _put_keys(namespace: str, topic: str, queue_id: int) -> tuple[str, ...]:
     return tuple(Keys(namespace).queue(topic, queue_id).put())
 
 
-def _put_argv(encoded: Sequence[Sequence[Any]]) -> list[Any]:
-    argv: list[Any] = [len(encoded)]
+def _put_argv(encoded: Sequence[Sequence[Any]], *, copies: bool = False) -> list[Any]:
+    argv: list[Any] = [-len(encoded) if copies else len(encoded)]
     for fields in encoded:
         argv += fields
     return argv

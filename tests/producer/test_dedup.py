@@ -209,3 +209,14 @@ def test_a_transaction_message_with_a_dedup_id_is_refused_before_anything_is_wri
                 Message("once", b"t", dedup_id="tx-1"), lambda m, a: LocalTransactionState.COMMIT_MESSAGE
             )
         assert snapshot(backend_url, namespace) == before
+
+
+def test_copies_under_their_own_ids_are_stored_again(store: Store) -> None:
+    """Retries, dead letters and resends copy a message under its msg id into a queue that may hold
+    that id already (a message dead-lettered, resent, failing again): such puts skip the lookup."""
+    from mq.store import codec
+
+    encoded = codec.encode(Message("once", b"x"), "m-copy", 1)
+    assert store.put("once", 0, [encoded]) == store.put("once", 0, [encoded])  # a re-send: stored once
+    again = store.put("once", 0, [encoded], copies=True)
+    assert again[0] == 1 and [r[1] for r in stored(store, "once")] == [0, 1]

@@ -21,7 +21,9 @@
   stores nothing and returns the first send's {offset, store ms, "duplicate", msg id}; else it is
   stored and its id remembered for the window. Only a call of one message may carry a dedup id.
 
-  ARGV[1] number of messages N
+  ARGV[1] number of messages N; -N for copies of stored messages under their own msg ids (a retry,
+          dead letter or resend: their id may be in this queue's index already), which skip the
+          msg-id lookup and the fence
   then, per message: ARGV[p] = 2F (number of field/value items), followed by F field/value pairs.
   Field "i" is the msg id, field "k" the message keys joined by \x1f; "st" is added here.
 
@@ -46,6 +48,8 @@ end
 if writable ~= '1' then return -2 end
 
 local n = tonumber(ARGV[1])
+local copies = n ~= nil and n < 0
+if copies then n = -n end
 if n == nil or n < 1 then return redis.error_reply('ERR malformed put: message count ' .. tostring(ARGV[1])) end
 local entries = {}
 local p = 2
@@ -78,9 +82,11 @@ local first_id
 for j = 3, 2 + tonumber(ARGV[2]), 2 do
   if ARGV[j] == 'i' then first_id = ARGV[j + 1] break end
 end
-local known = redis.call('HGET', KEYS[3], first_id)
-if known then return {tonumber(known), dedup_store_ms(KEYS[2], tonumber(known))} end
-if redis.call('HEXISTS', KEYS[5], '\31' .. first_id) == 1 then return -4 end
+if not copies then
+  local known = redis.call('HGET', KEYS[3], first_id)
+  if known then return {tonumber(known), dedup_store_ms(KEYS[2], tonumber(known))} end
+  if redis.call('HEXISTS', KEYS[5], '\31' .. first_id) == 1 then return -4 end
+end
 local window, now_ms = {KEYS[5], KEYS[6]}, 0
 if dedup then
   local t = redis.call('TIME')
