@@ -220,3 +220,15 @@ def test_copies_under_their_own_ids_are_stored_again(store: Store) -> None:
     assert store.put("once", 0, [encoded]) == store.put("once", 0, [encoded])  # a re-send: stored once
     again = store.put("once", 0, [encoded], copies=True)
     assert again[0] == 1 and [r[1] for r in stored(store, "once")] == [0, 1]
+
+
+def test_a_window_key_of_the_wrong_type_refuses_the_put_before_any_write(store: Store, backend_url: str) -> None:
+    from mq.store import codec
+
+    client = owned(raw_client(backend_url))
+    client.set(store.queue_keys("once", 2).dedup_expiry, "not a zset")
+    with pytest.raises(MQBrokerError, match="not a zset"):
+        store.put("once", 2, [codec.encode(Message("once", b"x", dedup_id="d"), "m-wrong", 1)])
+    with pytest.raises(MQBrokerError, match="not a zset"):
+        store.fence("once", 2, "m-other", 1000)
+    assert stored(store, "once") == [] and client.hlen(store.queue_keys("once", 2).dedup) == 0

@@ -22,6 +22,8 @@ if ttl == nil or ttl < 1 or ARGV[1] == '' then return redis.error_reply('ERR mal
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local keys = {KEYS[2], KEYS[3]}
+local wrong = dedup_problem(keys)
+if wrong then return redis.error_reply('ERR corrupt queue: ' .. wrong) end
 dedup_prune(keys, now)
 dedup_set(keys, '\31' .. ARGV[1], '1', now, ttl)
 return -1

@@ -89,6 +89,8 @@ if not copies then
 end
 local window, now_ms = {KEYS[5], KEYS[6]}, 0
 if dedup then
+  local wrong = dedup_problem(window)
+  if wrong then return redis.error_reply('ERR corrupt queue: ' .. wrong) end
   local t = redis.call('TIME')
   now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local seen = dedup_get(window, dedup, now_ms)

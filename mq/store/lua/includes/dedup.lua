@@ -11,6 +11,16 @@ local DEDUP_PRUNE = 32
 -- the window of a queue whose meta has none (mq.model.topic.DEFAULT_DEDUP_WINDOW_S)
 local DEDUP_DEFAULT_WINDOW_MS = 120000
 
+-- nil when the window's keys can be written (absent, or a hash and a zset), else the reason: checked
+-- before a script's first write, so a key of the wrong type never leaves it half-applied
+local function dedup_problem(keys)
+  for i, kind in ipairs({'hash', 'zset'}) do
+    local found = redis.call('TYPE', keys[i])['ok']
+    if found ~= 'none' and found ~= kind then return keys[i] .. ' is a ' .. found .. ', not a ' .. kind end
+  end
+  return nil
+end
+
 -- remove at most DEDUP_PRUNE members that expired at or before now_ms
 local function dedup_prune(keys, now_ms)
   local gone = redis.call('ZRANGEBYSCORE', keys[2], '-inf', now_ms, 'LIMIT', 0, DEDUP_PRUNE)
