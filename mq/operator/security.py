@@ -31,12 +31,15 @@ SCRIPT_COMMANDS = (
     "exists",
     "get",
     "hdel",
+    "hexists",  # put-messages: a retry's fence of the call's first msg id (D140)
     "hget",
     "hgetall",
     "hincrby",
     "hmget",
     "hset",
     "hvals",
+    "pexpire",  # the dedup window's keys expire with their last member (D140)
+    "pttl",
     "set",
     "time",
     "type",
