@@ -10,12 +10,17 @@ Starts its own redis-server, then times in interleaved rounds:
   process; ``node2_c{C}_p{P}``: two client processes with C/2 in flight each (gRPC keeps one
   connection per client, and ``SO_REUSEPORT`` spreads connections, not calls, over the endpoint
   processes: one client process only ever reaches one of them);
-- ``python_c1_p1``: the official Python producer's sync ``send`` (tests/proxy_clients.py's rr_client).
+- ``python_c1_p1``: the official Python producer's sync ``send`` (tests/proxy_clients.py's rr_client);
+- ``floor_c64``: the Node.js producer at 64 in flight through ``bench.proxy_floor``, one endpoint
+  process whose SendMessage answers OK and stores nothing: what gRPC's server and the client cost
+  with a handler that costs nothing (the ceiling of any change to our handler).
 
 For each endpoint case also the endpoint's CPU per message (µs: user + system time of the endpoint's
-processes over the case, its warm-up included, divided by the messages) and the clients' p50/p99 send
-latency (ms). Messages are 1 KiB, the topic has 8 queues. Ratios are what to compare across machines.
-Results go to stdout and ``bench/results/proxy.json``.
+processes over the case, its warm-up included, divided by the messages), the Node.js client's own CPU
+per timed send (µs, the median of its processes: one Node.js process runs on one core, so its rate
+is at most 10⁶ / that; for ``mq_producer_sync`` this process's CPU a send) and the clients' p50/p99
+send latency (ms). Messages are 1 KiB, the topic has 8 queues. Ratios are what to compare across
+machines. Results go to stdout and ``bench/results/proxy.json``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import pathlib
 import statistics
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -82,8 +88,17 @@ def _node(endpoint: str, n: int, inflight: int, clients: int) -> dict[str, float
         "rate": sum(r["sent"] for r in results) / window_s,
         "p50_ms": statistics.median(r["p50_ms"] for r in results),
         "p99_ms": statistics.median(r["p99_ms"] for r in results),
+        "client_cpu_us_per_msg": statistics.median(r["cpu_us_per_msg"] for r in results),
         "messages": float(n + WARMUP * clients),
     }
+
+
+def _with_cpu(n: int, timed: Callable[[], float]) -> dict[str, float]:
+    """The rate ``timed`` returns and this process's CPU per message over it (µs): what sending one
+    message costs ``mq.Producer``, beside what it costs the Node.js client."""
+    before = time.process_time()
+    sent = timed()
+    return {"rate": sent, "client_cpu_us_per_msg": (time.process_time() - before) / n * 1e6}
 
 
 def run(n: int, rounds: int, python_n: int, workers: list[int]) -> dict[str, Any]:
@@ -96,6 +111,8 @@ def run(n: int, rounds: int, python_n: int, workers: list[int]) -> dict[str, Any
             p: ProxyProcess(server.url, "bench", pathlib.Path(tmp) / f"proxy{p}.log", *(["--workers", str(p)] if p > 1 else []))
             for p in workers
         }
+        # key 0: the floor endpoint (bench.proxy_floor), one process
+        proxies[0] = ProxyProcess(server.url, "bench", pathlib.Path(tmp) / "floor.log", command=("bench.proxy_floor",))
         first = workers[0]
         try:
             with Producer("bench", server.url, namespace="bench") as producer:
@@ -115,7 +132,7 @@ def run(n: int, rounds: int, python_n: int, workers: list[int]) -> dict[str, Any
                     return {"rate": float(out["rate"]), "messages": float(python_n + 50)}
 
                 cases: dict[str, Any] = {
-                    "mq_producer_sync": lambda: {"rate": rate(n, sync)},
+                    "mq_producer_sync": lambda: _with_cpu(n, lambda: rate(n, sync)),
                     "mq_producer_send_async": lambda: {"rate": rate(n, lambda: send_async_all(producer, n))},
                 }
                 for p in workers:
@@ -123,6 +140,7 @@ def run(n: int, rounds: int, python_n: int, workers: list[int]) -> dict[str, Any
                         cases[f"node_c{c}_p{p}"] = lambda p=p, c=c: through(p, lambda: _node(proxies[p].endpoint, n, c, 1))
                     cases[f"node2_c64_p{p}"] = lambda p=p: through(p, lambda: _node(proxies[p].endpoint, n, 64, 2))
                 cases[f"python_c1_p{first}"] = lambda: through(first, python_case)
+                cases["floor_c64"] = lambda: through(0, lambda: _node(proxies[0].endpoint, n, 64, 1))
                 for _ in range(rounds):
                     for name, case in cases.items():
                         samples.setdefault(name, []).append(case())
@@ -145,11 +163,12 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2", help="endpoint processes of the endpoint cases (default: %(default)s)")
     args = parser.parse_args()
     table = run(args.n, args.rounds, args.python_n, [int(w) for w in args.workers.split(",")])
-    print(f"{'case':24} {'msg/s':>9} {'x sync':>7} {'p50 ms':>8} {'p99 ms':>8} {'CPU us/msg':>11}")
+    print(f"{'case':24} {'msg/s':>9} {'x sync':>7} {'p50 ms':>8} {'p99 ms':>8} {'CPU us/msg':>11} {'client us/msg':>14}")
     for name, row in table.items():
         cells = [f"{row[k]:>8.1f}" if k in row else f"{'':>8}" for k in ("p50_ms", "p99_ms")]
         cpu = f"{row['cpu_us_per_msg']:>11.0f}" if "cpu_us_per_msg" in row else f"{'':>11}"
-        print(f"{name:24} {row['rate']:>9,.0f} {row['x_sync']:>7.2f} {cells[0]} {cells[1]} {cpu}")
+        client = f"{row['client_cpu_us_per_msg']:>14.0f}" if "client_cpu_us_per_msg" in row else f"{'':>14}"
+        print(f"{name:24} {row['rate']:>9,.0f} {row['x_sync']:>7.2f} {cells[0]} {cells[1]} {cpu} {client}")
     out = pathlib.Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "proxy.json").write_text(json.dumps({"n": args.n, "rounds": args.rounds, "table": table}, indent=2) + "\n")

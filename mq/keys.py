@@ -44,7 +44,23 @@ key                             type        holds
 ``{ns:T:Q}:dedupexp``           zset        the members of ``:dedup`` → when each expires, ms (the key expires with the last)
 ``{ns:T:Q}:segments``           zset        tiered storage: the queue's manifest, segment JSON → its start offset
 ``{ns:T:Q}:tierlease``          string      tiered storage: the uploader holding the queue (owner token, with a TTL)
+``{ns:P:lite}:s:L``             hash        lite topic L of lite parent P: ``seq`` next offset, ``m:OFFSET`` a
+                                            message (packed fields), ``lo`` first kept offset, ``c:G`` group G's
+                                            cursor, ``a:G:OFFSET`` delivery attempts; expires
+                                            ``lite_expiration_s`` after its last write (PEXPIRE)
+``{ns:P:lite}:i:G:L``           zset        lite topic L, group G: offset → visible again at, ms; expires with L
+``{ns:P:lite}:groups``          set         groups that subscribe lite topics of P (a send wakes their owners)
+``{ns:P:lite}:owner:G``         hash        lite topic → the member of G that subscribed it (owns it)
+``{ns:P:lite}:subs:G:C``        set         lite topics member C of G subscribed (taken over when C dies)
+``{ns:P:lite}:ready:G:C``       zset        lite topic → when C may next hand something of it out, ms
+``{ns:P:lite}:wake:G:C``        stream      one entry (MAXLEN 1) added when a lite topic of C becomes ready
+``{ns:P:lite}:alive:G``         zset        member C of G → its last lite receive or heartbeat, ms
 ==============================  ==========  ==================================================
+
+Lite topics: everything of one parent shares the tag ``{ns:P:lite}`` (one slot) so that a send can
+wake the member owning its lite topic in the same script. The scripts that touch a lite topic or
+another member build those keys from :attr:`LiteKeys.prefix` in exactly the shapes above (``prefix ..
+'s:' .. L``); :class:`LiteKeys` is their Python form, and a test checks the two agree.
 
 The broker service publishes its ``tier_url`` (a place, never a credential) in ``{ns}:config``; clients
 read the tier from there.
@@ -194,6 +210,55 @@ class QueueKeys:
 
 
 @dataclass(frozen=True)
+class LiteKeys:
+    """The keys of the lite topics of one lite parent (all in one hash slot; see the table above)."""
+
+    prefix: str
+
+    def state(self, lite: str) -> str:
+        """Lite topic ``lite``: its messages, next offset, group cursors and delivery attempts (a hash)."""
+        return f"{self.prefix}s:{lite}"
+
+    def inflight(self, group: str, lite: str) -> str:
+        """Messages of ``lite`` handed out to ``group`` and not acked: offset → visible again at, ms."""
+        return f"{self.prefix}i:{group}:{lite}"
+
+    @property
+    def groups(self) -> str:
+        """The groups subscribing lite topics of the parent."""
+        return f"{self.prefix}groups"
+
+    def owner(self, group: str) -> str:
+        """Lite topic → the member of ``group`` owning it."""
+        return f"{self.prefix}owner:{group}"
+
+    def subs(self, group: str, client: str) -> str:
+        """The lite topics member ``client`` of ``group`` subscribed."""
+        return f"{self.prefix}subs:{group}:{client}"
+
+    def ready(self, group: str, client: str) -> str:
+        """Lite topic → when ``client`` may next hand out something of it, ms."""
+        return f"{self.prefix}ready:{group}:{client}"
+
+    def wake(self, group: str, client: str) -> str:
+        """The stream ``client`` blocks on while its lite topics have nothing."""
+        return f"{self.prefix}wake:{group}:{client}"
+
+    def alive(self, group: str) -> str:
+        """Member of ``group`` → its last lite receive or heartbeat, ms."""
+        return f"{self.prefix}alive:{group}"
+
+    def state_pattern(self, lite_prefix: str) -> str:
+        """``SCAN MATCH`` pattern of the state keys of the lite topics whose names start ``lite_prefix``."""
+        return _glob_escape(self.state(lite_prefix)) + "*"
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` with the glob characters of ``SCAN MATCH`` escaped."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+@dataclass(frozen=True)
 class GroupKeys:
     """The client registry of one consumer (or producer) group, in one hash slot."""
 
@@ -222,7 +287,7 @@ class Keys:
     def patterns(self) -> list[str]:
         """``SCAN MATCH`` patterns that select every key of the namespace and no other: the namespace's
         own tag ``{ns}`` and the tags that start ``{ns:`` (queues, groups); glob characters escaped."""
-        escaped = "".join("\\" + c if c in "*?[]\\" else c for c in self.namespace)
+        escaped = _glob_escape(self.namespace)
         return [f"{{{escaped}}}:*", f"{{{escaped}:*"]
 
     def queue(self, topic: str, queue_id: int) -> QueueKeys:
@@ -256,6 +321,10 @@ class Keys:
         if not topic or ":" in topic or not qid.isdigit():
             return None
         return topic, int(qid), kind
+
+    def lite(self, parent: str) -> LiteKeys:
+        """The keys of the lite topics of lite parent ``parent``."""
+        return LiteKeys(f"{{{self.namespace}:{parent}:lite}}:")
 
     def dlq_resent(self, group: str) -> str:
         """The set of dead-letter msg ids of ``group`` already resent (in the DLQ queue's slot)."""

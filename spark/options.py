@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,7 +49,6 @@ DEFAULT_MAX_PARTITION_MESSAGES = 100_000
 #: The most ``min_partitions`` may ask for (more planned one partition per message of a small read).
 MAX_MIN_PARTITIONS = 10_000
 #: A standalone URL's path: none, ``/`` or ``/`` and a database number.
-_DB_PATH = re.compile(r"(/[0-9]*)?")
 #: ``starting_offsets``/``ending_offsets`` words.
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -160,15 +158,12 @@ def _url(value: str | None) -> str:
     url = (value or os.environ.get(URL_ENV) or "").strip()
     if not url:
         raise MQClientError(f"option 'url' is missing (and ${URL_ENV} is not set): give the store URL, e.g. redis://host:6379/0")
-    check_url(url)  # a bad host or port (``[::1/0``) as an MQClientError with the URL masked, not a bare ValueError
+    check_url(url)  # a bad host, port or database (``[::1/0``, ``/abc``) as an MQClientError with the URL masked
     parts = urlsplit(url)
     if parts.scheme == "memory":
         raise MQClientError(
             f"url {mask_url(url)!r} is the in-process store, which Spark tasks (other processes) cannot see: use a Redis URL"
         )
-    if parts.scheme in ("redis", "rediss") and not _DB_PATH.fullmatch(parts.path):
-        # redis-py reads a path that is not a number as db 0: a typo would read another database (D102)
-        raise MQClientError(f"url {mask_url(url)!r} names database {parts.path!r}: use a number, e.g. redis://host:6379/0")
     if "sentinel" in parts.scheme:
         parse_sentinel_url(url)  # its master name and db, checked now rather than in every task
     return url

@@ -121,14 +121,17 @@ def run_node(workdir: pathlib.Path, source: str, *, timeout_s: float = 90) -> su
 
 
 class ProxyProcess:
-    """``python -m mq proxy`` on a free loopback port, in a process of its own."""
+    """``python -m mq proxy`` on a free loopback port, in a process of its own (``command``: another
+    module taking ``mq proxy``'s options, as ``bench.proxy_floor``)."""
 
-    def __init__(self, url: str, namespace: str, log: pathlib.Path, *extra: str, port: int = 0) -> None:
+    def __init__(
+        self, url: str, namespace: str, log: pathlib.Path, *extra: str, port: int = 0, command: Sequence[str] = ("mq", "proxy")
+    ) -> None:
         self.log = log
         self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
         started = log.stat().st_size
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mq", "proxy", "--url", url, "--namespace", namespace, "--port", str(port), *extra],
+            [sys.executable, "-m", *command, "--url", url, "--namespace", namespace, "--port", str(port), *extra],
             stdout=self._out,
             stderr=subprocess.STDOUT,
             cwd=REPO,

@@ -53,6 +53,36 @@ def _cases() -> dict[str, tuple[Callable[[Producer], object], type[Exception], s
         ),
         "dedup id in a batch": (lambda p: p.send_batch([Message("ok", ok, dedup_id="d2")]), MQClientError, "d2"),
         "async dedup id too long": (lambda p: p.send_async(Message("ok", ok, dedup_id="d" * 200)), MQClientError, "1..128"),
+        "dedup id on a lite topic message": (
+            lambda p: p.send(Message("ok", ok, lite_topic="sess-1", dedup_id="d3")),
+            MQClientError,
+            "lite topics are not deduplicated",
+        ),
+        "dedup id with a priority on a plain topic": (
+            lambda p: p.send(Message("ok", ok, priority=2, dedup_id="d4")),
+            MQClientError,
+            "priority 2",
+        ),
+        "priority above 9": (lambda p: p.send(Message("prio", ok, priority=10)), MQClientError, "10"),
+        "negative priority": (lambda p: p.send(Message("prio", ok, priority=-1)), MQClientError, "-1"),
+        "bool priority": (lambda p: p.send(Message("prio", ok, priority=True)), MQClientError, "True"),
+        "priority on a plain topic": (lambda p: p.send(Message("ok", ok, priority=3)), MQClientError, "priority 3"),
+        "async priority on a plain topic": (lambda p: p.send_async(Message("ok", ok, priority=3)), MQClientError, "'ok'"),
+        "batch mixed priorities": (
+            lambda p: p.send_batch([Message("prio", ok), Message("prio", ok, priority=1)]),
+            MQClientError,
+            "one priority",
+        ),
+        "selector on a priority topic": (
+            lambda p: p.send(Message("prio", ok), selector=lambda qs, m, a: qs[0]),
+            MQClientError,
+            "selector",
+        ),
+        "queue of another level": (
+            lambda p: p.send(Message("prio", ok, priority=1), queue=MessageQueue("prio", "broker-a", 0)),
+            MQClientError,
+            "level",
+        ),
     }
 
 
@@ -64,6 +94,7 @@ def test_bad_input_is_refused_and_store_unchanged(case: str, backend_url: str, n
     admin = owned(Admin(backend_url, namespace))
     admin.create_topic("ok", read_queues=2, write_queues=2)
     admin.create_topic("ok2", read_queues=2, write_queues=2)
+    admin.create_topic("prio", read_queues=2, write_queues=2, priority_levels=2)
     with Producer("pg", backend_url, namespace=namespace, max_message_size=LIMIT) as producer:
         producer.send(Message("ok", b"before"))
         before = snapshot(backend_url, namespace)
@@ -89,6 +120,10 @@ def test_str_body_is_a_type_error() -> None:
         ({"dedup_window_s": 7 * 24 * 3600 + 1}, "604801"),
         ({"dedup_window_s": 1.5}, "1.5"),
         ({"dedup_window_s": True}, "True"),
+        ({"priority_levels": 11}, "11"),
+        ({"priority_levels": 1}, "1"),
+        ({"priority_levels": 10, "read_queues": 4, "write_queues": 4}, "at least 10"),
+        ({"priority_levels": 4, "order": True}, "ordered"),
     ],
 )
 def test_bad_topic_config_is_refused(kwargs: dict[str, object], quoted: str, backend_url: str, namespace: str) -> None:

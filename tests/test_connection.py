@@ -38,6 +38,13 @@ def test_unknown_scheme_is_refused(url: str) -> None:
         Connection(url)
 
 
+@pytest.mark.parametrize("path", ["/abc", "/0x", "/1/2", "/-1"])
+def test_a_database_that_is_not_a_number_is_refused(path: str) -> None:
+    """redis-py reads ``/abc`` as database 0: a typo would have read and written another database."""
+    with pytest.raises(MQClientError, match=f"names database '{path}': use a number"):
+        Connection(f"redis://:s3cret@127.0.0.1:1{path}")  # refused before connecting (nothing listens on port 1)
+
+
 @pytest.mark.parametrize("ns", ["", "a{b", "a b", "a:b"])
 def test_bad_namespace_is_refused(ns: str) -> None:
     with pytest.raises(MQClientError, match="namespace"):

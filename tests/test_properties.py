@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mq import Admin, Message, MessageSelector, Producer, PullConsumer
+from mq import Admin, Message, MessageSelector, Producer, PullConsumer, SimpleConsumer
 from mq.consumer.puller import filter_args
 from mq.errors import MQClientError
 from mq.filter.limits import MAX_TEXT_TESTS
@@ -38,22 +38,24 @@ text = st.one_of(
     st.text(alphabet="abc", min_size=1, max_size=3),
 )
 noisy_messages = st.builds(
-    lambda body, tags, keys, props, delay: (body, tags, keys, props, delay),
+    lambda body, tags, keys, props, delay, priority: (body, tags, keys, props, delay, priority),
     st.binary(max_size=64),
     st.one_of(st.none(), text),
     st.one_of(st.none(), st.lists(text, max_size=4)),
     st.dictionaries(text, text, max_size=4),
     st.sampled_from([0, 0, 0, -1, True, 1.5]),
+    st.sampled_from([0, 0, 0, 9, -1, 10, True, 2.0, "3", None]),
 )
 # Valid by every rule of mq.model.validation: any non-blank text UTF-8 can encode (no lone surrogates), a tag
 # without "|" or whitespace, keys without the key separator, property names not reserved.
 valid_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12).filter(lambda t: bool(t.strip()))
 valid_messages = st.builds(
-    lambda body, tags, keys, props: (body, tags, keys, props, 0),
+    lambda body, tags, keys, props, priority: (body, tags, keys, props, 0, priority),
     st.binary(min_size=1, max_size=64),
     st.one_of(st.none(), valid_text.filter(lambda t: not any(c.isspace() or c == "|" for c in t))),
     st.one_of(st.none(), st.lists(valid_text.filter(lambda t: KEY_SEPARATOR not in t), max_size=4)),
     st.dictionaries(valid_text.filter(lambda t: t.upper() not in RESERVED_PROPERTIES), valid_text, max_size=4),
+    st.integers(0, 9),
 )
 # (fields, whether they are valid): the producer must take every valid one
 messages = st.one_of(valid_messages.map(lambda m: (m, True)), noisy_messages.map(lambda m: (m, False)))
@@ -66,11 +68,12 @@ def server() -> Any:
 
 
 def _same(stored: Any, sent: Message) -> bool:
-    return (stored.body, stored.tags, list(stored.keys), stored.properties) == (
+    return (stored.body, stored.tags, list(stored.keys), stored.properties, stored.priority) == (
         bytes(sent.body),
         sent.tags,
         list(sent.keys),
         sent.properties,
+        sent.priority,
     )
 
 
@@ -87,12 +90,12 @@ def test_messages_are_refused_unchanged_or_stored_and_read_back_identical(server
         @SETTINGS
         @given(messages)
         def check(drawn: tuple[tuple[Any, ...], bool]) -> None:
-            (body, tags, keys, props, delay), valid = drawn
+            (body, tags, keys, props, delay, priority), valid = drawn
             topic = f"pt{next(counter)}"  # a topic per example: key queries never see other examples
-            admin.create_topic(topic, read_queues=1, write_queues=1)
+            admin.create_topic(topic, read_queues=2, write_queues=2, priority_levels=2)  # priorities 1..9: queue 1
             before = snapshot(url, ns)
             try:
-                msg = Message(topic, body, tags, keys, props, delay_level=delay)
+                msg = Message(topic, body, tags, keys, props, delay_level=delay, priority=priority)
                 result = producer.send(msg)
             except MQClientError as e:
                 assert not valid, f"valid message refused: {e}"
@@ -100,6 +103,7 @@ def test_messages_are_refused_unchanged_or_stored_and_read_back_identical(server
                 return
             by_id = admin.query_message(topic, result.msg_id)
             assert by_id is not None and _same(by_id, msg)
+            assert result.message_queue.queue_id == min(msg.priority, 1)  # the queue of its level
             for key in set(msg.keys):
                 assert result.msg_id in [m.msg_id for m in admin.query_messages_by_key(topic, key)]
             copy = Message("pt", msg.body, msg.tags, msg.keys, msg.properties)
@@ -180,6 +184,37 @@ def test_names_are_refused_unchanged_or_created_and_listed(server: RedisServer, 
     with contextlib.suppress(MQClientError):
         Producer(name, url, namespace=ns).shutdown()
     assert snapshot(url, ns) == before  # building a producer writes nothing, refused or not
+
+
+def test_lite_topic_names_are_refused_unchanged_or_created_listed_and_subscribed(server: RedisServer) -> None:
+    ns = "prop-lite"
+    url = server.url
+    admin = owned(Admin(url, ns))
+    admin.create_topic("LP", read_queues=1, write_queues=1, lite=True)
+    created: list[str] = []
+    consumer = SimpleConsumer("prop-lg", url, namespace=ns, subscriptions={"LP": "*"}, await_duration_s=0)
+    with Producer("p", url, namespace=ns) as producer, consumer:
+
+        @SETTINGS
+        @given(name=text)
+        def check(name: str) -> None:
+            before = snapshot(url, ns)
+            try:
+                sent = producer.send(Message("LP", b"x", lite_topic=name))
+            except MQClientError:
+                assert snapshot(url, ns) == before
+                with pytest.raises(MQClientError):
+                    consumer.subscribe_lite("LP", name)
+                assert snapshot(url, ns) == before
+                return
+            assert name in admin.list_lite_topics("LP", name, count=10_000).names
+            assert sent.queue_offset == created.count(name)
+            created.append(name)
+            consumer.subscribe_lite("LP", name)
+
+        check()
+
+    assert len(set(created)) >= 10, f"only {len(set(created))} valid lite topic names: the strategy tests little"
 
 
 # SQL92 pieces: mostly well-formed expressions over a few properties, and some noise.

@@ -12,11 +12,11 @@ so a cancelled poll has taken none from the buffer.
 from __future__ import annotations
 
 import asyncio
-import collections
 import time
 from types import TracebackType
 
 from mq.aio.core import AsyncConsumerCore, AsyncFacade, LoopFlag
+from mq.consumer.priority import HeldMessages
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.pull import DEFAULT_POLL_TIMEOUT_S, PullBase
 from mq.errors import MQClientError
@@ -36,7 +36,7 @@ class PullConsumer(AsyncFacade, PullBase[AsyncConsumerCore]):
     _core_type = AsyncConsumerCore
 
     def _setup(self) -> None:
-        self._buffer: collections.deque[tuple[ProcessQueue, int, MessageExt]] = collections.deque()
+        self._buffer: HeldMessages[tuple[ProcessQueue, int, MessageExt]] = HeldMessages()
         self._arrived = LoopFlag()
 
     async def start(self) -> PullConsumer:
@@ -93,7 +93,7 @@ class PullConsumer(AsyncFacade, PullBase[AsyncConsumerCore]):
                 self._arrived.clear()
                 await self._arrived.wait_for(left)  # holds no message here: a cancellation loses nothing
                 continue
-            pq, generation, msg = self._buffer.popleft()
+            pq, generation, msg = self._buffer.take()  # higher priority first (D142)
             if self._positions.take(pq, generation, msg):
                 out.append(msg)
         if out:
@@ -148,6 +148,6 @@ class PullConsumer(AsyncFacade, PullBase[AsyncConsumerCore]):
     def deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Buffer pulled messages for :meth:`poll`."""
         for m in msgs:
-            self._buffer.append((pq, pq.generation, m))
+            self._buffer.put(pq.queue, m.priority, (pq, pq.generation, m))
         if msgs:
             self._arrived.set()

@@ -94,6 +94,20 @@ class SimpleConsumer(SimpleSettings):
                 return views
             await self._wait(self._core.pause_s(paused, remaining_s(deadline)), paused)
 
+    async def subscribe_lite(self, parent: str, lite_topic: str) -> None:
+        """Consume lite topic ``lite_topic`` of lite parent ``parent`` from now on: as
+        :meth:`mq.SimpleConsumer.subscribe_lite` (ownership in the group, hand-over, wake-up), awaited.
+
+        Raises:
+            MQClientError: ``parent`` is not a lite parent, or a name is invalid (nothing is written).
+        """
+        await self._core.subscribe_lite(parent, lite_topic)
+
+    async def unsubscribe_lite(self, parent: str, lite_topic: str) -> None:
+        """Stop consuming lite topic ``lite_topic`` of ``parent``; the group keeps its position there
+        (until the lite topic expires), so a later subscriber goes on from it."""
+        await self._core.unsubscribe_lite(parent, lite_topic)
+
     async def ack(self, view: MessageView) -> None:
         """Acknowledge ``view``: it is done and never handed out again.
 
@@ -112,6 +126,13 @@ class SimpleConsumer(SimpleSettings):
 
     async def _wait(self, seconds: float, paused: bool) -> None:
         """Wait until a queue may have news, ``seconds`` at most (standalone: one XREAD over all logs)."""
+        if not paused and self._core.lite.parents:  # its wake streams, and its queues' logs when standalone
+            streams, block_s = await self._core.wait_plan(seconds, self._conn.kind == "cluster")
+            if streams is None or block_s <= 0:
+                await asyncio.sleep(block_s)
+            else:
+                await self._poll_store.wait_lite(streams, int(block_s * 1000))
+            return
         if paused or self._conn.kind == "cluster":  # one XREAD cannot span slots: short pauses instead
             await asyncio.sleep(seconds if paused else min(seconds, CLUSTER_PAUSE_S))
             return

@@ -53,6 +53,12 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         metavar="TIME",
         help=f"deliver it at TIME, {TIME_FORMS}; prints a recall_handle for `mq recall` (default: at once)",
     )
+    send.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        help="0..9, higher first; needs a topic created with --priority-levels (default: %(default)s)",
+    )
 
     query = add_leaf(commands, "query", _query, "find messages by id or key", common)
     query.add_argument("topic", help="topic to search")
@@ -123,7 +129,13 @@ def _send(args: argparse.Namespace) -> int:
     warn_if_memory(args.url, writes=True)
     props = dict(args.property)
     msg = Message(
-        args.topic, args.body.encode(), tags=args.tags, keys=args.keys, properties=props, deliver_time_ms=args.deliver_at
+        args.topic,
+        args.body.encode(),
+        tags=args.tags,
+        keys=args.keys,
+        properties=props,
+        deliver_time_ms=args.deliver_at,
+        priority=args.priority,
     )
     with Producer("mq-cli", args.url, namespace=args.namespace) as producer:
         selector = SelectMessageQueueByHash() if args.sharding_key else None

@@ -1,4 +1,4 @@
-"""``mq topic create|update|delete|list|status|recover``."""
+"""``mq topic create|update|delete|list|lite|status|recover``."""
 
 from __future__ import annotations
 
@@ -30,6 +30,17 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         default=DEFAULT_DEDUP_WINDOW_S,
         help="how long a message's dedup id is remembered, seconds (default: %(default)s)",
     )
+    create.add_argument("--lite", action="store_true", help="a parent of lite topics, created on first send (default: no)")
+    create.add_argument(
+        "--lite-expiration-s", type=int, default=None, help="a lite topic expires this long after its last write (default: 600)"
+    )
+    create.add_argument(
+        "--priority-levels",
+        type=int,
+        default=None,
+        help="make a priority topic of N levels, 2..10: messages of priority 0..9 go to the queues of their "
+        "level, consumers take higher levels first; needs at least N queues (default: no priority)",
+    )
 
     update = add_leaf(actions, "update", _update, "change an existing topic's queue counts, perm or dedup window", common)
     update.add_argument("topic", help="topic name")
@@ -49,6 +60,11 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     status = add_leaf(actions, "status", _status, "show each queue's offsets [MIN, MAX) (half-open) and last store time", common)
     status.add_argument("topic", help="topic name")
     add_raw_ms(status)
+    lite = add_leaf(actions, "lite", _lite, "list the live lite topics of a lite parent, by prefix, a page at a time", common)
+    lite.add_argument("topic", help="the lite parent")
+    lite.add_argument("--prefix", default="", help="only lite topics whose names start with this (default: all)")
+    lite.add_argument("--count", type=int, default=100, help="about this many names a page (default: %(default)s)")
+    lite.add_argument("--cursor", type=int, default=0, help="the cursor a previous page printed (default: the first page)")
     recover = add_leaf(
         actions,
         "recover",
@@ -61,9 +77,11 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 
 def _describe(verb: str, c: TopicConfig) -> None:
+    lite = f" lite (expires after {c.lite_expiration_ms // 1000} s idle)" if c.lite else ""
+    levels = f" priority_levels={c.priority_levels}" if c.priority_levels else ""
     print(
         f"{verb} {c.name}: read_queues={c.read_queues} write_queues={c.write_queues} perm={c.perm} "
-        f"dedup_window_s={c.dedup_window_s}"
+        f"dedup_window_s={c.dedup_window_s}{levels}{lite}"
     )
 
 
@@ -72,7 +90,16 @@ def _create(args: argparse.Namespace) -> int:
     queues = {"read_queues": args.read_queues, "write_queues": args.write_queues}
     with admin(args) as a:
         existed = a.topic_exists(args.topic)
-        config = a.create_topic(args.topic, **queues, perm=args.perm, order=args.order, dedup_window_s=args.dedup_window_s)
+        lite = {"lite": True, "lite_expiration_s": args.lite_expiration_s} if args.lite else {}
+        config = a.create_topic(
+            args.topic,
+            **queues,
+            perm=args.perm,
+            order=args.order,
+            priority_levels=args.priority_levels,
+            dedup_window_s=args.dedup_window_s,
+            **lite,
+        )
     _describe("updated" if existed else "created", config)
     return 0
 
@@ -98,9 +125,22 @@ def _list(args: argparse.Namespace) -> int:
     with admin(args) as a:
         topics = a.topics()
     print_table(
-        ("TOPIC", "READ", "WRITE", "PERM", "ORDER", "DEDUP_S"),
-        [(c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "", c.dedup_window_s) for c in topics],
+        ("TOPIC", "READ", "WRITE", "PERM", "ORDER", "DEDUP_S", "PRIORITY_LEVELS"),
+        [
+            (c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "", c.dedup_window_s, c.priority_levels or "")
+            for c in topics
+        ],
     )
+    return 0
+
+
+def _lite(args: argparse.Namespace) -> int:
+    warn_if_memory(args.url)
+    with admin(args) as a:
+        page = a.list_lite_topics(args.topic, args.prefix, cursor=args.cursor, count=args.count)
+    for name in page.names:
+        print(name)
+    print(f"next page: --cursor {page.cursor}" if page.cursor else "(last page)")
     return 0
 
 

@@ -163,6 +163,17 @@ async def _topic(request: Request, console: Console) -> Any:
     return await _call(service.topic_detail, console, request.path_params["topic"])
 
 
+async def _lite_topics(request: Request, console: Console) -> Any:
+    return await _call(
+        service.lite_topics,
+        console,
+        request.path_params["topic"],
+        prefix=_q(request, "prefix", ""),
+        cursor=_q(request, "cursor", "0"),
+        per_page=_q(request, "per_page", service.DEFAULT_PER_PAGE),
+    )
+
+
 async def _create_topic(request: Request, console: Console) -> Any:
     data = _only(await _body(request), {"name", "read_queues", "write_queues", "perm", "order"})
     if "name" not in data:
@@ -305,6 +316,7 @@ ROUTES: list[tuple[str, str, Callable[[Request, Console], Awaitable[Any]], int]]
     ("POST", "/api/topics", _create_topic, 201),
     ("GET", "/api/topics/{topic}", _topic, 200),
     ("GET", "/api/topics/{topic}/series", _topic_series, 200),
+    ("GET", "/api/topics/{topic}/lite", _lite_topics, 200),
     ("POST", "/api/topics/{topic}/update", _update_topic, 200),
     ("POST", "/api/topics/{topic}/delete", _delete_topic, 200),
     ("POST", "/api/topics/{topic}/send", _send, 201),

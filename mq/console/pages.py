@@ -155,6 +155,20 @@ async def _topic_page(request: Request, name: str, *, done: str = "", **context:
 
 
 @page("/topics")
+async def lite_topics(request: Request) -> Response:
+    """A lite parent's live lite topics by prefix, a page at a time: the "next page" link carries the
+    Admin's cursor (SCAN goes one way: there is a first page and a next one, no previous)."""
+    found = await _call(
+        request,
+        service.lite_topics,
+        request.path_params["topic"],
+        prefix=_query(request, "prefix"),
+        cursor=_query(request, "cursor"),
+    )
+    return render(request, "lite.html", nav="/topics", found=found)
+
+
+@page("/topics")
 async def update_topic(request: Request) -> Response:
     form = await _form(request)
     name = request.path_params["topic"]
@@ -306,6 +320,7 @@ routes: list[BaseRoute] = [
     Route("/topics", topics, name="topics"),
     Route("/topics", create_topic, methods=["POST"], name="create_topic"),
     Route("/topics/{topic}", topic, name="topic"),
+    Route("/topics/{topic}/lite", lite_topics, name="lite_topics"),
     Route("/topics/{topic}/update", update_topic, methods=["POST"], name="update_topic"),
     Route("/topics/{topic}/delete", delete_topic, methods=["POST"], name="delete_topic"),
     Route("/topics/{topic}/send", send_message, methods=["POST"], name="send_message"),

@@ -66,6 +66,7 @@ from mq.console.shapes import (
     Info,
     LagTable,
     Letter,
+    LitePage,
     Member,
     MessageDetail,
     MessageRow,
@@ -308,6 +309,46 @@ def topic_detail(console: Console, topic: str) -> TopicDetail:
     return TopicDetail(_topic_row(config, states), queues, groups)
 
 
+def lite_topics(
+    console: Console, topic: str, *, prefix: object = "", cursor: object = "0", per_page: object = DEFAULT_PER_PAGE
+) -> LitePage:
+    """A page of the live lite topics of lite parent ``topic`` whose names start with ``prefix``
+    (:meth:`mq.Admin.list_lite_topics`): at most ``per_page`` names and the cursor of the next page.
+    ``cursor`` is ``"0"`` (or empty) for the first page, then the ``next_cursor`` a page gave.
+
+    Raises:
+        NotFound: no such topic. BadInput: a topic that is not a lite parent, a malformed prefix,
+            ``per_page`` or cursor.
+    """
+    config = require_topic(console, topic)
+    if not config.lite:
+        raise BadInput(
+            f"topic {config.name!r} is not a lite parent, so it has no lite topics "
+            "(a lite parent is created with `mq topic create --lite` or Admin.create_topic(…, lite=True))"
+        )
+    if not isinstance(prefix, str):
+        raise BadInput(f"prefix must be text, got {prefix!r}")
+    n = int_arg("per_page", per_page, 1, MAX_PER_PAGE)
+    at = _lite_cursor(cursor)
+    try:
+        found = console.admin.list_lite_topics(config.name, prefix.strip(), cursor=at, count=n)
+    except InvalidNameError as e:
+        raise BadInput(f"prefix: {e}") from None
+    next_cursor = str(found.cursor) if found.cursor else None
+    return LitePage(config.name, prefix.strip(), found.names, per_page=n, cursor=str(at), next_cursor=next_cursor)
+
+
+def _lite_cursor(value: object) -> int:
+    """A lite listing cursor from its text (digits; empty or None: the first page), else BadInput (the
+    Admin checks its range)."""
+    if value is None or value == "":
+        return 0
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit() or len(value) > 30:
+        shown = repr(value)[:40] + ("…" if len(repr(value)) > 40 else "")
+        raise BadInput(f"cursor must be the next_cursor a page gave (digits; 0 or none for the first page), got {shown}")
+    return int(value)
+
+
 def create_topic(
     console: Console,
     topic: object,
@@ -538,6 +579,8 @@ def _topic_row(config: TopicConfig, states: Sequence[QueueState]) -> TopicRow:
         sum(s.stats.stored for s in states),
         max((s.stats.last_store_timestamp_ms for s in states), default=0),
         config.dedup_window_s,
+        config.priority_levels,
+        config.lite_expiration_ms // 1000 if config.lite else None,
     )
 
 
@@ -597,6 +640,7 @@ __all__ = [
     "Info",
     "LagTable",
     "Letter",
+    "LitePage",
     "Member",
     "MessageDetail",
     "MessageRow",
@@ -630,6 +674,7 @@ __all__ = [
     "is_system",
     "keys_arg",
     "lag_table",
+    "lite_topics",
     "message_detail",
     "message_field",
     "overview",

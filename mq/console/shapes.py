@@ -131,7 +131,9 @@ class Check:
 
 @dataclass(frozen=True)
 class TopicRow:
-    """A line of the topics list: config, messages stored (max − min over queues), newest store time."""
+    """A line of the topics list: config, messages stored (max − min over queues), newest store time;
+    ``priority_levels`` of a priority topic (None: not one); ``lite_expiration_s`` of a lite parent,
+    how long its lite topics live after their last write (None: not one)."""
 
     name: str
     read_queues: int
@@ -142,6 +144,28 @@ class TopicRow:
     messages: int
     last_store_ms: int
     dedup_window_s: int = DEFAULT_DEDUP_WINDOW_S
+    priority_levels: int | None = None
+    lite_expiration_s: int | None = None
+
+
+@dataclass(frozen=True)
+class LitePage:
+    """One page of the live lite topics of lite parent ``topic`` whose names start with ``prefix``.
+
+    Attributes:
+        items: their names, at most ``per_page``, sorted within the page (the pages come in no useful
+            order: ``SCAN`` over the parent's keys, see :meth:`mq.Admin.list_lite_topics`).
+        cursor: this page's cursor (``"0"``: the first page).
+        next_cursor: the next page's, or None when this is the last. Cursors are opaque digits, as
+            text: they can pass 2**53, which a JSON number in a browser would round.
+    """
+
+    topic: str
+    prefix: str
+    items: list[str]
+    per_page: int
+    cursor: str
+    next_cursor: str | None
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,12 @@ import queue
 import threading
 import time
 from types import TracebackType
+from typing import Generic, TypeVar
 
 from mq.consumer.allocate import AllocateMessageQueueStrategy
 from mq.consumer.base import CoreT, QueueConsumerBase
 from mq.consumer.core import ConsumerCore
+from mq.consumer.priority import HeldMessages
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.steps import CoreSteps
 from mq.consumer.types import ConsumeFromWhere, MessageModel
@@ -26,6 +28,8 @@ from mq.errors import MQClientError
 from mq.filter import MessageSelector
 from mq.model.message import MessageExt
 from mq.model.queue import MessageQueue
+
+T = TypeVar("T")
 
 #: Seconds :meth:`PullConsumer.poll` waits by default.
 DEFAULT_POLL_TIMEOUT_S = 5.0
@@ -86,6 +90,35 @@ class Positions:
             return None
         with self._lock:
             return self._positions.get(pq)
+
+
+class HeldBuffer(Generic[T]):
+    """:class:`HeldMessages` shared by threads: the pulling thread puts, :meth:`PullConsumer.poll` takes."""
+
+    def __init__(self) -> None:
+        self._held: HeldMessages[T] = HeldMessages()
+        self._ready = threading.Condition()
+
+    def __len__(self) -> int:
+        with self._ready:
+            return len(self._held)
+
+    def put(self, key: MessageQueue, priority: int, item: T) -> None:
+        """Hold ``item`` of queue ``key``."""
+        with self._ready:
+            self._held.put(key, priority, item)
+            self._ready.notify()
+
+    def get(self, timeout: float) -> T:
+        """The next item (highest priority first), waiting up to ``timeout`` s.
+
+        Raises:
+            queue.Empty: none came in time.
+        """
+        with self._ready:
+            if not self._ready.wait_for(lambda: len(self._held) > 0, timeout):
+                raise queue.Empty
+            return self._held.take()
 
 
 class PullBase(QueueConsumerBase[CoreT]):
@@ -171,7 +204,7 @@ class PullConsumer(PullBase[ConsumerCore]):
     _core_type = ConsumerCore
 
     def _setup(self) -> None:
-        self._buffer: queue.Queue[tuple[ProcessQueue, int, MessageExt]] = queue.Queue()
+        self._buffer: HeldBuffer[tuple[ProcessQueue, int, MessageExt]] = HeldBuffer()
 
     def start(self) -> PullConsumer:
         """Start pulling in the background. Returns self."""
@@ -208,7 +241,7 @@ class PullConsumer(PullBase[ConsumerCore]):
                 continue
             wait = deadline - time.monotonic() if not out else 0
             try:
-                pq, generation, msg = self._buffer.get(timeout=wait) if wait > 0 else self._buffer.get_nowait()
+                pq, generation, msg = self._buffer.get(timeout=max(wait, 0.0))
             except queue.Empty:
                 break
             if self._positions.take(pq, generation, msg):
@@ -250,6 +283,6 @@ class PullConsumer(PullBase[ConsumerCore]):
     # -- what the core asks (see mq.consumer.core.Consumption) ----------------------------------
 
     def deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        """Buffer pulled messages for :meth:`poll`."""
+        """Buffer pulled messages for :meth:`poll` (which hands out higher priority first, D142)."""
         for m in msgs:
-            self._buffer.put((pq, pq.generation, m))
+            self._buffer.put(pq.queue, m.priority, (pq, pq.generation, m))

@@ -18,7 +18,7 @@ from mq.errors import MQBrokerError
 from mq.model.message import Message, MessageExt
 from mq.model.properties import DLQ_REASON, ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC
 from mq.model.timer import DelayLevels
-from mq.model.topic import TopicConfig
+from mq.model.topic import MAX_PRIORITY_LEVELS, TopicConfig
 from mq.model.validation import DLQ_PREFIX, RETRY_PREFIX
 from mq.observe.trace import Tracer
 from mq.store import Store, codec
@@ -65,6 +65,7 @@ class SendBackOps:
         self.max_reconsume_times = max_reconsume_times
         self._levels = DelayLevels()
         self._ensured: set[str] = set()
+        self._retry_levels: dict[str, TopicConfig] = {}
         self._clock = ClockOffset()
         self._tracer = tracer
 
@@ -122,10 +123,13 @@ class SendBackOps:
         if to_dlq:
             yield from StoreOps.put.op(self._store, topic, 0, [encoded], copies=True)
         else:
+            # a priority message waits in the retry topic's queue of its level: retried, it keeps its
+            # place before lower priorities (RocketMQ's retry topic loses it, apache/rocketmq #10350; D142)
+            queue_id = (yield from self._priority_queue(topic, msg.priority)) if msg.priority else 0
             levels = yield from self._delay_levels()
             level = delay_level if delay_level > 0 else RETRY_BASE_LEVEL + msg.reconsume_times
             due_ms = (yield from self._now_ms()) + levels[min(level, len(levels)) - 1]
-            yield from StoreOps.put_delayed.op(self._store, topic, 0, encoded, due_ms)
+            yield from StoreOps.put_delayed.op(self._store, topic, queue_id, encoded, due_ms)
         if self._tracer is not None:
             self._tracer.sent_back(msg, topic)
         return topic
@@ -136,6 +140,19 @@ class SendBackOps:
 
     def _delay_levels(self) -> Op[tuple[int, ...]]:
         return (yield from self._levels.op(self._store))
+
+    def _priority_queue(self, topic: str, priority: int) -> Op[int]:
+        """The queue of ``priority``'s level in retry topic ``topic``, giving the topic priority levels
+        (and a queue a level) the first time a priority message is sent back to it."""
+        config = self._retry_levels.get(topic)
+        if config is None:
+            config = yield from StoreOps.topic.op(self._store, topic)
+            if config is None or not config.priority_levels:
+                queues = max(MAX_PRIORITY_LEVELS, config.queue_count if config is not None else 1)
+                config = TopicConfig(topic, read_queues=queues, write_queues=queues, priority_levels=MAX_PRIORITY_LEVELS)
+                yield from StoreOps.save_topic.op(self._store, config)
+            self._retry_levels[topic] = config
+        return config.level_for(priority)
 
     def _ensure(self, topic: str) -> Op[str]:
         """Create ``topic`` once (creating it twice from two callers at once is harmless)."""

@@ -121,6 +121,25 @@ class SimpleConsumer(SimpleSettings):
                 return views
             self._wait(self._core.pause_s(paused, remaining_s(deadline)), paused)
 
+    def subscribe_lite(self, parent: str, lite_topic: str) -> None:
+        """Consume lite topic ``lite_topic`` of lite parent ``parent`` (``Admin.create_topic(parent,
+        lite=True)``) from now on, whether it exists yet or not [RIP-83]: ``receive`` hands out its
+        messages in order, from its first stored one for a group new to it. In a group, one member
+        consumes a lite topic at a time: the one that subscribed it last; when that member stops
+        (no ``receive`` or ``ack`` for ``LITE_MEMBER_TIMEOUT_S``, or ``shutdown``), another member of
+        the group takes its lite topics. ``receive`` wakes on a message to any of them without
+        polling each.
+
+        Raises:
+            MQClientError: ``parent`` is not a lite parent, or a name is invalid (nothing is written).
+        """
+        self._core.subscribe_lite(parent, lite_topic)
+
+    def unsubscribe_lite(self, parent: str, lite_topic: str) -> None:
+        """Stop consuming lite topic ``lite_topic`` of ``parent``; the group keeps its position there
+        (until the lite topic expires), so a later subscriber goes on from it."""
+        self._core.unsubscribe_lite(parent, lite_topic)
+
     def ack(self, view: MessageView) -> None:
         """Acknowledge ``view``: it is done and never handed out again.
 
@@ -139,6 +158,13 @@ class SimpleConsumer(SimpleSettings):
 
     def _wait(self, seconds: float, paused: bool) -> None:
         """Block until a queue may have news, ``seconds`` at most (standalone: one XREAD over all logs)."""
+        if not paused and self._core.lite.parents:  # its wake streams, and its queues' logs when standalone
+            streams, block_s = self._core.wait_plan(seconds, self._conn.kind == "cluster")
+            if streams is None or block_s <= 0:
+                time.sleep(block_s)
+            else:
+                self._poll_store.wait_lite(streams, int(block_s * 1000))
+            return
         if paused or self._conn.kind == "cluster":  # one XREAD cannot span slots: short pauses instead
             time.sleep(seconds if paused else min(seconds, CLUSTER_PAUSE_S))
             return

@@ -16,6 +16,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+from mq.consumer.lite import LiteMember, is_lite_receipt, make_lite_receipt, parse_lite_receipt
+from mq.consumer.priority import priority_order
 from mq.consumer.puller import filter_args
 from mq.consumer.registry import HEARTBEAT_INTERVAL_S, ClientInfo, Registry
 from mq.consumer.retry import dlq_topic, original_topic, retry_topic
@@ -23,6 +25,7 @@ from mq.consumer.start import DEFAULT_CONSUME_TIMESTAMP_AGO_MS
 from mq.consumer.types import ConsumeFromWhere
 from mq.errors import MQClientError, StoreEvictedError, evicted_message
 from mq.filter import MessageSelector
+from mq.keys import stream_id
 from mq.model.group import GroupConfig
 from mq.model.message import Message, MessageExt
 from mq.model.msgid import new_client_id
@@ -35,6 +38,7 @@ from mq.store import codec
 from mq.store.base import StoreBase
 from mq.store.clock import ClockOffset
 from mq.store.connection import Connection
+from mq.store.lite import LiteDelivery
 from mq.store.ops import AsyncRunner, Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps
 
@@ -92,11 +96,26 @@ def received_view(msg: MessageExt, attempt: int, visible_at: int) -> MessageView
 
 def renewed_view(view: MessageView, visible_at: int) -> MessageView:
     """``view`` with a receipt for the same queue and offset, valid until ``visible_at`` (epoch ms)."""
-    queue, offset, _ = parse_receipt(view.receipt_handle)
     renewed = MessageView.__new__(MessageView)
     renewed.__dict__.update(view.__dict__)
+    if is_lite_receipt(view.receipt_handle):
+        lite = parse_lite_receipt(view.receipt_handle)
+        renewed.receipt_handle = make_lite_receipt(lite.parent, lite.lite_topic, lite.offset, visible_at)
+        return renewed
+    queue, offset, _ = parse_receipt(view.receipt_handle)
     renewed.receipt_handle = make_receipt(queue.topic, queue.queue_id, offset, visible_at)
     return renewed
+
+
+def lite_view(d: LiteDelivery, received_ms: int) -> MessageView:
+    """A lite delivery as a received view (its ``topic`` the parent, ``lite_topic`` set)."""
+    assert d.message is not None
+    view = MessageView.__new__(MessageView)
+    view.__dict__.update(d.message.__dict__)
+    view.delivery_attempt = d.attempt
+    view.receipt_handle = make_lite_receipt(d.message.topic, d.lite_topic, d.offset, d.visible_at_ms)
+    setattr(view, RECEIVED_AT, received_ms)
+    return view
 
 
 def make_receipt(topic: str, queue_id: int, offset: int, visible_at_ms: int) -> str:
@@ -205,6 +224,8 @@ class SimpleCore:
         )
         self.registry = Registry(store, self.group, info)  # type: ignore[arg-type]  # builds operations only
         self.queues: list[MessageQueue] = []
+        #: Priority levels of the topics read that have them (D142).
+        self.levels: dict[str, int] = {}
         self._refreshed_s = 0.0
         self._beat_s = 0.0
         self._turn = itertools.count()
@@ -212,6 +233,8 @@ class SimpleCore:
         self.clock = ClockOffset()
         #: The group's config as of the last heartbeat (None: the group has none).
         self.group_config: GroupConfig | None = None
+        #: This member's lite topics (``subscribe_lite``).
+        self.lite = LiteMember(store, self.group, settings.client_id)
 
     @operation
     def start(self) -> Op[None]:
@@ -227,8 +250,37 @@ class SimpleCore:
 
     @operation
     def unregister(self) -> Op[None]:
-        """Leave the group at once."""
+        """Leave the group at once (its lite topics go to the next member that beats)."""
+        yield from self.lite.leave()
         yield from self.registry.unregister()
+
+    @operation
+    def subscribe_lite(self, parent: str, lite_topic: str) -> Op[None]:
+        """Consume lite topic ``lite_topic`` of lite parent ``parent`` from now on (see
+        :meth:`mq.SimpleConsumer.subscribe_lite`)."""
+        yield from self.lite.subscribe(parent, lite_topic, (yield from self.clock.now_op(self.store)))
+
+    @operation
+    def unsubscribe_lite(self, parent: str, lite_topic: str) -> Op[None]:
+        """Stop consuming lite topic ``lite_topic`` of ``parent``."""
+        yield from self.lite.unsubscribe(parent, lite_topic)
+
+    @operation
+    def wait_plan(self, seconds: float, cluster: bool) -> Op[tuple[dict[str, str] | None, float]]:
+        """How a member with lite topics waits for news, up to ``seconds``: ``(streams, block_s)`` — one
+        ``XREAD`` over its wake streams and, standalone, its queues' logs (stream → id to read after);
+        streams None: a pause (a cluster member with lite topics of several parents: their wake streams
+        are in different slots). ``block_s`` ends early when an invisible time passes meanwhile."""
+        block = seconds
+        if self.lite.next_ready_ms is not None:
+            now_ms = yield from self.clock.now_op(self.store)
+            block = max(0.0, min(block, (self.lite.next_ready_ms - now_ms) / 1000))
+        streams = self.lite.wake_streams()
+        if cluster:
+            return (None, min(block, CLUSTER_PAUSE_S)) if len(streams) > 1 else (streams, block)
+        for q, c in (yield from SimpleCore.cursors.op(self)).items():
+            streams[self.store.queue_keys(q.topic, q.queue_id).log] = stream_id(c - 1)
+        return streams, block
 
     @operation
     def round(self, max_messages: int, invisible_duration_s: float) -> Op[tuple[list[MessageView], bool]]:
@@ -260,6 +312,8 @@ class SimpleCore:
         ``ACK`` from its receipt to now."""
         if not (yield from self._ack_receipt(view, None)):
             raise expired(view)
+        if is_lite_receipt(view.receipt_handle):
+            return  # the message trace lives with a queue: lite topics have none
         if (yield from self.trace.active_op(self.store)):
             now_ms = yield from self.clock.now_op(self.store)
             received_ms = getattr(view, RECEIVED_AT, now_ms)
@@ -278,12 +332,16 @@ class SimpleCore:
     # -- internals ------------------------------------------------------------------------------
 
     def _heartbeat(self) -> Op[None]:
-        """Say this member is alive (``Admin.consumer_connections``) and read the group's config."""
+        """Say this member is alive (``Admin.consumer_connections``, and on its lite parents, taking the
+        lite topics of members that stopped) and read the group's config."""
         self.group_config = (yield from self.registry.heartbeat()).config
+        if self.lite.parents:
+            yield from self.lite.beat((yield from self.clock.now_op(self.store)))
         self._beat_s = time.monotonic()
 
     def _refresh_queues(self) -> Op[None]:
         queues = []
+        configs = []
         for topic in self.settings.subscriptions:
             config = yield from StoreOps.topic.op(self.store, topic)
             if config is None:
@@ -291,9 +349,12 @@ class SimpleCore:
                     raise StoreEvictedError(evicted_message(f"topic {topic!r} has stored queues but no config", topic))
                 raise MQClientError(f"topic {topic!r} does not exist; create it with Admin.create_topic")
             queues += config.readable_queues()
+            configs.append(config)
         retry = yield from StoreOps.topic.op(self.store, retry_topic(self.group))
         if retry is not None:  # dead letters resent to the group (``Admin.resend_dlq``) come back here
             queues += retry.readable_queues()
+            configs.append(retry)
+        self.levels = {c.name: c.priority_levels for c in configs if c.priority_levels}
         if set(queues) - set(self.queues):
             yield from self._seed_cursors(queues)
         self.queues = queues
@@ -307,22 +368,28 @@ class SimpleCore:
         now_ms = yield from self.clock.now_op(self.store)
         traced = yield from self.trace.active_op(self.store)
         subscriptions = self.settings.subscriptions
-        return (
-            yield from receive_round_op(
-                self.store,
-                self.group,
-                self.queues,
-                start=next(self._turn),
-                want=want,
-                now_ms=now_ms,
-                invisible_ms=invisible_ms,
-                max_attempts=self.settings.max_delivery_attempts,
-                filter_of=lambda q: filter_args(subscriptions.get(q.topic, EVERY_TAG)),
-                trace=self.trace if traced else None,
-            )
+        views = yield from receive_round_op(
+            self.store,
+            self.group,
+            self.queues,
+            start=next(self._turn),
+            want=want,
+            now_ms=now_ms,
+            invisible_ms=invisible_ms,
+            max_attempts=self.settings.max_delivery_attempts,
+            filter_of=lambda q: filter_args(subscriptions.get(q.topic, EVERY_TAG)),
+            trace=self.trace if traced else None,
+            levels=self.levels,
         )
+        if self.lite.parents and len(views) < want:
+            lite = yield from self.lite.receive(want - len(views), now_ms, invisible_ms, self.settings.max_delivery_attempts)
+            views += [lite_view(d, now_ms) for d in lite]
+        return views
 
     def _ack_receipt(self, view: MessageView, new_visible_at_ms: int | None) -> Op[bool]:
+        if is_lite_receipt(view.receipt_handle):
+            now_ms = yield from self.clock.now_op(self.store)
+            return (yield from self.lite.ack(parse_lite_receipt(view.receipt_handle), new_visible_at_ms, now_ms))
         queue, offset, visible_at = parse_receipt(view.receipt_handle)
         return bool((yield from StoreOps.ack_simple.op(self.store, self.group, queue, offset, visible_at, new_visible_at_ms)))
 
@@ -366,6 +433,7 @@ def receive_round_op(
     filter_of: Callable[[MessageQueue], tuple[str, str]],
     fifo: bool = False,
     trace: TraceEvents | None = None,
+    levels: Mapping[str, int] | None = None,
 ) -> Op[list[MessageView]]:
     """One receive round for a simple-consumer group (an operation, for the simple consumers and the
     RocketMQ 5 endpoint): up to ``want`` messages handed out from ``queues``, one queue at a time from
@@ -377,10 +445,16 @@ def receive_round_op(
         filter_of: a queue's ``(filter type, filter data)`` (see :func:`mq.consumer.puller.filter_args`).
         fifo: hand out message groups in order (receive-fifo.lua).
         trace: record ``INVISIBLE_TIMEOUT`` and ``dlq`` events here (None: not traced).
+        levels: priority levels of the topics that have them: their higher levels' queues are read
+            first (:func:`mq.consumer.priority.priority_order`, D142).
+
+    Raises:
+        MQClientError: ``fifo`` with a priority topic (priority reorders across queues).
     """
+    if fifo and levels and any(q.topic in levels for q in queues):
+        raise MQClientError("a priority topic cannot be consumed in FIFO order: priority reorders messages (D142)")
     views: list[MessageView] = []
-    for i in range(len(queues)):  # one queue at a time: nothing handed out beyond ``want``
-        q = queues[(start + i) % len(queues)]
+    for q in priority_order(queues, levels or {}, start):  # one queue at a time: nothing handed out beyond ``want``
         ftype, fdata = filter_of(q)
         handed = yield from StoreOps.receive_simple.op(
             store,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
+from mq.model.properties import PRIORITY
 from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 
 
@@ -38,7 +39,12 @@ class Message:
         deliver_time_ms: absolute delivery time, epoch milliseconds (RocketMQ 5 timer message).
         dedup_id: a deduplication id (1..128 printable characters): a second send of the same id to
             the topic within its ``dedup_window_s`` stores nothing and returns the first send's
-            result with ``SendResult.duplicate`` True (D140). Not with a delay, nor in a batch.
+            result with ``SendResult.duplicate`` True (D140). Not with a delay, in a batch, nor with a
+            ``lite_topic``; on a priority topic its queue is chosen among its level's queues.
+        lite_topic: the lite topic of a lite parent ``topic`` this message goes to (created on
+            this first send, one queue, ordered; see ``Admin.create_topic(…, lite=True)``) [RIP-83].
+        priority: 0..9, higher first [RocketMQ 5.4 RIP-80]; anything but 0 needs a topic created with
+            ``priority_levels`` (its queues are split among the levels, D142).
     """
 
     topic: str
@@ -49,6 +55,9 @@ class Message:
     delay_level: int
     deliver_time_ms: int | None
     dedup_id: str | None
+    priority: int
+    #: a class default: messages read from a queue (built field by field) have none
+    lite_topic: str | None = field(default=None, kw_only=True)
 
     def __init__(
         self,
@@ -61,6 +70,8 @@ class Message:
         delay_level: int = 0,
         deliver_time_ms: int | None = None,
         dedup_id: str | None = None,
+        lite_topic: str | None = None,
+        priority: int = 0,
     ) -> None:
         if isinstance(body, str):
             raise TypeError("Message body must be bytes, not str: encode it first, e.g. text.encode('utf-8')")
@@ -74,6 +85,9 @@ class Message:
         self.delay_level = delay_level
         self.deliver_time_ms = deliver_time_ms
         self.dedup_id = dedup_id
+        if lite_topic is not None:
+            self.lite_topic = lite_topic
+        self.priority = priority
 
     def __repr__(self) -> str:
         return (
@@ -99,7 +113,8 @@ class MessageExt(Message):
         reconsume_times: how often it has been sent back for retry.
         broker_name: the queue's broker name.
         system_properties: properties set by the system, e.g. ``RETRY_TOPIC`` (the original topic of
-            a retried or dead-lettered message) and ``ORIGIN_MESSAGE_ID``.
+            a retried or dead-lettered message), ``ORIGIN_MESSAGE_ID`` and ``PRIORITY`` (where
+            ``priority`` is stored; a retried copy keeps it).
     """
 
     msg_id: str
@@ -130,9 +145,23 @@ class MessageExt(Message):
         deliver_time_ms: int | None = None,
         system_properties: Mapping[str, str] | None = None,
         dedup_id: str | None = None,
+        lite_topic: str | None = None,
+        priority: int | None = None,
     ) -> None:
+        system = dict(system_properties or {})
+        if priority is None:  # as stored: with the system properties (``dataclasses.replace`` passes it)
+            priority = int(system.get(PRIORITY, 0))
         super().__init__(
-            topic, body, tags, keys, properties, delay_level=delay_level, deliver_time_ms=deliver_time_ms, dedup_id=dedup_id
+            topic,
+            body,
+            tags,
+            keys,
+            properties,
+            delay_level=delay_level,
+            deliver_time_ms=deliver_time_ms,
+            dedup_id=dedup_id,
+            lite_topic=lite_topic,
+            priority=priority,
         )
         self.msg_id = msg_id
         self.queue_id = queue_id
@@ -141,7 +170,7 @@ class MessageExt(Message):
         self.store_timestamp_ms = store_timestamp_ms
         self.reconsume_times = reconsume_times
         self.broker_name = broker_name
-        self.system_properties = dict(system_properties or {})
+        self.system_properties = system
 
     @property
     def message_queue(self) -> MessageQueue:

@@ -10,7 +10,11 @@ ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 ORIGIN_QUEUE_ID = "ORIGIN_QUEUE_ID"
 #: Why a message is in the DLQ.
 DLQ_REASON = "DLQ_REASON"
+#: On a dead letter of a lite topic: the lite topic it came from (its parent is in ``RETRY_TOPIC``).
+LITE_TOPIC = "LITE_TOPIC"
 #: On a dead letter's copy resent to its group: ``%DLQ%<group>:0@offset`` of the letter.
 DLQ_LETTER = "DLQ_LETTER"
 #: On a dead letter read by ``Admin.dlq_messages``: ``"true"`` when it was resent already.
 RESENT = "RESENT"
+#: A message's priority, 0..9 (``Message.priority``), stored only when not 0 (D142).
+PRIORITY = "PRIORITY"

@@ -17,8 +17,14 @@ MAX_QUEUE_NUMS = 1024
 DEFAULT_DEDUP_WINDOW_S = 120
 #: Longest deduplication window, seconds (seven days; each id is remembered that long).
 MAX_DEDUP_WINDOW_S = 7 * 24 * 3600
+#: Most priority levels of a topic (priorities 0..9).
+MAX_PRIORITY_LEVELS = 10
 #: Valid permissions: read and write, read only, write only [RocketMQ PermName 6, 4, 2].
 PERMS = ("rw", "r", "w")
+#: Longest ``lite_expiration_s`` (30 days), seconds.
+MAX_LITE_EXPIRATION_S = 30 * 86400
+#: How long a lite topic lives after its last write when its parent names no ``lite_expiration_s``, seconds.
+DEFAULT_LITE_EXPIRATION_S = 600
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,14 @@ class TopicConfig:
             (None: the broker service's ``hot_retention_bytes``).
         dedup_window_s: how long a message's ``dedup_id`` is remembered, seconds (1 .. seven days):
             a second send of it within the window stores nothing (D140).
+        lite: a parent of lite topics [RIP-83]: messages name a lite topic (``Message(…,
+            lite_topic=…)``), each a one-queue ordered topic created on its first send.
+        lite_expiration_s: a lite topic (its messages and offsets) is removed this long after its
+            last write, seconds (Redis expires it; None: :data:`DEFAULT_LITE_EXPIRATION_S`).
+        priority_levels: a priority topic's number of levels, 2..10 (None: not a priority topic).
+            Queue ``q`` holds level ``q % priority_levels``; a message of priority ``p`` goes to a
+            queue of level ``min(p, priority_levels - 1)``, and consumers take higher levels first
+            (D142). Needs at least as many read and write queues as levels.
     """
 
     name: str
@@ -47,6 +61,9 @@ class TopicConfig:
     hot_retention_s: float | None = None
     hot_retention_bytes: int | None = None
     dedup_window_s: int = DEFAULT_DEDUP_WINDOW_S
+    lite: bool = False
+    lite_expiration_s: int | None = None
+    priority_levels: int | None = None
 
     def __post_init__(self) -> None:
         for field in ("read_queues", "write_queues"):
@@ -62,6 +79,30 @@ class TopicConfig:
         window = self.dedup_window_s
         if not isinstance(window, int) or isinstance(window, bool) or not 1 <= window <= MAX_DEDUP_WINDOW_S:
             raise MQClientError(f"dedup_window_s must be an int in 1..{MAX_DEDUP_WINDOW_S} (seconds), got {window!r}")
+        if not isinstance(self.lite, bool):
+            raise MQClientError(f"lite must be a bool, got {self.lite!r}")
+        expiry = self.lite_expiration_s
+        if expiry is not None:
+            if not self.lite:
+                raise MQClientError("lite_expiration_s is for lite parents only: pass lite=True with it")
+            if not isinstance(expiry, int) or isinstance(expiry, bool) or not 1 <= expiry <= MAX_LITE_EXPIRATION_S:
+                raise MQClientError(f"lite_expiration_s must be an int in 1..{MAX_LITE_EXPIRATION_S} seconds, got {expiry!r}")
+        levels = self.priority_levels
+        if levels is not None:
+            if levels.__class__ is not int or not 2 <= levels <= MAX_PRIORITY_LEVELS:
+                raise MQClientError(f"priority_levels must be an int in 2..{MAX_PRIORITY_LEVELS} or None, got {levels!r}")
+            if min(self.read_queues, self.write_queues) < levels:
+                raise MQClientError(
+                    f"a topic with {levels} priority levels needs at least {levels} read and write queues "
+                    f"(one a level at least), got {self.read_queues} and {self.write_queues}"
+                )
+            if self.lite:
+                raise MQClientError("a lite parent cannot have priority levels: each lite topic is one ordered queue")
+
+    @property
+    def lite_expiration_ms(self) -> int:
+        """How long a lite topic of this parent lives after its last write, ms."""
+        return 1000 * (self.lite_expiration_s or DEFAULT_LITE_EXPIRATION_S)
 
     @property
     def queue_count(self) -> int:
@@ -84,16 +125,25 @@ class TopicConfig:
         """The queues producers send to, by queue id."""
         return [MessageQueue(self.name, broker_name, q) for q in range(self.write_queues) if self.writable(q)]
 
+    def level_of(self, queue_id: int) -> int:
+        """The priority level queue ``queue_id`` holds (0 on a topic without priority levels)."""
+        return queue_id % self.priority_levels if self.priority_levels else 0
+
+    def level_for(self, priority: int) -> int:
+        """The level a message of ``priority`` goes to: the priority itself, the top level above it."""
+        return min(priority, self.priority_levels - 1) if self.priority_levels else 0
+
     def to_json(self) -> str:
-        """The stored form (hot retention and a dedup window only when set: topics without stay as before)."""
-        data = {k: v for k, v in asdict(self).items() if v is not None or k not in _OPTIONAL}
+        """The stored form (hot retention, lite, priority levels and a dedup window only when set: topics
+        without stay as before)."""
+        data = {k: v for k, v in asdict(self).items() if (v is not None and v is not False) or k not in _OPTIONAL}
         if self.dedup_window_s == DEFAULT_DEDUP_WINDOW_S:  # topics on the default stay as they were stored
             del data["dedup_window_s"]
         return json.dumps(data, separators=(",", ":"))
 
 
 #: TopicConfig fields stored only when set.
-_OPTIONAL = ("hot_retention_s", "hot_retention_bytes")
+_OPTIONAL = ("hot_retention_s", "hot_retention_bytes", "lite", "lite_expiration_s", "priority_levels")
 
 
 @dataclass(frozen=True)

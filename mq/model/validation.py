@@ -18,6 +18,8 @@ from mq.model.message import Message
 NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 #: Longest topic name (RocketMQ ``TOPIC_MAX_LENGTH``).
 TOPIC_MAX_LENGTH = 127
+#: Longest lite topic name (it is part of several key names of its parent, so kept short).
+LITE_TOPIC_MAX_LENGTH = 64
 #: Longest retry or dead-letter topic name.
 SYSTEM_TOPIC_MAX_LENGTH = 255
 #: Longest consumer or producer group name.
@@ -30,6 +32,8 @@ MAX_USER_PROPERTY_SIZE = 16 * 1024
 MAX_PROPERTIES = 128
 #: Most keys of a message (RocketMQ bounds keys only by ``maxUserPropertySize``).
 MAX_KEYS = 64
+#: Highest ``Message.priority`` [RocketMQ 5.4 RIP-80: 0..9, higher first].
+MAX_PRIORITY = 9
 #: Furthest ahead a ``deliver_time_ms`` may be, ms (RocketMQ 5 proxy ``maxDelayTimeMills``, 1 day).
 MAX_DELAY_MS = 24 * 3_600_000
 #: Longest ``Message.dedup_id``, characters (D140).
@@ -159,14 +163,30 @@ def check_message(msg: object, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         )
     if not (msg.delay_level.__class__ is int and msg.delay_level == 0 and msg.deliver_time_ms is None):
         _check_delay(msg, now_ms)
+    if msg.lite_topic is not None:
+        _check_lite(msg)
+    if msg.priority.__class__ is not int or not 0 <= msg.priority <= MAX_PRIORITY:
+        raise MQClientError(f"priority must be an int in 0..{MAX_PRIORITY} (higher first), got {msg.priority!r}")
     if msg.dedup_id is not None:
         check_dedup_id(msg)
     return msg
 
 
+def check_lite_topic(name: object) -> str:
+    """A valid lite topic name (a topic name's characters and length), else :class:`InvalidNameError`."""
+    return _check_name("lite topic", name, LITE_TOPIC_MAX_LENGTH)
+
+
+def _check_lite(msg: Message) -> None:
+    check_lite_topic(msg.lite_topic)
+    if msg.delay_level or msg.deliver_time_ms is not None:
+        raise MQClientError(f"a message to lite topic {msg.lite_topic!r} cannot be delayed or timed; send it at once")
+
+
 def check_dedup_id(msg: Message) -> None:
     """Raise MQClientError unless ``msg.dedup_id`` is 1..:data:`MAX_DEDUP_ID_LENGTH` printable
-    characters on a message sent at once (a delayed message is not deduplicated: refused, D140)."""
+    characters on a message sent at once to a queue (a delayed message, or one to a lite topic, is not
+    deduplicated: refused, D140)."""
     dedup_id = msg.dedup_id
     if not isinstance(dedup_id, str):
         raise MQClientError(f"dedup_id must be a str or None, got {type(dedup_id).__name__}")
@@ -176,6 +196,11 @@ def check_dedup_id(msg: Message) -> None:
         )
     if msg.delay_level or msg.deliver_time_ms is not None:
         raise MQClientError(f"dedup_id {dedup_id!r} on a delayed message: only messages sent at once are deduplicated")
+    if msg.lite_topic is not None:
+        raise MQClientError(
+            f"dedup_id {dedup_id!r} on a message to lite topic {msg.lite_topic!r}: lite topics are not deduplicated "
+            "(their sends store in the lite topic's hash, outside any queue's dedup window); send it without dedup_id"
+        )
 
 
 def message_size(msg: Message) -> int:
@@ -265,6 +290,12 @@ def check_batch(msgs: Sequence[Message], max_batch_size: int = DEFAULT_MAX_MESSA
             raise MQClientError("a batch cannot contain delayed or timer messages")
         if msg.dedup_id is not None:
             raise MQClientError(f"a batch cannot carry dedup ids (found {msg.dedup_id!r}): send such messages one by one")
+        if msg.lite_topic is not None:
+            raise MQClientError("a batch cannot contain lite topic messages; send them one by one")
+        if msg.priority != msgs[0].priority:
+            raise MQClientError(
+                f"a batch goes to one queue, so its messages share one priority; found {msgs[0].priority} and {msg.priority}"
+            )
         total += message_size(msg)
     if total > max_batch_size:
         raise MessageTooLargeError(f"batch is {total} bytes; the limit is {max_batch_size}")

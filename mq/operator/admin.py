@@ -22,13 +22,14 @@ from mq.model.msgid import msgid_time_ms
 from mq.model.properties import DLQ_LETTER, DLQ_REASON, ORIGIN_MESSAGE_ID, RESENT, RETRY_TOPIC
 from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.model.topic import DEFAULT_DEDUP_WINDOW_S, DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TierStats, TopicConfig
-from mq.model.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, check_user_topic
+from mq.model.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_lite_topic, check_topic, check_user_topic
 from mq.observe.trace import NAMESPACE_SETTING, TraceEvent
 from mq.operator.admin_views import AdminViews
 from mq.operator.rates import STATS_HISTORY_S, Rates, rates_over
 from mq.operator.recovery import RecoveredTopic, rebuilt_config, restored
 from mq.store import Store, codec
 from mq.store.connection import Connection
+from mq.store.lite import LITE_CURSOR_LIMIT
 from mq.store.ops import Op, SyncRunner, operation, share_client
 from mq.store.store import StoreOps, decode_half
 from mq.store.tier import TIER_URL_SETTING
@@ -39,6 +40,8 @@ log = logging.getLogger("mq.admin")
 MAX_KEY_QUERY = 64
 #: Most messages :meth:`Admin.messages` returns from one offset range.
 MAX_RANGE_READ = 1024
+#: Most lite topics one :meth:`Admin.list_lite_topics` page asks for.
+MAX_LITE_PAGE = 10_000
 #: The window of :meth:`Admin.stats`, seconds.
 STATS_WINDOW_S = 60.0
 
@@ -77,19 +80,68 @@ class AdminCore:
         write_queues: int = DEFAULT_QUEUE_NUMS,
         perm: str = "rw",
         order: bool = False,
+        lite: bool = False,
+        lite_expiration_s: int | None = None,
+        priority_levels: int | None = None,
         dedup_window_s: int = DEFAULT_DEDUP_WINDOW_S,
     ) -> Op[TopicConfig]:
         """Create ``topic``, or update it when it exists (as ``mqadmin updateTopic`` does).
+
+        ``lite=True`` makes it a parent of lite topics [RIP-83]: ``Message(topic, …, lite_topic=…)``
+        creates a one-queue ordered lite topic on its first send, removed ``lite_expiration_s``
+        seconds after its last write (messages and offsets, by Redis itself; default
+        :data:`~mq.model.topic.DEFAULT_LITE_EXPIRATION_S`). Its own queues carry nothing then.
+
+        ``priority_levels`` (2..10) makes a priority topic [RocketMQ 5.4 RIP-80]: its queues are split
+        among the levels (queue ``q`` holds level ``q % priority_levels``), a message of priority ``p``
+        goes to a queue of level ``min(p, priority_levels - 1)`` and consumers take higher levels first
+        (D142). Not with ``order=True``: ordered consumption and priority do not mix; not on a lite parent.
 
         ``dedup_window_s``: how long a message's ``dedup_id`` is remembered, seconds (D140).
 
         Raises:
             InvalidNameError: the name is invalid or reserved.
-            MQClientError: bad queue counts, perm or dedup window.
+            MQClientError: bad queue counts, perm, lite expiration, priority levels or dedup window.
         """
-        config = TopicConfig(check_user_topic(topic), read_queues, write_queues, perm, bool(order), dedup_window_s=dedup_window_s)
+        if priority_levels is not None and order:
+            raise MQClientError("a priority topic cannot be ordered: priority reorders messages across queues (D142)")
+        config = TopicConfig(
+            check_user_topic(topic),
+            read_queues,
+            write_queues,
+            perm,
+            bool(order),
+            lite=lite,
+            lite_expiration_s=lite_expiration_s,
+            priority_levels=priority_levels,
+            dedup_window_s=dedup_window_s,
+        )
         (yield from StoreOps.save_topic.op(self._store, config))
         return config
+
+    @operation
+    def list_lite_topics(self, parent: str, prefix: str = "", *, cursor: int = 0, count: int = 100) -> Op[LiteTopicPage]:
+        """A page of the live lite topics of lite parent ``parent`` whose names start with ``prefix``: at
+        most ``count`` names and the ``cursor`` of the next page (0: none; pass it back, it is opaque).
+        Pages go through the parent's keys without an index (``SCAN``): names come in no useful order,
+        and a lite topic created or expiring while the pages are read may be listed or not.
+
+        Raises:
+            TopicNotFoundError: ``parent`` does not exist; MQClientError: it is not a lite parent, or
+                bad ``count`` / ``cursor``.
+        """
+        config = yield from AdminCore._require.op(self, parent)
+        if not config.lite:
+            raise MQClientError(f"topic {parent!r} is not a lite parent (Admin.create_topic({parent!r}, lite=True))")
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_LITE_PAGE:
+            raise MQClientError(f"count must be an int in 1..{MAX_LITE_PAGE}, got {count!r}")
+        if not isinstance(cursor, int) or isinstance(cursor, bool) or not 0 <= cursor < LITE_CURSOR_LIMIT:
+            first = "0 for the first page, then the one a page gave"
+            raise MQClientError(f"cursor must be an int in 0..{LITE_CURSOR_LIMIT - 1} ({first}), got {cursor!r}")
+        if prefix:
+            check_lite_topic(prefix)
+        names, next_cursor = yield from StoreOps.list_lite_topics.op(self._store, parent, prefix, cursor=cursor, count=count)
+        return LiteTopicPage(sorted(names), next_cursor)  # a page may span SCAN steps, each sorted alone
 
     @operation
     def update_topic(
@@ -267,7 +319,8 @@ class AdminCore:
 
         Args:
             max_num: at most this many (1..64).
-            begin_ms, end_ms: only messages stored in ``[begin_ms, end_ms]`` (epoch ms) when given.
+            begin_ms: only messages stored at or after this time (epoch ms) when given.
+            end_ms: only messages stored at or before this time (epoch ms) when given.
 
         With a tier, its segments are searched too: the ``keys`` column of every segment the time
         bounds leave (give bounds: without them the whole tier's key column is read).
@@ -770,6 +823,19 @@ class Admin(AdminCore, AdminViews, SyncRunner):
     def close(self) -> None:
         """Close the connection."""
         self._conn.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class LiteTopicPage:
+    """One page of :meth:`Admin.list_lite_topics`.
+
+    Attributes:
+        names: lite topic names, sorted within the page.
+        cursor: pass it back for the next page; 0 when this was the last.
+    """
+
+    names: list[str]
+    cursor: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,9 +38,14 @@ SCRIPT_COMMANDS = (
     "hmget",
     "hset",
     "hvals",
-    "pexpire",  # the dedup window's keys expire with their last member (D140)
+    "pexpire",  # a send pushes its lite topic's expiry back (D144); dedup window keys expire (D140)
     "pttl",
+    "sadd",
+    "scard",
     "set",
+    "smembers",
+    "spop",
+    "srem",
     "time",
     "type",
     "xadd",
@@ -171,6 +176,7 @@ def resource_acl_args(
         for topic in topics:
             keys.append(f"%R~{{{ns}:{check_topic(topic)}:*")
             keys += [f"~{{{ns}:{topic}:*}}:{name.replace('%G', group)}" for name in CONSUMER_QUEUE_KEYS]
+            keys.append(f"~{{{ns}:{topic}:lite}}:*")  # a lite parent's: its lite topics hold every group's cursors (D144)
     if not produce_topics and not consume:
         raise MQClientError("a resource user needs at least one topic to produce to or one group to consume as")
     commands = [f"+{c}" for c in role_commands("client")]

@@ -155,7 +155,7 @@ class AsyncSender:
         sends: list[Pending] = []
         append, select = sends.append, self._select
         for p in batch:
-            if p.request.due_ms is not None:  # delayed: its own script call, through the sync path
+            if p.request.due_ms is not None or p.request.lite is not None:  # delayed or lite: its own script call
                 self._retry(p)
                 continue
             try:

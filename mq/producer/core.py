@@ -28,7 +28,7 @@ from mq.errors import (
 )
 from mq.model.message import Duplicate, Message, SendResult, SendStatus
 from mq.model.msgid import new_msg_id
-from mq.model.queue import MessageQueue
+from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.model.recall import make_handle
 from mq.model.timer import DelayLevels, due_time_ms
 from mq.model.validation import DEFAULT_MAX_MESSAGE_SIZE, check_batch, check_group, check_message
@@ -36,7 +36,7 @@ from mq.observe import metrics
 from mq.observe.trace import TraceEvents
 from mq.producer.fault import LatencyFaultTolerance
 from mq.producer.request import Selector, SendRequest
-from mq.producer.route import RouteCache, TopicRoute
+from mq.producer.route import RouteCache, TopicRoute, no_levels
 from mq.producer.selectors import MessageQueueSelector, consistent_hash, java_hash
 from mq.store import codec
 from mq.store.clock import ClockOffset
@@ -180,7 +180,23 @@ class SendCore:
         deadline = time.monotonic() + timeout_s
         # the message is kept only for a selector to see (a send in flight holds no more than it needs)
         first = msg if selector is not None else None
-        return SendRequest(msg.topic, fields, msg_id, deadline, first, queue, selector, arg, due_ms, oneway, dedup=msg.dedup_id)
+        request = SendRequest(
+            msg.topic,
+            fields,
+            msg_id,
+            deadline,
+            first,
+            queue,
+            selector,
+            arg,
+            due_ms,
+            oneway,
+            dedup=msg.dedup_id,
+            priority=msg.priority,
+        )
+        if msg.lite_topic is not None:
+            request.lite = msg.lite_topic
+        return request
 
     def prepare_at_once(self, msg: Message, where: Where, timeout_s: float, oneway: bool, carried: Carried) -> Prepared | None:
         """:meth:`prepare` without the store, or None when it needs it (a delay level, or a route
@@ -188,7 +204,7 @@ class SendCore:
         request = self.request_at_once(msg, where, timeout_s, oneway, carried)
         if request is None:
             return None
-        if request.due_ms is not None:
+        if request.due_ms is not None or request.lite is not None:
             return request, None
         route = self.routes.cached(request.topic)
         return None if route is None else (request, self.queue_of(route, request))
@@ -211,7 +227,7 @@ class SendCore:
         if prepared is not None:
             return prepared
         request = yield from SendCore.request.op(self, msg, queue, selector, arg, timeout_s, oneway=oneway, carried=carried)
-        if request.due_ms is not None:
+        if request.due_ms is not None or request.lite is not None:
             return request, None
         return request, (yield from SendCore.pipeline_queue.op(self, request))
 
@@ -224,7 +240,9 @@ class SendCore:
         ids = [new_msg_id() for _ in msgs]
         encoded = [codec.encode(m, i, extra_properties=carried) for m, i in zip(msgs, ids)]
         deadline = time.monotonic() + timeout_s
-        return SendRequest(topic, encoded[0], ",".join(ids), deadline, msgs[0], queue=queue, batch=encoded)
+        return SendRequest(
+            topic, encoded[0], ",".join(ids), deadline, msgs[0], queue=queue, batch=encoded, priority=msgs[0].priority
+        )
 
     @operation
     def pipeline_queue(self, request: SendRequest) -> Op[MessageQueue]:
@@ -233,9 +251,11 @@ class SendCore:
 
     def queue_of(self, route: TopicRoute, request: SendRequest) -> MessageQueue:
         """The queue a pipelined (first) attempt of ``request`` goes to on ``route``."""
+        if route.config.lite:
+            raise MQClientError(lite_only(request.topic))
         if request.queue is None and request.selector is None and request.dedup is None and not self.send_latency_fault_enable:
-            return route.next_queue()  # round-robin, as select_default (once a send: no two calls for it)
-        return self.fixed_queue(route, request) or self.select_default(route, None)
+            return route.next_queue(request.priority)  # round-robin, as select_default (once a send: no two calls for it)
+        return self.fixed_queue(route, request) or self.select_default(route, None, request.priority)
 
     @operation
     def send(self, request: SendRequest) -> Op[SendResult]:
@@ -245,6 +265,8 @@ class SendCore:
         offset is assigned when it is delivered). A big batch goes out as several bounded put calls
         to one queue, each atomic: when a later call fails, the error says how much was stored.
         """
+        if request.lite is not None:
+            return (yield from self._put_lite(request))
         chunks = [[request.fields]] if request.batch is None else request.chunks()  # one message always fits one call
         mq, offset, confirmed, handle, first = yield from self._put_with_retries(request, chunks[0], None)
         stored = len(chunks[0])
@@ -263,6 +285,35 @@ class SendCore:
             return SendResult(status, first, mq, offset, duplicate=True)
         return SendResult(status, request.msg_id, mq, offset, handle)
 
+    def _put_lite(self, request: SendRequest) -> Op[SendResult]:
+        """Store a lite topic message (one script call on the parent's slot; retried within the budget
+        when the store fails, as a queue's send is — there is one place it can go)."""
+        topic, lite = request.topic, str(request.lite)
+        route = self.routes.cached(topic) or (yield from self.routes.get(topic))
+        if not route.config.lite:
+            raise MQClientError(f"topic {topic!r} is not a lite parent: create it with Admin.create_topic({topic!r}, lite=True)")
+        if request.queue is not None or request.selector is not None:
+            raise MQClientError(f"a message to lite topic {lite!r} has one place to go: send it without queue or selector")
+        mq = MessageQueue(topic, route.queues[0].broker_name if route.queues else DEFAULT_BROKER_NAME, 0)
+        error: Exception | None = None
+        for attempt in range(1 + self.retry_times_when_send_failed):
+            if attempt and time.monotonic() >= request.deadline:
+                break
+            try:
+                offset, _, _ = yield from StoreOps.put_lite.op(
+                    self.store, topic, lite, request.fields, route.config.lite_expiration_ms
+                )
+            except ReplicaAckTimeout as e:
+                log.warning("send of %s to lite topic %s: %s", request.msg_id, lite, e)
+                return SendResult(SendStatus.FLUSH_SLAVE_TIMEOUT, request.msg_id, mq, int(e.result[0]))
+            except MQBrokerError as e:
+                error = e
+                if is_out_of_memory(e):
+                    break
+                continue
+            return SendResult(SendStatus.SEND_OK, request.msg_id, mq, offset)
+        raise MQBrokerError(f"sending to lite topic {lite!r} of {topic!r} failed: {error}") from error
+
     def _put_with_retries(
         self, request: SendRequest, encoded: Sequence[Sequence[Any]], pinned: MessageQueue | None
     ) -> Op[tuple[MessageQueue, int, bool, str | None, str | None]]:
@@ -277,6 +328,8 @@ class SendCore:
         found, that attempt's result is returned; fenced, it can never be stored there later."""
         topic = request.topic
         route = self.routes.cached(topic) or (yield from self.routes.get(topic))
+        if route.config.lite:
+            raise MQClientError(lite_only(topic))
         fixed = pinned or self.fixed_queue(route, request)
         in_place = request.dedup is not None and request.queue is None and request.selector is None  # its id's queue
         attempts = 1 if fixed is not None and pinned is None and not in_place else 1 + self.retry_times_when_send_failed
@@ -289,7 +342,7 @@ class SendCore:
             attempt += 1
             if attempt and time.monotonic() >= request.deadline:
                 break
-            mq = fixed or self._select_unfenced(route, last_node, fenced)
+            mq = fixed or self._select_unfenced(route, last_node, fenced, request.priority)
             started = time.monotonic()
             putting = False
             try:
@@ -384,13 +437,15 @@ class SendCore:
             fenced.add(queue)
         return None
 
-    def _select_unfenced(self, route: TopicRoute, last_node: str | None, fenced: set[MessageQueue]) -> MessageQueue:
+    def _select_unfenced(
+        self, route: TopicRoute, last_node: str | None, fenced: set[MessageQueue], priority: int = 0
+    ) -> MessageQueue:
         """:meth:`select_default`, passing over queues this send's retries fenced (as long as others exist)."""
-        mq = self.select_default(route, last_node)
+        mq = self.select_default(route, last_node, priority)
         for _ in range(len(route.queues) if fenced else 0):
             if mq not in fenced:
                 break
-            mq = self.select_default(route, last_node)
+            mq = self.select_default(route, last_node, priority)
         return mq
 
     def failover_pause(self, error: Exception, waits: int, deadline: float) -> float:
@@ -416,9 +471,11 @@ class SendCore:
         if queue is not None:
             if not isinstance(queue, MessageQueue) or queue.topic != topic:
                 raise MQClientError(f"queue {queue!r} does not belong to topic {topic!r}")
+            check_queue_level(route, queue, request.priority)
             return queue
         if selector is None:
-            return None if request.dedup is None else dedup_queue(route, request.dedup)
+            return None if request.dedup is None else dedup_queue(route, request.dedup, request.priority)
+        check_route(route, request)
         assert request.first is not None  # kept for the selector
         select = selector.select if isinstance(selector, MessageQueueSelector) else selector
         chosen = select(list(route.queues), request.first, request.arg)
@@ -426,26 +483,27 @@ class SendCore:
             raise MQClientError(f"selector returned {chosen!r}, which is not a writable queue of {topic!r}")
         return chosen
 
-    def select_default(self, route: TopicRoute, last_node: str | None) -> MessageQueue:
-        """Round-robin, skipping avoided nodes (fault tolerance) or the node that just failed."""
+    def select_default(self, route: TopicRoute, last_node: str | None, priority: int = 0) -> MessageQueue:
+        """Round-robin (among the queues of ``priority``'s level on a priority topic), skipping avoided
+        nodes (fault tolerance) or the node that just failed."""
         n = len(route.queues)
         if self.send_latency_fault_enable:
             for _ in range(n):
-                mq = route.next_queue()
+                mq = route.next_queue(priority)
                 if self.fault.is_available(route.nodes[mq]):
                     return mq
             node = self.fault.pick_one_at_least()
             for _ in range(n if node else 0):
-                mq = route.next_queue()
+                mq = route.next_queue(priority)
                 if route.nodes[mq] == node:
                     return mq
-            return route.next_queue()
+            return route.next_queue(priority)
         if last_node is not None:
             for _ in range(n):
-                mq = route.next_queue()
+                mq = route.next_queue(priority)
                 if route.nodes[mq] != last_node:
                     return mq
-        return route.next_queue()
+        return route.next_queue(priority)
 
     def record(self, node: str, started: float, *, isolation: bool = False) -> None:
         """Record how a send to ``node`` that began at ``started`` (monotonic s) went."""
@@ -509,11 +567,50 @@ class AsyncSendCore(SendCore, AsyncRunner):
     """:class:`SendCore` awaited (the asyncio producer)."""
 
 
-def dedup_queue(route: TopicRoute, dedup_id: str) -> MessageQueue:
+def dedup_queue(route: TopicRoute, dedup_id: str, priority: int = 0) -> MessageQueue:
     """The queue of a message with ``dedup_id`` and the default choice: its id's jump consistent hash over
-    the writable queues, so every send of the id meets the same queue's window, atomically (D140).
-    When the queue count changes, about the share of ids that move to a new queue may be stored again."""
-    return route.queues[consistent_hash(java_hash(dedup_id), len(route.queues))]
+    the writable queues — on a priority topic over those of ``priority``'s level (D142) — so every send
+    of the id meets the same queue's window, atomically (D140). When the queue count changes, about
+    the share of ids that move to a new queue may be stored again; so may an id resent with a priority
+    of another level (another level's queue, another window).
+
+    Raises:
+        MQClientError: a priority other than 0 for a topic without priority levels.
+    """
+    if route.levels is None:
+        if priority:
+            raise no_levels(route.config.name, priority)
+        queues = route.queues
+    else:
+        queues = route.levels[route.config.level_for(priority)]
+    return queues[consistent_hash(java_hash(dedup_id), len(queues))]
+
+
+def check_route(route: TopicRoute, request: SendRequest) -> None:
+    """Refuse (MQClientError) what the queue choice on ``route`` would refuse of ``request``, before it
+    is handed to a background sender: a priority for a topic without levels, a selector for one with."""
+    if route.levels is None:
+        if request.priority:
+            raise no_levels(route.config.name, request.priority)
+    elif request.selector is not None:
+        raise MQClientError(
+            f"topic {route.config.name!r} has priority levels: its queues are chosen by priority, so a "
+            "selector (ordered sending) cannot be used with it (D142)"
+        )
+
+
+def check_queue_level(route: TopicRoute, queue: MessageQueue, priority: int) -> None:
+    """Refuse an explicit ``queue`` that does not hold ``priority``'s level (MQClientError)."""
+    if route.levels is None:
+        if priority:
+            raise no_levels(route.config.name, priority)
+        return
+    config = route.config
+    if config.level_of(queue.queue_id) != config.level_for(priority):
+        raise MQClientError(
+            f"{queue} holds priority level {config.level_of(queue.queue_id)}, not the level of priority {priority} "
+            f"({config.level_for(priority)}): send without a queue, or to a queue of that level (D142)"
+        )
 
 
 def oneway_failed(request: SendRequest, error: BaseException) -> None:
@@ -545,6 +642,11 @@ def trace_stored(tracer: TraceEvents, topic: str, msg_ids: Sequence[str], result
     if result.queue_offset >= 0:
         cost_ms = (time.monotonic() - began) * 1000
         tracer.sent(topic, result.message_queue.queue_id, result.queue_offset, msg_ids, now_ms - int(cost_ms), cost_ms)
+
+
+def lite_only(topic: str) -> str:
+    """The error of a message without a lite topic sent to lite parent ``topic``."""
+    return f"topic {topic!r} is a lite parent: its messages name a lite topic, Message({topic!r}, body, lite_topic=...)"
 
 
 def check_timeout(timeout_s: float) -> None:

@@ -24,6 +24,7 @@ from mq.producer.core import (
     ProducerSettings,
     SyncSendCore,
     Where,
+    check_route,
     sync_socket_timeout_s,
     trace_sent,
 )
@@ -233,8 +234,8 @@ class Producer(ProducerSettings):
         request = core.request_at_once(msg, where, timeout_s, oneway, carried) or core.request(
             msg, *where, timeout_s, oneway=oneway, carried=carried
         )
-        if core.routes.cached(request.topic) is None:
-            core.route(request.topic)  # an unknown topic fails here, not in the future
+        # an unknown topic, or a priority the topic cannot take, fails here, not in the future
+        check_route(core.routes.cached(request.topic) or core.route(request.topic), request)
         future = self._futures.new()  # made here, before the sender thread may touch it
         if self._tracer.active:
             began = time.monotonic()

@@ -43,6 +43,8 @@ class SendRequest:
         dedup: the message's ``dedup_id`` (its queue is chosen from it; D140), or None.
         unsure: the queue of a failed pipelined attempt that may have stored it anyway (a lost
             connection): the retry looks there first and fences the id (D140); None otherwise.
+        lite: the lite topic of a message to a lite parent (its own script call, no queue).
+        priority: the message's priority (a batch's messages share one): picks the level's queues.
 
     Slotted, and a single send holds no list or tuple of its own beyond its ``fields`` (and no
     message unless a selector needs it): thousands are in flight at once, and each object less per
@@ -62,6 +64,8 @@ class SendRequest:
     batch: Sequence[Sequence[Any]] | None = None
     dedup: str | None = None
     unsure: MessageQueue | None = None
+    lite: str | None = None
+    priority: int = 0
     _future: Future[SendResult] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property

@@ -19,23 +19,48 @@ from mq.model.topic import TopicConfig
 from mq.store.ops import Op
 from mq.store.store import StoreOps
 
+#: This module's own random numbers: a library must not draw from (and so shift) the application's
+#: global ``random`` stream, which a program may seed to repeat its runs.
+_RANDOM = random.Random()
+
 #: Seconds a cached route is used before it is read again.
 ROUTE_REFRESH_S = 30.0
 
 
 @dataclass
 class TopicRoute:
-    """The writable queues of a topic, the node serving each, and the round-robin cursor."""
+    """The writable queues of a topic, the node serving each, and the round-robin cursor; on a
+    priority topic, its writable queues by level (D142)."""
 
     config: TopicConfig
     queues: list[MessageQueue]
     nodes: dict[MessageQueue, str]
     loaded_at: float
-    _cursor: itertools.count[int] = field(default_factory=lambda: itertools.count(random.randrange(1 << 16)))
+    _cursor: itertools.count[int] = field(default_factory=lambda: itertools.count(_RANDOM.randrange(1 << 16)))
+    #: A priority topic's writable queues by level (None: not a priority topic).
+    levels: list[list[MessageQueue]] | None = None
 
-    def next_queue(self) -> MessageQueue:
-        """The next queue in round-robin order (from a random start)."""
-        return self.queues[next(self._cursor) % len(self.queues)]
+    def next_queue(self, priority: int = 0) -> MessageQueue:
+        """The next queue in round-robin order (from a random start); on a priority topic, of the level
+        of ``priority``.
+
+        Raises:
+            MQClientError: a priority other than 0 for a topic without priority levels.
+        """
+        if self.levels is None:
+            if priority:
+                raise no_levels(self.config.name, priority)
+            return self.queues[next(self._cursor) % len(self.queues)]
+        level = self.levels[self.config.level_for(priority)]
+        return level[next(self._cursor) % len(level)]
+
+
+def no_levels(topic: str, priority: int) -> MQClientError:
+    """The error of a message with ``priority`` sent to a topic without priority levels."""
+    return MQClientError(
+        f"message priority {priority} needs a priority topic; {topic!r} has no priority levels "
+        "(create it with Admin.create_topic(..., priority_levels=10) or `mq topic create --priority-levels 10`)"
+    )
 
 
 class RouteCache:
@@ -83,8 +108,20 @@ class RouteCache:
         nodes = {q: self._store.conn.node_of(self._store.queue_keys(topic, q.queue_id).meta) for q in queues}
         with self._lock:
             old = self._routes.get(topic)
-            route = TopicRoute(config, queues, nodes, time.monotonic())
+            route = TopicRoute(config, queues, nodes, time.monotonic(), levels=levels_of(config, queues))
             if old is not None:
                 route._cursor = old._cursor  # keep round-robin going across refreshes
             self._routes[topic] = route
         return route
+
+
+def levels_of(config: TopicConfig, queues: list[MessageQueue]) -> list[list[MessageQueue]] | None:
+    """``queues`` by the priority level each holds (None: ``config`` has no priority levels)."""
+    if not config.priority_levels:
+        return None
+    levels: list[list[MessageQueue]] = [[] for _ in range(config.priority_levels)]
+    for q in queues:
+        levels[config.level_of(q.queue_id)].append(q)
+    if not all(levels):
+        raise MQClientError(f"topic {config.name!r}: a priority level has no writable queue (perm={config.perm!r})")
+    return levels

@@ -10,6 +10,10 @@ from mq.errors import MQClientError
 from mq.model.message import Message
 from mq.model.queue import MessageQueue
 
+#: This module's own random numbers: a library must not draw from (and so shift) the application's
+#: global ``random`` stream, which a program may seed to repeat its runs.
+_RANDOM = random.Random()
+
 
 @runtime_checkable
 class MessageQueueSelector(Protocol):
@@ -95,7 +99,7 @@ class SelectMessageQueueByRandom:
 
     def select(self, mqs: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
         """A random queue of ``mqs``."""
-        return random.choice(list(mqs))
+        return _RANDOM.choice(list(mqs))
 
 
 class SelectMessageQueueByMachineRoom:

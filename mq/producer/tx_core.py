@@ -175,7 +175,7 @@ class TransactionCore:
         if msg.dedup_id is not None:  # its commit appends it later, outside any window (D140)
             raise MQClientError(f"a transaction message cannot carry a dedup_id ({msg.dedup_id!r}): send it without one")
         route = yield from self.core.routes.get(msg.topic)
-        mq = self.core.select_default(route, None)
+        mq = self.core.select_default(route, None, msg.priority)  # a priority topic: a queue of its level (D142)
         msg_id = new_msg_id()
         encoded = codec.encode(msg, msg_id, system_properties={PGROUP: self.group})
         wait_s = check_immunity_time_s if check_immunity_time_s is not None else (yield from self._timeout_s())

@@ -15,6 +15,8 @@ from mq.errors import (
 from mq.proxy.pb import Code, definition
 
 OK: int = Code.Value("OK")
+#: Each ``Code`` name's number, looked up once: a status is built for every answer and every entry.
+_NUMBERS: dict[str, int] = dict(Code.items())
 
 
 class ProxyError(Exception):
@@ -32,7 +34,7 @@ class ProxyError(Exception):
 
 def status(code: str | int = "OK", message: str = "OK") -> Any:
     """A ``Status`` message (``code`` a ``Code`` name or number)."""
-    return definition.Status(code=Code.Value(code) if isinstance(code, str) else code, message=message)
+    return definition.Status(code=_NUMBERS[code] if isinstance(code, str) else code, message=message)
 
 
 #: The ``Code`` of each rocketredis error, most specific first (the first match answers).

@@ -45,7 +45,15 @@ MAX_BORN_HOST = 255
 BORN_MS_RANGE = (0, 253_402_300_799_999)
 MESSAGE_TYPES = definition.MessageType
 #: The message types the endpoint takes (and announces in routes), as ``MessageType`` numbers.
-SUPPORTED_TYPES = [MESSAGE_TYPES.Value(n) for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")]
+#: The ``MessageType`` numbers, looked up once (every message of every SendMessage is checked against them).
+NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY = (
+    MESSAGE_TYPES.Value(n) for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY")
+)
+SUPPORTED_TYPES = [NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY]
+#: What the routes of a topic without priority levels announce (every type but PRIORITY).
+PLAIN_TYPES = [t for t in SUPPORTED_TYPES if t != PRIORITY]
+#: What the routes of a priority topic announce: not FIFO (priority reorders messages, D142).
+PRIORITY_TOPIC_TYPES = [t for t in SUPPORTED_TYPES if t != FIFO]
 
 
 @dataclass
@@ -113,6 +121,8 @@ def incoming(m: Any, *, max_body_size: int, max_delay_ms: int, now_ms: int) -> I
     if sp.HasField("trace_context") and sp.trace_context:
         system[TRACE_CONTEXT] = sp.trace_context
     message = Message(topic, body, sp.tag if sp.HasField("tag") and sp.tag else None, list(sp.keys), dict(m.user_properties))
+    if sp.HasField("priority"):  # RIP-80: checked with the message below (0..9)
+        message.priority = sp.priority
     try:
         # the body is checked against max_body_size above (what clients are told); tags, keys and
         # properties against their own limit (MAX_USER_PROPERTY_SIZE), on top of the body
@@ -178,10 +188,11 @@ def _delivery_ms(sp: Any) -> int:
 
 def _check_type(kind: int, group: str | None, due_ms: int | None, msg_id: str) -> None:
     conflict = (
-        (kind == MESSAGE_TYPES.Value("FIFO") and not group)
-        or (kind == MESSAGE_TYPES.Value("DELAY") and due_ms is None)
-        or (kind == MESSAGE_TYPES.Value("TRANSACTION") and (group or due_ms is not None))
-        or (kind == MESSAGE_TYPES.Value("NORMAL") and (group or due_ms is not None))
+        (kind == FIFO and not group)
+        or (kind == DELAY and due_ms is None)
+        or (kind == TRANSACTION and (group or due_ms is not None))
+        or (kind == NORMAL and (group or due_ms is not None))
+        or (kind == PRIORITY and (group or due_ms is not None))
     )
     if conflict:
         raise ProxyError("MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", f"message {msg_id}: its message type does not fit its fields")
@@ -214,15 +225,17 @@ def outgoing(
     group = system.get(MESSAGE_GROUP)
     deliver = system.get(DELIVER_MS)
     if transaction:
-        sp.message_type = MESSAGE_TYPES.Value("TRANSACTION")
+        sp.message_type = TRANSACTION
     elif group:
-        sp.message_type = MESSAGE_TYPES.Value("FIFO")
+        sp.message_type = FIFO
         sp.message_group = group
     elif deliver:
-        sp.message_type = MESSAGE_TYPES.Value("DELAY")
+        sp.message_type = DELAY
         sp.delivery_timestamp.FromMilliseconds(int(deliver))
     else:
-        sp.message_type = MESSAGE_TYPES.Value("NORMAL")
+        sp.message_type = PRIORITY if msg.priority else NORMAL
+    if msg.priority:
+        sp.priority = msg.priority
     sp.born_timestamp.FromMilliseconds(msg.born_timestamp_ms)
     sp.born_host = system.get(BORN_HOST, "")
     sp.store_timestamp.FromMilliseconds(msg.store_timestamp_ms)

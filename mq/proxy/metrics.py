@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
 
@@ -16,3 +18,12 @@ class ProxyMetrics:
             ["rpc", "code"],
             registry=registry,
         )
+        #: The request counter of each RPC, found once: ``labels()`` takes a lock and builds a key per call.
+        self._request_counters: dict[str, Any] = {}
+
+    def request(self, rpc: str) -> None:
+        """Count one request of ``rpc``."""
+        counter = self._request_counters.get(rpc)
+        if counter is None:
+            counter = self._request_counters[rpc] = self.requests.labels(rpc)
+        counter.inc()

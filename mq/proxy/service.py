@@ -30,6 +30,7 @@ from mq.model.recall import make_handle, parse_handle
 from mq.model.topic import TopicConfig
 from mq.model.validation import MAX_DELAY_MS, RETRY_PREFIX, check_group
 from mq.producer.request import split_puts
+from mq.producer.route import no_levels
 from mq.producer.selectors import consistent_hash, java_hash
 from mq.producer.tx_core import PGROUP, transaction_id, transaction_timeout_ms
 from mq.proxy import convert
@@ -80,6 +81,46 @@ class _Write:
 def _encoded(item: convert.Incoming, extra: dict[str, str] | None = None) -> Any:
     system = {**item.system, **(extra or {})}
     return codec.encode(item.message, item.msg_id, item.born_ms, system_properties=system or None)
+
+
+def _shared_read(
+    reads: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str, str], read: Callable[[], Awaitable[Any]]
+) -> Awaitable[Any]:
+    """The store read of ``key`` in flight, else a new one: the calls that find a cached entry stale at
+    the same moment share one read instead of each making its own (with 64 sends in flight, each expiry
+    of a topic's config made up to 64 reads of it). A caller cancelled while waiting leaves the read
+    running for the others."""
+    future = reads.get(key)
+    if future is None:
+        future = reads[key] = asyncio.ensure_future(read())
+        future.add_done_callback(lambda done: _read_done(reads, key, done))
+    return asyncio.shield(future)
+
+
+def _read_done(reads: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str, str], done: asyncio.Future[Any]) -> None:
+    if reads.get(key) is done:
+        del reads[key]
+    if not done.cancelled():
+        done.exception()  # retrieved here: a read whose callers were all cancelled ends quietly
+
+
+def _level_queues(config: TopicConfig, item: convert.Incoming, writable: list[int]) -> list[int]:
+    """The ids of ``writable`` (the topic's writable queues) ``item`` may go to: on a priority topic,
+    those of its priority's level (D142).
+
+    Raises:
+        ProxyError: ``BAD_REQUEST`` for a priority on a topic without levels, or a FIFO message on a
+            priority topic.
+    """
+    priority = item.message.priority
+    if not config.priority_levels:
+        if priority:
+            raise ProxyError("BAD_REQUEST", f"message {item.msg_id}: {no_levels(config.name, priority)}")
+        return writable
+    if item.group is not None:
+        raise ProxyError("BAD_REQUEST", f"message {item.msg_id}: topic {config.name!r} has priority levels: no FIFO messages")
+    level = config.level_for(priority)
+    return [q for q in writable if config.level_of(q) == level]
 
 
 @dataclass
@@ -138,6 +179,10 @@ class MessagingService:
         self._seeded: set[tuple[str, str]] = set()
         self._tx_timeout_ms: int | None = None
         self._topics: dict[str, tuple[TopicConfig, float]] = {}
+        #: the writable queue ids of each cached topic config (found once a config, not once a message)
+        self._writable_ids: dict[str, tuple[TopicConfig, list[int]]] = {}
+        #: the cache reads in flight (topic and group configs, the clock), shared by concurrent calls
+        self._reads: dict[tuple[str, str], asyncio.Future[Any]] = {}
         #: groups found without a retry topic, and when (monotonic s): not read again for TOPIC_TTL_S
         self._no_retry_topic: dict[str, float] = {}
         #: The message trace of receives, acks and dead letters (D52's events), per group.
@@ -151,7 +196,7 @@ class MessagingService:
 
     def _begin(self, rpc: str, context: Any) -> RpcCall:
         if self.metrics is not None:
-            self.metrics.requests.labels(rpc).inc()
+            self.metrics.request(rpc)
         request = RpcCall(rpc, _headers(context))
         if self.credentials is not None:
             self.credentials.check(request.metadata)
@@ -183,12 +228,21 @@ class MessagingService:
         cached = self._topics.get(name)
         if cached is not None and time.monotonic() - cached[1] < TOPIC_TTL_S:
             return cached[0]
+        config: TopicConfig = await _shared_read(self._reads, ("topic", name), lambda: self._read_topic(name))
+        return config
+
+    async def _read_topic(self, name: str) -> TopicConfig:
         config: TopicConfig | None = await self.backend.call("topic", name)
         if config is None:
             self._topics.pop(name, None)
             raise ProxyError("TOPIC_NOT_FOUND", f"topic {name!r} does not exist: create it with mq topic create")
         self._topics[name] = (config, time.monotonic())
         return config
+
+    def _levels(self, queues: list[MessageQueue]) -> dict[str, int]:
+        """Priority levels of the topics of ``queues`` that have them (from the cached configs, D142)."""
+        configs = (self._topics.get(t) for t in {q.topic for q in queues})
+        return {c[0].name: c[0].priority_levels for c in configs if c is not None and c[0].priority_levels}
 
     async def _retry_queues(self, group: str) -> list[MessageQueue]:
         """The readable queues of ``group``'s retry topic (none until a message is first sent back); its
@@ -215,7 +269,7 @@ class MessagingService:
             for qid in range(config.queue_count):
                 readable, writable = config.readable(qid), config.writable(qid)
                 perm = "READ_WRITE" if readable and writable else "READ" if readable else "WRITE" if writable else "NONE"
-                _route_queue(out.message_queues.add(), request, qid, perm)
+                _route_queue(out.message_queues.add(), request, qid, perm, config)
             return out
 
         return await self._unary("QueryRoute", context, service.QueryRouteResponse, body)
@@ -227,7 +281,7 @@ class MessagingService:
             for qid in range(config.queue_count):
                 if not config.readable(qid):
                     continue
-                _route_queue(out.assignments.add().message_queue, request, qid, "READ_WRITE")
+                _route_queue(out.assignments.add().message_queue, request, qid, "READ_WRITE", config)
             return out
 
         return await self._unary("QueryAssignment", context, service.QueryAssignmentResponse, body)
@@ -328,6 +382,10 @@ class MessagingService:
         cached = self._groups.get(group)
         if cached is not None and time.monotonic() - cached.read_s < GROUP_CONFIG_TTL_S:
             return cached.config
+        config: GroupConfig | None = await _shared_read(self._reads, ("group", group), lambda: self._read_group_config(group))
+        return config
+
+    async def _read_group_config(self, group: str) -> GroupConfig | None:
         raw = await self.backend.call("group_config_json", group)
         config = GroupConfig.from_json(raw) if raw else None
         self._groups[group] = _GroupCache(config, time.monotonic())
@@ -352,8 +410,12 @@ class MessagingService:
         return queues
 
     async def _now_ms(self) -> int:
-        """The store's time now, epoch ms (one ``TIME`` round trip a minute)."""
-        return int(await self.backend.run(self._clock.now_op))
+        """The store's time now, epoch ms (one ``TIME`` round trip a minute, shared by the calls that
+        find the estimate stale at once; between them no operation is run)."""
+        if not self._clock.stale():
+            return self._clock.now_ms()
+        now: int = await _shared_read(self._reads, ("clock", ""), lambda: self.backend.run(self._clock.now_op))
+        return now
 
     # -- producing ------------------------------------------------------------------------------
 
@@ -382,23 +444,25 @@ class MessagingService:
         Raises:
             ProxyError: ``FORBIDDEN`` when a message's topic has no writable queue.
         """
-        normal, transaction = definition.MessageType.Value("NORMAL"), definition.MessageType.Value("TRANSACTION")
+        normal, transaction = (convert.NORMAL, convert.PRIORITY), convert.TRANSACTION
         puts: dict[tuple[str, int], list[int]] = {}
         writes: list[_Write] = []
         batch_queue: dict[str, int] = {}
         for index, item in enumerate(checked):
             topic = item.message.topic
-            writable = [q.queue_id for q in configs[topic].writable_queues()]
+            writable = _level_queues(configs[topic], item, self._writable(configs[topic]))
             if not writable:
                 raise ProxyError("FORBIDDEN", f"topic {topic!r} has no writable queue: nothing of the request was stored")
+            batch = f"{topic}:{item.message.priority}"  # a priority topic: one queue a level (D142)
             if item.group is not None:
                 qid = writable[consistent_hash(java_hash(item.group), len(writable))]  # as RocketMQ 5's proxy
-            elif item.kind == normal and topic in batch_queue:
-                qid = batch_queue[topic]  # a request's normal messages of a topic go to one queue, as a batch
-            elif item.kind == normal:
-                # the queue of its client-made message id: a client's retry of the request meets the same
-                # queue, where a put of a stored id stores nothing and answers where it is (D140)
-                qid = batch_queue[topic] = writable[consistent_hash(java_hash(item.msg_id), len(writable))]
+            elif item.kind in normal and batch in batch_queue:
+                qid = batch_queue[batch]  # a request's normal messages of a topic go to one queue, as a batch
+            elif item.kind in normal:
+                # the queue of its client-made message id (among its level's on a priority topic): a client's
+                # retry of the request meets the same queue, where a put of a stored id stores nothing and
+                # answers where it is (D140)
+                qid = batch_queue[batch] = writable[consistent_hash(java_hash(item.msg_id), len(writable))]
             else:
                 qid = writable[next(self._turns.setdefault(topic, itertools.count())) % len(writable)]
             if item.kind == transaction:
@@ -413,6 +477,13 @@ class MessagingService:
                 writes.append(_Write(topic, qid, indexes[start : start + len(chunk)], chunk, "put"))
                 start += len(chunk)
         return writes
+
+    def _writable(self, config: TopicConfig) -> list[int]:
+        """The ids of ``config``'s writable queues (kept while ``config`` is the cached one)."""
+        known = self._writable_ids.get(config.name)
+        if known is None or known[0] is not config:
+            known = self._writable_ids[config.name] = (config, [q.queue_id for q in config.writable_queues()])
+        return known[1]
 
     async def _write(self, checked: list[convert.Incoming], writes: list[_Write]) -> Any:
         """Run ``writes`` in order, stopping at the first that fails. The answer has an entry per
@@ -626,6 +697,7 @@ class MessagingService:
             filter_of=lambda q: UNFILTERED if q.topic.startswith(RETRY_PREFIX) else (ftype, fdata),
             fifo=fifo,
             trace=await self.trace.active(group),
+            levels=self._levels(queues),
         )
         return views
 
@@ -699,15 +771,16 @@ class MessagingService:
         )
 
 
-def _route_queue(queue: Any, request: Any, qid: int, perm: str) -> None:
+def _route_queue(queue: Any, request: Any, qid: int, perm: str, config: TopicConfig) -> None:
     """Fill ``queue`` (a ``MessageQueue`` of a route or an assignment) as queue ``qid`` of the request's
-    topic, served at the endpoints the client asked, with permission ``perm`` (a ``Permission`` name)."""
+    topic, served at the endpoints the client asked, with permission ``perm`` (a ``Permission`` name)
+    and the message types the topic takes (PRIORITY on a priority topic, D142)."""
     queue.topic.CopyFrom(request.topic)
     queue.id = qid
     queue.permission = definition.Permission.Value(perm)
     queue.broker.name = "rocketredis"
     queue.broker.endpoints.CopyFrom(request.endpoints)
-    queue.accept_message_types.extend(convert.SUPPORTED_TYPES)
+    queue.accept_message_types.extend(convert.PRIORITY_TOPIC_TYPES if config.priority_levels else convert.PLAIN_TYPES)
 
 
 def _expired(message_id: str) -> ProxyError:

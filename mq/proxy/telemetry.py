@@ -16,6 +16,10 @@ from mq.proxy import convert
 from mq.proxy.backend import is_outage
 from mq.proxy.pb import service
 
+#: This module's own random numbers: a library must not draw from (and so shift) the application's
+#: global ``random`` stream, which a program may seed to repeat its runs.
+_RANDOM = random.Random()
+
 if TYPE_CHECKING:
     from mq.proxy.backend import Backend
 
@@ -104,7 +108,7 @@ class Sessions:
     def producer_for(self, topic: str) -> Session | None:
         """A random live producer that declared ``topic``, or None."""
         candidates = [s for s in self._by_client.values() if s.publishes(topic)]
-        return random.choice(candidates) if candidates else None
+        return _RANDOM.choice(candidates) if candidates else None
 
 
 async def pump_checks(backend: Backend, sessions: Sessions, group: str, consumer: str, stop: asyncio.Event) -> None:

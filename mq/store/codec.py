@@ -11,7 +11,7 @@ Fields of an entry (short names keep entries small; absent fields are omitted):
 ``bt`` born timestamp, epoch ms
 ``st`` store timestamp, epoch ms (written by the put script)
 ``r``  reconsume times
-``s``  system properties (``RETRY_TOPIC``, ``ORIGIN_MESSAGE_ID``, …), JSON object
+``s``  system properties (``RETRY_TOPIC``, ``ORIGIN_MESSAGE_ID``, ``PRIORITY``, …), JSON object
 =====  =====================================================
 """
 
@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from mq.keys import KEY_SEPARATOR, offset_of
 from mq.model.message import Message, MessageExt
+from mq.model.properties import PRIORITY
 from mq.model.queue import DEFAULT_BROKER_NAME
 
 log = logging.getLogger("mq.store")
@@ -49,6 +50,8 @@ def encode(
     body = msg.body
     if body.__class__ is not bytes:
         body = bytes(body)
+    if msg.priority:  # kept with the system properties: a copy sent back for retry keeps it (D142)
+        system_properties = {**(system_properties or {}), PRIORITY: str(msg.priority)}
     if not (msg.tags or msg.keys or msg.properties or extra_properties or reconsume_times or system_properties or msg.dedup_id):
         # most sends: a tuple of untracked values, which the garbage collector stops tracking at its
         # first pass (thousands are in flight at once; D64)
@@ -197,6 +200,7 @@ def _message(
     msg.properties = {} if properties is None else properties
     msg.delay_level = 0
     msg.deliver_time_ms = None
+    msg.priority = int(system_properties.get(PRIORITY, 0)) if system_properties else 0
     msg.msg_id = msg_id
     msg.queue_id = queue_id
     msg.queue_offset = queue_offset

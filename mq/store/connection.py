@@ -71,6 +71,8 @@ REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, redis.exceptions.
 _SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel", "memory")
 #: TLS query options passed on to a cluster client (a standalone URL passes every option itself).
 _CLUSTER_TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "ssl_check_hostname")
+#: A standalone URL's path: none, ``/`` or ``/DB`` (a number).
+_DB_PATH = re.compile(r"(/[0-9]*)?")
 _memory_servers: dict[str, Any] = {}
 _memory_lock = threading.Lock()
 
@@ -275,10 +277,15 @@ class Connection:
     def on_reconnect(self, callback: Callable[[Any], None]) -> bool:
         """Call ``callback(redis_connection)`` each time the one connection of a :meth:`held` copy
         (re)connects — redis-py's retry reconnects silently, and a consumer's position check must run
-        again after it (D70). redis-py keeps the callback as a weak reference. Returns False (and
-        registers nothing) where there is no held connection (a cluster, ``memory://``, a shared
-        pool): the caller then checks on every wait."""
+        again after it (D70). On a sync cluster (no held copy: this connection itself), each time any
+        connection to any of its nodes (re)connects or its slot map changes (D145). ``callback`` must
+        be a bound method: redis-py keeps it as a weak reference. Returns False (and registers
+        nothing) where there is neither (``memory://``, a shared pool): the caller then checks on
+        every wait."""
         if self._lease is None:
+            if redispy.is_sync_cluster(self.client):
+                redispy.on_cluster_change(self.client, callback)
+                return True
             return False
         self._lease.on_connect(callback)
         return True
@@ -345,8 +352,8 @@ def check_url(url: str) -> None:
     """Refuse, before connecting, what redis-py would misread or report with the password in it.
 
     Raises:
-        MQClientError: a reserved character in the user info, a bad port, or a bad query parameter
-            (the message shows the URL masked).
+        MQClientError: a reserved character in the user info, a bad port, a database that is not a
+            number, or a bad query parameter (the message shows the URL masked).
     """
     split = _credentials(url)
     if split is not None and any(c in split[1] for c in "/#?"):
@@ -360,6 +367,9 @@ def check_url(url: str) -> None:
             _ = parts.port
     except ValueError:
         raise MQClientError(f"bad host or port in {mask_url(url)!r}: use scheme://[user:password@]host:port") from None
+    if parts.scheme in ("redis", "rediss") and not _DB_PATH.fullmatch(parts.path):
+        # redis-py reads a path that is not a number as db 0: a typo would read another database (D102)
+        raise MQClientError(f"url {mask_url(url)!r} names database {parts.path!r}: use a number, e.g. redis://host:6379/0")
     _timeouts(parts.query)
 
 

@@ -21,7 +21,7 @@ from mq.model.message import MessageExt
 from mq.model.queue import MessageQueue
 from mq.store import codec, scripts
 from mq.store.base import QUEUE_BATCH, ScriptCall, StoreBase, all_or_raise, chunks, without_dicts
-from mq.store.ops import Cmd, Op, operation
+from mq.store.ops import Cmd, NodeCmd, Op, operation
 from mq.store.replication import SyncReplicas
 
 #: Guards a committing call can ask the store to check (see commit-offset-4.lua).
@@ -554,7 +554,7 @@ class GroupOps(StoreBase):
         doing = f"waiting for messages of {queue}"
         if not check:
             with self._errors(doing):
-                reply = yield Cmd(lambda c: c.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms))
+                reply = yield NodeCmd(k.log, lambda c: c.xread({k.log: stream_id(offset - 1)}, count=count, block=block_ms))
             return (yield from self._waited(queue, offset, last_entry, None, [offset, 0, 1, last_entry], reply, doing))
         call = _position_check(k, group, offset, last_entry)
         with self._errors(doing):

@@ -78,7 +78,8 @@ class Lease:
 
     Exclusive (the default): one thread or task uses it, through :meth:`take` / :meth:`atake`,
     :meth:`send` / :meth:`asend`, :meth:`read` / :meth:`aread`. Try-shared: :meth:`call` from any
-    thread, which answers "busy" rather than wait.
+    thread, which answers "busy" rather than wait, or :meth:`send` and :meth:`read` between
+    :meth:`hold` (which answers "busy" the same way) and :meth:`unhold`.
 
     Args:
         pool: a sync or asyncio ``ConnectionPool``.
@@ -184,6 +185,17 @@ class Lease:
                     self.drop()
         finally:
             lock.release()
+
+    def hold(self) -> bool:
+        """Take a try-shared lease for one round of :meth:`send` then :meth:`read` (every reply read
+        before :meth:`unhold`), or answer False when another thread is using it (nothing taken)."""
+        lock: Any = self._lock
+        return bool(lock.acquire(blocking=False))
+
+    def unhold(self) -> None:
+        """Give back a try-shared lease taken with :meth:`hold`."""
+        lock: Any = self._lock
+        lock.release()
 
     def send(self, commands: list[tuple[Any, ...]], *, check_health: bool) -> None:
         """Write ``commands`` (tuples of command arguments) on the kept sync connection, reconnecting

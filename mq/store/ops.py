@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar,
 
 from redis.exceptions import AskError, MovedError, TryAgainError
 
+from mq.store import lane, redispy
 from mq.store.connection import REDIS_ERRORS
 
 if TYPE_CHECKING:
@@ -118,6 +119,11 @@ class NodePipe(Pipe):
     def do(self, client: Any) -> Any:
         if not _cluster(client):
             return super().do(client)
+        node = redispy.node_client(client, self.key) if redispy.is_sync_cluster(client) else None
+        queued = self._queued(client, node) if node is not None else None
+        routed = lane.execute_many(client, queued) if queued is not None else None
+        if routed is not None:  # one round on the node's kept connection (D141)
+            return routed
         for again in (True, False):
             try:
                 replies = super().do(client)
@@ -150,12 +156,38 @@ class NodePipe(Pipe):
                 break
         return replies
 
+    def _queued(self, client: Any, node: Any) -> list[lane.Routed] | None:
+        """The commands of this request as :func:`lane.execute_many` takes them (recorded on a plain
+        pipeline of ``node``, the client of the node serving :attr:`key`), or None to pipeline the usual way."""
+        return redispy.recorded(node, self.build)
+
     def _pipeline(self, client: Any, *, asyncio: bool = False) -> Any:
         if not _cluster(client):
             return client.pipeline(transaction=False)
         if asyncio:
             return _async_node_client(client, self.key).pipeline(transaction=False)
         return client.get_redis_connection(client.get_node_from_key(self.key)).pipeline(transaction=False)
+
+
+class NodeCmd(NodePipe):
+    """One command, ``build(client)``: a :class:`Cmd` (its value), except on a sync cluster client, where
+    it goes to the node serving ``key`` as a :class:`NodePipe` of one command — on that node's kept
+    connection (D141): redis-py's cluster command path costs more client CPU than a command such as a
+    long-poll's unchecked ``XREAD BLOCK`` (D145). Its error reply is raised, as a :class:`Cmd`'s."""
+
+    __slots__ = ()
+
+    def do(self, client: Any) -> Any:
+        if not redispy.is_sync_cluster(client):
+            return self.build(client)
+        reply = super().do(client)[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    async def ado(self, client: Any) -> Any:
+        value = self.build(client)
+        return await value if inspect.isawaitable(value) else value
 
 
 #: Replies saying a cluster node does not serve a key's slot (now): the command did not run.

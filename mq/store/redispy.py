@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -344,3 +347,146 @@ def route_by_known_keys(client: redis.RedisCluster | redis.asyncio.RedisCluster)
         parser.__class__ = _KnownKeysParser
     elif type(parser) is AsyncCommandsParser:
         parser.__class__ = _AsyncKnownKeysParser
+
+
+# -- cluster: straight to the node of a known slot (D141) --------------------------------------------
+
+
+def is_sync_cluster(client: Any) -> bool:
+    """Whether ``client`` is redis-py's sync cluster client (not a subclass: one whose routing the store knows)."""
+    return type(client) is redis.RedisCluster
+
+
+def node_client(client: redis.RedisCluster, key: Any) -> redis.Redis | None:
+    """The plain client redis-py's sync cluster ``client`` keeps for the primary serving ``key``'s slot in
+    its slot map, or None while the map names no node for that slot.
+
+    redis-py keeps one ``redis.Redis`` a node, over a ``ConnectionPool`` whose connections never retry
+    by themselves (the cluster client retries, after reading the slot map again); the map lists a
+    slot's primary first. One hash of the key and two dictionary look-ups: none of the cluster
+    client's command path (its request policy, the key hashed twice, a pool checkout a command)."""
+    nodes = client.nodes_manager.slots_cache.get(client.keyslot(key))  # type: ignore[no-untyped-call]
+    if not nodes:
+        return None
+    node = nodes[0]
+    return node.redis_connection or client.get_redis_connection(node)
+
+
+#: Options of a queued command that change how its reply is read (redis-py's ``NEVER_DECODE`` and
+#: ``EMPTY_RESPONSE``): such a command is left to redis-py's own pipeline.
+_READ_OPTIONS = frozenset({"NEVER_DECODE", "EMPTY_RESPONSE"})
+#: A queued command as :func:`recorded` gives it: ``(args, options, key, parse)``.
+Queued = tuple[tuple[Any, ...], dict[str, Any], Any, Any]
+
+
+def recorded(client: redis.Redis, build: Callable[[Any], object]) -> list[Queued] | None:
+    """The commands ``build(pipeline)`` queues on a plain (non-transactional) pipeline of ``client``,
+    each as ``(args, options, key, parse)``: its arguments, its options as redis-py keeps them, its
+    first key (redis-py records a command's keys in its options), and ``parse(reply)`` applying the
+    pipeline's response callback (None without one: ``without_dicts`` may have removed it). None when a
+    command names no key or is read in a way of its own (the caller pipelines the usual way)."""
+    pipe = client.pipeline(transaction=False)
+    build(pipe)
+    callbacks = pipe.response_callbacks
+    out = []
+    for args, options in pipe.command_stack:
+        keys = options.get("keys")
+        if not keys or not _READ_OPTIONS.isdisjoint(options):
+            return None
+        callback = callbacks.get(args[0])  # type: ignore[no-untyped-call]
+        extra = {k: v for k, v in options.items() if k != "keys"}
+        parse = None if callback is None else functools.partial(callback, **extra)
+        out.append((args, options, keys[0], parse))
+    return out
+
+
+# -- cluster: a signal that a node connection was (re)made or the slot map changed (D145) -------------
+
+#: Attribute of a sync cluster client holding its :class:`_ClusterChanges` (made on first use).
+_CHANGES = "_mq_changes"
+_CHANGES_LOCK = threading.Lock()
+
+
+class _ClusterChanges:
+    """The callbacks of one sync cluster client (weak references to bound methods, as redis-py keeps a
+    connection's connect callbacks), called when any connection of any of its nodes (re)connects or
+    its slot map is read again or patched after a MOVED."""
+
+    __slots__ = ("__weakref__", "_callbacks", "_lock")
+
+    def __init__(self) -> None:
+        self._callbacks: list[weakref.WeakMethod[Callable[[Any], None]]] = []
+        self._lock = threading.Lock()
+
+    def add(self, callback: Callable[[Any], None]) -> None:
+        ref = weakref.WeakMethod(callback)
+        with self._lock:
+            self._callbacks = [r for r in self._callbacks if r() is not None and r != ref] + [ref]
+
+    def fire(self, conn: Any = None) -> None:
+        for ref in self._callbacks:  # replaced, never changed in place: a copy is not needed
+            callback = ref()
+            if callback is not None:
+                callback(conn)
+
+    def watch_pool(self, pool: Any) -> None:
+        """Have every connection of node ``pool``, made now or later, call :meth:`fire` when it connects."""
+        if pool.__dict__.get(_CHANGES) is self:
+            return
+        pool.__dict__[_CHANGES] = self
+        make = pool.make_connection
+
+        def make_connection() -> Any:  # looked up on the instance by the pool's checkout
+            conn = make()
+            conn.register_connect_callback(self.fire)
+            return conn
+
+        pool.make_connection = make_connection
+        with pool._lock:
+            for conn in [*pool._available_connections, *pool._in_use_connections]:
+                conn.register_connect_callback(self.fire)
+
+
+def on_cluster_change(client: redis.RedisCluster, callback: Callable[[Any], None]) -> None:
+    """Call ``callback(connection or None)`` each time a connection to any node of sync cluster
+    ``client`` (re)connects — redis-py reconnects a node's pooled connection at checkout and a kept one
+    on its next use, silently — and each time its slot map is read again (``initialize``) or patched
+    after a MOVED (``move_slot``): a slot served by a node the client was already connected to (a
+    promoted replica) changes no connection. ``callback`` must be a bound method; it is kept as a weak
+    reference. A sync cluster's counterpart of a held connection's connect callbacks (D70, D145)."""
+    changes = client.__dict__.get(_CHANGES)
+    if changes is None:
+        with _CHANGES_LOCK:
+            changes = client.__dict__.get(_CHANGES)
+            if changes is None:
+                changes = _ClusterChanges()
+                _watch_cluster(client, changes)
+                client.__dict__[_CHANGES] = changes
+    changes.add(callback)
+
+
+def _watch_cluster(client: redis.RedisCluster, changes: _ClusterChanges) -> None:
+    manager = client.nodes_manager
+    create = manager.create_redis_node
+
+    def create_redis_node(*args: Any, **kwargs: Any) -> Any:
+        node = create(*args, **kwargs)  # type: ignore[no-untyped-call]
+        changes.watch_pool(node.connection_pool)
+        return node
+
+    def then_fire(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def changed(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            finally:
+                changes.fire(None)
+
+        return changed
+
+    manager.create_redis_node = create_redis_node  # type: ignore[method-assign]
+    manager.initialize = then_fire(manager.initialize)  # type: ignore[method-assign]
+    manager.move_slot = then_fire(manager.move_slot)  # type: ignore[method-assign]
+    for node in [*manager.nodes_cache.values(), *manager.startup_nodes.values()]:
+        if node.redis_connection is not None:
+            changes.watch_pool(node.redis_connection.connection_pool)

@@ -21,7 +21,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from mq.store import lane, ops
+from mq.store import lane, ops, redispy
 from mq.store.ops import Cmd, NodePipe, Op, Pipe, Request
 
 #: Codes the scripts return for refused operations, and what they mean.
@@ -115,12 +115,14 @@ class Eval(Request):
         self.script, self.keys, self.argv = SCRIPTS[name], keys, argv
 
     def do(self, client: Any) -> Any:
-        # lane.execute: the client's kept connection when it has one (no pool checkout per call, D53)
+        # lane.execute: the client's kept connection when it has one (no pool checkout per call, D53),
+        # on a cluster the kept connection of the node serving the first key (D141)
+        key = self.keys[0] if self.keys else None
         try:
-            return lane.execute(client, "EVALSHA", *self.script.args(self.keys, self.argv, flagged=_flagged(client)))
+            return lane.execute(client, "EVALSHA", *self.script.args(self.keys, self.argv, flagged=_flagged(client)), key=key)
         except NoScriptError:
             ops.run(client, load(self.script.name, self.keys))
-            return lane.execute(client, "EVALSHA", *self.script.args(self.keys, self.argv, flagged=_flagged(client)))
+            return lane.execute(client, "EVALSHA", *self.script.args(self.keys, self.argv, flagged=_flagged(client)), key=key)
 
     async def ado(self, client: Any) -> Any:
         try:
@@ -205,9 +207,33 @@ class EvalMany(Pipe):
         super().__init__(then or _nothing)
         self.calls = calls
 
+    def do(self, client: Any) -> Any:
+        if redispy.is_sync_cluster(client) and self.calls and all(keys for _, keys, _ in self.calls):
+            replies = self._routed(client)
+            if replies is not None:
+                return replies
+        return super().do(client)
+
+    def _routed(self, client: Any) -> list[Any] | None:
+        """The replies sent one round a node on the nodes' kept connections of a sync cluster (D141),
+        or None where :func:`lane.execute_many` sends nothing (or a command of ``then`` names no key)."""
+        commands = _evalsha(self.calls, _flagged(client))
+        if self.build is not _nothing:
+            node = redispy.node_client(client, self.calls[0][1][0])
+            then = redispy.recorded(node, self.build) if node is not None else None
+            if then is None:
+                return None
+            commands += then
+        return lane.execute_many(client, commands)
+
     def _fill(self, pipe: Any, client: Any) -> None:
         queue_calls(pipe, self.calls, _flagged(client))
         self.build(pipe)
+
+
+def _evalsha(calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]], flagged: bool) -> list[lane.Routed]:
+    """``EVALSHA`` of each call as :func:`lane.execute_many` takes it (its first key names its node)."""
+    return [(("EVALSHA", *SCRIPTS[name].args(keys, argv, flagged=flagged)), {}, keys[0], None) for name, keys, argv in calls]
 
 
 def _nothing(pipe: Any) -> None:
@@ -223,6 +249,10 @@ class EvalThen(NodePipe):
     def __init__(self, key: str, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]], build: Any) -> None:
         super().__init__(key, build)
         self.calls = calls
+
+    def _queued(self, client: Any, node: Any) -> list[lane.Routed] | None:
+        then = redispy.recorded(node, self.build)
+        return None if then is None else [*_evalsha(self.calls, _flagged(client)), *then]
 
     def _fill(self, pipe: Any, client: Any) -> None:
         queue_calls(pipe, self.calls, _flagged(client))

@@ -34,6 +34,7 @@ from mq.store.base import ScriptCall, StoreBase, all_or_raise
 from mq.store.broker import BrokerOps
 from mq.store.connection import REDIS_ERRORS
 from mq.store.groups import GroupOps, PullRequest, PullResult
+from mq.store.lite import LiteOps
 from mq.store.ops import Cmd, Op, SyncRunner, operation
 from mq.store.proxy import ProxyOps
 from mq.store.recall import RecallOps
@@ -576,7 +577,18 @@ def _config_from_stored(raw: bytes | str) -> tuple[TopicConfig, int]:
 
 
 class StoreOps(
-    TierOps, MessageOps, GroupOps, BrokerOps, AdminOps, RecoveryOps, TraceOps, TransactionOps, ViewOps, ProxyOps, RecallOps
+    TierOps,
+    MessageOps,
+    GroupOps,
+    BrokerOps,
+    AdminOps,
+    RecoveryOps,
+    TraceOps,
+    TransactionOps,
+    ViewOps,
+    ProxyOps,
+    RecallOps,
+    LiteOps,
 ):
     """Every store operation as a generator (see :mod:`mq.store.ops`): what :class:`Store` runs at
     once and :class:`mq.store.aio.AsyncStore` awaits."""

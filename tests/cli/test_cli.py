@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mq import Admin, MessageQueue
+from mq import Admin, Message, MessageQueue, Producer
 from mq.cli import build_parser, main
 from mq.cli.demo import TOPIC, queue_names, split_settled
 from tests.helpers import admin_once
@@ -225,8 +225,6 @@ def test_dlq_commands(redis_server, namespace: str, capsys: pytest.CaptureFixtur
 
 @pytest.mark.spark
 def test_analytics_command_writes_a_table_and_a_chart(redis_server, namespace: str, tmp_path) -> None:
-    from mq import Message, Producer
-
     admin_once(redis_server.url, namespace).create_topic("an", read_queues=2, write_queues=2)
     with Producer("p", redis_server.url, namespace=namespace) as producer:
         for i in range(20):
@@ -358,7 +356,29 @@ def test_topic_dedup_window_options_and_views(redis_server, namespace: str, caps
     capsys.readouterr()
     assert main(["topic", "list", *common]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
-    assert rows[0][-1] == "DEDUP_S"
-    assert {r[0]: r[-1] for r in rows[1:]} == {"dd": "900", "dd2": "30"}
+    assert rows[0][-2:] == ["DEDUP_S", "PRIORITY_LEVELS"]
+    assert {r[0]: r[-1] for r in rows[1:]} == {"dd": "900", "dd2": "30"}  # no priority levels: an empty last cell
     assert main(["topic", "update", "dd", "--dedup-window-s", "0", *common]) == 1
     assert "dedup_window_s must be an int in 1..604800" in capsys.readouterr().err
+
+
+def test_lite_parent_create_and_list_by_prefix_a_page_at_a_time(
+    redis_server, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = ["--url", redis_server.url, "--namespace", namespace]
+    assert main(["topic", "create", "LP", "--lite", "--lite-expiration-s", "120", "--read-queues", "1", *common]) == 0
+    assert "lite (expires after 120 s idle)" in capsys.readouterr().out
+    with Producer("cli-lite", redis_server.url, namespace=namespace) as producer:
+        for name in ("sess-a", "sess-b", "sess-c", "agent-x"):
+            producer.send(Message("LP", b"x", lite_topic=name))
+    names: list[str] = []
+    args = ["topic", "lite", "LP", "--prefix", "sess-", "--count", "2", *common]
+    for _ in range(10):
+        assert main(args) == 0
+        lines = capsys.readouterr().out.splitlines()
+        names += lines[:-1]
+        if lines[-1] == "(last page)":
+            break
+        args = [*args, "--cursor", lines[-1].split()[-1]]
+    assert sorted(names) == ["sess-a", "sess-b", "sess-c"]
+    assert main(["topic", "lite", "nosuch", *common]) == 1

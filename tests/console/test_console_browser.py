@@ -530,6 +530,35 @@ def test_the_topic_list_is_searched_and_paged(tab: Tab, console: str, store: Sto
             admin.delete_topic(f"bulk-{i:03d}")
 
 
+def test_a_lite_parents_lite_topics_are_filtered_by_prefix_and_paged_from_its_page(tab: Tab, console: str, store: Store) -> None:
+    admin, page = store.admin(), tab.page
+    admin.create_topic("chats", lite=True)
+    chats = [f"chat-{i:02d}" for i in range(60)]
+    with Producer("lite-chats", store.url, namespace=store.namespace) as producer:
+        for name in [*chats, "bot-1", "bot-2"]:
+            producer.send(Message("chats", name.encode(), lite_topic=name))
+    page.goto(console + "/topics/chats")
+    page.get_by_role("link", name="Its lite topics, by prefix").click()
+    assert page.locator("#lite-topics tbody tr").count() == 50  # the first page of 62
+    page.get_by_label("Name starts with").fill("chat-")
+    page.get_by_role("button", name="Filter").click()
+    seen = page.locator("#lite-topics tbody td").all_inner_texts()
+    assert len(seen) == 50
+    page.get_by_role("link", name="Next page →").click()
+    seen += page.locator("#lite-topics tbody td").all_inner_texts()
+    assert sorted(seen) == chats  # each once, no bot-
+    assert page.get_by_label("Name starts with").input_value() == "chat-"  # the link carried the prefix
+    assert page.get_by_role("link", name="Next page →").count() == 0  # the last page
+    assert "cursor=" in page.url and "chat-" in page.url
+    unlabelled = page.evaluate(
+        """() => [...document.querySelectorAll('input:not([type=hidden])')].filter(el => !el.labels.length).length"""
+    )
+    assert unlabelled == 0 and page.locator("h1").count() == 1
+    page.get_by_role("link", name="← First page").click()
+    assert page.locator("#lite-topics tbody tr").count() == 50
+    screenshot(page, "lite")
+
+
 def test_the_timers_page_shows_the_delayed_backlog(tab: Tab, console: str, store: Store) -> None:
     with Producer("later", store.url, namespace=store.namespace) as producer:
         producer.send(Message(TOPIC, b"in an hour", deliver_time_ms=int(time.time() * 1000) + 3_600_000))

@@ -68,6 +68,7 @@ def published(redis_server, tmp_path_factory: pytest.TempPathFactory) -> list[Me
         seed(url, ns)  # the sends are recorded by the client exporter
         families = scrape("127.0.0.1", client_port)
     finally:
+        mq.observe.metrics.close_client_metrics_server()
         mq.observe.metrics.CLIENT_METRICS = None
     with broker_cli(url, ns, "--tier-url", tier.as_uri()) as port:
         families += scrape("127.0.0.1", port)

@@ -125,6 +125,7 @@ def test_client_metrics_record_sends_consumption_and_rebalances(redis_server, na
             wait_for(lambda: len(got) == 7, 10, "7 consumed")
         m = _scrape(port)
     finally:
+        mq.observe.metrics.close_client_metrics_server()
         mq.observe.metrics.CLIENT_METRICS = None
     assert m[("rocketredis_send_latency_seconds_count", (("topic", "C"),))] == 7
     assert m[("rocketredis_consume_latency_seconds_count", (("group", "cg"), ("topic", "C")))] == 7

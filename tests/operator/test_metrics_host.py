@@ -24,6 +24,7 @@ def fresh_client_metrics() -> Iterator[None]:
     """The client metrics are process-wide: start from none and leave none for the next test."""
     mq.observe.metrics.CLIENT_METRICS = None
     yield
+    mq.observe.metrics.close_client_metrics_server()
     mq.observe.metrics.CLIENT_METRICS = None
 
 
@@ -62,3 +63,33 @@ def test_metrics_addr_is_still_accepted(command: str) -> None:
     assert parser.parse_args([command, "--metrics-addr", OTHER]).metrics_host == OTHER
     assert parser.parse_args([command, "--metrics-host", OTHER]).metrics_host == OTHER
     assert parser.parse_args([command]).metrics_host == "127.0.0.1"
+
+
+def test_the_client_exporter_closes_and_its_port_is_free_again(fresh_client_metrics: None) -> None:
+    port = free_port()
+    enable_client_metrics(port, registry=CollectorRegistry())
+    assert accepts("127.0.0.1", port)
+    assert mq.observe.metrics.close_client_metrics_server() is True
+    assert not accepts("127.0.0.1", port)
+    assert mq.observe.metrics.close_client_metrics_server() is False  # nothing left to close
+    enable_client_metrics(port, registry=CollectorRegistry())  # the same port serves again
+    assert "rocketredis_send_latency_seconds" in {f.name for f in scrape("127.0.0.1", port)}
+
+
+def test_a_port_given_after_metrics_were_enabled_without_one_is_served(fresh_client_metrics: None) -> None:
+    """The first call only records; a later call with a port used to be ignored without a word."""
+    registry = CollectorRegistry()
+    enable_client_metrics(registry=registry)
+    port = free_port()
+    enable_client_metrics(port, registry=registry)
+    assert "rocketredis_send_latency_seconds" in {f.name for f in scrape("127.0.0.1", port)}
+
+
+def test_serving_on_another_port_while_one_runs_is_refused(fresh_client_metrics: None) -> None:
+    port = free_port()
+    enable_client_metrics(port, registry=CollectorRegistry())
+    enable_client_metrics(port)  # the same address again: nothing to do
+    other = free_port()
+    with pytest.raises(ValueError, match=f"already served on 127.0.0.1:{port}"):
+        enable_client_metrics(other)
+    assert not accepts("127.0.0.1", other)

@@ -232,3 +232,19 @@ def test_a_window_key_of_the_wrong_type_refuses_the_put_before_any_write(store: 
     with pytest.raises(MQBrokerError, match="not a zset"):
         store.fence("once", 2, "m-other", 1000)
     assert stored(store, "once") == [] and client.hlen(store.queue_keys("once", 2).dedup) == 0
+
+
+def test_a_dedup_id_on_a_priority_topic_stays_on_its_levels_queues(backend_url: str, namespace: str) -> None:
+    """D140 with D142: the id's queue is chosen among its priority level's queues (queue q holds level
+    q % levels), the send deduplicates there, and sync and ``send_async`` agree on it."""
+    levels = 2
+    with Admin(backend_url, namespace) as admin:
+        admin.create_topic("prio", read_queues=QUEUES, write_queues=QUEUES, priority_levels=levels)
+    with Producer("pp", backend_url, namespace=namespace) as producer:
+        for i in range(8):
+            for priority in (0, 1, 7):
+                dedup_id = f"p{priority}-{i}"
+                first = producer.send(Message("prio", b"x", priority=priority, dedup_id=dedup_id))
+                again = producer.send_async(Message("prio", b"y", priority=priority, dedup_id=dedup_id)).result(timeout=10)
+                assert first.message_queue.queue_id % levels == min(priority, levels - 1), (priority, first.message_queue)
+                assert again.duplicate and (again.message_queue, again.queue_offset) == (first.message_queue, first.queue_offset)

@@ -58,3 +58,49 @@ async def test_a_put_refused_among_concurrent_calls_fails_each_alike(env: Any) -
         answers = await asyncio.gather(*(r.stub.SendMessage(good) for _ in range(8)))
     assert all(a.status.code != OK for a in answers)
     assert {a.status.code for a in answers} == {answers[0].status.code}
+
+
+async def _counting_reads(r: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """The store reads of topic and group configs the endpoint of ``r`` makes from now on."""
+    backend = r.server.service.backend
+    reads: list[tuple[str, Any]] = []
+    real = backend.call
+
+    async def counting(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name in ("topic", "group_config_json"):
+            reads.append((name, args[0]))
+        return await real(name, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "call", counting)
+    return reads
+
+
+async def test_calls_finding_a_config_stale_at_once_share_one_store_read(env: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with running(*env) as r:
+        endpoint = r.server.service
+        reads = await _counting_reads(r, monkeypatch)
+        configs = await asyncio.gather(*(endpoint._topic("T") for _ in range(32)))
+        groups = await asyncio.gather(*(endpoint._group_config("G") for _ in range(32)))
+        missing = await asyncio.gather(*(endpoint._topic("absent") for _ in range(8)), return_exceptions=True)
+        again = await endpoint._topic("T")  # cached now: no read
+    assert reads == [("topic", "T"), ("group_config_json", "G"), ("topic", "absent")]
+    assert [c.write_queues for c in configs] == [4] * 32 and again is configs[0]
+    assert groups == [None] * 32  # a group without a config
+    assert [getattr(e, "code", e) for e in missing] == ["TOPIC_NOT_FOUND"] * 8  # each caller is told, none cached
+
+
+async def test_a_caller_cancelled_while_a_shared_read_runs_leaves_it_to_the_others(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running(*env) as r:
+        endpoint = r.server.service
+        reads = await _counting_reads(r, monkeypatch)
+        first = asyncio.ensure_future(endpoint._topic("T"))
+        others = [asyncio.ensure_future(endpoint._topic("T")) for _ in range(4)]
+        await asyncio.sleep(0)  # every caller waits on the one read now
+        first.cancel()
+        configs = await asyncio.gather(*others)
+        with pytest.raises(asyncio.CancelledError):
+            await first
+    assert reads == [("topic", "T")]
+    assert [c.write_queues for c in configs] == [4] * 4

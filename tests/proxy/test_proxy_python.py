@@ -361,3 +361,19 @@ def test_push_consumer_example_consumes_and_acks(env: Env) -> None:
             proc.communicate(timeout=10)
     assert log.read_text().count("consume message,") == 5
     assert rr_client("consume", env.proxy.endpoint, topic, group, "1", "6") == []  # all acked
+
+
+def test_official_client_priority_messages_route_by_level_and_come_back_highest_first(env: Env) -> None:
+    """rocketmq-python-client 5.1.2 sends ``Message.priority`` (type PRIORITY, field 22) when the
+    route announces PRIORITY (it checks the queue's accepted types); its consumer reads it back (D142)."""
+    topic, group = f"t{uuid.uuid4().hex[:8]}", env.group()
+    env.admin.create_topic(topic, read_queues=10, write_queues=10, priority_levels=10)
+    specs = [{"body": (b"p%d" % p).hex(), "priority": p} for p in (0, 9, 3, 9, 5)] + [{"body": b"none".hex()}]
+    results = rr_client("produce", env.proxy.endpoint, topic, json.dumps(specs))
+    assert all(r["ok"] for r in results), results
+    stored = {m.body: (m.queue_id, m.priority) for m in env.stored(topic)}
+    assert stored == {b"p0": (0, 0), b"p9": (9, 9), b"p3": (3, 3), b"p5": (5, 5), b"none": (0, 0)}
+    got = rr_client("consume", env.proxy.endpoint, topic, group, "6", "30")
+    assert [bytes.fromhex(g["body"]) for g in got][:4] == [b"p9", b"p9", b"p5", b"p3"]
+    assert [g["priority"] for g in got][:4] == [9, 9, 5, 3]
+    assert {bytes.fromhex(g["body"]) for g in got[4:]} == {b"p0", b"none"}

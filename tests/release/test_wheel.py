@@ -176,12 +176,15 @@ def test_build_and_twine_check_pass_and_both_carry_the_generated_modules(dist: D
         for name in generated:
             assert f"mq/proxy/_pb/apache/rocketmq/v2/{name}" in names
         assert "mq/proxy/_pb/SOURCE_HASH" in names  # mq.proxy.pb finds them current: no generation at run time
+        # the licence travels with the code (Apache-2.0 needs its text beside what is redistributed)
+        assert f"rocketredis-{_version()}.dist-info/licenses/LICENSE" in names
         metadata = wheel.read(f"rocketredis-{_version()}.dist-info/METADATA").decode()
         definition = wheel.read("mq/proxy/_pb/apache/rocketmq/v2/definition_pb2.py").decode()
         grpc_module = wheel.read("mq/proxy/_pb/apache/rocketmq/v2/service_pb2_grpc.py").decode()
     listed = subprocess.run(["tar", "tzf", str(dist.sdist)], capture_output=True, text=True, check=True).stdout
     for name in generated:
         assert f"/mq/proxy/_pb/apache/rocketmq/v2/{name}" in listed
+    assert f"rocketredis-{_version()}/LICENSE" in listed.splitlines()
     requires = [line.removeprefix("Requires-Dist: ") for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
     assert not [r for r in requires if r.startswith("grpcio-tools") and not r.endswith('extra == "dev"')], (
         "users must not need grpcio-tools"

@@ -264,3 +264,63 @@ def test_known_keys_are_the_keys_the_server_finds(redis_server: RedisServer, arg
         client.close()
     assert redispy.known_keys(args) == expected
     assert redispy.known_keys(("GET", "k")) is None  # any other command: redis-py's own parser
+
+
+# -- straight to the node of a known slot (D141) -------------------------------------------------
+
+
+@pytest.mark.cluster
+def test_the_node_client_of_a_key_is_the_primary_serving_its_slot(redis_cluster: Any) -> None:
+    """redis-py's slot map lists a slot's primary first, and keeps one plain ``redis.Redis`` a node
+    whose connections do not retry by themselves (the cluster client retries after reading the map)."""
+    client = owned(Connection(redis_cluster.url, "nodes")).client
+    assert redispy.is_sync_cluster(client) and not redispy.is_sync_cluster(redis.Redis())
+    ports = set()
+    for key in [f"{{q{i}}}:log" for i in range(12)]:
+        node = redispy.node_client(client, key)
+        assert type(node) is redis.Redis
+        kwargs = node.connection_pool.connection_kwargs
+        assert kwargs["port"] == client.get_node_from_key(key).port
+        assert kwargs["retry"].get_retries() == 0
+        assert node.execute_command("SET", key, "1") is True  # no MOVED: the node serves the slot
+        assert redispy.node_client(client, key) is node  # one client a node
+        ports.add(kwargs["port"])
+    assert ports == set(redis_cluster.ports)
+
+
+def test_recorded_commands_carry_their_key_and_the_pipelines_callback(redis_server: RedisServer) -> None:
+    """A plain pipeline records each command's keys in its options, and its response callbacks (the ones
+    left after ``without_dicts``) turn the raw reply into what the pipeline itself would return."""
+    from mq.store.base import without_dicts
+
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        client.delete("{r}:s", "{r}:z")
+        client.xadd("{r}:s", {"f": "v"}, id="0-1")
+        client.zadd("{r}:z", {"m": 2.0})
+
+        def build(pipe: Any) -> None:
+            pipe.zrange("{r}:z", 0, 0, withscores=True)
+            pipe.xrange("{r}:s", "-", "+", count=5)
+
+        def build_plain(pipe: Any) -> None:
+            without_dicts(pipe)
+            build(pipe)
+
+        for builder in (build, build_plain):
+            queued = redispy.recorded(client, builder)
+            assert queued is not None and [q[2] for q in queued] == ["{r}:z", "{r}:s"]
+            pipe = client.pipeline(transaction=False)
+            builder(pipe)
+            expected = pipe.execute()
+            conn = client.connection_pool.get_connection()
+            try:
+                raw = [redispy.send_read(conn, args) for args, _, _, _ in queued]
+            finally:
+                client.connection_pool.release(conn)
+            assert [
+                raw_reply if parse is None else parse(raw_reply) for (_, _, _, parse), raw_reply in zip(queued, raw)
+            ] == expected
+        assert redispy.recorded(client, lambda p: p.ping()) is None  # no key: left to redis-py's pipeline
+    finally:
+        client.close()

@@ -35,6 +35,7 @@ def view(m):
         "delivery_attempt": m.delivery_attempt,
         "receipt_handle": m.receipt_handle,
         "topic": m.topic,
+        "priority": m.priority,
     }
 
 
@@ -56,6 +57,8 @@ def produce(args):
                 msg.message_group = spec["message_group"]
             if spec.get("delivery_timestamp"):
                 msg.delivery_timestamp = spec["delivery_timestamp"]
+            if spec.get("priority") is not None:
+                msg.priority = spec["priority"]
             try:
                 receipt = producer.send(msg)
                 emit(ok=True, message_id=receipt.message_id, recall_handle=receipt.recall_handle)
