@@ -57,13 +57,26 @@ class FilterExpressionError(MQClientError):
 
 
 class MQBrokerError(MQError):
-    """The store (Redis) failed, refused the command, or could not be reached in time."""
+    """The store (Redis) failed, refused the command, or could not be reached in time.
+
+    Attributes:
+        answered: the server answered with an error reply, so the command ran nothing; False when
+            its outcome is unknown (a reply that timed out, a connection lost after the command was
+            written: it may have run all the same, D140).
+    """
+
+    answered: bool = False
 
 
 class StoreEvictedError(MQBrokerError):
     """Redis evicted keys rocketredis keeps its bookkeeping in (a topic's config, a queue's meta) while
     the messages are still stored: ``maxmemory-policy`` is not ``noeviction``. Retrying does not help:
     set the policy, then rebuild what was evicted with ``mq topic recover`` (``Admin.recover_topics``)."""
+
+
+class MessageFencedError(MQBrokerError):
+    """A put was refused because a producer retry fenced its message id on that queue (D140): the
+    retry went on elsewhere, so this late attempt stores nothing."""
 
 
 def evicted_message(what: str, topic: str) -> str:

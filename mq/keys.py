@@ -40,6 +40,8 @@ key                             type        holds
                                             ``reset_seq`` → counter of its offset resets (every heartbeat reads both)
 ``{ns:g:G}:resets``             hash        topic → ``seq \x1f offsets JSON`` of the last offset reset (live members apply it)
 ``{ns}:proxy:client:C``         string      the RocketMQ 5 endpoint: client C's last Telemetry settings (protobuf), with a TTL
+``{ns:T:Q}:dedup``              hash        dedup id → ``offset \x1f msg id \x1f st`` of its first send; ``\x1f msg id`` → a fence
+``{ns:T:Q}:dedupexp``           zset        the members of ``:dedup`` → when each expires, ms (the key expires with the last)
 ``{ns:T:Q}:segments``           zset        tiered storage: the queue's manifest, segment JSON → its start offset
 ``{ns:T:Q}:tierlease``          string      tiered storage: the uploader holding the queue (owner token, with a TTL)
 ``{ns:P:lite}:s:L``             hash        lite topic L of lite parent P: ``seq`` next offset, ``m:OFFSET`` a
@@ -114,6 +116,16 @@ class QueueKeys:
         (a counter only ``trim-queue`` adds to)."""
         return f"{self.meta.removesuffix(':q')}:expired"
 
+    @property
+    def dedup(self) -> str:
+        """Deduplication ids seen in the window (→ their first send) and the fences of producer retries (D140)."""
+        return f"{self.meta.removesuffix(':q')}:dedup"
+
+    @property
+    def dedup_expiry(self) -> str:
+        """The members of :attr:`dedup` → when each expires, ms (D140)."""
+        return f"{self.meta.removesuffix(':q')}:dedupexp"
+
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
         return [
@@ -134,11 +146,13 @@ class QueueKeys:
             self.segments,
             self.tier_lease,
             self.expired,
+            self.dedup,
+            self.dedup_expiry,
         ]
 
     def end_transaction(self) -> list[str]:
         """The keys of ``end-transaction``."""
-        return [*self.put(), self.half, self.halfidx, self.halfchk, self.txdead]
+        return [*self.append(), self.half, self.halfidx, self.halfchk, self.txdead]
 
     def check_halves(self) -> list[str]:
         """The keys of ``check-halves``."""
@@ -168,11 +182,19 @@ class QueueKeys:
 
     def deliver(self) -> list[str]:
         """The keys of ``deliver-due``: the put keys, the queue's timer and its dead-letter stream."""
-        return [*self.put(), self.timer, self.delayed, self.timerdead]
+        return [*self.append(), self.timer, self.delayed, self.timerdead]
+
+    def append(self) -> list[str]:
+        """The keys every script that appends to the log takes first (``includes/append.lua``)."""
+        return [self.meta, self.log, self.ids, self.keys]
 
     def put(self) -> list[str]:
-        """The keys of the ``put-messages`` script."""
-        return [self.meta, self.log, self.ids, self.keys]
+        """The keys of the ``put-messages`` script: :meth:`append`'s and the dedup window's."""
+        return [self.meta, self.log, self.ids, self.keys, self.dedup, self.dedup_expiry]
+
+    def fence(self) -> list[str]:
+        """The keys of ``fence-message``: the id index and the dedup window's."""
+        return [self.ids, self.dedup, self.dedup_expiry]
 
     def trim(self) -> list[str]:
         """The keys of ``trim-queue``: the log, its indexes, the groups' offsets and expired counts."""

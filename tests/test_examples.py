@@ -22,6 +22,9 @@ def test_example_runs(path: pathlib.Path) -> None:
     result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip()
+    if path.name == "dedup.py":
+        duplicates = [line.endswith("duplicate True") for line in result.stdout.splitlines() if line.startswith("sent ")]
+        assert duplicates == [False, True, False], result.stdout
     if path.name == "ordered_producer.py":
         queues: dict[str, set[str]] = {}
         for line in result.stdout.splitlines():

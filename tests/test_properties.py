@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from typing import Any
 
 import pytest
@@ -120,6 +121,50 @@ def test_messages_are_refused_unchanged_or_stored_and_read_back_identical(server
     assert [m.msg_id for m in got] == [i for i, _ in accepted]
     assert all(_same(m, sent) for m, (_, sent) in zip(got, accepted))
     admin.close()
+
+
+dedup_ids = st.one_of(
+    text,
+    st.text(alphabet=st.characters(codec=None), min_size=120, max_size=140),
+    st.sampled_from([None, 0, 1.5, b"id", ["id"], "d" * 128, "d" * 129, "a\x1fb"]),
+)
+windows = st.one_of(st.integers(min_value=-2, max_value=8 * 24 * 3600), st.sampled_from([True, 1.5, "60", None]))
+
+
+@SETTINGS
+@given(dedup_id=dedup_ids, window=windows)
+def test_dedup_ids_and_windows_are_refused_unchanged_or_deduplicated(server: RedisServer, dedup_id: Any, window: Any) -> None:
+    ns = "prop-dedup"
+    url = server.url
+    topic = f"dd{abs(hash((repr(dedup_id), repr(window)))) % 10**9}"
+    with Admin(url, ns) as admin, Producer("p", url, namespace=ns) as producer:
+        before = snapshot(url, ns)
+        try:
+            admin.create_topic(topic, read_queues=2, write_queues=2, dedup_window_s=window)
+        except MQClientError:
+            assert not (isinstance(window, int) and not isinstance(window, bool) and 1 <= window <= 7 * 24 * 3600)
+            assert snapshot(url, ns) == before
+            return
+        assert admin.topic_config(topic).dedup_window_s == window
+        before = snapshot(url, ns)
+        started = time.monotonic()
+        try:
+            first = producer.send(Message(topic, b"1", dedup_id=dedup_id))
+        except MQClientError:
+            valid = isinstance(dedup_id, str) and 1 <= len(dedup_id) <= 128 and dedup_id.isprintable()
+            assert not valid, f"valid dedup id {dedup_id!r} refused"
+            assert snapshot(url, ns) == before
+            return
+        again = producer.send(Message(topic, b"2", dedup_id=dedup_id))
+        if dedup_id is None:
+            assert not again.duplicate and again.msg_id != first.msg_id
+        elif time.monotonic() - started < window:  # a 1 s window may pass on a loaded machine: not then
+            assert again.duplicate and (again.msg_id, again.message_queue, again.queue_offset) == (
+                first.msg_id,
+                first.message_queue,
+                first.queue_offset,
+            )
+            assert admin.query_message(topic, first.msg_id) is not None
 
 
 @SETTINGS

@@ -381,6 +381,14 @@ def test_a_resource_user_reaches_only_its_topics_and_groups(redis_server: RedisS
         with pytest.raises(MQBrokerError, match="permission"), other:
             other.poll(0.5)
             other.commit()
+        # its refused start closed the connections it opened (they stayed open until garbage collected)
+        server = redis_server.client()
+        try:
+            wait_for(
+                lambda: all(c.get("user") != user for c in server.client_list()), 5, "the refused consumer's connections closed"
+            )
+        finally:
+            server.close()
     finally:
         admin.close()
         _drop_users(redis_server, user)

@@ -6,7 +6,7 @@ import argparse
 
 from mq.cli.common import Commands, add_family, add_leaf, add_raw_ms, admin, print_table, warn_if_memory
 from mq.model.times import format_ms
-from mq.model.topic import DEFAULT_QUEUE_NUMS, TopicConfig
+from mq.model.topic import DEFAULT_DEDUP_WINDOW_S, DEFAULT_QUEUE_NUMS, TopicConfig
 
 PERMS = ("rw", "r", "w")
 
@@ -24,6 +24,12 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
     )
     create.add_argument("--perm", choices=PERMS, default="rw", help="r: readable, w: writable (default: %(default)s)")
     create.add_argument("--order", action="store_true", help="mark the topic as ordered (default: not ordered)")
+    create.add_argument(
+        "--dedup-window-s",
+        type=int,
+        default=DEFAULT_DEDUP_WINDOW_S,
+        help="how long a message's dedup id is remembered, seconds (default: %(default)s)",
+    )
     create.add_argument("--lite", action="store_true", help="a parent of lite topics, created on first send (default: no)")
     create.add_argument(
         "--lite-expiration-s", type=int, default=None, help="a lite topic expires this long after its last write (default: 600)"
@@ -36,11 +42,17 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         "level, consumers take higher levels first; needs at least N queues (default: no priority)",
     )
 
-    update = add_leaf(actions, "update", _update, "change an existing topic's queue counts or perm", common)
+    update = add_leaf(actions, "update", _update, "change an existing topic's queue counts, perm or dedup window", common)
     update.add_argument("topic", help="topic name")
     update.add_argument("--read-queues", type=int, default=None, help="queues consumers read (default: unchanged)")
     update.add_argument("--write-queues", type=int, default=None, help="queues producers write (default: unchanged)")
     update.add_argument("--perm", choices=PERMS, default=None, help="r: readable, w: writable (default: unchanged)")
+    update.add_argument(
+        "--dedup-window-s",
+        type=int,
+        default=None,
+        help="how long a message's dedup id is remembered, seconds (default: unchanged)",
+    )
 
     delete = add_leaf(actions, "delete", _delete, "delete a topic and every message it stores", common)
     delete.add_argument("topic", help="topic name")
@@ -67,7 +79,10 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
 def _describe(verb: str, c: TopicConfig) -> None:
     lite = f" lite (expires after {c.lite_expiration_ms // 1000} s idle)" if c.lite else ""
     levels = f" priority_levels={c.priority_levels}" if c.priority_levels else ""
-    print(f"{verb} {c.name}: read_queues={c.read_queues} write_queues={c.write_queues} perm={c.perm}{levels}{lite}")
+    print(
+        f"{verb} {c.name}: read_queues={c.read_queues} write_queues={c.write_queues} perm={c.perm} "
+        f"dedup_window_s={c.dedup_window_s}{levels}{lite}"
+    )
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -77,7 +92,13 @@ def _create(args: argparse.Namespace) -> int:
         existed = a.topic_exists(args.topic)
         lite = {"lite": True, "lite_expiration_s": args.lite_expiration_s} if args.lite else {}
         config = a.create_topic(
-            args.topic, **queues, perm=args.perm, order=args.order, priority_levels=args.priority_levels, **lite
+            args.topic,
+            **queues,
+            perm=args.perm,
+            order=args.order,
+            priority_levels=args.priority_levels,
+            dedup_window_s=args.dedup_window_s,
+            **lite,
         )
     _describe("updated" if existed else "created", config)
     return 0
@@ -87,7 +108,7 @@ def _update(args: argparse.Namespace) -> int:
     warn_if_memory(args.url, writes=True)
     queues = {"read_queues": args.read_queues, "write_queues": args.write_queues}
     with admin(args) as a:
-        _describe("updated", a.update_topic(args.topic, **queues, perm=args.perm))
+        _describe("updated", a.update_topic(args.topic, **queues, perm=args.perm, dedup_window_s=args.dedup_window_s))
     return 0
 
 
@@ -104,8 +125,11 @@ def _list(args: argparse.Namespace) -> int:
     with admin(args) as a:
         topics = a.topics()
     print_table(
-        ("TOPIC", "READ", "WRITE", "PERM", "ORDER", "PRIORITY_LEVELS"),
-        [(c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "", c.priority_levels or "") for c in topics],
+        ("TOPIC", "READ", "WRITE", "PERM", "ORDER", "DEDUP_S", "PRIORITY_LEVELS"),
+        [
+            (c.name, c.read_queues, c.write_queues, c.perm, "yes" if c.order else "", c.dedup_window_s, c.priority_levels or "")
+            for c in topics
+        ],
     )
     return 0
 

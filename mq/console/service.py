@@ -578,6 +578,7 @@ def _topic_row(config: TopicConfig, states: Sequence[QueueState]) -> TopicRow:
         is_system(config.name),
         sum(s.stats.stored for s in states),
         max((s.stats.last_store_timestamp_ms for s in states), default=0),
+        config.dedup_window_s,
         config.priority_levels,
         config.lite_expiration_ms // 1000 if config.lite else None,
     )

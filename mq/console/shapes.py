@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from mq.model.topic import DEFAULT_DEDUP_WINDOW_S
 from mq.observe.trace import TraceEvent
 
 T = TypeVar("T")
@@ -142,6 +143,7 @@ class TopicRow:
     system: bool
     messages: int
     last_store_ms: int
+    dedup_window_s: int = DEFAULT_DEDUP_WINDOW_S
     priority_levels: int | None = None
     lite_expiration_s: int | None = None
 

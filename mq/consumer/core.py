@@ -75,7 +75,18 @@ class ConsumerCore(CoreSteps):
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self, jobs: Iterable[tuple[Callable[[], None], float, str]] = ()) -> None:
-        """Register, rebalance, and start the puller and the timed jobs (plus the caller's ``jobs``)."""
+        """Register, rebalance, and start the puller and the timed jobs (plus the caller's ``jobs``).
+
+        When a step fails (e.g. the store refuses the group: an ACL user without it), what was started
+        is stopped and the store's connections are closed before the error is raised: the caller's
+        ``with`` never reaches its exit, so nothing else would close them."""
+        try:
+            self._start(jobs)
+        except BaseException:
+            self._abort_start()
+            raise
+
+    def _start(self, jobs: Iterable[tuple[Callable[[], None], float, str]]) -> None:
         self.store.run(self.register_group_op())
         self._do(self.take_beat_op(self.store.run(self.registry.heartbeat())))
         self.settings.start.started_ms = self.registry.last_now_ms
@@ -94,6 +105,16 @@ class ConsumerCore(CoreSteps):
         scheduler.start()
         self._scheduler = scheduler
         self.rebalance()
+
+    def _abort_start(self) -> None:
+        """Undo a failed :meth:`start`: stop the timed jobs and the puller, close the waiters and the store."""
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=True)
+            self._scheduler = None
+        self.begin_stop()
+        self.puller.join(timeout_s=5)
+        self.poller.close()
+        self.store.conn.close()
 
     def shutdown(self, wait_consumed: Callable[[float], bool] | None = None, *, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> bool:
         """Stop pulling, let ``wait_consumed(seconds)`` finish in-flight work, commit, release, unregister.

@@ -121,7 +121,7 @@ class SendBackOps:
             system_properties=system,
         )
         if to_dlq:
-            yield from StoreOps.put.op(self._store, topic, 0, [encoded])
+            yield from StoreOps.put.op(self._store, topic, 0, [encoded], copies=True)
         else:
             # a priority message waits in the retry topic's queue of its level: retried, it keeps its
             # place before lower priorities (RocketMQ's retry topic loses it, apache/rocketmq #10350; D142)

@@ -497,7 +497,7 @@ def dead_letter_op(store: StoreOps, group: str, view: MessageView, reason: str) 
     encoded = codec.encode(
         copy, view.msg_id, view.born_timestamp_ms, reconsume_times=view.delivery_attempt, system_properties=system
     )
-    yield from StoreOps.put.op(store, topic, 0, [encoded])
+    yield from StoreOps.put.op(store, topic, 0, [encoded], copies=True)
     queue, offset, visible_at = parse_receipt(view.receipt_handle)
     yield from StoreOps.ack_simple.op(store, group, queue, offset, visible_at, None)
     log.info("message %s of %s went to %s after %d attempts", view.msg_id, view.topic, topic, view.delivery_attempt)

@@ -37,6 +37,10 @@ class Message:
         delay_level: 1..N picks level N of the broker's ``message_delay_level`` (clamped to the top
             level); 0 sends at once.
         deliver_time_ms: absolute delivery time, epoch milliseconds (RocketMQ 5 timer message).
+        dedup_id: a deduplication id (1..128 printable characters): a second send of the same id to
+            the topic within its ``dedup_window_s`` stores nothing and returns the first send's
+            result with ``SendResult.duplicate`` True (D140). Not with a delay, in a batch, nor with a
+            ``lite_topic``; on a priority topic its queue is chosen among its level's queues.
         lite_topic: the lite topic of a lite parent ``topic`` this message goes to (created on
             this first send, one queue, ordered; see ``Admin.create_topic(…, lite=True)``) [RIP-83].
         priority: 0..9, higher first [RocketMQ 5.4 RIP-80]; anything but 0 needs a topic created with
@@ -50,6 +54,7 @@ class Message:
     properties: dict[str, str]
     delay_level: int
     deliver_time_ms: int | None
+    dedup_id: str | None
     priority: int
     #: a class default: messages read from a queue (built field by field) have none
     lite_topic: str | None = field(default=None, kw_only=True)
@@ -64,6 +69,7 @@ class Message:
         *,
         delay_level: int = 0,
         deliver_time_ms: int | None = None,
+        dedup_id: str | None = None,
         lite_topic: str | None = None,
         priority: int = 0,
     ) -> None:
@@ -78,6 +84,7 @@ class Message:
         self.properties = {} if properties is None else dict(properties) if isinstance(properties, Mapping) else properties or {}
         self.delay_level = delay_level
         self.deliver_time_ms = deliver_time_ms
+        self.dedup_id = dedup_id
         if lite_topic is not None:
             self.lite_topic = lite_topic
         self.priority = priority
@@ -87,6 +94,10 @@ class Message:
             f"{type(self).__name__}(topic={self.topic!r}, tags={self.tags!r}, keys={list(self.keys)!r}, "
             f"body=<{len(self.body)} bytes>)"
         )
+
+
+#: The class default serves decoded messages: codec._message builds them without calling __init__.
+Message.dedup_id = None
 
 
 @dataclass(init=False, eq=True, repr=False)
@@ -133,6 +144,7 @@ class MessageExt(Message):
         delay_level: int = 0,
         deliver_time_ms: int | None = None,
         system_properties: Mapping[str, str] | None = None,
+        dedup_id: str | None = None,
         lite_topic: str | None = None,
         priority: int | None = None,
     ) -> None:
@@ -147,6 +159,7 @@ class MessageExt(Message):
             properties,
             delay_level=delay_level,
             deliver_time_ms=deliver_time_ms,
+            dedup_id=dedup_id,
             lite_topic=lite_topic,
             priority=priority,
         )
@@ -187,6 +200,8 @@ class SendResult:
     For a batch, ``msg_id`` is the comma-joined ids and ``queue_offset`` the first message's offset.
     ``recall_handle`` is set for a delayed or timer message (None otherwise): pass it to
     ``Producer.recall`` to remove the message before it is due [RocketMQ 5.3.2].
+    ``duplicate`` is True when the send stored nothing because its ``dedup_id`` was seen within the
+    topic's window: ``msg_id``, the queue and the offset are then the first send's (D140).
     """
 
     status: SendStatus
@@ -194,8 +209,21 @@ class SendResult:
     message_queue: MessageQueue
     queue_offset: int
     recall_handle: str | None = None
+    duplicate: bool = False
 
     @property
     def msg_ids(self) -> list[str]:
         """The message ids (several for a batch)."""
         return self.msg_id.split(",")
+
+
+class Duplicate(tuple[int, int]):
+    """What a put returns for a message whose ``dedup_id`` was seen in its queue's window (it stored
+    nothing): the first send's ``(offset, store_timestamp_ms)``, and its ``msg_id`` (D140)."""
+
+    msg_id: str
+
+    def __new__(cls, offset: int, store_ms: int, msg_id: str) -> Duplicate:
+        self = super().__new__(cls, (offset, store_ms))
+        self.msg_id = msg_id
+        return self

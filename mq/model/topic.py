@@ -13,6 +13,10 @@ from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 DEFAULT_QUEUE_NUMS = 16
 #: Largest number of queues a topic may have.
 MAX_QUEUE_NUMS = 1024
+#: A new topic's deduplication window, seconds (NATS JetStream's ``duplicate_window`` default, D140).
+DEFAULT_DEDUP_WINDOW_S = 120
+#: Longest deduplication window, seconds (seven days; each id is remembered that long).
+MAX_DEDUP_WINDOW_S = 7 * 24 * 3600
 #: Most priority levels of a topic (priorities 0..9).
 MAX_PRIORITY_LEVELS = 10
 #: Valid permissions: read and write, read only, write only [RocketMQ PermName 6, 4, 2].
@@ -37,6 +41,8 @@ class TopicConfig:
             (None: the broker service's ``hot_retention_s``).
         hot_retention_bytes: with a tier, about how much of each queue's log Redis keeps, bytes
             (None: the broker service's ``hot_retention_bytes``).
+        dedup_window_s: how long a message's ``dedup_id`` is remembered, seconds (1 .. seven days):
+            a second send of it within the window stores nothing (D140).
         lite: a parent of lite topics [RIP-83]: messages name a lite topic (``Message(…,
             lite_topic=…)``), each a one-queue ordered topic created on its first send.
         lite_expiration_s: a lite topic (its messages and offsets) is removed this long after its
@@ -54,6 +60,7 @@ class TopicConfig:
     order: bool = False
     hot_retention_s: float | None = None
     hot_retention_bytes: int | None = None
+    dedup_window_s: int = DEFAULT_DEDUP_WINDOW_S
     lite: bool = False
     lite_expiration_s: int | None = None
     priority_levels: int | None = None
@@ -69,6 +76,9 @@ class TopicConfig:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
                 raise MQClientError(f"{name} must be a positive number or None, got {value!r}")
+        window = self.dedup_window_s
+        if not isinstance(window, int) or isinstance(window, bool) or not 1 <= window <= MAX_DEDUP_WINDOW_S:
+            raise MQClientError(f"dedup_window_s must be an int in 1..{MAX_DEDUP_WINDOW_S} (seconds), got {window!r}")
         if not isinstance(self.lite, bool):
             raise MQClientError(f"lite must be a bool, got {self.lite!r}")
         expiry = self.lite_expiration_s
@@ -124,8 +134,11 @@ class TopicConfig:
         return min(priority, self.priority_levels - 1) if self.priority_levels else 0
 
     def to_json(self) -> str:
-        """The stored form (hot retention only when set: topics without stay as before)."""
+        """The stored form (hot retention, lite, priority levels and a dedup window only when set: topics
+        without stay as before)."""
         data = {k: v for k, v in asdict(self).items() if (v is not None and v is not False) or k not in _OPTIONAL}
+        if self.dedup_window_s == DEFAULT_DEDUP_WINDOW_S:  # topics on the default stay as they were stored
+            del data["dedup_window_s"]
         return json.dumps(data, separators=(",", ":"))
 
 

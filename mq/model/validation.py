@@ -36,6 +36,8 @@ MAX_KEYS = 64
 MAX_PRIORITY = 9
 #: Furthest ahead a ``deliver_time_ms`` may be, ms (RocketMQ 5 proxy ``maxDelayTimeMills``, 1 day).
 MAX_DELAY_MS = 24 * 3_600_000
+#: Longest ``Message.dedup_id``, characters (D140).
+MAX_DEDUP_ID_LENGTH = 128
 #: Prefix of a group's retry topic.
 RETRY_PREFIX = "%RETRY%"
 #: Prefix of a group's dead-letter topic.
@@ -165,6 +167,8 @@ def check_message(msg: object, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         _check_lite(msg)
     if msg.priority.__class__ is not int or not 0 <= msg.priority <= MAX_PRIORITY:
         raise MQClientError(f"priority must be an int in 0..{MAX_PRIORITY} (higher first), got {msg.priority!r}")
+    if msg.dedup_id is not None:
+        check_dedup_id(msg)
     return msg
 
 
@@ -177,6 +181,26 @@ def _check_lite(msg: Message) -> None:
     check_lite_topic(msg.lite_topic)
     if msg.delay_level or msg.deliver_time_ms is not None:
         raise MQClientError(f"a message to lite topic {msg.lite_topic!r} cannot be delayed or timed; send it at once")
+
+
+def check_dedup_id(msg: Message) -> None:
+    """Raise MQClientError unless ``msg.dedup_id`` is 1..:data:`MAX_DEDUP_ID_LENGTH` printable
+    characters on a message sent at once to a queue (a delayed message, or one to a lite topic, is not
+    deduplicated: refused, D140)."""
+    dedup_id = msg.dedup_id
+    if not isinstance(dedup_id, str):
+        raise MQClientError(f"dedup_id must be a str or None, got {type(dedup_id).__name__}")
+    if not 1 <= len(dedup_id) <= MAX_DEDUP_ID_LENGTH or not dedup_id.isprintable():
+        raise MQClientError(
+            f"dedup_id must be 1..{MAX_DEDUP_ID_LENGTH} printable characters, got {dedup_id[:MAX_DEDUP_ID_LENGTH]!r}"
+        )
+    if msg.delay_level or msg.deliver_time_ms is not None:
+        raise MQClientError(f"dedup_id {dedup_id!r} on a delayed message: only messages sent at once are deduplicated")
+    if msg.lite_topic is not None:
+        raise MQClientError(
+            f"dedup_id {dedup_id!r} on a message to lite topic {msg.lite_topic!r}: lite topics are not deduplicated "
+            "(their sends store in the lite topic's hash, outside any queue's dedup window); send it without dedup_id"
+        )
 
 
 def message_size(msg: Message) -> int:
@@ -264,6 +288,8 @@ def check_batch(msgs: Sequence[Message], max_batch_size: int = DEFAULT_MAX_MESSA
             raise MQClientError(f"a batch must have one topic; found {topic!r} and {msg.topic!r}")
         if msg.delay_level or msg.deliver_time_ms is not None:
             raise MQClientError("a batch cannot contain delayed or timer messages")
+        if msg.dedup_id is not None:
+            raise MQClientError(f"a batch cannot carry dedup ids (found {msg.dedup_id!r}): send such messages one by one")
         if msg.lite_topic is not None:
             raise MQClientError("a batch cannot contain lite topic messages; send them one by one")
         if msg.priority != msgs[0].priority:

@@ -21,7 +21,7 @@ from mq.model.message import Message, MessageExt
 from mq.model.msgid import msgid_time_ms
 from mq.model.properties import DLQ_LETTER, DLQ_REASON, ORIGIN_MESSAGE_ID, RESENT, RETRY_TOPIC
 from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
-from mq.model.topic import DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TierStats, TopicConfig
+from mq.model.topic import DEFAULT_DEDUP_WINDOW_S, DEFAULT_QUEUE_NUMS, QueueProgress, QueueStats, TierStats, TopicConfig
 from mq.model.validation import DLQ_PREFIX, RETRY_PREFIX, check_group, check_lite_topic, check_topic, check_user_topic
 from mq.observe.trace import NAMESPACE_SETTING, TraceEvent
 from mq.operator.admin_views import AdminViews
@@ -83,6 +83,7 @@ class AdminCore:
         lite: bool = False,
         lite_expiration_s: int | None = None,
         priority_levels: int | None = None,
+        dedup_window_s: int = DEFAULT_DEDUP_WINDOW_S,
     ) -> Op[TopicConfig]:
         """Create ``topic``, or update it when it exists (as ``mqadmin updateTopic`` does).
 
@@ -96,9 +97,11 @@ class AdminCore:
         goes to a queue of level ``min(p, priority_levels - 1)`` and consumers take higher levels first
         (D142). Not with ``order=True``: ordered consumption and priority do not mix; not on a lite parent.
 
+        ``dedup_window_s``: how long a message's ``dedup_id`` is remembered, seconds (D140).
+
         Raises:
             InvalidNameError: the name is invalid or reserved.
-            MQClientError: bad queue counts, perm, lite expiration or priority levels.
+            MQClientError: bad queue counts, perm, lite expiration, priority levels or dedup window.
         """
         if priority_levels is not None and order:
             raise MQClientError("a priority topic cannot be ordered: priority reorders messages across queues (D142)")
@@ -111,6 +114,7 @@ class AdminCore:
             lite=lite,
             lite_expiration_s=lite_expiration_s,
             priority_levels=priority_levels,
+            dedup_window_s=dedup_window_s,
         )
         (yield from StoreOps.save_topic.op(self._store, config))
         return config
@@ -149,8 +153,10 @@ class AdminCore:
         perm: str | None = None,
         hot_retention_s: float | None = None,
         hot_retention_bytes: int | None = None,
+        dedup_window_s: int | None = None,
     ) -> Op[TopicConfig]:
-        """Change queue counts, perm or hot retention of an existing topic; None keeps a value.
+        """Change queue counts, perm, hot retention or the dedup window of an existing topic; None
+        keeps a value. A new ``dedup_window_s`` applies to ids sent from then on (D140).
 
         Growing takes effect at once. To shrink safely, lower ``write_queues`` first, let consumers
         drain the high queues, then lower ``read_queues``; messages are never deleted by this.
@@ -168,6 +174,7 @@ class AdminCore:
             perm=current.perm if perm is None else perm,
             hot_retention_s=current.hot_retention_s if hot_retention_s is None else hot_retention_s,
             hot_retention_bytes=current.hot_retention_bytes if hot_retention_bytes is None else hot_retention_bytes,
+            dedup_window_s=current.dedup_window_s if dedup_window_s is None else dedup_window_s,
         )
         (yield from StoreOps.save_topic.op(self._store, config))
         return config
@@ -594,7 +601,7 @@ class AdminCore:
                     retry = (
                         retry or (yield from StoreOps.ensure_topic.op(self._store, TopicConfig(retry_topic(group), 1, 1))).name
                     )
-                    (yield from StoreOps.put.op(self._store, retry, 0, [_resend_copy(m, retry, topic)]))
+                    (yield from StoreOps.put.op(self._store, retry, 0, [_resend_copy(m, retry, topic)], copies=True))
                 except BaseException:
                     (yield from StoreOps.unclaim_resend.op(self._store, group, str(m.queue_offset)))
                     raise

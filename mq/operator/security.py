@@ -31,13 +31,14 @@ SCRIPT_COMMANDS = (
     "exists",
     "get",
     "hdel",
+    "hexists",  # put-messages: a retry's fence of the call's first msg id (D140)
     "hget",
     "hgetall",
     "hincrby",
     "hmget",
     "hset",
     "hvals",
-    "pexpire",  # lite topics (D144): a send pushes its lite topic's expiry back
+    "pexpire",  # a send pushes its lite topic's expiry back (D144); dedup window keys expire (D140)
     "pttl",
     "sadd",
     "scard",

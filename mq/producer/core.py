@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from mq.errors import (
+    MessageFencedError,
     MQBrokerError,
     MQClientError,
     MQError,
@@ -25,7 +26,7 @@ from mq.errors import (
     StoreEvictedError,
     TopicNotFoundError,
 )
-from mq.model.message import Message, SendResult, SendStatus
+from mq.model.message import Duplicate, Message, SendResult, SendStatus
 from mq.model.msgid import new_msg_id
 from mq.model.queue import DEFAULT_BROKER_NAME, MessageQueue
 from mq.model.recall import make_handle
@@ -36,10 +37,16 @@ from mq.observe.trace import TraceEvents
 from mq.producer.fault import LatencyFaultTolerance
 from mq.producer.request import Selector, SendRequest
 from mq.producer.route import RouteCache, TopicRoute, no_levels
-from mq.producer.selectors import MessageQueueSelector
+from mq.producer.selectors import MessageQueueSelector, consistent_hash, java_hash
 from mq.store import codec
 from mq.store.clock import ClockOffset
-from mq.store.connection import DEFAULT_SOCKET_TIMEOUT_S, Connection, is_out_of_memory, is_unreachable
+from mq.store.connection import (
+    DEFAULT_SOCKET_TIMEOUT_S,
+    Connection,
+    is_out_of_memory,
+    is_refused,
+    is_unreachable,
+)
 from mq.store.ops import AsyncRunner, Op, Sleep, SyncRunner, operation, share_client
 from mq.store.replication import SyncReplicas
 from mq.store.store import StoreOps
@@ -54,6 +61,9 @@ DEFAULT_RETRY_TIMES = 2
 FAILOVER_BACKOFF_S = 0.05
 #: Longest such pause, seconds.
 FAILOVER_BACKOFF_MAX_S = 0.25
+#: How long a retry's fence keeps a message id out of the queue of an attempt whose outcome was
+#: unknown, ms: far longer than any written command can wait to run (D140).
+RETRY_FENCE_TTL_MS = 600_000
 
 _INF = float("inf")
 
@@ -171,7 +181,18 @@ class SendCore:
         # the message is kept only for a selector to see (a send in flight holds no more than it needs)
         first = msg if selector is not None else None
         request = SendRequest(
-            msg.topic, fields, msg_id, deadline, first, queue, selector, arg, due_ms, oneway, priority=msg.priority
+            msg.topic,
+            fields,
+            msg_id,
+            deadline,
+            first,
+            queue,
+            selector,
+            arg,
+            due_ms,
+            oneway,
+            dedup=msg.dedup_id,
+            priority=msg.priority,
         )
         if msg.lite_topic is not None:
             request.lite = msg.lite_topic
@@ -232,7 +253,7 @@ class SendCore:
         """The queue a pipelined (first) attempt of ``request`` goes to on ``route``."""
         if route.config.lite:
             raise MQClientError(lite_only(request.topic))
-        if request.queue is None and request.selector is None and not self.send_latency_fault_enable:
+        if request.queue is None and request.selector is None and request.dedup is None and not self.send_latency_fault_enable:
             return route.next_queue(request.priority)  # round-robin, as select_default (once a send: no two calls for it)
         return self.fixed_queue(route, request) or self.select_default(route, None, request.priority)
 
@@ -247,7 +268,7 @@ class SendCore:
         if request.lite is not None:
             return (yield from self._put_lite(request))
         chunks = [[request.fields]] if request.batch is None else request.chunks()  # one message always fits one call
-        mq, offset, confirmed, handle = yield from self._put_with_retries(request, chunks[0], None)
+        mq, offset, confirmed, handle, first = yield from self._put_with_retries(request, chunks[0], None)
         stored = len(chunks[0])
         for chunk in chunks[1:]:
             try:
@@ -260,6 +281,8 @@ class SendCore:
                 ) from e
             stored += len(chunk)
         status = SendStatus.SEND_OK if confirmed else SendStatus.FLUSH_SLAVE_TIMEOUT
+        if first is not None:  # its dedup id was seen in the window: the first send's result (D140)
+            return SendResult(status, first, mq, offset, duplicate=True)
         return SendResult(status, request.msg_id, mq, offset, handle)
 
     def _put_lite(self, request: SendRequest) -> Op[SendResult]:
@@ -293,17 +316,25 @@ class SendCore:
 
     def _put_with_retries(
         self, request: SendRequest, encoded: Sequence[Sequence[Any]], pinned: MessageQueue | None
-    ) -> Op[tuple[MessageQueue, int, bool, str | None]]:
+    ) -> Op[tuple[MessageQueue, int, bool, str | None, str | None]]:
         """Store ``encoded`` (all of ``request`` or one chunk of it); ``(queue, first offset, confirmed,
-        recall handle)`` — not confirmed: stored on the master, but fewer than ``sync_replicas`` replicas
+        recall handle, first msg id)`` — not confirmed: stored on the master, but fewer than ``sync_replicas`` replicas
         confirmed in time (not retried: that would store it twice); the recall handle of a delayed
-        message, else None."""
+        message, else None; the msg id of the first send of its dedup id when it was a duplicate, else None.
+
+        Never stores it twice (D140): a put is idempotent on its queue (a re-send of a stored msg id
+        returns where it is), and before an attempt on another queue every queue where an attempt's
+        outcome is unknown (a lost reply) is looked at and the id fenced there (``fence-message``):
+        found, that attempt's result is returned; fenced, it can never be stored there later."""
         topic = request.topic
         route = self.routes.cached(topic) or (yield from self.routes.get(topic))
         if route.config.lite:
             raise MQClientError(lite_only(topic))
         fixed = pinned or self.fixed_queue(route, request)
-        attempts = 1 if fixed is not None and pinned is None else 1 + self.retry_times_when_send_failed
+        in_place = request.dedup is not None and request.queue is None and request.selector is None  # its id's queue
+        attempts = 1 if fixed is not None and pinned is None and not in_place else 1 + self.retry_times_when_send_failed
+        unsure: list[MessageQueue] = [] if request.unsure is None else [request.unsure]
+        fenced: set[MessageQueue] = set()
         last_node: str | None = None
         error: Exception | None = None
         attempt, waits = -1, 0
@@ -311,12 +342,20 @@ class SendCore:
             attempt += 1
             if attempt and time.monotonic() >= request.deadline:
                 break
-            mq = fixed or self.select_default(route, last_node, request.priority)
+            mq = fixed or self._select_unfenced(route, last_node, fenced, request.priority)
             started = time.monotonic()
+            putting = False
             try:
+                if unsure and unsure != [mq]:
+                    found = yield from self._look_back(request, encoded, unsure, mq, fenced)
+                    if found is not None:
+                        return found[0], found[1], True, None, None
+                putting = True
                 if request.due_ms is None:
-                    offset, _ = yield from StoreOps.put.op(self.store, topic, mq.queue_id, encoded)
+                    offset, _ = stored = yield from StoreOps.put.op(self.store, topic, mq.queue_id, encoded)
                     handle = None
+                    if stored.__class__ is Duplicate:
+                        return mq, offset, True, None, stored.msg_id
                 else:
                     entry = yield from StoreOps.put_delayed.op(self.store, topic, mq.queue_id, encoded[0], request.due_ms)
                     offset, handle = -1, make_handle(self.store.keys.namespace, topic, mq.queue_id, entry, request.msg_id)
@@ -329,8 +368,9 @@ class SendCore:
                         -1,
                         False,
                         make_handle(self.store.keys.namespace, topic, mq.queue_id, str(e.result), request.msg_id),
+                        None,
                     )
-                return mq, int(e.result[0]), False, None
+                return mq, int(e.result[0]), False, None, getattr(e.result, "msg_id", None)
             except StoreEvictedError:  # another queue would only hide it: the operator must act (issue 29)
                 self.routes.invalidate(topic)
                 raise
@@ -340,8 +380,14 @@ class SendCore:
                     raise
                 route, error = (yield from self.routes.get(topic)), e
                 continue
+            except MessageFencedError as e:  # an earlier look of this send fenced mq: try another queue
+                fenced.add(mq)
+                error = e
+                continue
             except MQBrokerError as e:
                 last_node, error = self._node(route, mq), e
+                if putting and not e.answered and mq not in unsure:
+                    unsure.append(mq)  # the put may have run: look there before any other queue (D140)
                 self.record(last_node, started, isolation=True)
                 log.debug("send to %s failed on attempt %d: %s", mq, attempt + 1, e)
                 if is_out_of_memory(e):
@@ -356,8 +402,51 @@ class SendCore:
                 self.record(self._node(route, mq), started)
             if metrics.CLIENT_METRICS is not None:
                 metrics.CLIENT_METRICS.send_latency.labels(topic).observe(time.monotonic() - started)
-            return mq, offset, True, handle
+            return mq, offset, True, handle, None
         raise MQBrokerError(f"sending to topic {topic!r} failed after {attempt + 1} attempt(s): {error}") from error
+
+    def _look_back(
+        self,
+        request: SendRequest,
+        encoded: Sequence[Sequence[Any]],
+        unsure: list[MessageQueue],
+        target: MessageQueue,
+        fenced: set[MessageQueue],
+    ) -> Op[tuple[MessageQueue, int] | None]:
+        """Before an attempt on ``target``: look at each queue of ``unsure`` (but ``target``: a put is
+        idempotent on its own queue) for the first msg id of ``encoded``; ``(queue, offset)`` where an
+        earlier attempt stored it, else None — each queue looked at fenced it and leaves ``unsure``.
+        A node that refuses connections cannot be looked at: its attempt is given up with a warning (a
+        dead node; D140 says when that can leave a second copy). Other failures raise (the attempt failed)."""
+        msg_id = str(encoded[0][2])  # codec.encode: [count, "i", msg id, …]
+        for queue in [q for q in unsure if q != target]:
+            try:
+                offset = yield from StoreOps.fence.op(self.store, request.topic, queue.queue_id, msg_id, RETRY_FENCE_TTL_MS)
+            except MQBrokerError as e:
+                if not is_refused(e):
+                    raise
+                log.warning(
+                    "send of %s: %s refuses connections, so an earlier attempt there cannot be looked at: %s", msg_id, queue, e
+                )
+                unsure.remove(queue)
+                continue
+            if offset >= 0:
+                log.info("send of %s: the attempt on %s whose reply was lost had stored it at offset %d", msg_id, queue, offset)
+                return queue, offset
+            unsure.remove(queue)
+            fenced.add(queue)
+        return None
+
+    def _select_unfenced(
+        self, route: TopicRoute, last_node: str | None, fenced: set[MessageQueue], priority: int = 0
+    ) -> MessageQueue:
+        """:meth:`select_default`, passing over queues this send's retries fenced (as long as others exist)."""
+        mq = self.select_default(route, last_node, priority)
+        for _ in range(len(route.queues) if fenced else 0):
+            if mq not in fenced:
+                break
+            mq = self.select_default(route, last_node, priority)
+        return mq
 
     def failover_pause(self, error: Exception, waits: int, deadline: float) -> float:
         """Seconds to wait before trying ``error``'s send again without spending an attempt (0: do not wait):
@@ -385,7 +474,7 @@ class SendCore:
             check_queue_level(route, queue, request.priority)
             return queue
         if selector is None:
-            return None
+            return None if request.dedup is None else dedup_queue(route, request.dedup, request.priority)
         check_route(route, request)
         assert request.first is not None  # kept for the selector
         select = selector.select if isinstance(selector, MessageQueueSelector) else selector
@@ -476,6 +565,25 @@ class SyncSendCore(SendCore, SyncRunner):
 
 class AsyncSendCore(SendCore, AsyncRunner):
     """:class:`SendCore` awaited (the asyncio producer)."""
+
+
+def dedup_queue(route: TopicRoute, dedup_id: str, priority: int = 0) -> MessageQueue:
+    """The queue of a message with ``dedup_id`` and the default choice: its id's jump consistent hash over
+    the writable queues — on a priority topic over those of ``priority``'s level (D142) — so every send
+    of the id meets the same queue's window, atomically (D140). When the queue count changes, about
+    the share of ids that move to a new queue may be stored again; so may an id resent with a priority
+    of another level (another level's queue, another window).
+
+    Raises:
+        MQClientError: a priority other than 0 for a topic without priority levels.
+    """
+    if route.levels is None:
+        if priority:
+            raise no_levels(route.config.name, priority)
+        queues = route.queues
+    else:
+        queues = route.levels[route.config.level_for(priority)]
+    return queues[consistent_hash(java_hash(dedup_id), len(queues))]
 
 
 def check_route(route: TopicRoute, request: SendRequest) -> None:

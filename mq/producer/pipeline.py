@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from mq.errors import MQBrokerError, ReplicaAckTimeout, StoreEvictedError
-from mq.model.message import SendResult, SendStatus
+from mq.model.message import Duplicate, SendResult, SendStatus
 from mq.model.queue import MessageQueue
 from mq.producer.request import SendRequest, split_ends
 
@@ -149,9 +149,12 @@ class SendPipeline:
         if not sends:
             return None
         groups: dict[MessageQueue, list[S]] = {}
-        for p in sends:
-            groups.setdefault(p.target, []).append(p)
         calls: list[PutCall[S]] = []
+        for p in sends:
+            if p.request.dedup is None:
+                groups.setdefault(p.target, []).append(p)
+            else:  # its put may store nothing (a duplicate): a call of its own (D140)
+                calls.append(PutCall(p.target, [p]))
         for mq, group in groups.items():
             start = 0
             for end in split_ends([p.request.fields for p in group]):
@@ -172,20 +175,28 @@ class SendPipeline:
             if isinstance(result, Exception) and not isinstance(result, ReplicaAckTimeout):
                 # evicted keys are the operator's to fix: another queue would hide them (as the sync path)
                 retried = isinstance(result, MQBrokerError) and not isinstance(result, StoreEvictedError)
+                unsure = call.queue if isinstance(result, MQBrokerError) and retried and not result.answered else None
                 for p in call.sends:
                     if p.request.oneway:
                         oneway((p, result))
                     elif retried:
+                        p.request.unsure = unsure  # its retry looks there first (D140)
                         retries(p)
                     else:
                         send_of(p)
                         outcome_of(result)
                 continue
             if isinstance(result, ReplicaAckTimeout):  # stored, not confirmed: not retried (no second copy)
-                status, offset = SendStatus.FLUSH_SLAVE_TIMEOUT, result.result[0]
+                status, offset, result = SendStatus.FLUSH_SLAVE_TIMEOUT, result.result[0], result.result
             else:
                 status, offset = SendStatus.SEND_OK, result[0]
             mq = call.queue
+            if result.__class__ is Duplicate:  # a dedup id seen in the window: the first send's (D140)
+                p = call.sends[0]
+                if not p.request.oneway:
+                    send_of(p)
+                    outcome_of(SendResult(status, result.msg_id, mq, offset, duplicate=True))
+                continue
             for p in call.sends:
                 request = p.request
                 if not request.oneway:  # a oneway send's result is nobody's

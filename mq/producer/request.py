@@ -40,6 +40,9 @@ class SendRequest:
         due_ms: delivery time of a delayed message, epoch ms (None: deliver at once).
         oneway: nobody waits for the result (failures are logged, not retried).
         batch: every message of a batch in put-script form (None: a single send, ``fields`` alone).
+        dedup: the message's ``dedup_id`` (its queue is chosen from it; D140), or None.
+        unsure: the queue of a failed pipelined attempt that may have stored it anyway (a lost
+            connection): the retry looks there first and fences the id (D140); None otherwise.
         lite: the lite topic of a message to a lite parent (its own script call, no queue).
         priority: the message's priority (a batch's messages share one): picks the level's queues.
 
@@ -59,6 +62,8 @@ class SendRequest:
     due_ms: int | None = None
     oneway: bool = False
     batch: Sequence[Sequence[Any]] | None = None
+    dedup: str | None = None
+    unsure: MessageQueue | None = None
     lite: str | None = None
     priority: int = 0
     _future: Future[SendResult] | None = field(default=None, init=False, repr=False, compare=False)

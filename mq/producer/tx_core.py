@@ -172,6 +172,8 @@ class TransactionCore:
             raise MQClientError(f"a transaction carries exactly one Message, got {type(msg).__name__}: batches are not allowed")
         if (yield from SendCore.due_ms.op(self.core, msg)) is not None:
             raise MQClientError("a transaction message cannot be delayed: send it without delay_level/deliver_time_ms")
+        if msg.dedup_id is not None:  # its commit appends it later, outside any window (D140)
+            raise MQClientError(f"a transaction message cannot carry a dedup_id ({msg.dedup_id!r}): send it without one")
         route = yield from self.core.routes.get(msg.topic)
         mq = self.core.select_default(route, None, msg.priority)  # a priority topic: a queue of its level (D142)
         msg_id = new_msg_id()

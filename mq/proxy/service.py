@@ -458,10 +458,13 @@ class MessagingService:
                 qid = writable[consistent_hash(java_hash(item.group), len(writable))]  # as RocketMQ 5's proxy
             elif item.kind in normal and batch in batch_queue:
                 qid = batch_queue[batch]  # a request's normal messages of a topic go to one queue, as a batch
+            elif item.kind in normal:
+                # the queue of its client-made message id (among its level's on a priority topic): a client's
+                # retry of the request meets the same queue, where a put of a stored id stores nothing and
+                # answers where it is (D140)
+                qid = batch_queue[batch] = writable[consistent_hash(java_hash(item.msg_id), len(writable))]
             else:
                 qid = writable[next(self._turns.setdefault(topic, itertools.count())) % len(writable)]
-                if item.kind in normal:
-                    batch_queue[batch] = qid
             if item.kind == transaction:
                 writes.append(_Write(topic, qid, [index], [_encoded(item, {PGROUP: PROXY_PRODUCER_GROUP})], "put_half"))
             elif item.due_ms is not None:

@@ -52,7 +52,7 @@ def encode(
         body = bytes(body)
     if msg.priority:  # kept with the system properties: a copy sent back for retry keeps it (D142)
         system_properties = {**(system_properties or {}), PRIORITY: str(msg.priority)}
-    if not (msg.tags or msg.keys or msg.properties or extra_properties or reconsume_times or system_properties):
+    if not (msg.tags or msg.keys or msg.properties or extra_properties or reconsume_times or system_properties or msg.dedup_id):
         # most sends: a tuple of untracked values, which the garbage collector stops tracking at its
         # first pass (thousands are in flight at once; D64)
         return (6, "i", msg_id, "b", body, "bt", born)
@@ -69,6 +69,8 @@ def encode(
         fields += ["r", reconsume_times]
     if system_properties:
         fields += ["s", json.dumps(system_properties, separators=(",", ":"), ensure_ascii=False)]
+    if msg.dedup_id:
+        fields += ["d", msg.dedup_id]  # the put script checks it against the queue's window (D140)
     fields[0] = len(fields) - 1
     return fields
 

@@ -160,6 +160,16 @@ def is_unreachable(error: BaseException) -> bool:
     return False
 
 
+def is_refused(error: BaseException) -> bool:
+    """Whether ``error`` (or what it wraps) is a connection the node refused: nothing listens there now."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError) or "Connection refused" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 #: Characters a namespace cannot hold: hash-tag braces, the key separator, whitespace, and the glob
 #: characters of ACL key patterns (a namespace ``t*`` would give its users ``~{t*}:*``, i.e. every
 #: namespace starting with ``t``).
@@ -398,14 +408,23 @@ def translate_errors(url: str, doing: str = "talking to the store") -> Iterator[
     try:
         yield
     except redis.exceptions.NoPermissionError as e:
-        raise MQBrokerError(f"permission denied while {doing} at {mask_url(url)}: {e}") from e
+        raise _answered(MQBrokerError(f"permission denied while {doing} at {mask_url(url)}: {e}")) from e
     except redis.exceptions.OutOfMemoryError as e:
-        raise MQBrokerError(
-            f"the store is full (OOM: used memory is over maxmemory) while {doing} at {mask_url(url)}: "
-            f"free memory, raise maxmemory or let retention trim: {e}"
+        raise _answered(
+            MQBrokerError(
+                f"the store is full (OOM: used memory is over maxmemory) while {doing} at {mask_url(url)}: "
+                f"free memory, raise maxmemory or let retention trim: {e}"
+            )
         ) from e
     except REDIS_ERRORS as e:
-        raise MQBrokerError(f"store error while {doing} at {mask_url(url)}: {e}") from e
+        error = MQBrokerError(f"store error while {doing} at {mask_url(url)}: {e}")
+        raise (_answered(error) if isinstance(e, redis.exceptions.ResponseError) else error) from e
+
+
+def _answered(error: MQBrokerError) -> MQBrokerError:
+    """``error``, marked as an error reply: the command ran nothing (D140)."""
+    error.answered = True
+    return error
 
 
 def _timeouts(query: str) -> dict[str, float]:

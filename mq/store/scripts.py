@@ -27,8 +27,10 @@ from mq.store.ops import Cmd, NodePipe, Op, Pipe, Request
 #: Codes the scripts return for refused operations, and what they mean.
 QUEUE_MISSING = -1
 QUEUE_NOT_WRITABLE = -2
-#: The queue's meta is gone while its log is there: Redis evicted it (see put-messages-4.lua).
+#: The queue's meta is gone while its log is there: Redis evicted it (see put-messages-6.lua).
 QUEUE_EVICTED = -3
+#: The put's first msg id is fenced on the queue: a producer retry gave that attempt up (fence-message-3.lua).
+QUEUE_FENCED = -4
 
 
 #: Attribute set on a client whose server refused a flagged script (Redis < 7): plain scripts only.

@@ -17,6 +17,7 @@ from typing import Any
 from redis.exceptions import NoScriptError
 
 from mq.errors import (
+    MessageFencedError,
     MQBrokerError,
     QueueNotWritableError,
     ReplicaAckTimeout,
@@ -25,7 +26,7 @@ from mq.errors import (
     evicted_message,
 )
 from mq.keys import Keys, key_index_offset, key_index_range, stream_id, timer_member
-from mq.model.message import MessageExt
+from mq.model.message import Duplicate, MessageExt
 from mq.model.topic import QueueStats, TopicConfig
 from mq.store import codec, lane, scripts
 from mq.store.admin import AdminOps
@@ -99,7 +100,11 @@ class MessageOps(StoreBase):
         seq to what its log and its groups' offsets hold (``restore-queue``: a meta Redis evicted comes
         back with its offset, never a lower one); ``(seq before or -1, seq after)`` per queue."""
         calls: list[ScriptCall] = [
-            ("restore-queue", self.queue_keys(config.name, q).restore(), [int(config.writable(q)), int(config.readable(q))])
+            (
+                "restore-queue",
+                self.queue_keys(config.name, q).restore(),
+                [int(config.writable(q)), int(config.readable(q)), config.dedup_window_s * 1000],
+            )
             for q in range(span)
         ]
         replies = all_or_raise((yield from self._scripts(calls, f"saving the queues of topic {config.name!r}")))
@@ -136,11 +141,16 @@ class MessageOps(StoreBase):
     # -- messages -------------------------------------------------------------------------------
 
     @operation
-    def put(self, topic: str, queue_id: int, encoded: Sequence[Sequence[Any]]) -> Op[tuple[int, int]]:
+    def put(self, topic: str, queue_id: int, encoded: Sequence[Sequence[Any]], *, copies: bool = False) -> Op[tuple[int, int]]:
         """Append encoded messages (see :func:`codec.encode`) to one queue atomically.
 
+        A put whose first msg id the queue holds already stores nothing and answers where it is, and
+        one a producer retry fenced is refused (D140) — unless ``copies``: copies of stored messages
+        under their own ids (retries, dead letters, resends), which may meet their id again.
+
         Returns:
-            ``(first_offset, store_timestamp_ms)``.
+            ``(first_offset, store_timestamp_ms)`` — a :class:`Duplicate` (the first send's, with its
+            msg id) when a message's dedup id was seen in the queue's window and nothing was stored.
 
         Raises:
             TopicNotFoundError: the queue does not exist.
@@ -148,7 +158,9 @@ class MessageOps(StoreBase):
             MQBrokerError: the store failed.
         """
         try:
-            result = yield from self._write("put-messages", _put_keys(self.keys.namespace, topic, queue_id), _put_argv(encoded))
+            result = yield from self._write(
+                "put-messages", _put_keys(self.keys.namespace, topic, queue_id), _put_argv(encoded, copies=copies)
+            )
         except ReplicaAckTimeout as e:
             e.result = check_put_result(topic, queue_id, e.result)
             raise
@@ -156,6 +168,19 @@ class MessageOps(StoreBase):
             with self._errors(f"sending to {topic!r} queue {queue_id}"):
                 raise
         return check_put_result(topic, queue_id, result)
+
+    @operation
+    def fence(self, topic: str, queue_id: int, msg_id: str, ttl_ms: int) -> Op[int]:
+        """A producer retry's look at the queue of an attempt whose outcome it does not know (D140):
+        the offset of ``msg_id`` when it is stored there, else -1 — and then ``msg_id`` is fenced on the
+        queue for ``ttl_ms``: a put of it arriving later is refused (:class:`MessageFencedError`)."""
+        with self._errors(f"looking for message {msg_id} in {topic!r} queue {queue_id}"):
+            try:
+                result = yield from self._write("fence-message", self.queue_keys(topic, queue_id).fence(), [msg_id, int(ttl_ms)])
+            except ReplicaAckTimeout as e:  # in force on the master, which is where a late put would run
+                log.warning("fence of %s in %r queue %d: %s", msg_id, topic, queue_id, e)
+                result = e.result
+        return int(result)
 
     @operation
     def put_many(self, puts: Sequence[tuple[str, int, Sequence[Sequence[Any]]]]) -> Op[list[tuple[int, int] | Exception]]:
@@ -519,21 +544,27 @@ def _put_keys(namespace: str, topic: str, queue_id: int) -> tuple[str, ...]:
     return tuple(Keys(namespace).queue(topic, queue_id).put())
 
 
-def _put_argv(encoded: Sequence[Sequence[Any]]) -> list[Any]:
-    argv: list[Any] = [len(encoded)]
+def _put_argv(encoded: Sequence[Sequence[Any]], *, copies: bool = False) -> list[Any]:
+    argv: list[Any] = [-len(encoded) if copies else len(encoded)]
     for fields in encoded:
         argv += fields
     return argv
 
 
 def check_put_result(topic: str, queue_id: int, result: Any) -> tuple[int, int]:
-    """Turn a put script's reply into ``(first_offset, store_timestamp_ms)`` or its error."""
+    """Turn a put script's reply into ``(first_offset, store_timestamp_ms)`` (a :class:`Duplicate` for
+    a dedup id seen in the window) or its error."""
+    if result.__class__ is list and len(result) == 4:
+        msg_id = result[3].decode() if isinstance(result[3], bytes) else str(result[3])
+        return Duplicate(int(result[0]), int(result[1]), msg_id)
     if result == scripts.QUEUE_MISSING:
         raise TopicNotFoundError(f"topic {topic!r} has no queue {queue_id}; create the topic with Admin.create_topic")
     if result == scripts.QUEUE_NOT_WRITABLE:
         raise QueueNotWritableError(f"queue {queue_id} of topic {topic!r} is not writable")
     if result == scripts.QUEUE_EVICTED:
         raise StoreEvictedError(evicted_message(f"queue {queue_id} of topic {topic!r} has stored messages but no meta", topic))
+    if result == scripts.QUEUE_FENCED:
+        raise MessageFencedError(f"queue {queue_id} of topic {topic!r} refused a message a producer retry fenced there (D140)")
     return int(result[0]), int(result[1])
 
 

@@ -346,6 +346,22 @@ def test_group_status_shows_each_members_queues(redis_server, namespace: str, ca
     assert main(["group", "reset-offset", "no-such-group", "gs", "--timestamp-ms", "0", "--force", *common]) == 0
 
 
+def test_topic_dedup_window_options_and_views(redis_server, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    common = ["--url", redis_server.url, "--namespace", namespace]
+    assert main(["topic", "create", "dd", "--read-queues", "2", "--write-queues", "2", *common]) == 0
+    assert "dedup_window_s=120" in capsys.readouterr().out  # the default, NATS's
+    assert main(["topic", "update", "dd", "--dedup-window-s", "900", *common]) == 0
+    assert "dedup_window_s=900" in capsys.readouterr().out
+    assert main(["topic", "create", "dd2", "--dedup-window-s", "30", *common]) == 0
+    capsys.readouterr()
+    assert main(["topic", "list", *common]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows[0][-2:] == ["DEDUP_S", "PRIORITY_LEVELS"]
+    assert {r[0]: r[-1] for r in rows[1:]} == {"dd": "900", "dd2": "30"}  # no priority levels: an empty last cell
+    assert main(["topic", "update", "dd", "--dedup-window-s", "0", *common]) == 1
+    assert "dedup_window_s must be an int in 1..604800" in capsys.readouterr().err
+
+
 def test_lite_parent_create_and_list_by_prefix_a_page_at_a_time(
     redis_server, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

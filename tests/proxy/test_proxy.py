@@ -210,6 +210,24 @@ async def test_a_fifo_message_group_goes_to_the_queue_rocketmqs_proxy_picks(topi
             assert stored is not None and stored.queue_id == queue_id, group
 
 
+async def test_a_clients_retry_of_a_send_stores_nothing_twice(topic_env: Any) -> None:
+    """An official client retries SendMessage with the same message ids when a reply is lost (D140):
+    the endpoint puts them on the queue of the first id, where a stored id is not stored again."""
+    url, namespace = topic_env
+    with contextlib.closing(Admin(url, namespace)) as admin:
+        admin.create_topic("R8", read_queues=8, write_queues=8)
+    async with running(url, namespace) as r:
+        for n in range(6):  # several requests: the queue follows each request's ids, not a turn
+            request = service.SendMessageRequest(messages=[_message("R8", b"%d-a" % n), _message("R8", b"%d-b" % n)])
+            first = await r.stub.SendMessage(request)
+            again = await r.stub.SendMessage(request)  # the client's retry: its first reply was lost
+            assert first.status.code == again.status.code == Code.Value("OK")
+            assert [(e.message_id, e.offset) for e in again.entries] == [(e.message_id, e.offset) for e in first.entries]
+    store = owned(Store(Connection(url, namespace)))
+    bodies = sorted(m.body for q in range(8) for m in store.read("R8", q, 0, 100))
+    assert bodies == sorted(b"%d-%s" % (n, x) for n in range(6) for x in (b"a", b"b"))  # each once
+
+
 async def test_invisibility_is_on_the_stores_clock_not_the_endpoints_host(
     topic_env: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

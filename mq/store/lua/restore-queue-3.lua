@@ -11,6 +11,7 @@
 
   ARGV[1] w flag to set ("1" / "0")
   ARGV[2] r flag to set ("1" / "0")
+  ARGV[3] the topic's dedup window, ms (meta field "dw", read by put-messages; D140), optional
 
   Returns {seq_before, seq_after}: seq_before is -1 when the meta had no seq. seq is only ever raised:
   seq_after = max(seq_before, the log's next offset, the largest committed offset); it is written only
@@ -26,6 +27,7 @@ for _, v in ipairs(committed) do
   if n and n > after then after = n end
 end
 redis.call('HSET', KEYS[1], 'w', ARGV[1], 'r', ARGV[2])
+if ARGV[3] then redis.call('HSET', KEYS[1], 'dw', ARGV[3]) end
 if after > seq and (after > 0 or before) then
   redis.call('HSET', KEYS[1], 'seq', after)
 end

@@ -1,6 +1,6 @@
 -- append: store messages in a queue's log with consecutive dense offsets and index their ids and
 -- keys. Used by put-messages, deliver-due and end-transaction; put-pending uses append_problem.
--- Expects KEYS[1] meta, KEYS[2] log, KEYS[3] ids index, KEYS[4] key index (see put-messages-4.lua).
+-- Expects KEYS[1] meta, KEYS[2] log, KEYS[3] ids index, KEYS[4] key index (see put-messages-6.lua).
 --
 -- Never half-applies: append_problem checks a message and append_plan computes every offset, index
 -- entry and the store time with reads only; append_write's first write is the first message's XADD,

@@ -13,17 +13,21 @@ local CALL_MAX_MESSAGES = 512
 local CALL_MAX_BYTES = 1048576
 local CALL_MAX_KEYS = 2048
 
--- the bytes of the values and the keys of the message in items[from..to] (as the producer counts them)
+-- the bytes of the values and the keys of the message in items[from..to] (as the producer counts
+-- them), and its deduplication id (field "d", D140) or nil
 local function message_cost(items, from, to)
-  local bytes, keys = 0, 0
+  local bytes, keys, dedup = 0, 0, nil
   for j = from + 1, to, 2 do
     local v = items[j]
     bytes = bytes + #tostring(v)
-    if items[j - 1] == 'k' then
+    local field = items[j - 1]
+    if field == 'k' then
       for _ in string.gmatch(v, '[^\31]+') do keys = keys + 1 end
+    elseif field == 'd' then
+      dedup = v
     end
   end
-  return bytes, keys
+  return bytes, keys, dedup
 end
 
 -- nil when items[from..to] are field/value pairs put-messages can store, else the reason
