@@ -84,7 +84,8 @@ class Message:
         self.properties = {} if properties is None else dict(properties) if isinstance(properties, Mapping) else properties or {}
         self.delay_level = delay_level
         self.deliver_time_ms = deliver_time_ms
-        self.dedup_id = dedup_id
+        if dedup_id is not None:  # else the class default (below), as a decoded message has it
+            self.dedup_id = dedup_id
         if lite_topic is not None:
             self.lite_topic = lite_topic
         self.priority = priority
