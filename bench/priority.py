@@ -17,7 +17,7 @@ For each drain:
 
 The simple consumer receives 32 at a time; the pull consumer polls 32 at a time once it holds the
 backlog (as much of it as its flow control lets it: 1 000 a queue); the push consumer (a no-op
-listener) is measured as it is (its ordering lands with the consumer machine, issue 30).
+listener) pulls a priority topic's levels in turn (D142).
 
     python -m bench.priority [-n 10000] [--rounds 3]
 """

@@ -18,12 +18,13 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from mq.model.queue import MessageQueue
 
 T = TypeVar("T")
+Q = TypeVar("Q")
 
 
 def queue_level(queue: MessageQueue, levels: Mapping[str, int]) -> int:
@@ -51,6 +52,32 @@ def priority_order(queues: Sequence[MessageQueue], levels: Mapping[str, int], st
         group = by_level[level]
         out += [group[(start + i) % len(group)] for i in range(len(group))]
     return out
+
+
+def top_levels_first(
+    queues: Sequence[Q], levels: Mapping[str, int], queue_of: Callable[[Q], MessageQueue], pending: Sequence[Q] = ()
+) -> list[Q]:
+    """What a push or pull consumer pulls next of the ``queues`` ready to be pulled: of a topic with
+    priority levels, only the queues of its highest level with messages still to pull, higher levels
+    first; the queues of other topics as they come.
+
+    ``pending`` are the held queues that still have messages to pull though they are not ready this
+    instant (being pulled by another puller task): their level counts as well, so a lower level is not
+    pulled while a higher one's pull is in flight. A queue stops counting once it is caught up (its
+    long-poll waiter holds it) or while flow control pauses it (its messages wait in the cache), and only
+    then are the next level's queues pulled: with a backlog, the listener gets the higher priorities first.
+    """
+    if not levels:  # no priority topic subscribed: the held order, at the cost of this check
+        return list(queues)
+    top: dict[str, int] = {}
+    for q in (*queues, *pending):
+        mq = queue_of(q)
+        if mq.topic in levels:
+            top[mq.topic] = max(top.get(mq.topic, 0), queue_level(mq, levels))
+    if not top:
+        return list(queues)
+    kept = [q for q in queues if top.get(queue_of(q).topic, 0) == queue_level(queue_of(q), levels)]
+    return sorted(kept, key=lambda q: -queue_level(queue_of(q), levels))  # stable: held order within a level
 
 
 class HeldMessages(Generic[T]):

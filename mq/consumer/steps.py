@@ -25,6 +25,7 @@ from mq.consumer.machine import CommitPolicy, plan_rebalance
 from mq.consumer.offsets import PERSIST_INTERVAL_S, OffsetStore
 from mq.consumer.ownership import Ownership
 from mq.consumer.parts import ConsumerSettings, Consumption
+from mq.consumer.priority import top_levels_first
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.puller import MATCH_ALL, Puller
 from mq.consumer.registry import HEARTBEAT_INTERVAL_S, STATUS_INTERVAL_S, Beat, Registry
@@ -54,6 +55,10 @@ SHUTDOWN_TIMEOUT_S = 30.0
 
 #: A core's runner of one timed step: a function (sync core) or a coroutine function (asyncio core).
 F = TypeVar("F")
+
+
+def _queue_of(pq: ProcessQueue) -> MessageQueue:
+    return pq.queue
 
 
 class CoreSteps(ABC):
@@ -96,6 +101,8 @@ class CoreSteps(ABC):
         self._reset_seq = -1  # the group's offset-reset counter as last seen (-1: before the first heartbeat)
         self._unsettled = False
         self._evicted_topics: set[str] = set()  # subscribed topics reported evicted (ERROR once until back)
+        #: Priority levels of the subscribed topics that have them, as the last rebalance read them (D142).
+        self.priority_levels: dict[str, int] = {}
         self._stopped = self.new_flag()
         self.rebalance_count = 0
         self.commits: CommitPolicy[ProcessQueue] = CommitPolicy(
@@ -117,6 +124,14 @@ class CoreSteps(ABC):
             stopped=self._stopped,
             wake=self.new_flag(),
         )
+        # a priority topic's higher levels are pulled first, the next level once they are caught up (D142)
+        self.puller.plan.order = lambda ready: top_levels_first(ready, self.priority_levels, _queue_of, self._pulling())
+
+    def _pulling(self) -> list[ProcessQueue]:
+        """The held queues a puller round is pulling right now (not their waiters: a waiter pulls a caught-up queue)."""
+        if not self.priority_levels:
+            return []
+        return [pq for pq in self.process_queues.values() if pq.pull_lock.locked() and not (pq.idle.is_set() or pq.releasing)]
 
     # -- what the scheduling subclass provides ---------------------------------------------------
 
@@ -335,17 +350,21 @@ class CoreSteps(ABC):
         if self._assigned is not None:
             return set(self._assigned)
         wanted: set[MessageQueue] = set()
+        levels: dict[str, int] = {}
         for topic in sorted(self.subscriptions):
             config = yield from StoreOps.topic.op(self.store, topic)
             if config is None:
                 yield from self._report_missing_op(topic)
                 continue
             self._evicted_topics.discard(topic)
+            if config.priority_levels:
+                levels[topic] = config.priority_levels
             mqs = config.readable_queues()
             if self.settings.message_model is MessageModel.BROADCASTING:
                 wanted.update(mqs)
             else:
                 wanted.update(self.settings.strategy.allocate(self.group, self.client_id, mqs, self._members))
+        self.priority_levels = levels
         return wanted
 
     def _report_missing_op(self, topic: str) -> Op[None]:

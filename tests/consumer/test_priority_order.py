@@ -119,3 +119,19 @@ def test_round_robin_spreads_within_a_level() -> None:
     queues = _queues("p", 20)
     firsts = [priority_order(queues, {"p": 10}, start)[0].queue_id for start in range(300)]
     assert set(firsts) == {9, 19} and abs(firsts.count(9) - firsts.count(19)) <= 1
+
+
+def test_top_levels_first_pulls_only_a_priority_topics_highest_ready_level() -> None:
+    from mq.consumer.priority import top_levels_first
+
+    p = [MessageQueue("P", "b", i) for i in range(6)]  # 3 levels: queues 2 and 5 hold level 2
+    plain = [MessageQueue("Plain", "b", i) for i in range(2)]
+    levels = {"P": 3}
+    same = lambda q: q  # noqa: E731 - the queues are their own MessageQueue here
+    assert top_levels_first([*plain, *p], levels, same) == [p[2], p[5], *plain]
+    # level 2 caught up (its waiters hold its queues, so they are not ready): level 1 is pulled next
+    assert top_levels_first([p[0], p[1], p[3], p[4], *plain], levels, same) == [p[1], p[4], *plain]
+    assert top_levels_first([p[0], p[3]], levels, same) == [p[0], p[3]]
+    # without priority topics the ready list is pulled as it is
+    assert top_levels_first([*plain], levels, same) == plain
+    assert top_levels_first([*plain, *p], {}, same) == [*plain, *p]
