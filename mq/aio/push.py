@@ -28,7 +28,7 @@ from mq.consumer.concurrently import (
     tried_again,
 )
 from mq.consumer.listener import ainvoke
-from mq.consumer.machine import Listen, Reconsume, consume_task
+from mq.consumer.machine import Answered, Listen, Reconsume, consume_task
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.push import DEFAULT_MAX_RECONSUME_TIMES, LOCAL_RECONSUME_DELAY_S, PushBase, no_listener
 from mq.consumer.retry import SendBackOps
@@ -254,19 +254,13 @@ class PushConsumer(AsyncFacade, PushBase[AsyncConsumerCore]):
         # no-op listener's call costs less than the frames around it.
         assert self._slots is not None
         consumed: list[MessageExt] = []
-        steps = consume_task(pq, batches, consumed, broadcasting=self.message_model is MessageModel.BROADCASTING)
+        steps = Answered(consume_task(pq, batches, consumed, broadcasting=self.message_model is MessageModel.BROADCASTING))
         spans = otel.enabled()
         group, hooks, listener, queue = self.group, self._hooks, self._listener or no_listener, pq.queue
         namespace, consuming, slow = self._conn.namespace, pq.consuming, self._slow
         try:
             async with self._slots:
-                send, status = steps.send, None
-                while True:
-                    try:
-                        step = send(status)
-                    except StopIteration:
-                        break
-                    status = None
+                for step in steps:
                     try:
                         if type(step) is Listen:
                             if not self._started:
@@ -275,7 +269,7 @@ class PushConsumer(AsyncFacade, PushBase[AsyncConsumerCore]):
                             for m in msgs:
                                 consuming[m.queue_offset] = began
                             try:
-                                status = await ainvoke(
+                                steps.answer = await ainvoke(
                                     group,
                                     hooks,
                                     listener,

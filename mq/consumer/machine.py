@@ -250,6 +250,8 @@ class FlowControl:
 
 #: The queue state a driver keeps (its ``ProcessQueue`` adds locks to :class:`QueueState`).
 Q = TypeVar("Q", bound=QueueState)
+C = TypeVar("C")
+A = TypeVar("A")
 
 
 # -- what to pull next ---------------------------------------------------------------------------
@@ -527,6 +529,25 @@ class Reconsume(NamedTuple):
 
 #: A concurrent consume task as the drivers run it: commands out, listener statuses in.
 ConsumeTask = Generator[Listen | Reconsume, ConsumeConcurrentlyStatus | None, None]
+
+
+class Answered(Generic[C, A]):
+    """A machine's commands as an iterator a driver answers: ``for command in steps: …; steps.answer =
+    result`` (the answer goes in with the next command asked for, None when none was set) — the loop
+    around ``generator.send`` both drivers would otherwise write out."""
+
+    __slots__ = ("_send", "answer")
+
+    def __init__(self, commands: Generator[C, A | None, None]) -> None:
+        self._send = commands.send
+        self.answer: A | None = None
+
+    def __iter__(self) -> Answered[C, A]:
+        return self
+
+    def __next__(self) -> C:
+        answer, self.answer = self.answer, None
+        return self._send(answer)  # StopIteration ends the driver's loop
 
 
 def consume_task(

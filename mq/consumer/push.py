@@ -24,7 +24,7 @@ from mq.consumer.concurrently import (
 )
 from mq.consumer.core import SHUTDOWN_TIMEOUT_S, ConsumerCore
 from mq.consumer.listener import invoke
-from mq.consumer.machine import Batches, Concurrent, Listen, Orderly, Reconsume, consume_task
+from mq.consumer.machine import Answered, Batches, Concurrent, Listen, Orderly, Reconsume, consume_task
 from mq.consumer.orderly import OrderlyService
 from mq.consumer.process_queue import ProcessQueue
 from mq.consumer.retry import SendBack
@@ -361,18 +361,12 @@ class PushConsumer(PushBase[ConsumerCore]):
         # whole task is looked up once; the consumed messages are forgotten together at the end.
         consumed: list[MessageExt] = []
         task = _Task(self, pq)
-        steps = consume_task(pq, batches, consumed, broadcasting=task.broadcasting)
-        send, status = steps.send, None
+        steps = Answered(consume_task(pq, batches, consumed, broadcasting=task.broadcasting))
         try:
-            while True:
-                try:
-                    step = send(status)
-                except StopIteration:
-                    break
-                status = None
+            for step in steps:
                 try:
                     if type(step) is Listen:
-                        status = self._listen(task, step)
+                        steps.answer = self._listen(task, step)
                     else:
                         back = cast(Reconsume, step)
                         self._reconsume_later(pq, back.msgs, back.delay_level)

@@ -373,3 +373,22 @@ def test_a_pull_round_takes_the_ready_queues_in_the_plans_order() -> None:
     assert full.flow_paused  # left out for flow control: consuming wakes the puller
     backwards = PullPlan(flow, order=lambda ready: ready[::-1])  # e.g. higher-priority queues first
     assert backwards.ready(queues, busy=lambda q: q is caught_up) == [last, first]
+
+
+def test_answered_sends_each_answer_in_with_the_next_command() -> None:
+    from mq.consumer.machine import Answered
+
+    seen: list[object] = []
+
+    def commands():  # type: ignore[no-untyped-def]
+        seen.append((yield "a"))
+        seen.append((yield "b"))
+        seen.append((yield "c"))
+
+    steps: Answered[str, int] = Answered(commands())
+    asked = []
+    for command in steps:
+        asked.append(command)
+        if command != "b":  # "b" is left unanswered: None goes in
+            steps.answer = len(asked)
+    assert asked == ["a", "b", "c"] and seen == [1, None, 3]
