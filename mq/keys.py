@@ -96,35 +96,40 @@ class QueueKeys:
     timerdead: str
 
     @property
+    def tag(self) -> str:
+        """The queue's hash tag, ``{ns:T:Q}``: every key of the queue starts with it (one slot)."""
+        return self.meta.removesuffix(":q")
+
+    @property
     def trace(self) -> str:
         """The message trace of the queue: msg id → its events (see :mod:`mq.observe.trace`)."""
-        return f"{self.meta.removesuffix(':q')}:trace"
+        return f"{self.tag}:trace"
 
     @property
     def segments(self) -> str:
         """The queue's tier manifest: segment JSON → start offset (see :mod:`mq.tier.segment`)."""
-        return f"{self.meta.removesuffix(':q')}:segments"
+        return f"{self.tag}:segments"
 
     @property
     def tier_lease(self) -> str:
         """The lease of the broker service uploading this queue to the tier (owner token, with a TTL)."""
-        return f"{self.meta.removesuffix(':q')}:tierlease"
+        return f"{self.tag}:tierlease"
 
     @property
     def expired(self) -> str:
         """Consumer group → messages of the queue retention removed before the group consumed them
         (a counter only ``trim-queue`` adds to)."""
-        return f"{self.meta.removesuffix(':q')}:expired"
+        return f"{self.tag}:expired"
 
     @property
     def dedup(self) -> str:
         """Deduplication ids seen in the window (→ their first send) and the fences of producer retries (D140)."""
-        return f"{self.meta.removesuffix(':q')}:dedup"
+        return f"{self.tag}:dedup"
 
     @property
     def dedup_expiry(self) -> str:
         """The members of :attr:`dedup` → when each expires, ms (D140)."""
-        return f"{self.meta.removesuffix(':q')}:dedupexp"
+        return f"{self.tag}:dedupexp"
 
     def all(self) -> list[str]:
         """Every key of the queue (all in one hash slot)."""
@@ -160,11 +165,11 @@ class QueueKeys:
 
     def lock(self, group: str) -> str:
         """The orderly-consumption lock of ``group`` on this queue."""
-        return f"{self.meta.removesuffix(':q')}:lock:{group}"
+        return f"{self.tag}:lock:{group}"
 
     def simple(self, group: str) -> list[str]:
         """The keys of ``receive-simple`` for simple-consumer group ``group`` on this queue."""
-        tag = self.meta.removesuffix(":q")
+        tag = self.tag
         return [self.meta, self.log, self.offsets, f"{tag}:inv:{group}", f"{tag}:att:{group}"]
 
     def guard(self, group: str, guard: str) -> str:
